@@ -1,0 +1,3 @@
+//! The test control plane: what a Kubernetes API server checks and does, for the project's tests.
+
+pub mod structural;

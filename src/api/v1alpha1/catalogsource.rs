@@ -1,0 +1,141 @@
+//! The CatalogSource: a File-Based Catalog shipped in an OCI image (DESIGN decision 7), from which packages resolve.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ObjectReference, Toleration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::api::nullable::null_as_default;
+
+use super::Icon;
+
+/// Desired state of a CatalogSource.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "operators.coreos.com",
+    version = "v1alpha1",
+    kind = "CatalogSource",
+    doc = "A catalog of operator packages, shipped as a File-Based Catalog image.",
+    namespaced,
+    status = "CatalogSourceStatus",
+    category = "olm",
+    shortname = "catsrc",
+    printcolumn = r#"{"name":"Display","type":"string","jsonPath":".spec.displayName","description":"The pretty name of the catalog"}"#,
+    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.sourceType","description":"The type of the catalog"}"#,
+    printcolumn = r#"{"name":"Publisher","type":"string","jsonPath":".spec.publisher","description":"The publisher of the catalog"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogSourceSpec {
+    /// How the catalog is served: `grpc` with `image` (a File-Based Catalog image), `configmap`, or `internal`.
+    pub source_type: SourceType,
+    /// The catalog image.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Address of an existing catalog server, for `grpc` without `image`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Name of a ConfigMap holding the catalog, for `configmap` and `internal`.
+    #[serde(default, rename = "configMap", skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<String>,
+    /// Pull secrets for the catalog image and its bundles, in the CatalogSource's namespace.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+    /// How often the image is polled for a new digest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_strategy: Option<UpdateStrategy>,
+    /// Scheduling of a catalog server pod.
+    #[serde(default, rename = "grpcPodConfig", skip_serializing_if = "Option::is_none")]
+    pub grpc_pod_config: Option<GrpcPodConfig>,
+    /// Human-readable name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Publisher.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publisher: Option<String>,
+    /// Priority among catalogs; higher wins ties.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<i32>,
+    /// Icon of the catalog.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon: Option<Icon>,
+}
+
+/// How a catalog is served.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceType {
+    /// A catalog image, or the address of a catalog server.
+    #[default]
+    Grpc,
+    /// A catalog held in a ConfigMap.
+    Configmap,
+    /// A ConfigMap-held catalog managed by OLM.
+    Internal,
+}
+
+/// Polling of the catalog image.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpdateStrategy {
+    /// Poll the registry at an interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registry_poll: Option<RegistryPoll>,
+}
+
+/// Registry polling interval.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct RegistryPoll {
+    /// A Go duration such as `10m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<String>,
+}
+
+/// Scheduling of a catalog server pod.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcPodConfig {
+    /// Node selector.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Tolerations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// Priority class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority_class_name: Option<String>,
+    /// `legacy` or `restricted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context_config: Option<String>,
+}
+
+/// Observed state of a CatalogSource.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogSourceStatus {
+    /// Human-readable detail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Machine-readable reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The catalog image pinned by the digest last pulled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_image: Option<String>,
+    /// The ConfigMap a configmap catalog was read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_reference: Option<ObjectReference>,
+    /// When the image was last polled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_image_registry_poll: Option<Time>,
+    /// Conditions of the catalog.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}

@@ -1,0 +1,636 @@
+//! The ClusterServiceVersion: an operator's metadata, install strategy, owned and required APIs, and its
+//! installation status as OLM v0 reports it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::admissionregistration::v1::RuleWithOperations;
+use k8s_openapi::api::apps::v1::DeploymentSpec;
+use k8s_openapi::api::rbac::v1::PolicyRule;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::api::nullable::null_as_default;
+
+use super::arbitrary_json;
+
+/// Desired state of a ClusterServiceVersion, as written by the operator's author.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "operators.coreos.com",
+    version = "v1alpha1",
+    kind = "ClusterServiceVersion",
+    doc = "An operator version: its metadata, install strategy and APIs, and its installation status.",
+    namespaced,
+    status = "ClusterServiceVersionStatus",
+    category = "olm",
+    shortname = "csv",
+    shortname = "csvs",
+    printcolumn = r#"{"name":"Display","type":"string","jsonPath":".spec.displayName","description":"The name of the CSV"}"#,
+    printcolumn = r#"{"name":"Version","type":"string","jsonPath":".spec.version","description":"The version of the CSV"}"#,
+    printcolumn = r#"{"name":"Replaces","type":"string","jsonPath":".spec.replaces","description":"The name of a CSV that this one replaces"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterServiceVersionSpec {
+    /// How the operator is installed: its deployments and the permissions they need.
+    pub install: NamedInstallStrategy,
+    /// Semantic version of the operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Maturity of the operator (alpha, beta, stable, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maturity: Option<String>,
+    /// CRDs the operator owns and requires.
+    #[serde(default, rename = "customresourcedefinitions", skip_serializing_if = "Option::is_none")]
+    pub custom_resource_definitions: Option<CustomResourceDefinitions>,
+    /// APIServices the operator owns and requires.
+    #[serde(default, rename = "apiservicedefinitions", skip_serializing_if = "Option::is_none")]
+    pub api_service_definitions: Option<ApiServiceDefinitions>,
+    /// Admission and conversion webhooks the operator serves.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        rename = "webhookdefinitions",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub webhook_definitions: Vec<WebhookDescription>,
+    /// Built-in APIs the operator needs the cluster to serve.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        rename = "nativeAPIs",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub native_apis: Vec<GroupVersionKind>,
+    /// The lowest Kubernetes version the operator runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_kube_version: Option<String>,
+    /// Human-readable name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Description, in Markdown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Search keywords.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub keywords: Vec<String>,
+    /// People who maintain the operator.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub maintainers: Vec<Maintainer>,
+    /// Who publishes the operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<AppLink>,
+    /// Links to documentation and sources.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<AppLink>,
+    /// Icons of the operator.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub icon: Vec<Icon>,
+    /// Which OperatorGroup shapes the operator supports.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub install_modes: Vec<InstallMode>,
+    /// The name of the CSV this one upgrades.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+    /// Names of CSVs this one may upgrade directly, skipping them.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub skips: Vec<String>,
+    /// Labels OLM copies onto objects it creates for the CSV.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations OLM copies onto objects it creates for the CSV.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// Selects the operator's resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// Images the operator uses, for disconnected mirroring.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub related_images: Vec<RelatedImage>,
+    /// Whether OLM deletes the operator's custom resources when the CSV goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<CleanupSpec>,
+}
+
+/// The install strategy, of which OLM knows one: `deployment`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct NamedInstallStrategy {
+    /// Name of the strategy; `deployment`.
+    pub strategy: String,
+    /// The deployment strategy's details.
+    #[serde(default)]
+    pub spec: StrategyDetailsDeployment,
+}
+
+/// Deployments, and the permissions their ServiceAccounts need.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StrategyDetailsDeployment {
+    /// The operator's Deployments.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub deployments: Vec<StrategyDeploymentSpec>,
+    /// Rules granted in each target namespace.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<StrategyDeploymentPermissions>,
+    /// Rules granted cluster-wide.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub cluster_permissions: Vec<StrategyDeploymentPermissions>,
+}
+
+/// One Deployment of the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct StrategyDeploymentSpec {
+    /// Name of the Deployment.
+    pub name: String,
+    /// The Deployment's spec.
+    pub spec: DeploymentSpec,
+    /// Labels of the Deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<BTreeMap<String, String>>,
+}
+
+/// Rules granted to a ServiceAccount.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StrategyDeploymentPermissions {
+    /// The ServiceAccount; `default` when empty.
+    #[serde(default)]
+    pub service_account_name: String,
+    /// The rules.
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub rules: Vec<PolicyRule>,
+}
+
+/// CRDs the operator owns and requires.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct CustomResourceDefinitions {
+    /// CRDs the operator provides.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub owned: Vec<CrdDescription>,
+    /// CRDs another operator must provide.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<CrdDescription>,
+}
+
+/// A CRD the operator owns or requires.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CrdDescription {
+    /// Name of the CRD: `<plural>.<group>`.
+    pub name: String,
+    /// Version of the API.
+    pub version: String,
+    /// Kind of the API.
+    pub kind: String,
+    /// Human-readable name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Kinds the operator creates for instances of this API.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<ApiResourceReference>,
+    /// Descriptors of status fields, for user interfaces.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub status_descriptors: Vec<Descriptor>,
+    /// Descriptors of spec fields, for user interfaces.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub spec_descriptors: Vec<Descriptor>,
+    /// Descriptors of actions, for user interfaces.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub action_descriptors: Vec<Descriptor>,
+}
+
+/// APIServices the operator owns and requires.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ApiServiceDefinitions {
+    /// APIServices the operator serves.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub owned: Vec<ApiServiceDescription>,
+    /// APIServices another operator must serve.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub required: Vec<ApiServiceDescription>,
+}
+
+/// An aggregated API the operator serves or needs.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiServiceDescription {
+    /// Plural resource name.
+    pub name: String,
+    /// API group.
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// The Deployment that serves the API.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_name: Option<String>,
+    /// The port the serving container listens on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_port: Option<i32>,
+    /// Human-readable name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Kinds the operator creates for instances of this API.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<ApiResourceReference>,
+    /// Descriptors of status fields.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub status_descriptors: Vec<Descriptor>,
+    /// Descriptors of spec fields.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub spec_descriptors: Vec<Descriptor>,
+    /// Descriptors of actions.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub action_descriptors: Vec<Descriptor>,
+}
+
+/// A kind created for instances of an API. Every field may be missing, as OLM's decoder allows, and `Kind` is
+/// read as `kind` because OLM's decoder matches field names without regard to case.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ApiResourceReference {
+    /// Plural resource name.
+    #[serde(default)]
+    pub name: String,
+    /// Kind.
+    #[serde(default, alias = "Kind")]
+    pub kind: String,
+    /// API version.
+    #[serde(default)]
+    pub version: String,
+}
+
+/// A spec, status or action descriptor: how a user interface presents a field.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Descriptor {
+    /// JSON path of the field, relative to spec or status.
+    pub path: String,
+    /// Human-readable name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Descriptor URNs such as `urn:alm:descriptor:com.tectonic.ui:text`.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        rename = "x-descriptors",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub x_descriptors: Vec<String>,
+    /// A sample value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "arbitrary_json")]
+    pub value: Option<serde_json::Value>,
+}
+
+/// The kinds of webhook a CSV can define.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum WebhookAdmissionType {
+    ValidatingAdmissionWebhook,
+    MutatingAdmissionWebhook,
+    ConversionWebhook,
+}
+
+/// A webhook the operator serves from one of its Deployments.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookDescription {
+    /// Name prefix of the webhook configuration.
+    pub generate_name: String,
+    /// Kind of webhook.
+    #[serde(rename = "type")]
+    pub webhook_type: WebhookAdmissionType,
+    /// The Deployment that serves the webhook.
+    pub deployment_name: String,
+    /// Port of the webhook Service; 443 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_port: Option<i32>,
+    /// Port the container listens on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_port: Option<IntOrString>,
+    /// Operations and resources the webhook intercepts.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<RuleWithOperations>,
+    /// Fail or Ignore.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_policy: Option<String>,
+    /// Exact or Equivalent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_policy: Option<String>,
+    /// Selects the objects the webhook sees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object_selector: Option<LabelSelector>,
+    /// None or NoneOnDryRun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side_effects: Option<String>,
+    /// Timeout of a call, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<i32>,
+    /// AdmissionReview versions the webhook accepts.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub admission_review_versions: Vec<String>,
+    /// Never or IfNeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reinvocation_policy: Option<String>,
+    /// HTTP path of the webhook.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_path: Option<String>,
+    /// CRDs whose conversion the webhook serves.
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        rename = "conversionCRDs",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub conversion_crds: Vec<String>,
+}
+
+/// A built-in API identified by group, version and kind.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct GroupVersionKind {
+    /// API group; empty for the core group.
+    #[serde(default)]
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+}
+
+/// A maintainer of the operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Maintainer {
+    /// Name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Email address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+}
+
+/// A named link.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct AppLink {
+    /// Name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// An icon.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct Icon {
+    /// Base64-encoded image.
+    #[serde(default, rename = "base64data")]
+    pub base64_data: String,
+    /// Media type of the image.
+    #[serde(default, rename = "mediatype")]
+    pub media_type: String,
+}
+
+/// The install mode types of an OperatorGroup shape.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+pub enum InstallModeType {
+    /// Watches the namespace it is installed in.
+    OwnNamespace,
+    /// Watches one other namespace.
+    SingleNamespace,
+    /// Watches several namespaces.
+    MultiNamespace,
+    /// Watches every namespace.
+    AllNamespaces,
+}
+
+/// Whether the operator supports an install mode.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub struct InstallMode {
+    /// The install mode.
+    #[serde(rename = "type")]
+    pub mode: InstallModeType,
+    /// Whether it is supported.
+    pub supported: bool,
+}
+
+/// An image the operator uses.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct RelatedImage {
+    /// Name of the image's role.
+    #[serde(default)]
+    pub name: String,
+    /// Image reference.
+    pub image: String,
+}
+
+/// Cleanup of custom resources when the CSV is deleted.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct CleanupSpec {
+    /// Whether cleanup is enabled.
+    #[serde(default)]
+    pub enabled: bool,
+}
+
+/// The phases of a ClusterServiceVersion's life.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum CsvPhase {
+    /// Not yet processed.
+    #[default]
+    #[serde(rename = "")]
+    None,
+    Pending,
+    InstallReady,
+    Installing,
+    Succeeded,
+    Failed,
+    Unknown,
+    Replacing,
+    Deleting,
+}
+
+/// Observed state of a ClusterServiceVersion.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterServiceVersionStatus {
+    /// Current phase.
+    #[serde(default)]
+    pub phase: CsvPhase,
+    /// Human-readable detail of the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Machine-readable reason of the phase.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When the status was last updated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Time>,
+    /// When the phase last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+    /// History of phase transitions, newest last, at most 20.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<CsvCondition>,
+    /// Status of each requirement: CRDs, APIServices, ServiceAccounts and their rules.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub requirement_status: Vec<RequirementStatus>,
+    /// When webhook and APIService serving certificates were last issued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certs_last_updated: Option<Time>,
+    /// When serving certificates are due to be rotated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certs_rotate_at: Option<Time>,
+    /// Custom resources awaiting deletion when cleanup is enabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleanup: Option<CleanupStatus>,
+}
+
+/// One entry of a CSV's phase history.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CsvCondition {
+    /// The phase entered.
+    #[serde(default)]
+    pub phase: CsvPhase,
+    /// Human-readable detail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Machine-readable reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// When the entry was last updated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update_time: Option<Time>,
+    /// When the phase was entered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+}
+
+/// Status of one requirement of a CSV.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct RequirementStatus {
+    /// API group of the required object.
+    #[serde(default)]
+    pub group: String,
+    /// API version of the required object.
+    #[serde(default)]
+    pub version: String,
+    /// Kind of the required object.
+    #[serde(default)]
+    pub kind: String,
+    /// Name of the required object.
+    #[serde(default)]
+    pub name: String,
+    /// Present, PresentNotSatisfied, NotPresent, NotSatisfied, Satisfied, ...
+    #[serde(default)]
+    pub status: String,
+    /// Human-readable detail.
+    #[serde(default)]
+    pub message: String,
+    /// UID of the object found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// Status of what the requirement depends on (a ServiceAccount's rules).
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub dependents: Vec<DependentStatus>,
+}
+
+/// Status of something a requirement depends on.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct DependentStatus {
+    /// API group.
+    #[serde(default)]
+    pub group: String,
+    /// API version.
+    #[serde(default)]
+    pub version: String,
+    /// Kind.
+    #[serde(default)]
+    pub kind: String,
+    /// Satisfied or NotSatisfied.
+    #[serde(default)]
+    pub status: String,
+    /// UID of the object found.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// Detail, such as `namespaced rule:{...}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// Custom resources awaiting deletion.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CleanupStatus {
+    /// Kinds with instances pending deletion.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub pending_deletion: Vec<ResourceList>,
+}
+
+/// Instances of one kind pending deletion.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ResourceList {
+    /// API group.
+    #[serde(default)]
+    pub group: String,
+    /// Kind.
+    #[serde(default)]
+    pub kind: String,
+    /// The instances.
+    #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<ResourceInstance>,
+}
+
+/// One instance pending deletion.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ResourceInstance {
+    /// Name.
+    pub name: String,
+    /// Namespace; absent for cluster-scoped kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+impl ClusterServiceVersionSpec {
+    /// Whether the CSV supports an install mode; a mode it does not list counts as unsupported, as in OLM.
+    pub fn supports(&self, mode: InstallModeType) -> bool {
+        self.install_modes.iter().any(|candidate| candidate.mode == mode && candidate.supported)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unlisted_install_mode_is_unsupported() {
+        let spec = ClusterServiceVersionSpec {
+            install_modes: vec![
+                InstallMode { mode: InstallModeType::OwnNamespace, supported: true },
+                InstallMode { mode: InstallModeType::AllNamespaces, supported: false },
+            ],
+            ..Default::default()
+        };
+        assert!(spec.supports(InstallModeType::OwnNamespace));
+        assert!(!spec.supports(InstallModeType::AllNamespaces));
+        assert!(!spec.supports(InstallModeType::MultiNamespace));
+    }
+
+    #[test]
+    fn empty_phase_is_none() {
+        let status: ClusterServiceVersionStatus =
+            serde_json::from_value(serde_json::json!({"phase": ""})).expect("status parses");
+        assert_eq!(status.phase, CsvPhase::None);
+    }
+}

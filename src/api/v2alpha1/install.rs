@@ -1,0 +1,271 @@
+//! The `Install`: content to apply as a controller-assigned ServiceAccount, gated on approval of the
+//! permissions that ServiceAccount lacks.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::api::union::{Member, UnionError};
+
+/// Desired state of an Install: what to apply, where, and whether its pending permissions are approved.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "operators.coreos.com",
+    version = "v2alpha1",
+    kind = "Install",
+    doc = "Content applied as a controller-assigned ServiceAccount once a person holding the permissions it lacks approves them.",
+    status = "InstallStatus",
+    category = "olm",
+    printcolumn = r#"{"name":"Approval","type":"string","jsonPath":".spec.approval"}"#,
+    printcolumn = r#"{"name":"Pending","type":"integer","jsonPath":".status.pending.count","description":"Number of permission rules waiting for approval"}"#,
+    printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
+    printcolumn = r#"{"name":"ServiceAccount","type":"string","priority":1,"jsonPath":".status.serviceAccountRef.name"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallSpec {
+    /// Replaces namespace fields in the content: every object in `from` is installed in `to`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<NamespaceMapping>,
+    /// Whether a person holding the pending permissions approved them. The controller resets it to
+    /// Unapproved whenever permissions are pending; only a user holding them may set Approved.
+    #[serde(default)]
+    pub approval: Approval,
+    /// What to install; at least one item.
+    #[schemars(length(min = 1))]
+    pub content: Vec<Content>,
+}
+
+/// A namespace rename applied to the content.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+pub struct NamespaceMapping {
+    /// The namespace as written in the content.
+    #[schemars(length(min = 1, max = 63))]
+    pub from: String,
+    /// The namespace to install into.
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+    pub to: String,
+}
+
+/// Approval of an Install's pending permissions.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum Approval {
+    /// The content may be applied with the permissions it needs.
+    Approved,
+    /// Nothing is granted or applied until a person approves.
+    #[default]
+    Unapproved,
+}
+
+/// The kinds of content an Install can apply.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum ContentType {
+    /// An operator bundle image.
+    ManifestImage,
+    /// Kubernetes manifests given inline.
+    Raw,
+}
+
+/// A union: `type` names the one member that is set.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Content {
+    /// The member of this union that is set.
+    #[serde(rename = "type")]
+    pub content_type: ContentType,
+    /// A fully qualified bundle image reference (registry included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub manifest_image: Option<String>,
+    /// One or more Kubernetes objects as YAML or JSON documents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub raw: Option<String>,
+}
+
+impl Content {
+    /// The members of the union, for its schema rule.
+    pub const MEMBERS: &'static [Member] = &[
+        Member { discriminator: "ManifestImage", field: "manifestImage" },
+        Member { discriminator: "Raw", field: "raw" },
+    ];
+}
+
+/// The member of [`Content`] that is set, read after the schema's union rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContentSource<'a> {
+    ManifestImage(&'a str),
+    Raw(&'a str),
+}
+
+impl Content {
+    /// The selected member; an error when the object breaks the union rule the schema enforces.
+    pub fn source(&self) -> Result<ContentSource<'_>, UnionError> {
+        match (self.content_type, &self.manifest_image, &self.raw) {
+            (ContentType::ManifestImage, Some(image), None) => Ok(ContentSource::ManifestImage(image)),
+            (ContentType::Raw, None, Some(raw)) => Ok(ContentSource::Raw(raw)),
+            (ContentType::ManifestImage, None, _) => {
+                Err(UnionError::MemberMissing { discriminator: "ManifestImage", field: "manifestImage" })
+            }
+            (ContentType::ManifestImage, Some(_), Some(_)) => {
+                Err(UnionError::ExtraMember { discriminator: "ManifestImage", field: "raw" })
+            }
+            (ContentType::Raw, _, None) => Err(UnionError::MemberMissing { discriminator: "Raw", field: "raw" }),
+            (ContentType::Raw, Some(_), Some(_)) => {
+                Err(UnionError::ExtraMember { discriminator: "Raw", field: "manifestImage" })
+            }
+        }
+    }
+}
+
+/// Observed state of an Install.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallStatus {
+    /// A one-word summary of the conditions, for `kubectl get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<InstallState>,
+    /// The ServiceAccount the content is applied as. The controller assigns it; requesters never name one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_account_ref: Option<ServiceAccountReference>,
+    /// Conditions: PendingApproval, ContentImportError, InvalidContent, Installed, Progressing, ComponentsDiverge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The content as resolved, images pinned by digest, in the order of `spec.content`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolved: Vec<ResolvedContent>,
+    /// Permissions the content needs that the ServiceAccount does not hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<PendingPermissions>,
+    /// The generation of the Install that this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// One-word summary of an Install's conditions.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum InstallState {
+    /// Content is being pulled and its permissions computed.
+    Resolving,
+    /// Permissions are pending; waiting for a person who holds them to approve.
+    PendingApproval,
+    /// Approved permissions are being granted and content applied.
+    Applying,
+    /// Content is applied and matches what was resolved.
+    Installed,
+    /// Something failed; the conditions say what.
+    Failed,
+}
+
+/// A reference to a ServiceAccount.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct ServiceAccountReference {
+    /// Name of the ServiceAccount.
+    pub name: String,
+    /// Namespace of the ServiceAccount.
+    pub namespace: String,
+}
+
+/// A content item as resolved: an image pinned by digest, or the digest of raw manifests.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResolvedContent {
+    /// The kind of content.
+    #[serde(rename = "type")]
+    pub content_type: ContentType,
+    /// The image reference pinned by digest, for ManifestImage content.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_image: Option<String>,
+    /// The digest of the content (the image manifest's, or the sha256 of raw manifests).
+    pub digest: String,
+}
+
+/// Permissions waiting for approval.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PendingPermissions {
+    /// Number of rules in `permissions`.
+    pub count: i64,
+    /// The missing rules, compacted and in a stable order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub permissions: Vec<PendingPermission>,
+}
+
+/// Where a pending rule applies.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+pub enum PermissionScope {
+    /// Granted by a ClusterRole and ClusterRoleBinding: in every namespace, and for cluster-scoped resources.
+    Cluster,
+    /// Granted by Roles and RoleBindings in the listed namespaces only.
+    Namespaced,
+}
+
+/// A PolicyRule the ServiceAccount lacks, with where it applies.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingPermission {
+    /// Cluster-wide, or only in `namespaces`.
+    pub scope: PermissionScope,
+    /// The namespaces the rule applies in, when `scope` is Namespaced.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub namespaces: Vec<String>,
+    /// Verbs, as in a PolicyRule.
+    pub verbs: Vec<String>,
+    /// API groups, as in a PolicyRule; `""` is the core group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_groups: Vec<String>,
+    /// Resources, as in a PolicyRule, with subresources as `resource/subresource`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
+    /// Resource names the rule is limited to; every name when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_names: Vec<String>,
+    /// Non-resource URLs, as in a PolicyRule; only with Cluster scope.
+    #[serde(default, rename = "nonResourceURLs", skip_serializing_if = "Vec::is_empty")]
+    pub non_resource_urls: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_content_yields_its_manifests() {
+        let content = Content { content_type: ContentType::Raw, manifest_image: None, raw: Some("kind: Pod".into()) };
+        assert_eq!(content.source(), Ok(ContentSource::Raw("kind: Pod")));
+    }
+
+    #[test]
+    fn content_with_both_members_is_an_error() {
+        let content = Content {
+            content_type: ContentType::Raw,
+            manifest_image: Some("registry.example/bus:1".into()),
+            raw: Some("kind: Pod".into()),
+        };
+        assert_eq!(content.source(), Err(UnionError::ExtraMember { discriminator: "Raw", field: "manifestImage" }));
+    }
+
+    #[test]
+    fn approval_defaults_to_unapproved() {
+        let spec: InstallSpec =
+            serde_json::from_value(serde_json::json!({"content": [{"type": "Raw", "raw": "kind: Pod"}]}))
+                .expect("spec parses");
+        assert_eq!(spec.approval, Approval::Unapproved);
+    }
+
+    #[test]
+    fn pending_permission_serializes_policy_rule_field_names() {
+        let permission = PendingPermission {
+            scope: PermissionScope::Cluster,
+            namespaces: vec![],
+            verbs: vec!["get".into()],
+            api_groups: vec![],
+            resources: vec![],
+            resource_names: vec![],
+            non_resource_urls: vec!["/healthz".into()],
+        };
+        let value = serde_json::to_value(&permission).expect("serializes");
+        assert_eq!(value, serde_json::json!({"scope": "Cluster", "verbs": ["get"], "nonResourceURLs": ["/healthz"]}));
+    }
+}

@@ -1,0 +1,60 @@
+//! Errors of the binary's top-level actions. Each has a static category, used as log field, event reason and
+//! metric label, so that error text never becomes a label value.
+
+use std::net::SocketAddr;
+
+use crate::crdgen::CrdGenError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("failed to load the cluster configuration (KUBECONFIG or in-cluster)")]
+    LoadClusterConfig(#[source] kube::config::InferConfigError),
+    #[error("failed to build a Kubernetes client")]
+    BuildClient(#[source] kube::Error),
+    #[error("failed to reach the Kubernetes API server")]
+    ConnectCluster(#[source] kube::Error),
+    #[error("failed to bind the health and metrics endpoint on {address}")]
+    BindHealthEndpoint {
+        address: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to serve the health and metrics endpoint")]
+    ServeHealthEndpoint(#[source] std::io::Error),
+    #[error("failed to install the signal handler")]
+    InstallSignalHandler(#[source] std::io::Error),
+    #[error("failed to register metrics")]
+    RegisterMetrics(#[source] std::fmt::Error),
+    #[error(transparent)]
+    GenerateCrds(#[from] CrdGenError),
+    #[error("the CRDs in {dir} are stale: outdated {outdated:?}, unexpected {unexpected:?}; run `olmv2 crds write`")]
+    StaleCrds { dir: String, outdated: Vec<String>, unexpected: Vec<String> },
+}
+
+impl Error {
+    /// A short, bounded name of what failed.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::LoadClusterConfig(_) => "ClusterConfigInvalid",
+            Self::BuildClient(_) => "ClientBuildFailed",
+            Self::ConnectCluster(_) => "ClusterUnreachable",
+            Self::BindHealthEndpoint { .. } => "HealthEndpointBindFailed",
+            Self::ServeHealthEndpoint(_) => "HealthEndpointFailed",
+            Self::InstallSignalHandler(_) => "SignalHandlerFailed",
+            Self::RegisterMetrics(_) => "MetricsRegistrationFailed",
+            Self::GenerateCrds(error) => error.category(),
+            Self::StaleCrds { .. } => "CrdsStale",
+        }
+    }
+}
+
+/// Renders an error with its chain of causes, one per line, for the user at the terminal.
+pub fn report(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        text.push_str(&format!("\n  caused by: {inner}"));
+        cause = inner.source();
+    }
+    text
+}
