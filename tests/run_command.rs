@@ -162,7 +162,10 @@ fn json_logs_are_one_object_per_line_with_the_error_category() {
     assert!(!status.success());
     let lines: Vec<serde_json::Value> =
         stderr.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|_| panic!("not JSON: {line}"))).collect();
-    let failure = lines.iter().find(|line| line["level"] == "ERROR").expect("an error line");
+    let failure = lines
+        .iter()
+        .find(|line| line["level"] == "ERROR" && line["target"] == "olmv2")
+        .expect("the binary's error line");
     assert_eq!(failure["category"], "ClusterUnreachable");
     let _ = std::fs::remove_file(kubeconfig);
 }
