@@ -1,0 +1,226 @@
+//! The rules a user holds, from the RBAC objects of a cluster, as kube-apiserver's RBAC authorizer resolves them
+//! (`RulesFor`): ClusterRoleBindings everywhere, RoleBindings in their namespace, RoleBindings to ClusterRoles, and
+//! aggregated ClusterRoles as their aggregation controller fills them.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject};
+
+use super::rule::Rule;
+use super::subject::UserInfo;
+use crate::labels::selector_matches;
+
+/// A binding whose role does not exist: it grants nothing, and is reported rather than ignored.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, thiserror::Error)]
+#[error("{binding_kind} {binding} refers to {role_kind} {role}, which does not exist")]
+pub struct MissingRole {
+    pub binding_kind: &'static str,
+    /// `namespace/name` for RoleBindings, `name` for ClusterRoleBindings.
+    pub binding: String,
+    pub role_kind: String,
+    pub role: String,
+}
+
+/// Roles and ClusterRoles by name, with aggregated ClusterRoles resolved.
+#[derive(Clone, Debug, Default)]
+pub struct Roles {
+    roles: HashMap<(String, String), Vec<Rule>>,
+    cluster_roles: HashMap<String, Vec<Rule>>,
+    /// As read, to re-aggregate when roles are added.
+    raw_cluster_roles: Vec<ClusterRole>,
+}
+
+impl Roles {
+    pub fn new(roles: &[Role], cluster_roles: &[ClusterRole]) -> Self {
+        let mut catalog = Self { raw_cluster_roles: cluster_roles.to_vec(), ..Self::default() };
+        catalog.add_roles(roles);
+        catalog.cluster_roles = aggregate_cluster_roles(&catalog.raw_cluster_roles);
+        catalog
+    }
+
+    fn add_roles(&mut self, roles: &[Role]) {
+        for role in roles {
+            let key =
+                (role.metadata.namespace.clone().unwrap_or_default(), role.metadata.name.clone().unwrap_or_default());
+            self.roles.insert(key, role.rules.iter().flatten().map(Rule::from).collect());
+        }
+    }
+
+    /// These roles with `roles` and `cluster_roles` added, replacing any of the same name: what the cluster will hold
+    /// once content bringing them is applied.
+    pub fn overlay(&self, roles: &[Role], cluster_roles: &[ClusterRole]) -> Self {
+        let mut overlaid = self.clone();
+        overlaid.add_roles(roles);
+        for role in cluster_roles {
+            overlaid.raw_cluster_roles.retain(|existing| existing.metadata.name != role.metadata.name);
+            overlaid.raw_cluster_roles.push(role.clone());
+        }
+        if !cluster_roles.is_empty() {
+            overlaid.cluster_roles = aggregate_cluster_roles(&overlaid.raw_cluster_roles);
+        }
+        overlaid
+    }
+
+    /// The rules of a Role, if it exists.
+    pub fn role_rules(&self, namespace: &str, name: &str) -> Option<&[Rule]> {
+        self.roles.get(&(namespace.to_owned(), name.to_owned())).map(Vec::as_slice)
+    }
+
+    /// The rules of a ClusterRole after aggregation, if it exists.
+    pub fn cluster_role_rules(&self, name: &str) -> Option<&[Rule]> {
+        self.cluster_roles.get(name).map(Vec::as_slice)
+    }
+
+    /// The rules of the role a binding refers to; `namespace` is the binding's, for Roles.
+    pub fn role_ref_rules(&self, role_ref: &RoleRef, namespace: &str) -> Option<&[Rule]> {
+        match role_ref.kind.as_str() {
+            "Role" => self.role_rules(namespace, &role_ref.name),
+            "ClusterRole" => self.cluster_role_rules(&role_ref.name),
+            _ => None,
+        }
+    }
+}
+
+/// The RBAC objects of a cluster, as read by the controller.
+#[derive(Clone, Debug, Default)]
+pub struct RbacSnapshot {
+    pub roles: Roles,
+    role_bindings: BTreeMap<String, Vec<RoleBinding>>,
+    cluster_role_bindings: Vec<ClusterRoleBinding>,
+}
+
+impl RbacSnapshot {
+    pub fn new(
+        roles: &[Role],
+        cluster_roles: &[ClusterRole],
+        role_bindings: Vec<RoleBinding>,
+        cluster_role_bindings: Vec<ClusterRoleBinding>,
+    ) -> Self {
+        let mut by_namespace: BTreeMap<String, Vec<RoleBinding>> = BTreeMap::new();
+        for binding in role_bindings {
+            by_namespace.entry(binding.metadata.namespace.clone().unwrap_or_default()).or_default().push(binding);
+        }
+        Self { roles: Roles::new(roles, cluster_roles), role_bindings: by_namespace, cluster_role_bindings }
+    }
+
+    /// The rules `user` holds cluster-wide: those of ClusterRoleBindings.
+    pub fn cluster_rules_for(&self, user: &UserInfo) -> (Vec<Rule>, Vec<MissingRole>) {
+        let mut rules = Vec::new();
+        let mut missing = Vec::new();
+        for binding in &self.cluster_role_bindings {
+            if !binding.subjects.iter().flatten().any(|subject| applies_to(user, subject, "")) {
+                continue;
+            }
+            match self.roles.role_ref_rules(&binding.role_ref, "").filter(|_| binding.role_ref.kind == "ClusterRole") {
+                Some(found) => rules.extend_from_slice(found),
+                None => missing.push(MissingRole {
+                    binding_kind: "ClusterRoleBinding",
+                    binding: binding.metadata.name.clone().unwrap_or_default(),
+                    role_kind: binding.role_ref.kind.clone(),
+                    role: binding.role_ref.name.clone(),
+                }),
+            }
+        }
+        (rules, missing)
+    }
+
+    /// The rules `user` holds in `namespace` through RoleBindings there, beyond its cluster-wide rules.
+    pub fn namespace_rules_for(&self, user: &UserInfo, namespace: &str) -> (Vec<Rule>, Vec<MissingRole>) {
+        let mut rules = Vec::new();
+        let mut missing = Vec::new();
+        for binding in self.role_bindings.get(namespace).into_iter().flatten() {
+            if !binding.subjects.iter().flatten().any(|subject| applies_to(user, subject, namespace)) {
+                continue;
+            }
+            match self.roles.role_ref_rules(&binding.role_ref, namespace) {
+                Some(found) => rules.extend_from_slice(found),
+                None => missing.push(MissingRole {
+                    binding_kind: "RoleBinding",
+                    binding: format!("{namespace}/{}", binding.metadata.name.clone().unwrap_or_default()),
+                    role_kind: binding.role_ref.kind.clone(),
+                    role: binding.role_ref.name.clone(),
+                }),
+            }
+        }
+        (rules, missing)
+    }
+
+    /// Every rule `user` holds in `namespace` (cluster-wide rules included), or cluster-wide only with `None`:
+    /// what kube-apiserver's `RulesFor` returns.
+    pub fn rules_for(&self, user: &UserInfo, namespace: Option<&str>) -> (Vec<Rule>, Vec<MissingRole>) {
+        let (mut rules, mut missing) = self.cluster_rules_for(user);
+        if let Some(namespace) = namespace {
+            let (local, local_missing) = self.namespace_rules_for(user, namespace);
+            rules.extend(local);
+            missing.extend(local_missing);
+        }
+        (rules, missing)
+    }
+}
+
+/// Whether a binding subject names the user, as kube-apiserver's `appliesToUser` decides: a ServiceAccount
+/// subject without a namespace means the binding's own.
+pub fn applies_to(user: &UserInfo, subject: &Subject, binding_namespace: &str) -> bool {
+    match subject.kind.as_str() {
+        "User" => user.name == subject.name,
+        "Group" => user.groups.contains(&subject.name),
+        "ServiceAccount" => {
+            let namespace = subject.namespace.as_deref().filter(|ns| !ns.is_empty()).unwrap_or(binding_namespace);
+            !namespace.is_empty() && user.is_service_account(namespace, &subject.name)
+        }
+        _ => false,
+    }
+}
+
+/// The rules of every ClusterRole, with each aggregated role holding the union of the rules of the roles its
+/// selectors match (other than itself), as Kubernetes' aggregation controller keeps them.
+fn aggregate_cluster_roles(cluster_roles: &[ClusterRole]) -> HashMap<String, Vec<Rule>> {
+    let by_name: HashMap<&str, &ClusterRole> =
+        cluster_roles.iter().map(|role| (role.metadata.name.as_deref().unwrap_or_default(), role)).collect();
+    let mut resolved = HashMap::new();
+    for name in by_name.keys() {
+        let mut visiting = Vec::new();
+        resolve_cluster_role(name, &by_name, cluster_roles, &mut resolved, &mut visiting);
+    }
+    resolved
+}
+
+fn resolve_cluster_role(
+    name: &str,
+    by_name: &HashMap<&str, &ClusterRole>,
+    all: &[ClusterRole],
+    resolved: &mut HashMap<String, Vec<Rule>>,
+    visiting: &mut Vec<String>,
+) -> Vec<Rule> {
+    if let Some(rules) = resolved.get(name) {
+        return rules.clone();
+    }
+    let Some(role) = by_name.get(name) else { return Vec::new() };
+    let Some(aggregation) = role.aggregation_rule.as_ref() else {
+        let rules: Vec<Rule> = role.rules.iter().flatten().map(Rule::from).collect();
+        resolved.insert(name.to_owned(), rules.clone());
+        return rules;
+    };
+    // A cycle of aggregated roles settles, in Kubernetes, on the rules of the non-aggregated roles in it.
+    if visiting.iter().any(|seen| seen == name) {
+        return Vec::new();
+    }
+    visiting.push(name.to_owned());
+    let mut rules: Vec<Rule> = Vec::new();
+    for selector in aggregation.cluster_role_selectors.iter().flatten() {
+        for candidate in all {
+            let candidate_name = candidate.metadata.name.as_deref().unwrap_or_default();
+            let labels = candidate.metadata.labels.clone().unwrap_or_default();
+            if candidate_name != name && selector_matches(selector, &labels) {
+                for rule in resolve_cluster_role(candidate_name, by_name, all, resolved, visiting) {
+                    if !rules.contains(&rule) {
+                        rules.push(rule);
+                    }
+                }
+            }
+        }
+    }
+    visiting.pop();
+    resolved.insert(name.to_owned(), rules.clone());
+    rules
+}
