@@ -2,6 +2,7 @@
 //! legacy loops for compatibility. The binary in `main.rs` only wires these modules together.
 
 pub mod api;
+pub mod bundle;
 pub mod cli;
 pub mod crdgen;
 pub mod error;

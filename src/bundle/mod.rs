@@ -1,0 +1,10 @@
+//! Operator bundles: the registry+v1 format (`model`), conversion into plain manifests (`convert`) with serving
+//! certificates for webhooks (`certs`), safe unpacking of image layers (`unpack`), and pulling, building and pushing
+//! bundle images (`image`).
+
+pub mod certs;
+pub mod convert;
+pub mod model;
+
+pub use convert::{install_mode, map_namespaces, render, ConvertError, RenderOptions};
+pub use model::{Bundle, BundleError};
