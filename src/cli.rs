@@ -25,6 +25,73 @@ pub enum Command {
     /// Generate or check the CustomResourceDefinitions.
     #[command(subcommand)]
     Crds(CrdsCommand),
+    /// Build, push, pull, inspect and render operator bundles.
+    #[command(subcommand)]
+    Bundle(BundleCommand),
+}
+
+/// How to reach registries and where to cache bundles.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RegistryArgs {
+    /// A registry (host:port) to reach over plain HTTP; repeatable. All others are HTTPS only.
+    #[arg(long = "insecure-registry", value_name = "HOST:PORT")]
+    pub insecure_registries: Vec<String>,
+    /// A docker config file with registry credentials; default $DOCKER_CONFIG/config.json or ~/.docker/config.json.
+    #[arg(long, value_name = "PATH")]
+    pub docker_config: Option<PathBuf>,
+    /// Where unpacked bundle images are cached, by digest.
+    #[arg(long, env = "OLMV2_BUNDLE_CACHE", value_name = "DIR")]
+    pub cache: Option<PathBuf>,
+}
+
+/// Output formats of `bundle inspect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InspectFormat {
+    Table,
+    Yaml,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BundleCommand {
+    /// Build a bundle image from DIR (manifests/ and metadata/) and push it to REF.
+    Build {
+        dir: PathBuf,
+        #[arg(long, value_name = "REF")]
+        push: String,
+        /// Push even if DIR is not a valid bundle (for testing error handling).
+        #[arg(long)]
+        allow_invalid: bool,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Pull and unpack a bundle image into the cache; print its pinned reference and where it is.
+    Pull {
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Show a bundle's contents, install modes and the permissions its operator asks for.
+    Inspect {
+        /// A bundle directory or image reference.
+        source: String,
+        #[arg(short, long, value_enum, default_value_t = InspectFormat::Table)]
+        output: InspectFormat,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Print the plain manifests a bundle installs as.
+    Render {
+        /// A bundle directory or image reference.
+        source: String,
+        /// The namespace to install into.
+        #[arg(long, short)]
+        namespace: String,
+        /// A namespace the operator watches; repeatable. Default: all namespaces when supported, else NAMESPACE.
+        #[arg(long = "watch", value_name = "NAMESPACE")]
+        watch: Vec<String>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]

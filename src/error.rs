@@ -27,6 +27,30 @@ pub enum Error {
     RegisterMetrics(#[source] std::fmt::Error),
     #[error(transparent)]
     GenerateCrds(#[from] CrdGenError),
+    #[error(transparent)]
+    LoadBundle(#[from] crate::bundle::BundleError),
+    #[error(transparent)]
+    ConvertBundle(#[from] crate::bundle::ConvertError),
+    #[error(transparent)]
+    PullImage(#[from] crate::bundle::image::PullError),
+    #[error(transparent)]
+    PushImage(#[from] crate::bundle::image::PushError),
+    #[error(transparent)]
+    IssueCertificate(#[from] crate::bundle::certs::CertificateError),
+    #[error("failed to read {path}")]
+    ReadFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the registry credentials in {path} are not valid")]
+    Credentials {
+        path: std::path::PathBuf,
+        #[source]
+        source: crate::bundle::credentials::CredentialsError,
+    },
+    #[error("failed to write YAML")]
+    Yaml(#[source] serde_yaml_ng::Error),
     #[error("the CRDs in {dir} are stale: outdated {outdated:?}, unexpected {unexpected:?}; run `olmv2 crds write`")]
     StaleCrds { dir: String, outdated: Vec<String>, unexpected: Vec<String> },
 }
@@ -43,6 +67,14 @@ impl Error {
             Self::InstallSignalHandler(_) => "SignalHandlerFailed",
             Self::RegisterMetrics(_) => "MetricsRegistrationFailed",
             Self::GenerateCrds(error) => error.category(),
+            Self::LoadBundle(error) => error.category(),
+            Self::ConvertBundle(error) => error.category(),
+            Self::PullImage(error) => error.category(),
+            Self::PushImage(error) => error.category(),
+            Self::IssueCertificate(_) => "CertificateIssueFailed",
+            Self::ReadFile { .. } => "FileUnreadable",
+            Self::Credentials { .. } => "RegistryCredentialsInvalid",
+            Self::Yaml(_) => "YamlWriteFailed",
             Self::StaleCrds { .. } => "CrdsStale",
         }
     }

@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod bundle;
+pub mod bundle_command;
 pub mod cli;
 pub mod crdgen;
 pub mod error;

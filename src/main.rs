@@ -6,7 +6,7 @@ use clap::Parser;
 use olmv2::cli::{Cli, Command, CrdsCommand};
 use olmv2::error::{report, Error};
 use olmv2::telemetry::LogFormat;
-use olmv2::{crdgen, run, telemetry};
+use olmv2::{bundle_command, crdgen, run, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -35,6 +35,7 @@ fn main() -> ExitCode {
 async fn dispatch(command: Command) -> Result<(), Error> {
     match command {
         Command::Run(options) => run::run(options).await,
+        Command::Bundle(command) => bundle_command::run(command).await,
         Command::Crds(CrdsCommand::Print) => {
             print!("{}", crdgen::all_as_yaml_stream()?);
             Ok(())

@@ -4,7 +4,10 @@
 
 pub mod certs;
 pub mod convert;
+pub mod credentials;
+pub mod image;
 pub mod model;
+pub mod unpack;
 
 pub use convert::{install_mode, map_namespaces, render, ConvertError, RenderOptions};
 pub use model::{Bundle, BundleError};

@@ -1,6 +1,8 @@
-//! Helpers shared by the integration tests: where the shared test data is, and its bundles.
+//! Helpers shared by the integration tests: where the shared test data is, its bundles, and a real registry.
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)] // each test crate uses some of these
+
+pub mod registry;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,380 @@
+//! Bundle images: pulling them with oci-client into a cache keyed by digest (each image is fetched once), and
+//! building and pushing them from a bundle directory.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use flate2::write::GzEncoder;
+use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+use oci_client::errors::OciDistributionError;
+use oci_client::manifest::{OciDescriptor, OciImageManifest, IMAGE_CONFIG_MEDIA_TYPE, IMAGE_LAYER_GZIP_MEDIA_TYPE};
+use oci_client::{Client, Reference};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::credentials::DockerCredentials;
+use super::model::{Bundle, BundleError};
+use super::unpack::{hex, unpack_layer, Compression, Totals, UnpackError, UnpackLimits};
+
+const OCI_LAYER_TAR: &str = "application/vnd.oci.image.layer.v1.tar";
+const DOCKER_LAYER_GZIP: &str = "application/vnd.docker.image.rootfs.diff.tar.gzip";
+const DOCKER_LAYER_TAR: &str = "application/vnd.docker.image.rootfs.diff.tar";
+
+/// How to reach registries.
+#[derive(Clone, Debug, Default)]
+pub struct RegistryOptions {
+    /// Registries (`host:port`) reached over plain HTTP. Every other registry is HTTPS only.
+    pub insecure_registries: Vec<String>,
+    pub credentials: DockerCredentials,
+}
+
+/// A pulled bundle image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PulledImage {
+    /// `repository@digest`: what an Install records.
+    pub pinned: String,
+    /// The digest the reference resolved to (an image index's when it is one).
+    pub digest: String,
+    /// The unpacked filesystem.
+    pub root: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error("{reference:?} is not a valid image reference: {reason}")]
+    InvalidReference { reference: String, reason: String },
+    #[error("failed to resolve {reference}")]
+    Resolve {
+        reference: String,
+        #[source]
+        source: OciDistributionError,
+    },
+    #[error("{reference} is an image index with no image for this platform ({platform})")]
+    NoMatchingPlatform { reference: String, platform: String },
+    #[error("layer {digest} of {reference} has media type {media_type}, which is not a tar or gzip layer")]
+    UnsupportedLayer { reference: String, digest: String, media_type: String },
+    #[error("failed to download layer {digest} of {reference}")]
+    Download {
+        reference: String,
+        digest: String,
+        #[source]
+        source: OciDistributionError,
+    },
+    #[error("failed to unpack layer {digest} of {reference}")]
+    Unpack {
+        reference: String,
+        digest: String,
+        #[source]
+        source: UnpackError,
+    },
+    #[error("failed to use the bundle cache at {path}")]
+    Cache {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl PullError {
+    /// Static category, for event reasons and metric labels.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::InvalidReference { .. } => "ImageReferenceInvalid",
+            Self::Resolve { .. } | Self::Download { .. } => "ManifestImagePullFailed",
+            Self::NoMatchingPlatform { .. } => "ImagePlatformMissing",
+            Self::UnsupportedLayer { .. } => "ImageLayerUnsupported",
+            Self::Unpack { source, .. } => source.category(),
+            Self::Cache { .. } => "BundleCacheFailed",
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    #[error(transparent)]
+    InvalidBundle(#[from] BundleError),
+    #[error("{reference:?} is not a valid image reference: {reason}")]
+    InvalidReference { reference: String, reason: String },
+    #[error("failed to read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to push {reference}")]
+    Push {
+        reference: String,
+        #[source]
+        source: OciDistributionError,
+    },
+}
+
+impl PushError {
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::InvalidBundle(error) => error.category(),
+            Self::InvalidReference { .. } => "ImageReferenceInvalid",
+            Self::Read { .. } => "BundleFileUnreadable",
+            Self::Push { .. } => "ImagePushFailed",
+        }
+    }
+}
+
+/// Pulls and pushes bundle images.
+pub struct ImageClient {
+    client: Client,
+    options: RegistryOptions,
+}
+
+fn parse_reference(reference: &str) -> Result<Reference, String> {
+    reference.parse::<Reference>().map_err(|error| error.to_string())
+}
+
+static PARTIAL: AtomicU64 = AtomicU64::new(0);
+
+impl ImageClient {
+    pub fn new(options: RegistryOptions) -> Self {
+        let config = ClientConfig {
+            protocol: if options.insecure_registries.is_empty() {
+                ClientProtocol::Https
+            } else {
+                ClientProtocol::HttpsExcept(options.insecure_registries.clone())
+            },
+            ..ClientConfig::default()
+        };
+        Self { client: Client::new(config), options }
+    }
+
+    fn auth(&self, reference: &Reference) -> oci_client::secrets::RegistryAuth {
+        self.options.credentials.auth_for(reference.resolve_registry())
+    }
+
+    /// The digest a reference resolves to now: its own digest when pinned, else the registry's answer for the tag.
+    pub async fn resolve(&self, reference: &str) -> Result<(Reference, String), PullError> {
+        let parsed = parse_reference(reference)
+            .map_err(|reason| PullError::InvalidReference { reference: reference.to_owned(), reason })?;
+        if let Some(digest) = parsed.digest() {
+            return Ok((parsed.clone(), digest.to_owned()));
+        }
+        let digest = self
+            .client
+            .fetch_manifest_digest(&parsed, &self.auth(&parsed))
+            .await
+            .map_err(|source| PullError::Resolve { reference: reference.to_owned(), source })?;
+        Ok((parsed, digest))
+    }
+
+    /// Pulls and unpacks `reference` into `cache` (once per digest) and returns where it is.
+    pub async fn pull(&self, reference: &str, cache: &Path, limits: UnpackLimits) -> Result<PulledImage, PullError> {
+        let (parsed, digest) = self.resolve(reference).await?;
+        let pinned_reference = parsed.clone_with_digest(digest.clone());
+        let pinned = pinned_reference.whole();
+        let root = cache.join(digest.replace(':', "-"));
+        if root.is_dir() {
+            return Ok(PulledImage { pinned, digest, root });
+        }
+        let cache_error = |path: &Path| {
+            let path = path.to_owned();
+            move |source| PullError::Cache { path, source }
+        };
+        std::fs::create_dir_all(cache).map_err(cache_error(cache))?;
+        let auth = self.auth(&parsed);
+        let manifest = match self.client.pull_image_manifest(&pinned_reference, &auth).await {
+            Ok((manifest, _)) => manifest,
+            Err(OciDistributionError::ImageManifestNotFoundError(message))
+                if message.contains("matching client's default platform") =>
+            {
+                return Err(PullError::NoMatchingPlatform {
+                    reference: reference.to_owned(),
+                    platform: this_platform(),
+                })
+            }
+            Err(source) => return Err(PullError::Resolve { reference: reference.to_owned(), source }),
+        };
+
+        let partial = cache.join(format!(
+            ".partial-{}-{}-{}",
+            digest.replace(':', "-"),
+            std::process::id(),
+            PARTIAL.fetch_add(1, Ordering::Relaxed)
+        ));
+        let result = self.download_and_unpack(reference, &pinned_reference, &manifest.layers, &partial, limits).await;
+        if let Err(error) = result {
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(error);
+        }
+        match std::fs::rename(partial.join("rootfs"), &root) {
+            Ok(()) => {}
+            // Another pull of the same digest finished first; its tree is identical.
+            Err(_) if root.is_dir() => {}
+            Err(source) => {
+                let _ = std::fs::remove_dir_all(&partial);
+                return Err(PullError::Cache { path: root, source });
+            }
+        }
+        let _ = std::fs::remove_dir_all(&partial);
+        Ok(PulledImage { pinned, digest, root })
+    }
+
+    async fn download_and_unpack(
+        &self,
+        reference: &str,
+        pinned: &Reference,
+        layers: &[OciDescriptor],
+        partial: &Path,
+        limits: UnpackLimits,
+    ) -> Result<(), PullError> {
+        let rootfs = partial.join("rootfs");
+        std::fs::create_dir_all(&rootfs).map_err(|source| PullError::Cache { path: rootfs.clone(), source })?;
+        let mut totals = Totals::default();
+        for layer in layers {
+            let compression = match layer.media_type.as_str() {
+                IMAGE_LAYER_GZIP_MEDIA_TYPE | DOCKER_LAYER_GZIP => Compression::Gzip,
+                OCI_LAYER_TAR | DOCKER_LAYER_TAR => Compression::None,
+                other => {
+                    return Err(PullError::UnsupportedLayer {
+                        reference: reference.to_owned(),
+                        digest: layer.digest.clone(),
+                        media_type: other.to_owned(),
+                    })
+                }
+            };
+            // The blob streams to a file (its digest checked as it arrives), so memory stays bounded.
+            let blob_path = partial.join("layer");
+            let file = tokio::fs::File::create(&blob_path)
+                .await
+                .map_err(|source| PullError::Cache { path: blob_path.clone(), source })?;
+            self.client.pull_blob(pinned, layer, file).await.map_err(|source| PullError::Download {
+                reference: reference.to_owned(),
+                digest: layer.digest.clone(),
+                source,
+            })?;
+            let blob = std::fs::File::open(&blob_path)
+                .map_err(|source| PullError::Cache { path: blob_path.clone(), source })?;
+            let target = rootfs.clone();
+            let expected = layer.digest.clone();
+            let (result, returned_totals) = tokio::task::spawn_blocking(move || {
+                let result = unpack_layer(
+                    std::io::BufReader::new(blob),
+                    compression,
+                    Some(&expected),
+                    &target,
+                    limits,
+                    &mut totals,
+                );
+                (result, totals)
+            })
+            .await
+            .map_err(|join| PullError::Cache { path: rootfs.clone(), source: std::io::Error::other(join) })?;
+            totals = returned_totals;
+            result.map_err(|source| PullError::Unpack {
+                reference: reference.to_owned(),
+                digest: layer.digest.clone(),
+                source,
+            })?;
+            let _ = std::fs::remove_file(&blob_path);
+        }
+        Ok(())
+    }
+
+    /// Builds a bundle image from `dir` (every file under it, in one gzip layer, with the bundle's annotations as
+    /// labels) and pushes it to `reference`; returns the pushed manifest's digest. Unless `allow_invalid`, the
+    /// directory must load as a valid bundle first.
+    pub async fn push_bundle(&self, dir: &Path, reference: &str, allow_invalid: bool) -> Result<String, PushError> {
+        let labels = match Bundle::load(dir) {
+            Ok(bundle) => bundle.annotations.all,
+            Err(error) if !allow_invalid => return Err(error.into()),
+            Err(_) => BTreeMap::new(),
+        };
+        let parsed = parse_reference(reference)
+            .map_err(|reason| PushError::InvalidReference { reference: reference.to_owned(), reason })?;
+        let (layer, diff_id) = build_layer(dir)?;
+        let config = json!({
+            "architecture": go_arch(),
+            "os": "linux",
+            "config": {"Labels": labels},
+            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        });
+        let layers = [ImageLayer::new(layer, IMAGE_LAYER_GZIP_MEDIA_TYPE.to_owned(), None)];
+        let config = Config::new(config.to_string().into_bytes(), IMAGE_CONFIG_MEDIA_TYPE.to_owned(), None);
+        let manifest = OciImageManifest::build(&layers, &config, None);
+        let auth = self.auth(&parsed);
+        let push_error = |source| PushError::Push { reference: reference.to_owned(), source };
+        self.client.push(&parsed, &layers, config, &auth, Some(manifest)).await.map_err(push_error)?;
+        self.client.fetch_manifest_digest(&parsed, &auth).await.map_err(push_error)
+    }
+
+    /// The underlying client, for callers that push hand-made images (tests of hostile input).
+    pub fn oci(&self) -> &Client {
+        &self.client
+    }
+}
+
+/// A reproducible gzip tar of every file under `dir` (sorted, owned by root, time zero), and the sha256 of the
+/// uncompressed tar (the layer's diff ID).
+pub fn build_layer(dir: &Path) -> Result<(Vec<u8>, String), PushError> {
+    let mut files = Vec::new();
+    collect_files(dir, dir, &mut files)?;
+    files.sort();
+    let mut tar = tar::Builder::new(Vec::new());
+    for (relative, is_dir) in files {
+        let path = dir.join(&relative);
+        let read_error = |source| PushError::Read { path: path.clone(), source };
+        let mut header = tar::Header::new_gnu();
+        header.set_mtime(0);
+        header.set_uid(0);
+        header.set_gid(0);
+        if is_dir {
+            header.set_entry_type(tar::EntryType::Directory);
+            header.set_mode(0o755);
+            header.set_size(0);
+            tar.append_data(&mut header, format!("{relative}/"), std::io::empty()).map_err(read_error)?;
+        } else {
+            let content = std::fs::read(&path).map_err(read_error)?;
+            header.set_entry_type(tar::EntryType::Regular);
+            header.set_mode(0o644);
+            header.set_size(content.len() as u64);
+            tar.append_data(&mut header, &relative, content.as_slice())
+                .map_err(|source| PushError::Read { path: path.clone(), source })?;
+        }
+    }
+    let uncompressed = tar.into_inner().map_err(|source| PushError::Read { path: dir.to_owned(), source })?;
+    let diff_id = format!("sha256:{}", hex(&Sha256::digest(&uncompressed)));
+    let mut encoder = GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(&uncompressed).map_err(|source| PushError::Read { path: dir.to_owned(), source })?;
+    let compressed = encoder.finish().map_err(|source| PushError::Read { path: dir.to_owned(), source })?;
+    Ok((compressed, diff_id))
+}
+
+fn collect_files(root: &Path, dir: &Path, files: &mut Vec<(String, bool)>) -> Result<(), PushError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| PushError::Read { path: dir.to_owned(), source })?;
+    for entry in entries {
+        let entry = entry.map_err(|source| PushError::Read { path: dir.to_owned(), source })?;
+        let path = entry.path();
+        let relative = path.strip_prefix(root).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let file_type = entry.file_type().map_err(|source| PushError::Read { path: path.clone(), source })?;
+        if file_type.is_dir() {
+            files.push((relative, true));
+            collect_files(root, &path, files)?;
+        } else if file_type.is_file() {
+            files.push((relative, false));
+        }
+    }
+    Ok(())
+}
+
+/// This machine's platform in OCI terms, as the platform resolver chooses it.
+pub fn this_platform() -> String {
+    format!("linux/{}", go_arch())
+}
+
+fn go_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "powerpc64" => "ppc64le",
+        other => other,
+    }
+}

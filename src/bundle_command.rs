@@ -1,0 +1,264 @@
+//! The `bundle` subcommands: thin I/O around `bundle` and `rbac`, with the summaries they print built by plain
+//! functions.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::api::v1alpha1::{InstallModeType, StrategyDeploymentPermissions};
+use crate::bundle::certs::GeneratedAuthority;
+use crate::bundle::credentials::DockerCredentials;
+use crate::bundle::image::{ImageClient, RegistryOptions};
+use crate::bundle::unpack::UnpackLimits;
+use crate::bundle::{render, Bundle, RenderOptions};
+use crate::cli::{BundleCommand, InspectFormat, RegistryArgs};
+use crate::error::Error;
+
+const MODES: [InstallModeType; 4] = [
+    InstallModeType::OwnNamespace,
+    InstallModeType::SingleNamespace,
+    InstallModeType::MultiNamespace,
+    InstallModeType::AllNamespaces,
+];
+
+fn default_docker_config() -> Option<PathBuf> {
+    let dir = std::env::var_os("DOCKER_CONFIG")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".docker")))?;
+    Some(dir.join("config.json")).filter(|path| path.is_file())
+}
+
+fn registry_options(args: &RegistryArgs) -> Result<RegistryOptions, Error> {
+    let mut credentials = DockerCredentials::default();
+    if let Some(path) = args.docker_config.clone().or_else(default_docker_config) {
+        let bytes = std::fs::read(&path).map_err(|source| Error::ReadFile { path: path.clone(), source })?;
+        credentials =
+            DockerCredentials::from_config_json(&bytes).map_err(|source| Error::Credentials { path, source })?;
+    }
+    Ok(RegistryOptions { insecure_registries: args.insecure_registries.clone(), credentials })
+}
+
+fn cache_dir(args: &RegistryArgs) -> PathBuf {
+    args.cache.clone().unwrap_or_else(|| {
+        std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
+            .unwrap_or_else(std::env::temp_dir)
+            .join("olmv2/bundles")
+    })
+}
+
+/// A bundle from a directory, or pulled from an image reference.
+async fn load(source: &str, args: &RegistryArgs) -> Result<(Bundle, String), Error> {
+    let path = Path::new(source);
+    if path.is_dir() {
+        return Ok((Bundle::load(path)?, source.to_owned()));
+    }
+    let client = ImageClient::new(registry_options(args)?);
+    let pulled = client.pull(source, &cache_dir(args), UnpackLimits::default()).await?;
+    Ok((Bundle::load(&pulled.root)?, pulled.pinned))
+}
+
+pub async fn run(command: BundleCommand) -> Result<(), Error> {
+    match command {
+        BundleCommand::Build { dir, push, allow_invalid, registry } => {
+            let client = ImageClient::new(registry_options(&registry)?);
+            let digest = client.push_bundle(&dir, &push, allow_invalid).await?;
+            println!("pushed {push}@{digest}");
+        }
+        BundleCommand::Pull { reference, registry } => {
+            let client = ImageClient::new(registry_options(&registry)?);
+            let pulled = client.pull(&reference, &cache_dir(&registry), UnpackLimits::default()).await?;
+            println!("{}\t{}", pulled.pinned, pulled.root.display());
+        }
+        BundleCommand::Inspect { source, output, registry } => {
+            let (bundle, origin) = load(&source, &registry).await?;
+            let summary = summarize(&bundle, &origin);
+            match output {
+                InspectFormat::Table => print!("{}", summary_table(&summary)),
+                InspectFormat::Yaml => print!("{}", serde_yaml_ng::to_string(&summary).map_err(Error::Yaml)?),
+            }
+        }
+        BundleCommand::Render { source, namespace, watch, registry } => {
+            let (bundle, _) = load(&source, &registry).await?;
+            let targets = if watch.is_empty() { default_targets(&bundle, &namespace) } else { watch };
+            let authority = GeneratedAuthority::new(&format!("olmv2-{}", bundle.name()))?;
+            let options =
+                RenderOptions { install_namespace: &namespace, target_namespaces: &targets, certificates: &authority };
+            for object in render(&bundle, &options)? {
+                print!("---\n{}", serde_yaml_ng::to_string(&object).map_err(Error::Yaml)?);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Without a say from an OperatorGroup, an operator watches all namespaces when it supports that, else its own.
+pub fn default_targets(bundle: &Bundle, install_namespace: &str) -> Vec<String> {
+    if bundle.csv.spec.supports(InstallModeType::AllNamespaces) {
+        vec![String::new()]
+    } else {
+        vec![install_namespace.to_owned()]
+    }
+}
+
+/// What `bundle inspect` reports.
+#[derive(Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct BundleSummary {
+    pub source: String,
+    pub name: String,
+    pub package: String,
+    pub version: String,
+    pub channels: Vec<String>,
+    pub default_channel: Option<String>,
+    pub install_modes: Vec<(String, bool)>,
+    pub contents: Vec<ContentLine>,
+    pub permissions: Vec<PermissionLine>,
+    pub provides: Vec<String>,
+    pub requires: Vec<String>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct ContentLine {
+    pub kind: String,
+    pub name: String,
+    pub file: String,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionLine {
+    pub scope: String,
+    pub service_account: String,
+    pub api_groups: Vec<String>,
+    pub resources: Vec<String>,
+    pub resource_names: Vec<String>,
+    pub non_resource_urls: Vec<String>,
+    pub verbs: Vec<String>,
+}
+
+fn permission_lines(scope: &str, permissions: &[StrategyDeploymentPermissions]) -> Vec<PermissionLine> {
+    permissions
+        .iter()
+        .flat_map(|permission| {
+            permission.rules.iter().map(move |rule| PermissionLine {
+                scope: scope.to_owned(),
+                service_account: if permission.service_account_name.is_empty() {
+                    "default".into()
+                } else {
+                    permission.service_account_name.clone()
+                },
+                api_groups: rule.api_groups.clone().unwrap_or_default(),
+                resources: rule.resources.clone().unwrap_or_default(),
+                resource_names: rule.resource_names.clone().unwrap_or_default(),
+                non_resource_urls: rule.non_resource_urls.clone().unwrap_or_default(),
+                verbs: rule.verbs.clone(),
+            })
+        })
+        .collect()
+}
+
+pub fn summarize(bundle: &Bundle, source: &str) -> BundleSummary {
+    let spec = &bundle.csv.spec;
+    let mut contents =
+        vec![ContentLine { kind: "ClusterServiceVersion".into(), name: bundle.name().into(), file: String::new() }];
+    contents.extend(bundle.objects.iter().map(|manifest| ContentLine {
+        kind: manifest.object["kind"].as_str().unwrap_or_default().into(),
+        name: manifest.object["metadata"]["name"].as_str().unwrap_or_default().into(),
+        file: manifest.file.clone(),
+    }));
+    let mut permissions = permission_lines("Namespaced", &spec.install.spec.permissions);
+    permissions.extend(permission_lines("Cluster", &spec.install.spec.cluster_permissions));
+    let crds = spec.custom_resource_definitions.as_ref();
+    let api = |d: &crate::api::v1alpha1::CrdDescription| {
+        let group = d.name.split_once('.').map(|(_, group)| group).unwrap_or_default();
+        format!("{}.{}.{group}", d.kind, d.version)
+    };
+    BundleSummary {
+        source: source.into(),
+        name: bundle.name().into(),
+        package: bundle.annotations.package.clone(),
+        version: spec.version.clone().unwrap_or_default(),
+        channels: bundle.annotations.channels.clone(),
+        default_channel: bundle.annotations.default_channel.clone(),
+        install_modes: MODES.iter().map(|mode| (format!("{mode:?}"), spec.supports(*mode))).collect(),
+        contents,
+        permissions,
+        provides: crds.map(|c| c.owned.iter().map(api).collect()).unwrap_or_default(),
+        requires: crds.map(|c| c.required.iter().map(api).collect()).unwrap_or_default(),
+    }
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "-".into()
+    } else {
+        items
+            .iter()
+            .map(|item| if item.is_empty() { "\"\"".to_owned() } else { item.clone() })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// The human-readable form of a summary, with aligned columns.
+pub fn summary_table(summary: &BundleSummary) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Bundle:         {} ({})", summary.name, summary.source);
+    let _ = writeln!(out, "Package:        {} {}", summary.package, summary.version);
+    let _ = writeln!(
+        out,
+        "Channels:       {} (default {})",
+        summary.channels.join(","),
+        summary.default_channel.as_deref().unwrap_or("-")
+    );
+    let modes: Vec<String> =
+        summary.install_modes.iter().map(|(mode, ok)| format!("{mode} {}", if *ok { "yes" } else { "no" })).collect();
+    let _ = writeln!(out, "Install modes:  {}", modes.join(", "));
+    let _ = writeln!(out, "Provides:       {}", list(&summary.provides));
+    let _ = writeln!(out, "Requires:       {}", list(&summary.requires));
+    let _ = writeln!(out, "\nContents:");
+    let rows: Vec<Vec<String>> =
+        summary.contents.iter().map(|c| vec![c.kind.clone(), c.name.clone(), c.file.clone()]).collect();
+    out.push_str(&table(&["KIND", "NAME", "FILE"], &rows));
+    let _ = writeln!(out, "\nPermissions the operator asks for:");
+    let rows: Vec<Vec<String>> = summary
+        .permissions
+        .iter()
+        .map(|p| {
+            let what = if p.non_resource_urls.is_empty() { list(&p.resources) } else { list(&p.non_resource_urls) };
+            vec![
+                p.scope.clone(),
+                p.service_account.clone(),
+                list(&p.api_groups),
+                what,
+                list(&p.resource_names),
+                list(&p.verbs),
+            ]
+        })
+        .collect();
+    out.push_str(&table(&["SCOPE", "SERVICE ACCOUNT", "API GROUPS", "RESOURCES/URLS", "NAMES", "VERBS"], &rows));
+    out
+}
+
+/// Left-aligned columns separated by two spaces.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let line = |cells: Vec<&str>| {
+        let padded: Vec<String> = cells.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
+        format!("  {}\n", padded.join("  ").trim_end())
+    };
+    out.push_str(&line(headers.to_vec()));
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
