@@ -8,6 +8,8 @@ use base64::Engine;
 use oci_client::secrets::RegistryAuth;
 use serde::Deserialize;
 
+type ParseFn = fn(&[u8]) -> Result<DockerCredentials, CredentialsError>;
+
 /// Credentials by registry host.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DockerCredentials {
@@ -85,7 +87,7 @@ impl DockerCredentials {
     pub fn from_pull_secret(secret: &k8s_openapi::api::core::v1::Secret) -> Result<Self, CredentialsError> {
         let name = secret.metadata.name.clone().unwrap_or_default();
         let secret_type = secret.type_.clone().unwrap_or_default();
-        let (key, parse): (&'static str, fn(&[u8]) -> Result<Self, CredentialsError>) = match secret_type.as_str() {
+        let (key, parse): (&'static str, ParseFn) = match secret_type.as_str() {
             "kubernetes.io/dockerconfigjson" => (".dockerconfigjson", Self::from_config_json),
             "kubernetes.io/dockercfg" => (".dockercfg", Self::from_dockercfg),
             _ => return Err(CredentialsError::NotADockerSecret { name, secret_type }),
