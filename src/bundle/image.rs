@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use flate2::write::GzEncoder;
+use futures_util::StreamExt;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::errors::OciDistributionError;
 use oci_client::manifest::{OciDescriptor, OciImageManifest, IMAGE_CONFIG_MEDIA_TYPE, IMAGE_LAYER_GZIP_MEDIA_TYPE};
@@ -134,6 +135,31 @@ fn parse_reference(reference: &str) -> Result<Reference, String> {
 
 static PARTIAL: AtomicU64 = AtomicU64::new(0);
 
+/// Chunks of a blob in flight between the download and the unpacker. A chunk can be a few hundred KiB, so the
+/// queue stays short to keep memory flat.
+const CHANNEL_CHUNKS: usize = 4;
+
+/// Reads the chunks of a blob as they arrive from the download task.
+struct ChannelReader {
+    receiver: tokio::sync::mpsc::Receiver<std::io::Result<bytes::Bytes>>,
+    current: bytes::Bytes,
+}
+
+impl std::io::Read for ChannelReader {
+    fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.receiver.blocking_recv() {
+                Some(Ok(chunk)) => self.current = chunk,
+                Some(Err(error)) => return Err(error),
+                None => return Ok(0),
+            }
+        }
+        let count = buffer.len().min(self.current.len());
+        buffer[..count].copy_from_slice(&self.current.split_to(count));
+        Ok(count)
+    }
+}
+
 impl ImageClient {
     pub fn new(options: RegistryOptions) -> Self {
         let config = ClientConfig {
@@ -241,40 +267,54 @@ impl ImageClient {
                     })
                 }
             };
-            // The blob streams to a file (its digest checked as it arrives), so memory stays bounded.
-            let blob_path = partial.join("layer");
-            let file = tokio::fs::File::create(&blob_path)
-                .await
-                .map_err(|source| PullError::Cache { path: blob_path.clone(), source })?;
-            self.client.pull_blob(pinned, layer, file).await.map_err(|source| PullError::Download {
+            // The blob streams from the network into the unpacker on another thread through a small bounded
+            // channel, so memory stays bounded and inflating overlaps downloading. Both oci-client and the
+            // unpacker check the digest.
+            let stream = self.client.pull_blob_stream(pinned, layer).await.map_err(|source| PullError::Download {
                 reference: reference.to_owned(),
                 digest: layer.digest.clone(),
                 source,
             })?;
-            let blob = std::fs::File::open(&blob_path)
-                .map_err(|source| PullError::Cache { path: blob_path.clone(), source })?;
+            let (sender, receiver) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(CHANNEL_CHUNKS);
             let target = rootfs.clone();
             let expected = layer.digest.clone();
-            let (result, returned_totals) = tokio::task::spawn_blocking(move || {
-                let result = unpack_layer(
-                    std::io::BufReader::new(blob),
-                    compression,
-                    Some(&expected),
-                    &target,
-                    limits,
-                    &mut totals,
+            let unpacking = tokio::task::spawn_blocking(move || {
+                let reader = std::io::BufReader::with_capacity(
+                    1 << 16,
+                    ChannelReader { receiver, current: bytes::Bytes::new() },
                 );
+                let result = unpack_layer(reader, compression, Some(&expected), &target, limits, &mut totals);
                 (result, totals)
-            })
-            .await
-            .map_err(|join| PullError::Cache { path: rootfs.clone(), source: std::io::Error::other(join) })?;
+            });
+            let mut stream = stream.stream;
+            let mut download_error = None;
+            while let Some(chunk) = stream.next().await {
+                let failed = chunk.is_err();
+                if let Err(error) = &chunk {
+                    download_error = Some(error.to_string());
+                }
+                // The unpacker stops reading on its own errors; the download then has nothing left to do.
+                if sender.send(chunk).await.is_err() || failed {
+                    break;
+                }
+            }
+            drop(sender);
+            let (result, returned_totals) = unpacking
+                .await
+                .map_err(|join| PullError::Cache { path: rootfs.clone(), source: std::io::Error::other(join) })?;
             totals = returned_totals;
+            if let Some(message) = download_error {
+                return Err(PullError::Download {
+                    reference: reference.to_owned(),
+                    digest: layer.digest.clone(),
+                    source: OciDistributionError::GenericError(Some(message)),
+                });
+            }
             result.map_err(|source| PullError::Unpack {
                 reference: reference.to_owned(),
                 digest: layer.digest.clone(),
                 source,
             })?;
-            let _ = std::fs::remove_file(&blob_path);
         }
         Ok(())
     }
