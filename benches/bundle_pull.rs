@@ -1,7 +1,9 @@
 //! Pull-and-unpack of 5 MB and 50 MB bundle images from a loopback registry, beside `skopeo copy` of the same images
-//! to an OCI layout as the yardstick: median wall time of five runs and peak memory (maximum resident set size) of
-//! each, as separate processes measured by GNU time. Goals: at most 1.2 times skopeo's time, and peak memory that
-//! does not grow with bundle size. Run with `cargo bench --bench bundle_pull`.
+//! to an OCI layout as the yardstick (which downloads but does not unpack): median wall time and peak memory (maximum
+//! resident set size) of `olmv2 bundle pull` and of skopeo as separate processes measured by GNU time, and the median
+//! of pulls inside one process whose client already exists, as the controller pulls. The fixed cost of a process is
+//! shown apart: a pull of an image already cached and pinned, which touches no registry. Goals: at most 1.2 times
+//! skopeo's time, and peak memory that does not grow with bundle size. Run with `cargo bench --bench bundle_pull`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // benchmark set-up fails loudly by design
 
@@ -13,7 +15,7 @@ use std::process::Command;
 
 use olmv2::bundle::image::{ImageClient, RegistryOptions};
 
-const RUNS: usize = 5;
+const RUNS: usize = 9;
 
 /// A valid bundle padded with ConfigMaps of pseudo-random text up to `megabytes` of content.
 fn make_bundle(dir: &Path, megabytes: usize) {
@@ -86,8 +88,8 @@ fn main() {
     let olmv2 = env!("CARGO_BIN_EXE_olmv2");
 
     println!(
-        "{:<8} {:>12} {:>12} {:>8} {:>14} {:>14}",
-        "bundle", "olmv2 (s)", "skopeo (s)", "ratio", "olmv2 RSS MiB", "skopeo RSS MiB"
+        "{:<8} {:>10} {:>12} {:>8} {:>12} {:>8} {:>14} {:>14}",
+        "bundle", "skopeo (s)", "process (s)", "ratio", "in-proc (s)", "ratio", "olmv2 RSS MiB", "skopeo RSS MiB"
     );
     let mut results = Vec::new();
     for megabytes in [5, 50] {
@@ -132,22 +134,58 @@ fn main() {
                 let _ = std::fs::remove_dir_all(&layout);
             },
         );
+        let mut warm: Vec<f64> = (0..=RUNS)
+            .map(|_| {
+                let _ = std::fs::remove_dir_all(&cache);
+                let start = std::time::Instant::now();
+                runtime
+                    .block_on(client.pull(&reference, &cache, olmv2::bundle::unpack::UnpackLimits::default()))
+                    .expect("pull");
+                start.elapsed().as_secs_f64()
+            })
+            .skip(1)
+            .collect();
+        warm.sort_by(f64::total_cmp);
+        let warm = warm[RUNS / 2];
         println!(
-            "{:<8} {:>12.3} {:>12.3} {:>8.2} {:>14.1} {:>14.1}",
+            "{:<8} {:>10.3} {:>12.3} {:>8.2} {:>12.3} {:>8.2} {:>14.1} {:>14.1}",
             format!("{megabytes} MB"),
-            ours,
             skopeo,
+            ours,
             ours / skopeo,
+            warm,
+            warm / skopeo,
             our_rss as f64 / 1024.0,
             skopeo_rss as f64 / 1024.0
         );
-        results.push((ours / skopeo, our_rss));
+        if megabytes == 5 {
+            let pinned = runtime
+                .block_on(client.pull(&reference, &cache, olmv2::bundle::unpack::UnpackLimits::default()))
+                .expect("pull")
+                .pinned;
+            let (fixed, _) = measure(
+                || {
+                    let mut command = Command::new(olmv2);
+                    command.args(["bundle", "pull", &pinned, "--cache", cache.to_str().unwrap()]);
+                    command
+                },
+                || {},
+            );
+            println!("fixed cost of an olmv2 process (cached, pinned, no registry): {fixed:.3} s, mostly compiling oci-spec's reference regex once");
+        }
+        results.push((warm / skopeo, ours / skopeo, our_rss));
     }
-    let worst_ratio = results.iter().map(|(ratio, _)| *ratio).fold(0.0, f64::max);
-    let growth = results[1].1 as f64 / results[0].1 as f64;
+    let worst_warm = results.iter().map(|(ratio, _, _)| *ratio).fold(0.0, f64::max);
+    let worst_process = results.iter().map(|(_, ratio, _)| *ratio).fold(0.0, f64::max);
+    let growth = results[1].2 as f64 / results[0].2 as f64;
+    let verdict = |ratio: f64| if ratio <= 1.2 { "meets" } else { "misses" };
     println!(
-        "time: worst ratio {worst_ratio:.2} ({} the goal of at most 1.20); memory: 50 MB peak is {growth:.2}x the 5 MB peak ({})",
-        if worst_ratio <= 1.2 { "meets" } else { "misses" },
+        "time: in the controller worst ratio {worst_warm:.2} ({} the goal of at most 1.20); as a new process worst ratio {worst_process:.2} ({})",
+        verdict(worst_warm),
+        verdict(worst_process)
+    );
+    println!(
+        "memory: the 50 MB peak is {growth:.2}x the 5 MB peak ({})",
         if growth <= 1.25 { "does not grow with bundle size" } else { "grows with bundle size" }
     );
     let _ = std::fs::remove_dir_all(&work);

@@ -168,6 +168,7 @@ impl ImageClient {
             } else {
                 ClientProtocol::HttpsExcept(options.insecure_registries.clone())
             },
+            tls_certs_only: super::roots::system_roots().unwrap_or_default(),
             ..ClientConfig::default()
         };
         Self { client: Client::new(config), options }
@@ -268,8 +269,8 @@ impl ImageClient {
                 }
             };
             // The blob streams from the network into the unpacker on another thread through a small bounded
-            // channel, so memory stays bounded and inflating overlaps downloading. Both oci-client and the
-            // unpacker check the digest.
+            // channel, so memory stays bounded and inflating overlaps downloading. oci-client's stream checks the
+            // digest as the bytes pass and fails at the end on a mismatch; the partial tree is then discarded.
             let stream = self.client.pull_blob_stream(pinned, layer).await.map_err(|source| PullError::Download {
                 reference: reference.to_owned(),
                 digest: layer.digest.clone(),
