@@ -168,7 +168,6 @@ impl ImageClient {
             } else {
                 ClientProtocol::HttpsExcept(options.insecure_registries.clone())
             },
-            tls_certs_only: super::roots::system_roots().unwrap_or_default(),
             ..ClientConfig::default()
         };
         Self { client: Client::new(config), options }

@@ -7,7 +7,6 @@ pub mod convert;
 pub mod credentials;
 pub mod image;
 pub mod model;
-pub mod roots;
 pub mod unpack;
 
 pub use convert::{install_mode, map_namespaces, render, ConvertError, RenderOptions};
