@@ -74,6 +74,10 @@ async fn push_then_pull_by_tag_and_by_digest_yields_the_same_files() {
     assert_eq!(by_tag.pinned, format!("{}/plumbus-bundle@{digest}", registry.host));
     assert_eq!(files(&by_tag.root), files(&sample("plumbus/2.0.0-alpha")));
     Bundle::load(&by_tag.root).expect("the pulled bundle loads");
+    assert_eq!(
+        by_tag.labels.get("operators.operatorframework.io.bundle.package.v1").map(String::as_str),
+        Some("plumbus")
+    );
 
     let by_digest = client.pull(&by_tag.pinned, &cache, UnpackLimits::default()).await.expect("pull by digest");
     assert_eq!(by_digest, by_tag);
@@ -263,6 +267,22 @@ async fn a_hostile_image_is_refused_and_leaves_nothing_behind() {
     assert_eq!(error.category(), "LayerPathUnsafe");
     assert!(!Path::new("/tmp/olmv2-hostile-marker").exists());
     assert_eq!(std::fs::read_dir(&cache).expect("cache").count(), 0, "no partial image is left in the cache");
+
+    let not_a_config = registry.reference("hostile:config");
+    let config =
+        push_blob(&client, &not_a_config, b"not json".to_vec(), "application/vnd.oci.image.config.v1+json").await;
+    let (layer, _) = build_layer(&sample("grumbo/1.0.0")).expect("layer");
+    let layer = push_blob(&client, &not_a_config, layer, "application/vnd.oci.image.layer.v1.tar+gzip").await;
+    let manifest_type = "application/vnd.oci.image.manifest.v1+json";
+    push_manifest(
+        &client,
+        &not_a_config,
+        &json!({"schemaVersion": 2, "mediaType": manifest_type, "config": config, "layers": [layer]}),
+        manifest_type,
+    )
+    .await;
+    let error = client.pull(&not_a_config, &cache, UnpackLimits::default()).await.expect_err("refused");
+    assert!(matches!(error, PullError::InvalidConfig { .. }), "{error}");
 
     let zstd = registry.reference("hostile:zstd");
     push_image(

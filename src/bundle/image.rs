@@ -40,6 +40,23 @@ pub struct PulledImage {
     pub digest: String,
     /// The unpacked filesystem.
     pub root: PathBuf,
+    /// The labels of the image config; a bundle's carry its annotations.
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Largest image config accepted; real ones are a few KiB.
+const MAX_CONFIG_BYTES: i64 = 1 << 20;
+
+/// The labels of an image config (`config.Labels`), after checking it is an image config at all.
+fn config_labels(bytes: &[u8]) -> Result<BTreeMap<String, String>, String> {
+    let config: serde_json::Value = serde_json::from_slice(bytes).map_err(|error| format!("not JSON: {error}"))?;
+    if !config.is_object() {
+        return Err("not a JSON object".into());
+    }
+    match config.pointer("/config/Labels") {
+        None | Some(serde_json::Value::Null) => Ok(BTreeMap::new()),
+        Some(labels) => serde_json::from_value(labels.clone()).map_err(|error| format!("config.Labels: {error}")),
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +69,8 @@ pub enum PullError {
         #[source]
         source: OciDistributionError,
     },
+    #[error("the config of {reference} is not an image config: {reason}")]
+    InvalidConfig { reference: String, reason: String },
     #[error("{reference} is an image index with no image for this platform ({platform})")]
     NoMatchingPlatform { reference: String, platform: String },
     #[error("layer {digest} of {reference} has media type {media_type}, which is not a tar or gzip layer")]
@@ -86,6 +105,7 @@ impl PullError {
             Self::Resolve { .. } | Self::Download { .. } => "ManifestImagePullFailed",
             Self::NoMatchingPlatform { .. } => "ImagePlatformMissing",
             Self::UnsupportedLayer { .. } => "ImageLayerUnsupported",
+            Self::InvalidConfig { .. } => "ImageConfigInvalid",
             Self::Unpack { source, .. } => source.category(),
             Self::Cache { .. } => "BundleCacheFailed",
         }
@@ -197,9 +217,13 @@ impl ImageClient {
         let (parsed, digest) = self.resolve(reference).await?;
         let pinned_reference = parsed.clone_with_digest(digest.clone());
         let pinned = pinned_reference.whole();
-        let root = cache.join(digest.replace(':', "-"));
-        if root.is_dir() {
-            return Ok(PulledImage { pinned, digest, root });
+        let entry = cache.join(digest.replace(':', "-"));
+        if entry.join("rootfs").is_dir() {
+            let labels = std::fs::read(entry.join("config.json"))
+                .ok()
+                .and_then(|bytes| config_labels(&bytes).ok())
+                .unwrap_or_default();
+            return Ok(PulledImage { pinned, digest, root: entry.join("rootfs"), labels });
         }
         let cache_error = |path: &Path| {
             let path = path.to_owned();
@@ -220,6 +244,19 @@ impl ImageClient {
             Err(source) => return Err(PullError::Resolve { reference: reference.to_owned(), source }),
         };
 
+        if manifest.config.size > MAX_CONFIG_BYTES {
+            return Err(PullError::InvalidConfig {
+                reference: reference.to_owned(),
+                reason: format!("it is {} bytes, over the limit of {MAX_CONFIG_BYTES}", manifest.config.size),
+            });
+        }
+        let mut config = Vec::new();
+        self.client.pull_blob(&pinned_reference, &manifest.config, &mut config).await.map_err(|source| {
+            PullError::Download { reference: reference.to_owned(), digest: manifest.config.digest.clone(), source }
+        })?;
+        let labels = config_labels(&config)
+            .map_err(|reason| PullError::InvalidConfig { reference: reference.to_owned(), reason })?;
+
         let partial = cache.join(format!(
             ".partial-{}-{}-{}",
             digest.replace(':', "-"),
@@ -227,21 +264,26 @@ impl ImageClient {
             PARTIAL.fetch_add(1, Ordering::Relaxed)
         ));
         let result = self.download_and_unpack(reference, &pinned_reference, &manifest.layers, &partial, limits).await;
+        let result = result.and_then(|()| {
+            std::fs::write(partial.join("config.json"), &config)
+                .map_err(|source| PullError::Cache { path: partial.clone(), source })
+        });
         if let Err(error) = result {
             let _ = std::fs::remove_dir_all(&partial);
             return Err(error);
         }
-        match std::fs::rename(partial.join("rootfs"), &root) {
+        match std::fs::rename(&partial, &entry) {
             Ok(()) => {}
             // Another pull of the same digest finished first; its tree is identical.
-            Err(_) if root.is_dir() => {}
+            Err(_) if entry.join("rootfs").is_dir() => {
+                let _ = std::fs::remove_dir_all(&partial);
+            }
             Err(source) => {
                 let _ = std::fs::remove_dir_all(&partial);
-                return Err(PullError::Cache { path: root, source });
+                return Err(PullError::Cache { path: entry, source });
             }
         }
-        let _ = std::fs::remove_dir_all(&partial);
-        Ok(PulledImage { pinned, digest, root })
+        Ok(PulledImage { pinned, digest, root: entry.join("rootfs"), labels })
     }
 
     async fn download_and_unpack(
