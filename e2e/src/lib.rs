@@ -1,3 +1,4 @@
 //! The test control plane: what a Kubernetes API server checks and does, for the project's tests.
 
+pub mod apiserver;
 pub mod structural;
