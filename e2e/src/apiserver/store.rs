@@ -77,6 +77,16 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The conflict of a write made against an older resourceVersion than the stored one.
+    pub fn modified(resource: &ResourceId, name: &str) -> Self {
+        Self::Conflict {
+            resource: resource.qualified(),
+            name: name.to_owned(),
+            reason: "the object has been modified; please apply your changes to the latest version and try again"
+                .into(),
+        }
+    }
+
     /// The HTTP status code and the `Status` reason kube-apiserver answers with.
     pub fn code_and_reason(&self) -> (u16, &'static str) {
         match self {
@@ -231,16 +241,8 @@ impl Store {
             .and_then(|objects| objects.get(&key))
             .cloned()
             .ok_or_else(|| StoreError::NotFound { resource: resource.qualified(), name: key.1.clone() })?;
-        if let Some(expected) = revision_of(&object) {
-            if Some(expected) != revision_of(&stored) {
-                return Err(StoreError::Conflict {
-                    resource: resource.qualified(),
-                    name: key.1,
-                    reason:
-                        "the object has been modified; please apply your changes to the latest version and try again"
-                            .into(),
-                });
-            }
+        if revision_of(&object).is_some_and(|expected| Some(expected) != revision_of(&stored)) {
+            return Err(StoreError::modified(resource, &key.1));
         }
         let stored_uid = stored["metadata"]["uid"].clone();
         if let Some(uid) = object["metadata"]["uid"].as_str() {
@@ -290,12 +292,7 @@ impl Store {
         let stored =
             inner.objects.get(resource).and_then(|objects| objects.get(&key)).cloned().ok_or_else(not_found)?;
         if expected_revision.is_some_and(|expected| Some(expected) != revision_of(&stored)) {
-            return Err(StoreError::Conflict {
-                resource: resource.qualified(),
-                name: name.to_owned(),
-                reason: "the object has been modified; please apply your changes to the latest version and try again"
-                    .into(),
-            });
+            return Err(StoreError::modified(resource, name));
         }
         inner.objects.get_mut(resource).and_then(|objects| objects.remove(&key));
         inner.revision += 1;
