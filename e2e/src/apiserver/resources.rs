@@ -248,7 +248,7 @@ impl Resources {
             .into_iter()
             .map(|(group, versions)| {
                 let mut ordered: Vec<&str> = versions.into_iter().collect();
-                ordered.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+                ordered.sort_by_key(|version| std::cmp::Reverse(version_priority(version)));
                 let entries: Vec<GroupVersionForDiscovery> = ordered
                     .iter()
                     .map(|version| GroupVersionForDiscovery {
@@ -397,7 +397,7 @@ mod tests {
     #[test]
     fn version_priority_follows_kubernetes() {
         let mut versions = vec!["v1alpha1", "v2", "v1beta2", "v1", "v1beta1", "v2alpha1", "foo"];
-        versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        versions.sort_by_key(|version| std::cmp::Reverse(version_priority(version)));
         assert_eq!(versions, ["v2", "v1", "v1beta2", "v1beta1", "v2alpha1", "v1alpha1", "foo"]);
     }
 
