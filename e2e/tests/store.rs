@@ -59,6 +59,30 @@ fn a_stale_write_is_a_conflict_and_identity_is_kept() {
 }
 
 #[test]
+fn an_update_naming_another_uid_is_a_conflict() {
+    let store = Store::new(100);
+    store.create(&configmaps(), configmap("a", "one", json!({}))).expect("created");
+    let mut impostor = configmap("a", "one", json!({}));
+    impostor["metadata"]["uid"] = json!("00000000-0000-0000-0000-000000000000");
+    let error = store.update(&configmaps(), impostor).expect_err("uid precondition");
+    assert_eq!(error.code_and_reason(), (409, "Conflict"));
+    assert!(
+        error.to_string().contains("Precondition failed: UID in precondition: 00000000-0000-0000-0000-000000000000"),
+        "{error}"
+    );
+}
+
+#[test]
+fn deleted_objects_carry_a_new_resource_version() {
+    let store = Store::new(100);
+    let created = store.create(&configmaps(), configmap("a", "one", json!({}))).expect("created");
+    let deleted = store.delete(&configmaps(), "a", "one", None).expect("deleted");
+    assert_eq!(rv(&deleted), store.revision());
+    assert!(rv(&deleted) > rv(&created));
+    assert_eq!(deleted["metadata"]["uid"], created["metadata"]["uid"]);
+}
+
+#[test]
 fn delete_removes_and_respects_preconditions() {
     let store = Store::new(100);
     let created = store.create(&configmaps(), configmap("a", "one", json!({}))).expect("created");

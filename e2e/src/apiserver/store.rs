@@ -190,6 +190,32 @@ impl Store {
         let _ = self.changes.send(change);
     }
 
+    /// Applies one write: the next resourceVersion, stamped on the object, which is stored (or removed, for a
+    /// deletion) and recorded for watches. Returns the object as written.
+    fn commit(
+        &self,
+        inner: &mut Inner,
+        resource: &ResourceId,
+        key: Key,
+        kind: EventType,
+        mut object: Value,
+        previous: Option<Value>,
+    ) -> Value {
+        inner.revision += 1;
+        let revision = inner.revision;
+        object["metadata"]["resourceVersion"] = json!(revision.to_string());
+        let objects = inner.objects.entry(resource.clone()).or_default();
+        if kind == EventType::Deleted {
+            objects.remove(&key);
+        } else {
+            objects.insert(key.clone(), object.clone());
+        }
+        let change =
+            Change { resource: resource.clone(), namespace: key.0, kind, object: object.clone(), previous, revision };
+        self.record(inner, change);
+        object
+    }
+
     /// Stores a new object: uid, creationTimestamp, resourceVersion and generation are set here.
     pub fn create(&self, resource: &ResourceId, mut object: Value) -> Result<Value, StoreError> {
         let mut inner = self.lock();
@@ -197,28 +223,13 @@ impl Store {
         if inner.objects.get(resource).is_some_and(|objects| objects.contains_key(&key)) {
             return Err(StoreError::AlreadyExists { resource: resource.qualified(), name: key.1 });
         }
-        inner.revision += 1;
-        let revision = inner.revision;
         let metadata = &mut object["metadata"];
         metadata["uid"] = json!(uuid::Uuid::new_v4().to_string());
         metadata["creationTimestamp"] = json!(now());
-        metadata["resourceVersion"] = json!(revision.to_string());
         if metadata.get("generation").is_none() {
             metadata["generation"] = json!(1);
         }
-        inner.objects.entry(resource.clone()).or_default().insert(key.clone(), object.clone());
-        self.record(
-            &mut inner,
-            Change {
-                resource: resource.clone(),
-                namespace: key.0,
-                kind: EventType::Added,
-                object: object.clone(),
-                previous: None,
-                revision,
-            },
-        );
-        Ok(object)
+        Ok(self.commit(&mut inner, resource, key, EventType::Added, object, None))
     }
 
     pub fn get(&self, resource: &ResourceId, namespace: &str, name: &str) -> Result<Value, StoreError> {
@@ -257,25 +268,10 @@ impl Store {
                 });
             }
         }
-        inner.revision += 1;
-        let revision = inner.revision;
         let metadata = &mut object["metadata"];
         metadata["uid"] = stored_uid;
         metadata["creationTimestamp"] = stored["metadata"]["creationTimestamp"].clone();
-        metadata["resourceVersion"] = json!(revision.to_string());
-        inner.objects.entry(resource.clone()).or_default().insert(key.clone(), object.clone());
-        self.record(
-            &mut inner,
-            Change {
-                resource: resource.clone(),
-                namespace: key.0,
-                kind: EventType::Modified,
-                object: object.clone(),
-                previous: Some(stored),
-                revision,
-            },
-        );
-        Ok(object)
+        Ok(self.commit(&mut inner, resource, key, EventType::Modified, object, Some(stored)))
     }
 
     /// Removes an object; `expected_revision`, when given, must be the stored one.
@@ -294,23 +290,7 @@ impl Store {
         if expected_revision.is_some_and(|expected| Some(expected) != revision_of(&stored)) {
             return Err(StoreError::modified(resource, name));
         }
-        inner.objects.get_mut(resource).and_then(|objects| objects.remove(&key));
-        inner.revision += 1;
-        let revision = inner.revision;
-        let mut deleted = stored.clone();
-        deleted["metadata"]["resourceVersion"] = json!(revision.to_string());
-        self.record(
-            &mut inner,
-            Change {
-                resource: resource.clone(),
-                namespace: key.0,
-                kind: EventType::Deleted,
-                object: deleted.clone(),
-                previous: Some(stored),
-                revision,
-            },
-        );
-        Ok(deleted)
+        Ok(self.commit(&mut inner, resource, key, EventType::Deleted, stored.clone(), Some(stored)))
     }
 
     /// A page of the objects `filter` admits, in (namespace, name) order, after the one `continue_token` names.
