@@ -14,6 +14,7 @@ use crate::bundle::unpack::UnpackLimits;
 use crate::bundle::{render, Bundle, RenderOptions};
 use crate::cli::{BundleCommand, InspectFormat, RegistryArgs};
 use crate::error::Error;
+use crate::output;
 
 const MODES: [InstallModeType; 4] = [
     InstallModeType::OwnNamespace,
@@ -65,19 +66,19 @@ pub async fn run(command: BundleCommand) -> Result<(), Error> {
         BundleCommand::Build { dir, push, allow_invalid, registry } => {
             let client = ImageClient::new(registry_options(&registry)?);
             let digest = client.push_bundle(&dir, &push, allow_invalid).await?;
-            println!("pushed {push}@{digest}");
+            output::write(&format!("pushed {push}@{digest}\n"))?;
         }
         BundleCommand::Pull { reference, registry } => {
             let client = ImageClient::new(registry_options(&registry)?);
             let pulled = client.pull(&reference, &cache_dir(&registry), UnpackLimits::default()).await?;
-            println!("{}\t{}", pulled.pinned, pulled.root.display());
+            output::write(&format!("{}\t{}\n", pulled.pinned, pulled.root.display()))?;
         }
         BundleCommand::Inspect { source, output, registry } => {
             let (bundle, origin) = load(&source, &registry).await?;
             let summary = summarize(&bundle, &origin);
             match output {
-                InspectFormat::Table => print!("{}", summary_table(&summary)),
-                InspectFormat::Yaml => print!("{}", serde_yaml_ng::to_string(&summary).map_err(Error::Yaml)?),
+                InspectFormat::Table => output::write(&summary_table(&summary))?,
+                InspectFormat::Yaml => output::write(&serde_yaml_ng::to_string(&summary).map_err(Error::Yaml)?)?,
             }
         }
         BundleCommand::Render { source, namespace, watch, registry } => {
@@ -87,7 +88,7 @@ pub async fn run(command: BundleCommand) -> Result<(), Error> {
             let options =
                 RenderOptions { install_namespace: &namespace, target_namespaces: &targets, certificates: &authority };
             for object in render(&bundle, &options)? {
-                print!("---\n{}", serde_yaml_ng::to_string(&object).map_err(Error::Yaml)?);
+                output::write(&format!("---\n{}", serde_yaml_ng::to_string(&object).map_err(Error::Yaml)?))?;
             }
         }
     }

@@ -51,6 +51,8 @@ pub enum Error {
     },
     #[error("failed to write YAML")]
     Yaml(#[source] serde_yaml_ng::Error),
+    #[error("failed to write to standard output")]
+    WriteOutput(#[source] std::io::Error),
     #[error("the CRDs in {dir} are stale: outdated {outdated:?}, unexpected {unexpected:?}; run `olmv2 crds write`")]
     StaleCrds { dir: String, outdated: Vec<String>, unexpected: Vec<String> },
 }
@@ -75,6 +77,7 @@ impl Error {
             Self::ReadFile { .. } => "FileUnreadable",
             Self::Credentials { .. } => "RegistryCredentialsInvalid",
             Self::Yaml(_) => "YamlWriteFailed",
+            Self::WriteOutput(_) => "OutputWriteFailed",
             Self::StaleCrds { .. } => "CrdsStale",
         }
     }

@@ -9,6 +9,7 @@ pub mod crdgen;
 pub mod error;
 pub mod labels;
 pub mod metrics;
+pub mod output;
 pub mod rbac;
 pub mod run;
 pub mod server;

@@ -6,7 +6,7 @@ use clap::Parser;
 use olmv2::cli::{Cli, Command, CrdsCommand};
 use olmv2::error::{report, Error};
 use olmv2::telemetry::LogFormat;
-use olmv2::{bundle_command, crdgen, run, telemetry};
+use olmv2::{bundle_command, crdgen, output, run, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -37,19 +37,19 @@ async fn dispatch(command: Command) -> Result<(), Error> {
         Command::Run(options) => run::run(options).await,
         Command::Bundle(command) => bundle_command::run(command).await,
         Command::Crds(CrdsCommand::Print) => {
-            print!("{}", crdgen::all_as_yaml_stream()?);
+            output::write(&crdgen::all_as_yaml_stream()?)?;
             Ok(())
         }
         Command::Crds(CrdsCommand::Write { dir }) => {
             for path in crdgen::write_all(&dir)? {
-                println!("wrote {}", path.display());
+                output::write(&format!("wrote {}\n", path.display()))?;
             }
             Ok(())
         }
         Command::Crds(CrdsCommand::Check { dir }) => {
             let staleness = crdgen::check(&dir)?;
             if staleness.is_fresh() {
-                println!("the CRDs in {} are up to date", dir.display());
+                output::write(&format!("the CRDs in {} are up to date\n", dir.display()))?;
                 Ok(())
             } else {
                 Err(Error::StaleCrds {

@@ -169,3 +169,20 @@ fn json_logs_are_one_object_per_line_with_the_error_category() {
     assert_eq!(failure["category"], "ClusterUnreachable");
     let _ = std::fs::remove_file(kubeconfig);
 }
+
+#[test]
+fn printing_into_a_closed_pipe_ends_quietly() {
+    // The reader closes at once, as kubectl does when it cannot reach a cluster.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_olmv2"))
+        .args(["crds", "print"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn olmv2");
+    drop(child.stdout.take());
+    let status = wait_for_exit(&mut child, Duration::from_secs(30)).expect("exits");
+    let mut stderr = String::new();
+    child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");
+    assert!(status.success(), "{status:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
