@@ -361,32 +361,25 @@ fn walk_value_validation(
     }
 }
 
-/// Only `metadata.name` and `metadata.generateName` may be restricted, and only as strings.
+/// The root `metadata` may say `type: object` and restrict `name` and `generateName`; anything else there (a
+/// description, a value validation, another property) is refused with one error, as kube-apiserver's
+/// `validateStructuralMetadataInvariants` does. The `name` and `generateName` schemas are checked as any field.
 fn validate_metadata_schema(metadata: &Value, path: &str, errors: &mut Vec<FieldError>) {
     let Some(schema) = metadata.as_object() else { return };
-    for key in schema.keys() {
-        if !matches!(key.as_str(), "type" | "properties" | "description") {
-            errors.push(error(
-                &format!("{path}.{key}"),
-                ErrorType::Forbidden,
-                "must not be specified: only restrictions on metadata.name and metadata.generateName are allowed",
-            ));
-        }
-    }
     if schema.get("type").and_then(Value::as_str).is_some_and(|kind| kind != "object") {
         errors.push(error(&format!("{path}.type"), ErrorType::Invalid, "must be object"));
     }
-    for (name, property) in schema.get("properties").and_then(Value::as_object).into_iter().flatten() {
-        let property_path = format!("{path}.properties[{name}]");
-        if !matches!(name.as_str(), "name" | "generateName") {
-            errors.push(error(
-                &property_path,
-                ErrorType::Forbidden,
-                "must not be specified: only restrictions on metadata.name and metadata.generateName are allowed",
-            ));
-        } else if property.get("type").and_then(Value::as_str) != Some("string") {
-            errors.push(error(&format!("{property_path}.type"), ErrorType::Invalid, "must be string"));
-        }
+    let properties_allowed = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_none_or(|properties| properties.keys().all(|key| key == "name" || key == "generateName"));
+    let other_keys = schema.keys().any(|key| !matches!(key.as_str(), "type" | "properties"));
+    if other_keys || !properties_allowed {
+        errors.push(error(
+            path,
+            ErrorType::Forbidden,
+            "must not specify anything other than name and generateName, but metadata is implicitly specified",
+        ));
     }
 }
 
@@ -511,7 +504,14 @@ mod tests {
             "properties": {"labels": {"type": "object"}}}}}));
         assert_eq!(
             messages(&crd),
-            vec!["spec.versions[0].schema.openAPIV3Schema.properties[metadata].properties[labels]: Forbidden: must not be specified: only restrictions on metadata.name and metadata.generateName are allowed"]
+            vec!["spec.versions[0].schema.openAPIV3Schema.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"]
+        );
+        let described =
+            crd_with_schema(json!({"type": "object", "properties": {"metadata": {"type": "object", "description": "x",
+            "properties": {"name": {"type": "string"}}}}}));
+        assert_eq!(
+            messages(&described),
+            vec!["spec.versions[0].schema.openAPIV3Schema.properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"]
         );
     }
 
