@@ -20,10 +20,15 @@ pub struct RunOptions {
 
 /// Runs until SIGTERM or SIGINT, then shuts down cleanly.
 pub async fn run(options: RunOptions) -> Result<(), Error> {
+    let config = kube::Config::infer().await.map_err(Error::LoadClusterConfig)?;
+    run_with_config(config, options).await
+}
+
+/// Runs against the cluster `config` describes, until SIGTERM or SIGINT.
+pub async fn run_with_config(config: kube::Config, options: RunOptions) -> Result<(), Error> {
     let mut terminate = signal(SignalKind::terminate()).map_err(Error::InstallSignalHandler)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(Error::InstallSignalHandler)?;
 
-    let config = kube::Config::infer().await.map_err(Error::LoadClusterConfig)?;
     info!(cluster = %config.cluster_url, "connecting to the Kubernetes API server");
     let client = kube::Client::try_from(config).map_err(Error::BuildClient)?;
     let version = client.apiserver_version().await.map_err(Error::ConnectCluster)?;

@@ -14,6 +14,9 @@ pub enum ErrorType {
     Forbidden,
     Invalid,
     Duplicate,
+    NotSupported,
+    TooLong,
+    TooMany,
 }
 
 impl ErrorType {
@@ -24,6 +27,22 @@ impl ErrorType {
             Self::Forbidden => "Forbidden",
             Self::Invalid => "Invalid value",
             Self::Duplicate => "Duplicate value",
+            Self::NotSupported => "Unsupported value",
+            Self::TooLong => "Too long",
+            Self::TooMany => "Too many",
+        }
+    }
+
+    /// The `reason` of a cause in an `Invalid` status.
+    pub fn cause_reason(self) -> &'static str {
+        match self {
+            Self::Required => "FieldValueRequired",
+            Self::Forbidden => "FieldValueForbidden",
+            Self::Invalid => "FieldValueInvalid",
+            Self::Duplicate => "FieldValueDuplicate",
+            Self::NotSupported => "FieldValueNotSupported",
+            Self::TooLong => "FieldValueTooLong",
+            Self::TooMany => "FieldValueTooMany",
         }
     }
 }
@@ -38,11 +57,15 @@ pub struct FieldError {
 
 impl fmt::Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.field, self.error_type.phrase(), self.detail)
+        if self.detail.is_empty() {
+            write!(f, "{}: {}", self.field, self.error_type.phrase())
+        } else {
+            write!(f, "{}: {}: {}", self.field, self.error_type.phrase(), self.detail)
+        }
     }
 }
 
-fn error(field: &str, error_type: ErrorType, detail: impl Into<String>) -> FieldError {
+pub fn error(field: &str, error_type: ErrorType, detail: impl Into<String>) -> FieldError {
     FieldError { field: field.to_owned(), error_type, detail: detail.into() }
 }
 

@@ -1,6 +1,26 @@
-//! The Kubernetes API emulator: storage semantics (`store`) and request syntax (`selectors`). The HTTP layer, built
-//! on these, is what tests and kubectl talk to.
+//! The Kubernetes API emulator. `store` keeps objects with kube-apiserver's storage semantics, `api` carries the
+//! request semantics (with `deletion`, `crds`, `managed`, `patch`, `schema`, `builtin`, `validation`), `http` the
+//! URL layout and wire format, `controllers` the cluster controllers tests depend on, and `server` starts it all
+//! over HTTPS.
 
+pub mod api;
+pub mod builtin;
+pub mod controllers;
+pub mod crds;
+pub mod deletion;
+pub mod fieldset;
+pub mod http;
+pub mod managed;
+pub mod openapi;
+pub mod patch;
 pub mod resources;
+pub mod schema;
 pub mod selectors;
+pub mod server;
+pub mod shape;
+pub mod status;
 pub mod store;
+pub mod table;
+pub mod validation;
+
+pub use server::{ControlPlane, Options};

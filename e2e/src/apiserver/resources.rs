@@ -23,6 +23,10 @@ pub struct ResourceType {
     /// Subresources such as `status`, `scale`, `log`.
     pub subresources: Vec<String>,
     pub verbs: Vec<String>,
+    pub list_kind: String,
+    /// The structural schema of a custom resource's version; `None` for built-in kinds.
+    pub schema: Option<Value>,
+    pub printer_columns: Vec<Value>,
 }
 
 const CRUD: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
@@ -49,7 +53,18 @@ impl ResourceType {
             categories: Vec::new(),
             subresources: subresources.iter().map(|s| (*s).to_owned()).collect(),
             verbs: verbs.iter().map(|s| (*s).to_owned()).collect(),
+            list_kind: format!("{kind}List"),
+            schema: None,
+            printer_columns: Vec::new(),
         }
+    }
+
+    pub fn has_status(&self) -> bool {
+        self.subresources.iter().any(|s| s == "status")
+    }
+
+    pub fn id(&self) -> super::store::ResourceId {
+        super::store::ResourceId::new(&self.group, &self.plural)
     }
 
     /// `group/version`, or `v1` for the core group.
@@ -170,6 +185,24 @@ impl Resources {
         self.types.get(&(group.to_owned(), version.to_owned(), plural.to_owned()))
     }
 
+    /// The served type of a kind, in a given `apiVersion` (`v1`, `apps/v1`).
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<&ResourceType> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.types.values().find(|r| r.group == group && r.version == version && r.kind == kind)
+    }
+
+    /// Every served type of a resource (one per version), preferred version first.
+    pub fn versions_of(&self, group: &str, plural: &str) -> Vec<&ResourceType> {
+        let mut found: Vec<&ResourceType> =
+            self.types.values().filter(|r| r.group == group && r.plural == plural).collect();
+        found.sort_by_key(|r| std::cmp::Reverse(version_priority(&r.version)));
+        found
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &ResourceType> {
+        self.types.values()
+    }
+
     /// The resource types of a CustomResourceDefinition's served versions.
     pub fn of_crd(crd: &Value) -> Result<Vec<ResourceType>, CrdError> {
         let spec = &crd["spec"];
@@ -207,6 +240,9 @@ impl Resources {
                     categories: strings(&spec["names"]["categories"]),
                     subresources,
                     verbs: CRUD.iter().map(|v| (*v).to_owned()).collect(),
+                    list_kind: spec["names"]["listKind"].as_str().map_or_else(|| format!("{kind}List"), str::to_owned),
+                    schema: Some(version["schema"]["openAPIV3Schema"].clone()).filter(|s| !s.is_null()),
+                    printer_columns: version["additionalPrinterColumns"].as_array().cloned().unwrap_or_default(),
                 })
             })
             .collect())

@@ -144,7 +144,7 @@ pub struct Store {
     history_limit: usize,
 }
 
-fn now() -> String {
+pub fn now() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
@@ -172,6 +172,21 @@ impl Store {
         // A panic while holding the lock poisons it; the store's data is still consistent, as every change is
         // made after its checks pass.
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Every resource that holds objects.
+    pub fn resource_ids(&self) -> Vec<ResourceId> {
+        self.lock().objects.iter().filter(|(_, objects)| !objects.is_empty()).map(|(id, _)| id.clone()).collect()
+    }
+
+    /// Every object of a resource, in (namespace, name) order.
+    pub fn all(&self, resource: &ResourceId) -> Vec<Value> {
+        self.lock().objects.get(resource).map(|objects| objects.values().cloned().collect()).unwrap_or_default()
+    }
+
+    /// A receiver of every change, for the emulator's controllers.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Change>> {
+        self.changes.subscribe()
     }
 
     /// The latest resourceVersion.
@@ -216,7 +231,7 @@ impl Store {
         object
     }
 
-    /// Stores a new object: uid, creationTimestamp, resourceVersion and generation are set here.
+    /// Stores a new object: uid, creationTimestamp and resourceVersion are set here.
     pub fn create(&self, resource: &ResourceId, mut object: Value) -> Result<Value, StoreError> {
         let mut inner = self.lock();
         let key = key_of(&object);
@@ -226,9 +241,6 @@ impl Store {
         let metadata = &mut object["metadata"];
         metadata["uid"] = json!(uuid::Uuid::new_v4().to_string());
         metadata["creationTimestamp"] = json!(now());
-        if metadata.get("generation").is_none() {
-            metadata["generation"] = json!(1);
-        }
         Ok(self.commit(&mut inner, resource, key, EventType::Added, object, None))
     }
 
@@ -416,6 +428,11 @@ pub struct Watch {
 }
 
 impl Watch {
+    /// The next event already waiting (the initial or replayed ones), without waiting for new ones.
+    pub fn take_backlog(&mut self) -> Option<WatchEvent> {
+        self.backlog.pop_front()
+    }
+
     /// The next event; `Err(Gone)` when this watcher fell too far behind (it must list again), `Ok(None)` when the
     /// store is gone.
     pub async fn next(&mut self) -> Result<Option<WatchEvent>, StoreError> {

@@ -1,0 +1,478 @@
+//! The HTTP face of the emulator: routes kube-apiserver's URL layout (`/api/v1/...`, `/apis/<group>/<version>/...`,
+//! namespaced or not, subresources) to the request semantics, reads query options and content types, writes JSON,
+//! Tables and `Status` errors, and streams watches (with bookmarks, `sendInitialEvents` and timeouts).
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::Response;
+use serde_json::{json, Value};
+
+use super::api::{ApiServer, FieldValidation, PatchType, Target, WriteOptions, Written};
+use super::deletion::{self, DeleteOptions};
+use super::openapi;
+use super::resources::ResourceType;
+use super::selectors::{FieldSelector, LabelSelector};
+use super::status::ApiError;
+use super::store::{EventType, Filter};
+use super::table::{self, Include};
+
+pub fn router(api: Arc<ApiServer>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(api)
+}
+
+type Query = BTreeMap<String, String>;
+
+fn json_response(code: u16, value: &Value, warnings: &[String]) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
+    for warning in warnings {
+        let text = format!("299 - {}", Value::from(warning.as_str()));
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            response.headers_mut().append("warning", value);
+        }
+    }
+    response
+}
+
+fn error_response(error: &ApiError) -> Response {
+    json_response(error.code, &error.to_status(), &[])
+}
+
+async fn handle(
+    State(api): State<Arc<ApiServer>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let query: Query = serde_urlencoded::from_str(uri.query().unwrap_or_default()).unwrap_or_default();
+    let path = uri.path().to_owned();
+    tracing::debug!(%method, %path, "request");
+    match route(&api, &method, &path, &query, &headers, body).await {
+        Ok(response) => response,
+        Err(error) => error_response(&error),
+    }
+}
+
+fn segments(path: &str) -> Vec<String> {
+    path.split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned())
+        .collect()
+}
+
+async fn route(
+    api: &Arc<ApiServer>,
+    method: &Method,
+    path: &str,
+    query: &Query,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let parts = segments(path);
+    let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
+    let get_only = |value: Value| {
+        if method == Method::GET {
+            Ok(json_response(200, &value, &[]))
+        } else {
+            Err(ApiError::method_not_allowed(method.as_str(), path))
+        }
+    };
+    match parts.as_slice() {
+        ["version"] => {
+            return get_only(
+                json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0-olmv2-e2e", "gitCommit": "", "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "none", "compiler": "rustc", "platform": "linux/amd64"}),
+            )
+        }
+        ["healthz" | "readyz" | "livez", ..] => {
+            let mut response = Response::new(Body::from("ok"));
+            response.headers_mut().insert("content-type", HeaderValue::from_static("text/plain"));
+            return Ok(response);
+        }
+        ["api"] => return get_only(serde_json::to_value(api.resources().core_versions()).unwrap_or_default()),
+        ["apis"] => return get_only(serde_json::to_value(api.resources().groups()).unwrap_or_default()),
+        ["api", "v1"] => return discovery(api, method, "", "v1", path),
+        ["apis", group, version] => return discovery(api, method, group, version, path),
+        ["openapi", "v3"] => return get_only(openapi::index(&api.resources())),
+        ["openapi", "v3", rest @ ..] => {
+            let document =
+                openapi::group_version_document(&api.resources(), rest).ok_or_else(|| ApiError::no_route(path))?;
+            return get_only(document);
+        }
+        ["openapi", "v2"] => return get_only(openapi::v2(&api.resources())),
+        _ => {}
+    }
+    let (group, version, rest): (&str, &str, &[&str]) = match parts.as_slice() {
+        ["api", "v1", rest @ ..] => ("", "v1", rest),
+        ["apis", group, version, rest @ ..] => (group, version, rest),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    let (namespace, rest): (Option<&str>, Vec<&str>) = match rest {
+        ["namespaces", namespace, subresource @ ("status" | "finalize")] if group.is_empty() => {
+            let resource = lookup(api, "", "v1", "namespaces", path)?;
+            let target = Target {
+                resource,
+                namespace: String::new(),
+                name: Some((*namespace).to_owned()),
+                subresource: Some((*subresource).to_owned()),
+            };
+            return resource_request(api, method, target, query, headers, body).await;
+        }
+        ["namespaces", namespace, tail @ ..] if !tail.is_empty() => (Some(*namespace), tail.to_vec()),
+        other => (None, other.to_vec()),
+    };
+    let (resource_name, name, subresource) = match rest.as_slice() {
+        [resource] => (*resource, None, None),
+        [resource, name] => (*resource, Some(*name), None),
+        [resource, name, subresource] => (*resource, Some(*name), Some(*subresource)),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    let resource = lookup(api, group, version, resource_name, path)?;
+    if let Some(sub) = subresource {
+        if !resource.subresources.iter().any(|s| s == sub) {
+            return Err(ApiError::no_route(path));
+        }
+    }
+    if resource.namespaced != namespace.is_some() && !(resource.namespaced && name.is_none() && namespace.is_none()) {
+        return Err(ApiError::no_route(path));
+    }
+    let target = Target {
+        resource,
+        namespace: namespace.unwrap_or_default().to_owned(),
+        name: name.map(str::to_owned),
+        subresource: subresource.map(str::to_owned),
+    };
+    resource_request(api, method, target, query, headers, body).await
+}
+
+fn lookup(api: &ApiServer, group: &str, version: &str, plural: &str, path: &str) -> Result<ResourceType, ApiError> {
+    api.resources().lookup(group, version, plural).cloned().ok_or_else(|| ApiError::no_route(path))
+}
+
+fn discovery(api: &ApiServer, method: &Method, group: &str, version: &str, path: &str) -> Result<Response, ApiError> {
+    if method != Method::GET {
+        return Err(ApiError::method_not_allowed(method.as_str(), path));
+    }
+    let list = api.resources().resource_list(group, version).ok_or_else(|| ApiError::no_route(path))?;
+    Ok(json_response(200, &serde_json::to_value(list).unwrap_or_default(), &[]))
+}
+
+fn write_options(query: &Query, headers: &HeaderMap) -> Result<WriteOptions, ApiError> {
+    let agent = headers.get("user-agent").and_then(|v| v.to_str().ok()).unwrap_or("unknown");
+    let derived: String = agent.split('/').next().unwrap_or("unknown").chars().take(128).collect();
+    let given = query.get("fieldManager").filter(|m| !m.is_empty());
+    if let Some(manager) = given {
+        if manager.chars().count() > 128 {
+            return Err(ApiError::new(422, "Invalid", "fieldManager: Too long: must have at most 128 bytes"));
+        }
+    }
+    let dry_run = match query.get("dryRun").map(String::as_str) {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
+            )))
+        }
+    };
+    let force = match query.get("force").map(String::as_str) {
+        None => false,
+        Some("true") => true,
+        Some("false") => false,
+        Some(other) => return Err(ApiError::bad_request(format!("invalid boolean value for force: {other}"))),
+    };
+    Ok(WriteOptions {
+        dry_run,
+        field_manager: given.cloned().unwrap_or(derived),
+        field_manager_given: given.is_some(),
+        field_validation: FieldValidation::parse(query.get("fieldValidation").map(String::as_str))?,
+        force,
+    })
+}
+
+fn filter(target: &Target, query: &Query) -> Result<Filter, ApiError> {
+    let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
+        .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {}", e.0)))?;
+    let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str)).map_err(|e| {
+        ApiError::bad_request(format!(
+            "invalid selector: '{}'; can't understand '{}'",
+            query.get("fieldSelector").map_or("", String::as_str),
+            e.0
+        ))
+    })?;
+    if let Some(field) = fields.unsupported_field() {
+        return Err(ApiError::bad_request(format!("field label not supported: {field}")));
+    }
+    Ok(Filter { namespace: (!target.namespace.is_empty()).then(|| target.namespace.clone()), labels, fields })
+}
+
+fn wants_table(headers: &HeaderMap) -> bool {
+    headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.split(',').next().is_some_and(|first| first.contains("as=Table")))
+}
+
+fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
+    let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("application/json");
+    match content_type.split(';').next().unwrap_or_default().trim() {
+        "application/json" | "" => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}"))),
+        "application/yaml" => serde_yaml_ng::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}"))),
+        other => Err(ApiError::unsupported_media_type(format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"))),
+    }
+}
+
+fn written(result: Written, headers: &HeaderMap, resource: &ResourceType, query: &Query) -> Response {
+    let object = if wants_table(headers) && result.object["kind"] != "Status" {
+        table::table(
+            resource,
+            std::slice::from_ref(&result.object),
+            json!({"resourceVersion": result.object["metadata"]["resourceVersion"]}),
+            Include::parse(query.get("includeObject").map(String::as_str)),
+        )
+    } else {
+        result.object
+    };
+    json_response(result.code, &object, &result.warnings)
+}
+
+async fn resource_request(
+    api: &Arc<ApiServer>,
+    method: &Method,
+    target: Target,
+    query: &Query,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let verb_not_allowed = |verb: &str| !target.resource.verbs.iter().any(|v| v == verb);
+    let is_collection = target.name.is_none();
+    match (method.as_str(), is_collection) {
+        ("GET", true) if query.get("watch").is_some_and(|w| w == "true" || w == "1") => {
+            if verb_not_allowed("watch") {
+                return Err(ApiError::method_not_allowed("watch", &target.resource.plural));
+            }
+            watch(api, target, query, headers)
+        }
+        ("GET", true) => {
+            if verb_not_allowed("list") {
+                return Err(ApiError::method_not_allowed("list", &target.resource.plural));
+            }
+            let filter = filter(&target, query)?;
+            let limit = query.get("limit").and_then(|l| l.parse().ok());
+            let list =
+                api.list(&target, &filter, limit, query.get("continue").map(String::as_str).filter(|c| !c.is_empty()))?;
+            if wants_table(headers) {
+                let items = list["items"].as_array().cloned().unwrap_or_default();
+                let items: Vec<Value> = items.into_iter().map(|i| api.present(&target.resource, i)).collect();
+                return Ok(json_response(
+                    200,
+                    &table::table(
+                        &target.resource,
+                        &items,
+                        list["metadata"].clone(),
+                        Include::parse(query.get("includeObject").map(String::as_str)),
+                    ),
+                    &[],
+                ));
+            }
+            Ok(json_response(200, &list, &[]))
+        }
+        ("GET", false) => {
+            if target.subresource.as_deref().is_some_and(|s| s != "status") {
+                return Err(ApiError::method_not_allowed("GET", target.subresource.as_deref().unwrap_or_default()));
+            }
+            let object = api.get(&target)?;
+            Ok(written(Written { code: 200, object, warnings: Vec::new() }, headers, &target.resource, query))
+        }
+        ("POST", true) => {
+            if verb_not_allowed("create") {
+                return Err(ApiError::method_not_allowed("create", &target.resource.plural));
+            }
+            let object = parse_body(headers, &body)?;
+            let result = api.create(&target, object, &write_options(query, headers)?)?;
+            Ok(written(result, headers, &target.resource, query))
+        }
+        ("PUT", false) => {
+            let object = parse_body(headers, &body)?;
+            let result = api.update(&target, object, &write_options(query, headers)?)?;
+            Ok(written(result, headers, &target.resource, query))
+        }
+        ("PATCH", false) => {
+            let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let patch_type = PatchType::from_content_type(content_type).ok_or_else(|| {
+                ApiError::unsupported_media_type("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
+            })?;
+            let result = api.patch(&target, patch_type, &body, &write_options(query, headers)?)?;
+            Ok(written(result, headers, &target.resource, query))
+        }
+        ("DELETE", collection) => {
+            let options_body: Value = if body.is_empty() {
+                json!({})
+            } else {
+                serde_json::from_slice(&body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+            };
+            let options = DeleteOptions::parse(
+                &options_body,
+                query.get("propagationPolicy").map(String::as_str),
+                query.get("dryRun").is_some_and(|d| d == "All"),
+            )?;
+            let result = if collection {
+                if verb_not_allowed("deletecollection") {
+                    return Err(ApiError::method_not_allowed("deletecollection", &target.resource.plural));
+                }
+                deletion::delete_collection(api, &target, &filter(&target, query)?, &options)?
+            } else {
+                deletion::delete(api, &target, &options)?
+            };
+            Ok(json_response(result.code, &result.object, &[]))
+        }
+        (verb, _) => Err(ApiError::method_not_allowed(verb, &target.resource.plural)),
+    }
+}
+
+fn watch_event(kind: &str, object: &Value) -> Bytes {
+    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    line.push(b'\n');
+    Bytes::from(line)
+}
+
+struct WatchState {
+    api: Arc<ApiServer>,
+    watch: Option<super::store::Watch>,
+    target: Target,
+    table: Option<Include>,
+    bookmarks: bool,
+    pending: std::collections::VecDeque<Bytes>,
+    deadline: tokio::time::Instant,
+    last_revision: u64,
+    done: bool,
+}
+
+fn watch(api: &Arc<ApiServer>, target: Target, query: &Query, headers: &HeaderMap) -> Result<Response, ApiError> {
+    let filter = filter(&target, query)?;
+    let from = match query.get("resourceVersion").map(String::as_str) {
+        None | Some("") | Some("0") => None,
+        Some(rv) => {
+            Some(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?)
+        }
+    };
+    let send_initial = query.get("sendInitialEvents").is_some_and(|v| v == "true");
+    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|v| v == "true");
+    if send_initial && query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
+        return Err(ApiError::new(422, "Invalid", "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
+    }
+    let timeout = query.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()).unwrap_or(1800);
+    let mut pending = std::collections::VecDeque::new();
+    let start_from = if send_initial { None } else { from };
+    let revision_now = api.store.revision();
+    let id = target.resource.id();
+    let watch = match api.store.watch(&id, filter, start_from) {
+        Ok(watch) => Some(watch),
+        Err(error) => {
+            pending.push_back(watch_event("ERROR", &ApiError::from_store(error, &id).to_status()));
+            None
+        }
+    };
+    let mut state = WatchState {
+        api: api.clone(),
+        done: watch.is_none(),
+        watch,
+        table: wants_table(headers).then(|| Include::parse(query.get("includeObject").map(String::as_str))),
+        bookmarks,
+        pending,
+        deadline: tokio::time::Instant::now() + Duration::from_secs(timeout),
+        last_revision: revision_now,
+        target,
+    };
+    if send_initial && !state.done {
+        // The initial ADDED events are in the watch's backlog; the bookmark that ends them follows them.
+        state.pending.push_back(Bytes::new());
+    }
+    let stream = futures_util::stream::unfold(state, |mut state| async move {
+        if let Some(next) = state.pending.pop_front() {
+            if next.is_empty() {
+                // Marker: drain the backlog, then announce the end of the initial events.
+                return Some((Ok::<Bytes, Infallible>(initial_events(&mut state).await), state));
+            }
+            return Some((Ok(next), state));
+        }
+        if state.done {
+            return None;
+        }
+        let interval = state.api.bookmark_interval;
+        let deadline = state.deadline;
+        let bookmarks = state.bookmarks;
+        let watch = state.watch.as_mut()?;
+        let line = tokio::select! {
+            event = watch.next() => match event {
+                Ok(Some(event)) => {
+                    state.last_revision = event.revision;
+                    let object = render(&state, event.object);
+                    watch_event(event.kind.as_str(), &object)
+                }
+                Ok(None) => return None,
+                Err(error) => {
+                    state.done = true;
+                    let id = state.target.resource.id();
+                    watch_event("ERROR", &ApiError::from_store(error, &id).to_status())
+                }
+            },
+            () = tokio::time::sleep(interval), if bookmarks => watch_event("BOOKMARK", &bookmark(&state, false)),
+            () = tokio::time::sleep_until(deadline) => return None,
+        };
+        Some((Ok(line), state))
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    response.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
+    response.headers_mut().insert("cache-control", HeaderValue::from_static("no-cache, private"));
+    Ok(response)
+}
+
+/// The initial ADDED events of a `sendInitialEvents` watch, then the bookmark that ends them.
+async fn initial_events(state: &mut WatchState) -> Bytes {
+    let mut out = Vec::new();
+    let mut backlog = Vec::new();
+    if let Some(watch) = state.watch.as_mut() {
+        while let Some(event) = watch.take_backlog() {
+            backlog.push(event);
+        }
+    }
+    for event in backlog {
+        state.last_revision = state.last_revision.max(event.revision);
+        let object = render(state, event.object);
+        out.extend_from_slice(&watch_event(EventType::Added.as_str(), &object));
+    }
+    state.last_revision = state.last_revision.max(state.api.store.revision());
+    out.extend_from_slice(&watch_event("BOOKMARK", &bookmark(state, true)));
+    Bytes::from(out)
+}
+
+fn render(state: &WatchState, object: Value) -> Value {
+    let object = state.api.present(&state.target.resource, object);
+    match state.table {
+        Some(include) => table::table(
+            &state.target.resource,
+            std::slice::from_ref(&object),
+            json!({"resourceVersion": object["metadata"]["resourceVersion"]}),
+            include,
+        ),
+        None => object,
+    }
+}
+
+fn bookmark(state: &WatchState, initial_end: bool) -> Value {
+    let mut metadata = json!({"resourceVersion": state.last_revision.max(state.api.store.revision()).to_string()});
+    if initial_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    json!({"kind": state.target.resource.kind, "apiVersion": state.target.resource.group_version(), "metadata": metadata})
+}

@@ -1,0 +1,191 @@
+//! Lists and watches over HTTP: label and field selectors, pagination with `limit`/`continue`, watches from a
+//! resourceVersion, bookmarks, `sendInitialEvents`, 410 Gone for a compacted resourceVersion, and Tables.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
+
+mod support;
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use http_body_util::BodyExt;
+use olmv2_e2e::apiserver::{ControlPlane, Options};
+use serde_json::{json, Value};
+use support::{get, post, start};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+
+async fn seed(client: &kube::Client, count: usize) {
+    for i in 0..count {
+        let tier = if i % 2 == 0 { "even" } else { "odd" };
+        let (code, _) =
+            post(client, CMS, &json!({"metadata": {"name": format!("cm-{i:02}"), "labels": {"tier": tier}}})).await;
+        assert_eq!(code, 201);
+    }
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|i| i["metadata"]["name"].as_str().expect("name").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn selectors_and_pages() {
+    let (_plane, client) = start().await;
+    seed(&client, 5).await;
+    let (_, odd) = get(&client, &format!("{CMS}?labelSelector=tier%3Dodd")).await;
+    assert_eq!(names(&odd), ["cm-01", "cm-03"]);
+    assert!(odd["items"][0].get("kind").is_none(), "items of built-in lists carry no type");
+    assert_eq!(odd["kind"], "ConfigMapList");
+    let (_, one) = get(&client, &format!("{CMS}?fieldSelector=metadata.name%3Dcm-04")).await;
+    assert_eq!(names(&one), ["cm-04"]);
+    let (code, status) = get(&client, &format!("{CMS}?fieldSelector=data.x%3D1")).await;
+    assert_eq!((code, status["message"].clone()), (400, json!("field label not supported: data.x")));
+    let (_, first) = get(&client, &format!("{CMS}?limit=2")).await;
+    assert_eq!(names(&first), ["cm-00", "cm-01"]);
+    assert_eq!(first["metadata"]["remainingItemCount"], 3);
+    let token = first["metadata"]["continue"].as_str().expect("continue");
+    let (_, second) = get(&client, &format!("{CMS}?limit=2&continue={token}")).await;
+    assert_eq!(names(&second), ["cm-02", "cm-03"]);
+    let token = second["metadata"]["continue"].as_str().expect("continue");
+    let (_, last) = get(&client, &format!("{CMS}?limit=2&continue={token}")).await;
+    assert_eq!(names(&last), ["cm-04"]);
+    assert!(last["metadata"].get("continue").is_none());
+    let (_, all) = get(&client, "/api/v1/configmaps").await;
+    assert_eq!(names(&all).len(), 5, "cluster-wide list across namespaces");
+}
+
+/// Reads watch events from a streamed response until `count` arrived.
+async fn events(client: &kube::Client, path: &str, count: usize) -> Vec<Value> {
+    let request = http::Request::get(path).body(kube::client::Body::empty()).expect("request");
+    let response = client.send(request).await.expect("watch");
+    assert_eq!(response.status(), 200);
+    let mut body = response.into_body().into_data_stream();
+    let mut buffer = Vec::new();
+    let mut found = Vec::new();
+    while found.len() < count {
+        let chunk = tokio::time::timeout(Duration::from_secs(5), body.next())
+            .await
+            .expect("an event in time")
+            .expect("stream open")
+            .expect("chunk");
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = buffer.drain(..=end).collect();
+            found.push(serde_json::from_slice(&line).expect("event JSON"));
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn watches_replay_from_a_resource_version_and_send_bookmarks() {
+    let (_plane, client) = start().await;
+    let (_, a) = post(&client, CMS, &json!({"metadata": {"name": "a"}})).await;
+    let from = a["metadata"]["resourceVersion"].as_str().expect("rv").to_owned();
+    post(&client, CMS, &json!({"metadata": {"name": "b"}})).await;
+    support::delete(&client, &format!("{CMS}/a"), &json!({})).await;
+    let seen = events(&client, &format!("{CMS}?watch=true&resourceVersion={from}&allowWatchBookmarks=true"), 3).await;
+    let kinds: Vec<&str> = seen.iter().map(|e| e["type"].as_str().expect("type")).collect();
+    assert_eq!(kinds, ["ADDED", "DELETED", "BOOKMARK"]);
+    assert_eq!(seen[0]["object"]["metadata"]["name"], "b");
+    assert_eq!(seen[0]["object"]["kind"], "ConfigMap");
+    assert_eq!(seen[2]["object"]["kind"], "ConfigMap");
+    assert!(seen[2]["object"]["metadata"]["resourceVersion"].as_str().is_some());
+}
+
+#[tokio::test]
+async fn send_initial_events_ends_with_the_annotated_bookmark() {
+    let (_plane, client) = start().await;
+    seed(&client, 2).await;
+    let seen = events(
+        &client,
+        &format!("{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"),
+        3,
+    )
+    .await;
+    assert_eq!(
+        (seen[0]["type"].clone(), seen[1]["type"].clone(), seen[2]["type"].clone()),
+        (json!("ADDED"), json!("ADDED"), json!("BOOKMARK"))
+    );
+    assert_eq!(seen[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    let (code, status) = get(&client, &format!("{CMS}?watch=true&sendInitialEvents=true")).await;
+    assert_eq!((code, status["reason"].clone()), (422, json!("Invalid")));
+}
+
+#[tokio::test]
+async fn a_compacted_resource_version_is_gone() {
+    let options = Options { history_limit: 3, ..Options::default() };
+    let plane = ControlPlane::start(options).await.expect("starts");
+    let client = plane.client().await.expect("client");
+    let (_, first) = post(&client, CMS, &json!({"metadata": {"name": "first"}})).await;
+    seed(&client, 6).await;
+    let from = first["metadata"]["resourceVersion"].as_str().expect("rv");
+    let seen = events(&client, &format!("{CMS}?watch=true&resourceVersion={from}"), 1).await;
+    assert_eq!(seen[0]["type"], "ERROR");
+    assert_eq!(seen[0]["object"]["code"], 410);
+    assert_eq!(seen[0]["object"]["reason"], "Expired");
+    assert!(seen[0]["object"]["message"].as_str().expect("message").starts_with("too old resource version: "));
+}
+
+#[tokio::test]
+async fn tables_for_kubectl_get() {
+    let (_plane, client) = start().await;
+    support::install_widgets(&client).await;
+    post(
+        &client,
+        "/apis/example.com/v1/namespaces/default/widgets",
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 3}}),
+    )
+    .await;
+    let request = http::Request::get("/apis/example.com/v1/namespaces/default/widgets")
+        .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
+        .body(kube::client::Body::empty())
+        .expect("request");
+    let response = client.send(request).await.expect("sent");
+    let table: Value =
+        serde_json::from_slice(&response.into_body().collect().await.expect("body").to_bytes()).expect("JSON");
+    assert_eq!(table["kind"], "Table");
+    let columns: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .expect("columns")
+        .iter()
+        .map(|c| c["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(columns, ["Name", "Size"]);
+    assert_eq!(table["rows"][0]["cells"], json!(["w", 3]));
+    assert_eq!(table["rows"][0]["object"]["kind"], "PartialObjectMetadata");
+}
+
+#[tokio::test]
+async fn a_kube_runtime_watcher_sees_changes() {
+    use kube::runtime::{watcher, WatchStreamExt};
+    let (_plane, client) = start().await;
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(client.clone(), "default");
+    for config in [watcher::Config::default(), watcher::Config::default().streaming_lists()] {
+        let name = if config.initial_list_strategy == watcher::InitialListStrategy::StreamingList {
+            "streamed"
+        } else {
+            "listed"
+        };
+        let stream = watcher(api.clone(), config).applied_objects();
+        let mut stream = Box::pin(stream);
+        post(&client, CMS, &json!({"metadata": {"name": name}})).await;
+        let seen = tokio::time::timeout(Duration::from_secs(5), async {
+            while let Some(object) = stream.next().await {
+                let object = object.expect("no watch error");
+                if object.metadata.name.as_deref() == Some(name) {
+                    return object;
+                }
+            }
+            panic!("stream ended")
+        })
+        .await
+        .expect("seen in time");
+        assert_eq!(seen.metadata.namespace.as_deref(), Some("default"));
+    }
+}
