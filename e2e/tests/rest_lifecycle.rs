@@ -175,17 +175,35 @@ async fn a_crd_is_established_serves_its_kind_and_takes_its_objects_when_deleted
         "not served until its names are accepted"
     );
 
-    post(
-        &client,
-        "/apis/example.com/v1/namespaces/default/widgets",
-        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}),
-    )
-    .await;
+    let widgets = "/apis/example.com/v1/namespaces/default/widgets";
+    let held = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w", "finalizers": ["example.com/hold"]}});
+    post(&client, widgets, &held).await;
     let (code, deleting) =
         delete(&client, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com", &json!({}))
             .await;
     assert_eq!(code, 200);
     assert_eq!(deleting["metadata"]["finalizers"], json!(["customresourcecleanup.apiextensions.k8s.io"]));
+    eventually("the widget being deleted", || async {
+        get(&client, &format!("{widgets}/w")).await.1["metadata"]["deletionTimestamp"].is_string()
+    })
+    .await;
+    let (code, status) = post(
+        &client,
+        widgets,
+        &json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "late"}}),
+    )
+    .await;
+    assert_eq!((code, status["reason"].clone()), (405, json!("MethodNotAllowed")), "{status}");
+    assert!(status["message"]
+        .as_str()
+        .expect("message")
+        .contains("create not allowed while custom resource definition is terminating"));
+    assert!(
+        exists(&client, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com").await,
+        "held by its last widget"
+    );
+    patch(&client, &format!("{widgets}/w"), "application/merge-patch+json", r#"{"metadata":{"finalizers":null}}"#)
+        .await;
     eventually("CRD and its objects gone", || async {
         !exists(&client, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com").await
     })

@@ -122,6 +122,14 @@ async fn unknown_fields_are_refused_when_strict_reported_when_warned_and_dropped
         support::call(&client, "POST", &format!("{CMS}?fieldValidation=Ignore"), "application/json", &body).await;
     assert_eq!(code, 201);
     assert!(created.get("bogus").is_none(), "dropped as the Go type would");
+    let request = http::Request::post(format!("{CMS}?fieldValidation=Warn"))
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(json!({"metadata": {"name": "warned"}, "bogus": 1}).to_string().into_bytes()))
+        .expect("request");
+    let response = client.send(request).await.expect("sent");
+    assert_eq!(response.status(), 201);
+    let warnings: Vec<&str> = response.headers().get_all("warning").iter().map(|v| v.to_str().expect("text")).collect();
+    assert_eq!(warnings, ["299 - \"unknown field \\\"bogus\\\"\""]);
     let (code, status) = post(&client, CMS, &json!({"metadata": {"name": "b"}, "data": {"k": 1}})).await;
     assert_eq!(code, 400);
     assert!(status["message"]

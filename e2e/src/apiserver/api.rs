@@ -621,7 +621,20 @@ impl ApiServer {
         if live.is_none() && status_write {
             return Err(ApiError::not_found(&id, target.name()));
         }
-        let merged = managed::apply(live.as_ref(), &config, &writer, options.force).map_err(|conflicts| {
+        let mut outcome = managed::apply(live.as_ref(), &config, &writer, options.force);
+        if let (Err(conflicts), Some(live)) = (&outcome, &live) {
+            if options.field_manager == "kubectl" {
+                let allowed = managed::last_applied_fields(live, &shape, scope);
+                let remaining: Vec<managed::Conflict> =
+                    conflicts.iter().filter(|c| !allowed.contains(&c.at)).cloned().collect();
+                outcome = if remaining.is_empty() {
+                    managed::apply(Some(live), &config, &writer, true)
+                } else {
+                    Err(remaining)
+                };
+            }
+        }
+        let merged = outcome.map_err(|conflicts| {
             let causes: Vec<Value> = conflicts
                 .iter()
                 .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{}\" using {}", c.manager, c.api_version), "field": c.path}))

@@ -121,6 +121,7 @@ pub struct Conflict {
     pub manager: String,
     pub api_version: String,
     pub path: String,
+    pub at: Path,
 }
 
 /// The message kube-apiserver gives for apply conflicts.
@@ -165,6 +166,7 @@ pub fn apply(live: Option<&Value>, config: &Value, writer: &Writer<'_>, force: b
                     manager: entry.manager.clone(),
                     api_version: entry.api_version.clone(),
                     path: display(path),
+                    at: path.clone(),
                 });
                 taken.push((index, path.clone()));
             }
@@ -200,6 +202,23 @@ pub fn apply(live: Option<&Value>, config: &Value, writer: &Writer<'_>, force: b
     });
     store_entries(&mut merged, entries);
     Ok(merged)
+}
+
+/// The fields kubectl's client-side apply recorded in the last-applied annotation whose values still match the live
+/// object: the conflicts an apply by the `kubectl` manager may take over, as kube-apiserver's upgrade from
+/// client-side to server-side apply allows.
+pub fn last_applied_fields(live: &Value, shape: &Shape, scope: Scope) -> FieldSet {
+    let Some(text) = live["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"].as_str()
+    else {
+        return FieldSet::default();
+    };
+    let Ok(last_applied) = serde_json::from_str::<Value>(text) else { return FieldSet::default() };
+    if last_applied["apiVersion"] != live["apiVersion"] {
+        return FieldSet::default();
+    }
+    let mut fields = FieldSet::of(&last_applied, shape, scope);
+    fields.0.retain(|path| get(&last_applied, path) == get(live, path));
+    fields
 }
 
 /// The structured merge of an applied configuration into the live object.
@@ -324,6 +343,20 @@ mod tests {
         reset["metadata"]["managedFields"] = json!([]);
         track_update(Some(&changed), &mut reset, &writer("other", &shape));
         assert!(reset["metadata"].get("managedFields").is_none());
+    }
+
+    #[test]
+    fn last_applied_fields_are_those_still_matching_the_live_object() {
+        let shape = Shape::builtin("ConfigMap");
+        let annotation =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1", "b": "old"}})
+                .to_string();
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "annotations": {"kubectl.kubernetes.io/last-applied-configuration": annotation}}, "data": {"a": "1", "b": "new"}});
+        let fields = last_applied_fields(&live, &shape, Scope::All);
+        let data = |key: &str| vec![Element::Field("data".into()), Element::Field(key.into())];
+        assert!(fields.contains(&data("a")));
+        assert!(!fields.contains(&data("b")), "changed since it was last applied");
+        assert!(last_applied_fields(&cm(json!({})), &shape, Scope::All).is_empty());
     }
 
     #[test]

@@ -422,7 +422,7 @@ mod tests {
         );
         assert_eq!(
             messages(json!({"spec": {"size": 1, "labels": {"a": 1}}})),
-            ["spec.labels.a: Invalid value: 1: spec.labels.a in body must be of type string: \"integer\""]
+            ["spec.labels.a: Invalid value: \"integer\": spec.labels.a in body must be of type string: \"integer\""]
         );
         assert_eq!(
             messages(json!({"spec": null})),

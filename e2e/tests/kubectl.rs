@@ -1,0 +1,293 @@
+//! The real kubectl against the control plane: apply (client-side, again with a change, server-side with a
+//! conflict), get in every output the project documents (yaml, json, wide with printer columns, watch), the three
+//! patch types, label and annotate, wait for a condition, and cascading delete.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use olmv2_e2e::apiserver::api::{Target, WriteOptions};
+use olmv2_e2e::apiserver::{ControlPlane, Options};
+use serde_json::Value;
+
+struct Kubectl {
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new("kubectl");
+        command.args(args).env("KUBECONFIG", &self.kubeconfig).env_remove("KUBERNETES_SERVICE_HOST");
+        command
+    }
+
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("kubectl is installed (the README lists it as a prerequisite)");
+        if let Some(text) = stdin {
+            child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write stdin");
+        }
+        drop(child.stdin.take());
+        child.wait_with_output().expect("kubectl ran")
+    }
+
+    /// Runs kubectl and returns its standard output, failing the test when kubectl fails.
+    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let output = self.run(args, stdin);
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed:\n{stdout}\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        stdout
+    }
+
+    /// Runs kubectl expecting it to fail; returns its standard error.
+    fn fails(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let output = self.run(args, stdin);
+        assert!(!output.status.success(), "kubectl {args:?} should fail");
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    }
+
+    fn json(&self, args: &[&str]) -> Value {
+        let mut all = args.to_vec();
+        all.extend(["-o", "json"]);
+        serde_json::from_str(&self.ok(&all, None)).expect("kubectl -o json prints JSON")
+    }
+}
+
+async fn setup(dir: &Path) -> (ControlPlane, Kubectl) {
+    let plane = ControlPlane::start(Options::default()).await.expect("control plane starts");
+    let crd_type = plane
+        .api
+        .resources()
+        .lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        .cloned()
+        .expect("CRDs served");
+    let target = Target { resource: crd_type, namespace: String::new(), name: None, subresource: None };
+    let options = WriteOptions { field_manager: "test".into(), field_manager_given: true, ..WriteOptions::default() };
+    for crd in olmv2::crdgen::all_crds() {
+        plane.api.create(&target, serde_json::to_value(&crd).expect("JSON"), &options).expect("project CRD accepted");
+    }
+    let kubeconfig = dir.join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig).expect("kubeconfig written");
+    (plane, Kubectl { kubeconfig })
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("olmv2-kubectl-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+const MANIFESTS: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  labels: {app: demo}
+data:
+  mode: "one"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: app
+        image: example.com/app:1
+        env: [{name: A, value: "1"}]
+---
+apiVersion: operators.coreos.com/v2alpha1
+kind: Operator
+metadata:
+  name: plumbus
+spec:
+  updates:
+    type: CatalogSource
+    catalogSource:
+      package: plumbus
+      channel: stable
+      ref: {name: catalog, namespace: olm}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_get_patch_label_wait_and_delete() {
+    let dir = temp_dir("suite");
+    let (_plane, kubectl) = setup(&dir).await;
+
+    let created = kubectl.ok(&["apply", "-f", "-"], Some(MANIFESTS));
+    assert_eq!(
+        created.lines().collect::<Vec<_>>(),
+        ["configmap/settings created", "deployment.apps/web created", "operator.operators.coreos.com/plumbus created"]
+    );
+    let changed = MANIFESTS.replace("mode: \"one\"", "mode: \"two\"").replace("app:1", "app:2");
+    let configured = kubectl.ok(&["apply", "-f", "-"], Some(&changed));
+    assert_eq!(
+        configured.lines().collect::<Vec<_>>(),
+        [
+            "configmap/settings configured",
+            "deployment.apps/web configured",
+            "operator.operators.coreos.com/plumbus unchanged"
+        ]
+    );
+    assert_eq!(kubectl.json(&["get", "configmap", "settings"])["data"]["mode"], "two");
+    let deployment = kubectl.json(&["get", "deployment", "web"]);
+    assert_eq!(deployment["spec"]["template"]["spec"]["containers"][0]["image"], "example.com/app:2");
+    assert_eq!(deployment["metadata"]["generation"], 2);
+
+    let server_side =
+        kubectl.ok(&["apply", "--server-side", "-f", "-"], Some(&changed.replace("mode: \"two\"", "mode: \"three\"")));
+    assert!(server_side.contains("configmap/settings serverside-applied"), "{server_side}");
+    let conflict = kubectl.fails(
+        &["apply", "--server-side", "--field-manager", "intruder", "-f", "-"],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: four\n"),
+    );
+    assert!(
+        conflict.contains("Apply failed with 1 conflict: conflict with \"kubectl\" using v1: .data.mode"),
+        "{conflict}"
+    );
+    kubectl.ok(
+        &["apply", "--server-side", "--force-conflicts", "--field-manager", "intruder", "-f", "-"],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  mode: four\n"),
+    );
+    assert_eq!(kubectl.json(&["get", "configmap", "settings"])["data"]["mode"], "four");
+
+    let yaml = kubectl.ok(&["get", "operator", "plumbus", "-o", "yaml"], None);
+    assert!(yaml.contains("kind: Operator") && yaml.contains("approval: Automatic"), "defaults applied:\n{yaml}");
+    let wide = kubectl.ok(&["get", "operators", "-o", "wide"], None);
+    let header: Vec<&str> = wide.lines().next().expect("header").split_whitespace().collect();
+    assert_eq!(&header[..2], ["NAME", "VERSION"], "{wide}");
+    assert!(header.contains(&"PACKAGE") && header.contains(&"CHANNEL"), "{wide}");
+    let row: Vec<&str> = wide.lines().nth(1).expect("row").split_whitespace().collect();
+    assert!(row.contains(&"plumbus") && row.contains(&"stable") && row.contains(&"CatalogSource"), "{wide}");
+    let deployments = kubectl.ok(&["get", "deployments", "-o", "wide"], None);
+    assert!(deployments.lines().next().expect("header").contains("IMAGES"), "{deployments}");
+
+    kubectl.ok(&["patch", "configmap", "settings", "--type", "merge", "-p", r#"{"data":{"merged":"yes"}}"#], None);
+    kubectl.ok(
+        &[
+            "patch",
+            "configmap",
+            "settings",
+            "--type",
+            "json",
+            "-p",
+            r#"[{"op":"add","path":"/data/json","value":"yes"}]"#,
+        ],
+        None,
+    );
+    kubectl.ok(
+        &[
+            "patch",
+            "deployment",
+            "web",
+            "-p",
+            r#"{"spec":{"template":{"spec":{"containers":[{"name":"app","env":[{"name":"B","value":"2"}]}]}}}}"#,
+        ],
+        None,
+    );
+    let data = &kubectl.json(&["get", "configmap", "settings"])["data"];
+    assert_eq!((data["merged"].as_str(), data["json"].as_str()), (Some("yes"), Some("yes")));
+    let env = kubectl.json(&["get", "deployment", "web"])["spec"]["template"]["spec"]["containers"][0]["env"].clone();
+    assert_eq!(
+        env,
+        serde_json::json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]),
+        "strategic merge by name"
+    );
+
+    kubectl.ok(&["label", "configmap", "settings", "tier=gold"], None);
+    kubectl.ok(&["annotate", "configmap", "settings", "note=hello"], None);
+    let labelled = kubectl.ok(&["get", "configmaps", "-l", "tier=gold", "-o", "name"], None);
+    assert_eq!(labelled.trim(), "configmap/settings");
+    assert_eq!(kubectl.json(&["get", "configmap", "settings"])["metadata"]["annotations"]["note"], "hello");
+    let invalid = kubectl.fails(&["label", "configmap", "settings", "bad key=x"], None);
+    assert!(!invalid.is_empty());
+
+    kubectl.ok(&["patch", "operator", "plumbus", "--subresource", "status", "--type", "merge", "-p", r#"{"status":{"conditions":[{"type":"Ready","status":"True","reason":"Installed","message":"ok","lastTransitionTime":"2026-01-01T00:00:00Z"}]}}"#], None);
+    let waited = kubectl.ok(&["wait", "--for=condition=Ready", "operator/plumbus", "--timeout=10s"], None);
+    assert_eq!(waited.trim(), "operator.operators.coreos.com/plumbus condition met");
+
+    let owner = kubectl.json(&["get", "configmap", "settings"]);
+    let child = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: child\n  ownerReferences:\n  - {{apiVersion: v1, kind: ConfigMap, name: settings, uid: {}, blockOwnerDeletion: true}}\n",
+        owner["metadata"]["uid"].as_str().expect("uid")
+    );
+    kubectl.ok(&["apply", "-f", "-"], Some(&child));
+    let deleted = kubectl.ok(&["delete", "configmap", "settings", "--cascade=foreground", "--timeout=10s"], None);
+    assert_eq!(deleted.trim(), "configmap \"settings\" deleted");
+    let gone = kubectl.fails(&["get", "configmap", "child"], None);
+    assert!(gone.contains("configmaps \"child\" not found"), "{gone}");
+
+    let refused =
+        kubectl.fails(&["apply", "-f", "-"], Some("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Not_Valid\n"));
+    assert!(refused.contains("ConfigMap \"Not_Valid\" is invalid: metadata.name: Invalid value: \"Not_Valid\": a lowercase RFC 1123 subdomain"), "{refused}");
+    let unknown =
+        kubectl.fails(&["apply", "-f", "-"], Some("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\nbogus: 1\n"));
+    assert!(unknown.contains("unknown field \"bogus\""), "{unknown}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_watch_prints_changes_as_they_happen() {
+    let dir = temp_dir("watch");
+    let (_plane, kubectl) = setup(&dir).await;
+    let mut watcher = kubectl
+        .command(&["get", "configmaps", "--watch", "--output-watch-events", "--request-timeout=20s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl get -w starts");
+    let stdout = watcher.stdout.take().expect("stdout");
+    let (lines_tx, lines_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    kubectl
+        .ok(&["apply", "-f", "-"], Some("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: watched\ndata: {a: b}\n"));
+    kubectl.ok(&["delete", "configmap", "watched"], None);
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        match lines_rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(line) => seen.push(line),
+            Err(_) => break,
+        }
+    }
+    watcher.kill().ok();
+    let events: Vec<(String, String)> = seen
+        .iter()
+        .skip(1)
+        .map(|line| {
+            let cells: Vec<&str> = line.split_whitespace().collect();
+            (cells[0].to_owned(), cells[1].to_owned())
+        })
+        .collect();
+    assert_eq!(
+        seen.first().map(|h| h.split_whitespace().take(3).collect::<Vec<_>>()),
+        Some(vec!["EVENT", "NAME", "DATA"]),
+        "{seen:?}"
+    );
+    assert!(events.contains(&("ADDED".to_owned(), "watched".to_owned())), "{seen:?}");
+    assert!(events.contains(&("DELETED".to_owned(), "watched".to_owned())), "{seen:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
