@@ -274,6 +274,7 @@ async fn get_watch_prints_changes_as_they_happen() {
         }
     }
     watcher.kill().ok();
+    watcher.wait().ok();
     let events: Vec<(String, String)> = seen
         .iter()
         .skip(1)
