@@ -189,3 +189,39 @@ async fn a_kube_runtime_watcher_sees_changes() {
         assert_eq!(seen.metadata.namespace.as_deref(), Some("default"));
     }
 }
+
+#[tokio::test]
+async fn deletecollection_deletes_what_the_selector_selects() {
+    let (_plane, client) = start().await;
+    seed(&client, 4).await;
+    let (code, deleted) = support::delete(&client, &format!("{CMS}?labelSelector=tier%3Deven"), &json!({})).await;
+    assert_eq!(code, 200);
+    assert_eq!(deleted["kind"], "ConfigMapList");
+    assert_eq!(names(&deleted), ["cm-00", "cm-02"]);
+    let (_, left) = get(&client, CMS).await;
+    assert_eq!(names(&left), ["cm-01", "cm-03"]);
+}
+
+#[tokio::test]
+async fn discovery_in_both_forms_as_kube_rs_and_kubectl_read_it() {
+    let (_plane, client) = start().await;
+    support::install_widgets(&client).await;
+    let discovery = kube::discovery::Discovery::new(client.clone()).run().await.expect("discovery runs");
+    let (resource, capabilities) =
+        discovery.get("example.com").and_then(|group| group.recommended_kind("Widget")).expect("widgets discovered");
+    assert_eq!((resource.plural.as_str(), capabilities.scope), ("widgets", kube::discovery::Scope::Namespaced));
+    let request = http::Request::get("/apis")
+        .header("accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json")
+        .body(kube::client::Body::empty())
+        .expect("request");
+    let response = client.send(request).await.expect("sent");
+    assert_eq!(
+        response.headers()["content-type"],
+        "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    );
+    let aggregated: Value =
+        serde_json::from_slice(&response.into_body().collect().await.expect("body").to_bytes()).expect("JSON");
+    assert!(aggregated["items"].as_array().expect("items").iter().any(|g| g["metadata"]["name"] == "example.com"));
+    let (_, legacy) = get(&client, "/apis").await;
+    assert_eq!(legacy["kind"], "APIGroupList");
+}

@@ -97,6 +97,15 @@ async fn route(
             response.headers_mut().insert("content-type", HeaderValue::from_static("text/plain"));
             return Ok(response);
         }
+        ["api" | "apis"] if wants_aggregated(headers) => {
+            if method != Method::GET {
+                return Err(ApiError::method_not_allowed(method.as_str(), path));
+            }
+            let document = api.resources().aggregated(parts == ["api"]);
+            let mut response = json_response(200, &document, &[]);
+            response.headers_mut().insert("content-type", HeaderValue::from_static(AGGREGATED_DISCOVERY));
+            return Ok(response);
+        }
         ["api"] => return get_only(serde_json::to_value(api.resources().core_versions()).unwrap_or_default()),
         ["apis"] => return get_only(serde_json::to_value(api.resources().groups()).unwrap_or_default()),
         ["api", "v1"] => return discovery(api, method, "", "v1", path),
@@ -151,6 +160,17 @@ async fn route(
         subresource: subresource.map(str::to_owned),
     };
     resource_request(api, method, target, query, headers, body).await
+}
+
+const AGGREGATED_DISCOVERY: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether the client prefers the aggregated discovery document (its first acceptable type names it).
+fn wants_aggregated(headers: &HeaderMap) -> bool {
+    headers
+        .get("accept")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|accept| accept.split(',').next())
+        .is_some_and(|first| first.contains("as=APIGroupDiscoveryList") && first.contains("v=v2"))
 }
 
 fn lookup(api: &ApiServer, group: &str, version: &str, plural: &str, path: &str) -> Result<ResourceType, ApiError> {

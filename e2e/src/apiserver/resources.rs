@@ -349,6 +349,74 @@ impl Resources {
     }
 }
 
+impl Resources {
+    /// The aggregated discovery document (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`) of the core group
+    /// (`core`) or of every other group: each group's versions, highest priority first, with their resources.
+    pub fn aggregated(&self, core: bool) -> Value {
+        let mut groups: BTreeMap<&str, BTreeMap<&str, Vec<&ResourceType>>> = BTreeMap::new();
+        for resource in self.types.values().filter(|r| r.group.is_empty() == core) {
+            groups
+                .entry(resource.group.as_str())
+                .or_default()
+                .entry(resource.version.as_str())
+                .or_default()
+                .push(resource);
+        }
+        let items: Vec<Value> = groups
+            .into_iter()
+            .map(|(group, versions)| {
+                let mut ordered: Vec<(&str, Vec<&ResourceType>)> = versions.into_iter().collect();
+                ordered.sort_by_key(|(version, _)| std::cmp::Reverse(version_priority(version)));
+                let versions: Vec<Value> = ordered
+                    .into_iter()
+                    .map(|(version, resources)| {
+                        let resources: Vec<Value> = resources.into_iter().map(aggregated_resource).collect();
+                        serde_json::json!({"version": version, "resources": resources, "freshness": "Current"})
+                    })
+                    .collect();
+                serde_json::json!({"metadata": {"name": group}, "versions": versions})
+            })
+            .collect();
+        serde_json::json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
+    }
+}
+
+fn aggregated_resource(resource: &ResourceType) -> Value {
+    let kind =
+        |group: &str, version: &str, kind: &str| serde_json::json!({"group": group, "version": version, "kind": kind});
+    let subresources: Vec<Value> = resource
+        .subresources
+        .iter()
+        .map(|subresource| {
+            let (response, verbs): (Value, &[&str]) = match subresource.as_str() {
+                "scale" => (kind("autoscaling", "v1", "Scale"), &["get", "patch", "update"]),
+                "token" => (kind("authentication.k8s.io", "v1", "TokenRequest"), &["create"]),
+                "log" => (kind("", "v1", "Pod"), &["get"]),
+                "finalize" => (kind(&resource.group, &resource.version, &resource.kind), &["update"]),
+                _ => (kind(&resource.group, &resource.version, &resource.kind), &["get", "patch", "update"]),
+            };
+            serde_json::json!({"subresource": subresource, "responseKind": response, "verbs": verbs})
+        })
+        .collect();
+    let mut entry = serde_json::json!({
+        "resource": resource.plural,
+        "responseKind": kind(&resource.group, &resource.version, &resource.kind),
+        "scope": if resource.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": resource.singular,
+        "verbs": resource.verbs,
+    });
+    if !resource.short_names.is_empty() {
+        entry["shortNames"] = serde_json::json!(resource.short_names);
+    }
+    if !resource.categories.is_empty() {
+        entry["categories"] = serde_json::json!(resource.categories);
+    }
+    if !subresources.is_empty() {
+        entry["subresources"] = Value::Array(subresources);
+    }
+    entry
+}
+
 /// Kubernetes' version priority: GA over beta over alpha, higher numbers first.
 pub fn version_priority(version: &str) -> (u8, u32, u32) {
     let Some(rest) = version.strip_prefix('v') else { return (0, 0, 0) };
@@ -428,6 +496,30 @@ mod tests {
         resources.unregister_crd(&crd);
         assert!(resources.lookup("operators.coreos.com", "v2alpha1", "operators").is_none());
         assert!(!resources.groups().groups.iter().any(|g| g.name == "operators.coreos.com"));
+    }
+
+    #[test]
+    fn aggregated_discovery_lists_groups_versions_and_resources() {
+        let mut resources = Resources::default();
+        resources.register_crd(&operators_crd(json!([{"name": "v2alpha1", "served": true, "storage": true, "subresources": {"status": {}}}, {"name": "v1", "served": true, "storage": false}]))).expect("registered");
+        let groups = resources.aggregated(false);
+        assert_eq!(groups["kind"], "APIGroupDiscoveryList");
+        let operators = groups["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .find(|g| g["metadata"]["name"] == "operators.coreos.com")
+            .expect("group");
+        assert_eq!(operators["versions"][0]["version"], "v1", "the preferred version first");
+        let resource = &operators["versions"][1]["resources"][0];
+        assert_eq!(
+            (resource["resource"].clone(), resource["scope"].clone(), resource["categories"].clone()),
+            (json!("operators"), json!("Cluster"), json!(["olm"]))
+        );
+        assert_eq!(resource["subresources"][0]["subresource"], "status");
+        let core = resources.aggregated(true);
+        assert_eq!(core["items"].as_array().map(Vec::len), Some(1));
+        assert_eq!(core["items"][0]["metadata"]["name"], "");
     }
 
     #[test]
