@@ -1,5 +1,5 @@
 //! A kube-runtime Controller runs against the control plane as against a cluster: it watches ConfigMaps, writes a
-//! Secret owned by each, updates its status-like annotation with server-side apply, and the owned Secret goes with
+//! Secret owned by each with server-side apply, marks the ConfigMap with a merge patch, and the owned Secret goes with
 //! its owner through garbage collection.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
@@ -29,8 +29,9 @@ async fn reconcile(config: Arc<ConfigMap>, client: Arc<kube::Client>) -> Result<
     let secrets: Api<Secret> = Api::namespaced((*client).clone(), &namespace);
     secrets.patch(&format!("{name}-copy"), &PatchParams::apply("copier"), &Patch::Apply(&secret)).await?;
     let configs: Api<ConfigMap> = Api::namespaced((*client).clone(), &namespace);
-    let mark = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "annotations": {"example.com/copied": "true"}}});
-    configs.patch(&name, &PatchParams::apply("copier"), &Patch::Apply(&mark)).await?;
+    // A merge patch, not an apply: applying to an owner deleted meanwhile would create it again.
+    let mark = serde_json::json!({"metadata": {"annotations": {"example.com/copied": "true"}}});
+    configs.patch(&name, &PatchParams::default(), &Patch::Merge(&mark)).await?;
     Ok(Action::requeue(Duration::from_secs(300)))
 }
 

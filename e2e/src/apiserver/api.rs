@@ -413,15 +413,11 @@ impl ApiServer {
             let shape = Self::shape_of(resource);
             let api_version = resource.group_version();
             let time = now();
-            let scope = match (status_write, resource.has_status()) {
-                (true, _) => Scope::Status,
-                (false, true) => Scope::MainResource,
-                (false, false) => Scope::All,
-            };
+            let (scope, subresource) = scope_of(target);
             let writer = Writer {
                 manager: &options.field_manager,
                 api_version: &api_version,
-                subresource: if status_write { "status" } else { "" },
+                subresource,
                 time: &time,
                 shape: &shape,
                 scope,
@@ -596,18 +592,14 @@ impl ApiServer {
         }
         let resource = &target.resource;
         let status_write = target.subresource.as_deref() == Some("status");
-        let scope = match (status_write, resource.has_status()) {
-            (true, _) => Scope::Status,
-            (false, true) => Scope::MainResource,
-            (false, false) => Scope::All,
-        };
+        let (scope, subresource) = scope_of(target);
         let shape = Self::shape_of(resource);
         let api_version = resource.group_version();
         let time = now();
         let writer = Writer {
             manager: &options.field_manager,
             api_version: &api_version,
-            subresource: if status_write { "status" } else { "" },
+            subresource,
             time: &time,
             shape: &shape,
             scope,
@@ -662,6 +654,15 @@ impl ApiServer {
                 Ok(Written { code: 200, object: self.present(resource, stored), warnings })
             }
         }
+    }
+}
+
+/// Which fields a write to `target` may own, and the subresource its managed-fields entry names.
+fn scope_of(target: &Target) -> (Scope, &'static str) {
+    match (target.subresource.as_deref() == Some("status"), target.resource.has_status()) {
+        (true, _) => (Scope::Status, "status"),
+        (false, true) => (Scope::MainResource, ""),
+        (false, false) => (Scope::All, ""),
     }
 }
 
