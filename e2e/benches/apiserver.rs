@@ -62,7 +62,7 @@ async fn run() {
     let client = plane.client().await.expect("client");
     let configmaps = plane.api.resources().lookup("", "v1", "configmaps").cloned().expect("served");
     let target = Target { resource: configmaps, namespace: "default".into(), name: None, subresource: None };
-    let options = WriteOptions { field_manager: "bench".into(), field_manager_given: true, ..WriteOptions::default() };
+    let options = WriteOptions::internal("bench");
     let seeding = Instant::now();
     for i in 0..OBJECTS {
         let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i:05}"), "labels": {"shard": (i % 10).to_string()}}, "data": {"key": "value", "index": i.to_string()}});

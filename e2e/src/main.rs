@@ -79,11 +79,7 @@ fn install_crds(plane: &ControlPlane) -> Result<usize, String> {
         .cloned()
         .ok_or("the control plane serves no CRDs")?;
     let target = Target { resource: crd_type, namespace: String::new(), name: None, subresource: None };
-    let options = WriteOptions {
-        field_manager: "olmv2-control-plane".into(),
-        field_manager_given: true,
-        ..WriteOptions::default()
-    };
+    let options = WriteOptions::internal("olmv2-control-plane");
     let crds = olmv2::crdgen::all_crds();
     for crd in &crds {
         let body = serde_json::to_value(crd).map_err(|e| e.to_string())?;

@@ -74,7 +74,7 @@ async fn setup(dir: &Path) -> (ControlPlane, Kubectl) {
         .cloned()
         .expect("CRDs served");
     let target = Target { resource: crd_type, namespace: String::new(), name: None, subresource: None };
-    let options = WriteOptions { field_manager: "test".into(), field_manager_given: true, ..WriteOptions::default() };
+    let options = WriteOptions::internal("test");
     for crd in olmv2::crdgen::all_crds() {
         plane.api.create(&target, serde_json::to_value(&crd).expect("JSON"), &options).expect("project CRD accepted");
     }
@@ -290,5 +290,33 @@ async fn get_watch_prints_changes_as_they_happen() {
     );
     assert!(events.contains(&("ADDED".to_owned(), "watched".to_owned())), "{seen:?}");
     assert!(events.contains(&("DELETED".to_owned(), "watched".to_owned())), "{seen:?}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_can_i_agrees_with_what_is_enforced() {
+    let dir = temp_dir("can-i");
+    let (_plane, kubectl) = setup(&dir).await;
+    let can_i = |verb: &str| {
+        let output = kubectl.run(&["auth", "can-i", verb, "configmaps", "--as=alice", "-n", "default"], None);
+        (String::from_utf8_lossy(&output.stdout).trim().to_owned(), output.status.success())
+    };
+    assert_eq!(can_i("list"), ("no".to_owned(), false));
+    let refused = kubectl.fails(&["get", "configmaps", "--as=alice", "-n", "default"], None);
+    assert!(refused.contains("Error from server (Forbidden): configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""), "{refused}");
+    kubectl.ok(&["apply", "-f", "-"], Some(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: reader, namespace: default}\nrules:\n- {apiGroups: [\"\"], resources: [configmaps], verbs: [get, list]}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: alice-reads, namespace: default}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}\nsubjects:\n- {apiGroup: rbac.authorization.k8s.io, kind: User, name: alice}\n",
+    ));
+    assert_eq!(can_i("list"), ("yes".to_owned(), true));
+    kubectl.ok(&["get", "configmaps", "--as=alice", "-n", "default"], None);
+    assert_eq!(can_i("delete"), ("no".to_owned(), false));
+    let refused = kubectl.fails(&["delete", "configmap", "anything", "--as=alice", "-n", "default"], None);
+    assert!(
+        refused.contains("configmaps \"anything\" is forbidden: User \"alice\" cannot delete resource"),
+        "{refused}"
+    );
+    let whoami = kubectl.ok(&["auth", "whoami", "--as=alice", "-o", "json"], None);
+    let review: Value = serde_json::from_str(&whoami).expect("JSON");
+    assert_eq!(review["status"]["userInfo"]["username"], "alice");
     std::fs::remove_dir_all(&dir).ok();
 }

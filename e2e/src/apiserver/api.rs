@@ -65,6 +65,20 @@ pub struct WriteOptions {
     pub field_manager_given: bool,
     pub field_validation: FieldValidation,
     pub force: bool,
+    /// Who writes: RBAC escalation checks and admission see this user.
+    pub user: super::authn::UserInfo,
+}
+
+impl WriteOptions {
+    /// The options of the control plane's own writes: its controllers act as a member of `system:masters`.
+    pub fn internal(manager: &str) -> Self {
+        Self {
+            field_manager: manager.to_owned(),
+            field_manager_given: true,
+            user: super::authn::UserInfo::new(&format!("system:{manager}"), &[super::authn::MASTERS]),
+            ..Self::default()
+        }
+    }
 }
 
 /// The outcome of a write: the HTTP code, the object and any warnings.
@@ -98,6 +112,8 @@ impl PatchType {
 /// The emulated API server.
 pub struct ApiServer {
     pub store: Store,
+    pub authenticator: super::authn::Authenticator,
+    pub audit: super::audit::AuditLog,
     resources: RwLock<Resources>,
     /// How often a watch that asked for bookmarks gets one.
     pub bookmark_interval: Duration,
@@ -131,7 +147,13 @@ fn spec_part(object: &Value, has_status: bool) -> Value {
 
 impl ApiServer {
     pub fn new(history_limit: usize, bookmark_interval: Duration) -> Self {
-        Self { store: Store::new(history_limit), resources: RwLock::new(Resources::default()), bookmark_interval }
+        Self {
+            store: Store::new(history_limit),
+            authenticator: super::authn::Authenticator::default(),
+            audit: super::audit::AuditLog::default(),
+            resources: RwLock::new(Resources::default()),
+            bookmark_interval,
+        }
     }
 
     pub fn resources(&self) -> RwLockReadGuard<'_, Resources> {
@@ -425,6 +447,12 @@ impl ApiServer {
             managed::track_update(old, &mut object, &writer);
         }
         self.validate(target, old, &object)?;
+        if resource.group == "rbac.authorization.k8s.io" {
+            if let Some(why) = super::rbac::escalation_refusal(&self.store, &options.user, &resource.plural, &object) {
+                let name = object["metadata"]["name"].as_str().unwrap_or_default();
+                return Err(ApiError::forbidden(&resource.id(), name, &why));
+            }
+        }
         Ok(object)
     }
 

@@ -32,6 +32,7 @@ pub async fn run(api: Arc<ApiServer>) {
 
 /// One pass of every controller.
 pub fn reconcile(api: &ApiServer) {
+    super::policy::aggregate(&api.store);
     namespaces(api);
     crd_cleanup(api);
     garbage_collect(api);
@@ -51,7 +52,7 @@ fn target_of(resource: &ResourceType, object: &Value) -> Target {
 }
 
 fn controller_options() -> WriteOptions {
-    WriteOptions { field_manager: "olmv2-control-plane".into(), field_manager_given: true, ..WriteOptions::default() }
+    WriteOptions::internal("olmv2-control-plane")
 }
 
 fn delete_quietly(api: &ApiServer, resource: &ResourceType, object: &Value, propagation: Option<Propagation>) {

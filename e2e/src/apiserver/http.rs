@@ -14,13 +14,16 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::api::{ApiServer, FieldValidation, PatchType, Target, WriteOptions, Written};
+use super::authn::UserInfo;
 use super::deletion::{self, DeleteOptions};
+use super::front::{self, PeerCredentials};
 use super::openapi;
 use super::resources::ResourceType;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::store::{EventType, Filter};
 use super::table::{self, Include};
+use super::{audit, reviews};
 
 pub fn router(api: Arc<ApiServer>) -> axum::Router {
     axum::Router::new().fallback(handle).with_state(api)
@@ -48,6 +51,7 @@ fn error_response(error: &ApiError) -> Response {
 
 async fn handle(
     State(api): State<Arc<ApiServer>>,
+    peer: Option<axum::Extension<PeerCredentials>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -56,10 +60,36 @@ async fn handle(
     let query: Query = serde_urlencoded::from_str(uri.query().unwrap_or_default()).unwrap_or_default();
     let path = uri.path().to_owned();
     tracing::debug!(%method, %path, "request");
-    match route(&api, &method, &path, &query, &headers, body).await {
-        Ok(response) => response,
-        Err(error) => error_response(&error),
-    }
+    let watching = query.get("watch").is_some_and(|w| w == "true" || w == "1");
+    let attributes = front::attributes(&method, &segments(&path), watching);
+    let credentials = front::credentials(peer.as_ref().map(|p| &p.0), &headers);
+    let mut record = audit::Record {
+        verb: attributes.verb.clone(),
+        api_group: attributes.api_group.clone(),
+        resource: attributes.resource.clone(),
+        subresource: attributes.subresource.clone(),
+        namespace: attributes.namespace.clone(),
+        name: attributes.name.clone(),
+        path: path.clone(),
+        ..audit::Record::default()
+    };
+    let response = match front::admit(&api, &credentials, &headers, attributes) {
+        Ok(admitted) => {
+            record.user = admitted.impersonator.clone().unwrap_or_else(|| admitted.user.username.clone());
+            record.impersonated_user = admitted.impersonator.as_ref().map(|_| admitted.user.username.clone());
+            match route(&api, &admitted.user, &method, &path, &query, &headers, body).await {
+                Ok(response) => response,
+                Err(error) => error_response(&error),
+            }
+        }
+        Err((error, user)) => {
+            record.user = user.unwrap_or_default();
+            error_response(&error)
+        }
+    };
+    record.code = response.status().as_u16();
+    api.audit.record(record);
+    response
 }
 
 fn segments(path: &str) -> Vec<String> {
@@ -71,6 +101,7 @@ fn segments(path: &str) -> Vec<String> {
 
 async fn route(
     api: &Arc<ApiServer>,
+    user: &UserInfo,
     method: &Method,
     path: &str,
     query: &Query,
@@ -133,7 +164,7 @@ async fn route(
                 name: Some((*namespace).to_owned()),
                 subresource: Some((*subresource).to_owned()),
             };
-            return resource_request(api, method, target, query, headers, body).await;
+            return resource_request(api, user, method, target, query, headers, body).await;
         }
         ["namespaces", namespace, tail @ ..] if !tail.is_empty() => (Some(*namespace), tail.to_vec()),
         other => (None, other.to_vec()),
@@ -159,7 +190,7 @@ async fn route(
         name: name.map(str::to_owned),
         subresource: subresource.map(str::to_owned),
     };
-    resource_request(api, method, target, query, headers, body).await
+    resource_request(api, user, method, target, query, headers, body).await
 }
 
 const AGGREGATED_DISCOVERY: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
@@ -185,7 +216,42 @@ fn discovery(api: &ApiServer, method: &Method, group: &str, version: &str, path:
     Ok(json_response(200, &serde_json::to_value(list).unwrap_or_default(), &[]))
 }
 
-fn write_options(query: &Query, headers: &HeaderMap) -> Result<WriteOptions, ApiError> {
+/// The review kinds and TokenRequest, answered rather than stored.
+fn review(
+    api: &ApiServer,
+    user: &UserInfo,
+    target: &Target,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Option<Value>, ApiError> {
+    let resource = &target.resource;
+    let kind = (resource.group.as_str(), resource.plural.as_str(), target.subresource.as_deref());
+    let answer = match kind {
+        ("authorization.k8s.io", "subjectaccessreviews", None) => {
+            reviews::subject_access_review(api, parse_body(headers, body)?)?
+        }
+        ("authorization.k8s.io", "localsubjectaccessreviews", None) => {
+            reviews::local_subject_access_review(api, &target.namespace, parse_body(headers, body)?)?
+        }
+        ("authorization.k8s.io", "selfsubjectaccessreviews", None) => {
+            reviews::self_subject_access_review(api, user, parse_body(headers, body)?)?
+        }
+        ("authorization.k8s.io", "selfsubjectrulesreviews", None) => {
+            reviews::self_subject_rules_review(api, user, parse_body(headers, body)?)?
+        }
+        ("authentication.k8s.io", "selfsubjectreviews", None) => {
+            reviews::self_subject_review(user, parse_body(headers, body)?)
+        }
+        ("authentication.k8s.io", "tokenreviews", None) => reviews::token_review(api, parse_body(headers, body)?),
+        ("", "serviceaccounts", Some("token")) => {
+            reviews::token_request(api, &target.namespace, target.name(), parse_body(headers, body)?)?
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(answer))
+}
+
+fn write_options(query: &Query, headers: &HeaderMap, user: &UserInfo) -> Result<WriteOptions, ApiError> {
     let agent = headers.get("user-agent").and_then(|v| v.to_str().ok()).unwrap_or("unknown");
     let derived: String = agent.split('/').next().unwrap_or("unknown").chars().take(128).collect();
     let given = query.get("fieldManager").filter(|m| !m.is_empty());
@@ -215,6 +281,7 @@ fn write_options(query: &Query, headers: &HeaderMap) -> Result<WriteOptions, Api
         field_manager_given: given.is_some(),
         field_validation: FieldValidation::parse(query.get("fieldValidation").map(String::as_str))?,
         force,
+        user: user.clone(),
     })
 }
 
@@ -246,6 +313,9 @@ fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
     match content_type.split(';').next().unwrap_or_default().trim() {
         "application/json" | "" => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}"))),
         "application/yaml" => serde_yaml_ng::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}"))),
+        "application/vnd.kubernetes.protobuf" => super::protobuf::decode(body).map_err(|e| {
+            ApiError::unsupported_media_type(format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml ({e})"))
+        }),
         other => Err(ApiError::unsupported_media_type(format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"))),
     }
 }
@@ -266,12 +336,18 @@ fn written(result: Written, headers: &HeaderMap, resource: &ResourceType, query:
 
 async fn resource_request(
     api: &Arc<ApiServer>,
+    user: &UserInfo,
     method: &Method,
     target: Target,
     query: &Query,
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    if method == Method::POST {
+        if let Some(answer) = review(api, user, &target, headers, &body)? {
+            return Ok(json_response(201, &answer, &[]));
+        }
+    }
     let verb_not_allowed = |verb: &str| !target.resource.verbs.iter().any(|v| v == verb);
     let is_collection = target.name.is_none();
     match (method.as_str(), is_collection) {
@@ -317,12 +393,12 @@ async fn resource_request(
                 return Err(ApiError::method_not_allowed("create", &target.resource.plural));
             }
             let object = parse_body(headers, &body)?;
-            let result = api.create(&target, object, &write_options(query, headers)?)?;
+            let result = api.create(&target, object, &write_options(query, headers, user)?)?;
             Ok(written(result, headers, &target.resource, query))
         }
         ("PUT", false) => {
             let object = parse_body(headers, &body)?;
-            let result = api.update(&target, object, &write_options(query, headers)?)?;
+            let result = api.update(&target, object, &write_options(query, headers, user)?)?;
             Ok(written(result, headers, &target.resource, query))
         }
         ("PATCH", false) => {
@@ -330,7 +406,7 @@ async fn resource_request(
             let patch_type = PatchType::from_content_type(content_type).ok_or_else(|| {
                 ApiError::unsupported_media_type("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
             })?;
-            let result = api.patch(&target, patch_type, &body, &write_options(query, headers)?)?;
+            let result = api.patch(&target, patch_type, &body, &write_options(query, headers, user)?)?;
             Ok(written(result, headers, &target.resource, query))
         }
         ("DELETE", collection) => {

@@ -4,16 +4,23 @@
 //! over HTTPS.
 
 pub mod api;
+pub mod audit;
+pub mod authn;
 pub mod builtin;
 pub mod controllers;
 pub mod crds;
 pub mod deletion;
 pub mod fieldset;
+pub mod front;
 pub mod http;
 pub mod managed;
 pub mod openapi;
 pub mod patch;
+pub mod policy;
+pub mod protobuf;
+pub mod rbac;
 pub mod resources;
+pub mod reviews;
 pub mod schema;
 pub mod selectors;
 pub mod server;

@@ -153,6 +153,7 @@ fn builtins() -> Vec<ResourceType> {
             &[],
         ),
         R::builtin("authentication.k8s.io", "TokenReview", "tokenreviews", false, &[], CREATE_ONLY, &[]),
+        R::builtin("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews", false, &[], CREATE_ONLY, &[]),
     ]
 }
 

@@ -17,7 +17,10 @@ pub struct ApiError {
 }
 
 fn details(resource: &ResourceId, name: &str) -> Value {
-    let mut details = json!({"name": name, "kind": resource.resource});
+    let mut details = json!({"kind": resource.resource});
+    if !name.is_empty() {
+        details["name"] = json!(name);
+    }
     if !resource.group.is_empty() {
         details["group"] = json!(resource.group);
     }
