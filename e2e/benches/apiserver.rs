@@ -66,7 +66,7 @@ async fn run() {
     let seeding = Instant::now();
     for i in 0..OBJECTS {
         let object = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": format!("cm-{i:05}"), "labels": {"shard": (i % 10).to_string()}}, "data": {"key": "value", "index": i.to_string()}});
-        plane.api.create(&target, object, &options).expect("seeded");
+        plane.api.create(&target, object, &options).await.expect("seeded");
     }
     println!(
         "seeded {OBJECTS} ConfigMaps in-process in {:.2}s; {} cores",
@@ -110,6 +110,7 @@ async fn run() {
         plane
             .api
             .patch(&target, olmv2_e2e::apiserver::api::PatchType::Merge, patch.as_bytes(), &options)
+            .await
             .expect("patched");
     }
     let expected = writes * WATCHERS as u64;

@@ -4,7 +4,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use clap::Parser;
 use olmv2_e2e::apiserver::api::{Target, WriteOptions};
@@ -49,7 +48,7 @@ fn main() -> ExitCode {
 async fn start(cli: Cli) -> Result<(), String> {
     let options = Options { address: cli.address, ..Options::default() };
     let plane = ControlPlane::start(options).await.map_err(|e| e.to_string())?;
-    let installed = install_crds(&plane)?;
+    let installed = install_crds(&plane).await?;
     plane.write_kubeconfig(&cli.kubeconfig).map_err(|e| e.to_string())?;
     let kubeconfig = std::fs::canonicalize(&cli.kubeconfig).unwrap_or(cli.kubeconfig.clone());
     let message = format!(
@@ -71,7 +70,7 @@ async fn start(cli: Cli) -> Result<(), String> {
 }
 
 /// Creates the project's CRDs and waits until each is Established.
-fn install_crds(plane: &ControlPlane) -> Result<usize, String> {
+async fn install_crds(plane: &ControlPlane) -> Result<usize, String> {
     let api = &plane.api;
     let crd_type = api
         .resources()
@@ -83,7 +82,7 @@ fn install_crds(plane: &ControlPlane) -> Result<usize, String> {
     let crds = olmv2::crdgen::all_crds();
     for crd in &crds {
         let body = serde_json::to_value(crd).map_err(|e| e.to_string())?;
-        let written = api.create(&target, body, &options).map_err(|e| e.message.clone())?;
+        let written = api.create(&target, body, &options).await.map_err(|e| e.message.clone())?;
         let established = written.object["status"]["conditions"]
             .as_array()
             .into_iter()
@@ -93,6 +92,5 @@ fn install_crds(plane: &ControlPlane) -> Result<usize, String> {
             return Err(format!("{} was not established", written.object["metadata"]["name"]));
         }
     }
-    std::thread::sleep(Duration::from_millis(0));
     Ok(crds.len())
 }

@@ -76,7 +76,11 @@ async fn setup(dir: &Path) -> (ControlPlane, Kubectl) {
     let target = Target { resource: crd_type, namespace: String::new(), name: None, subresource: None };
     let options = WriteOptions::internal("test");
     for crd in olmv2::crdgen::all_crds() {
-        plane.api.create(&target, serde_json::to_value(&crd).expect("JSON"), &options).expect("project CRD accepted");
+        plane
+            .api
+            .create(&target, serde_json::to_value(&crd).expect("JSON"), &options)
+            .await
+            .expect("project CRD accepted");
     }
     let kubeconfig = dir.join("kubeconfig");
     plane.write_kubeconfig(&kubeconfig).expect("kubeconfig written");

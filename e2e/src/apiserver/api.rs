@@ -16,7 +16,7 @@ use super::shape::Shape;
 use super::status::ApiError;
 use super::store::{now, Filter, Store};
 use super::validation::{validate_metadata, validate_metadata_update, NameRule};
-use super::{builtin, crds, schema};
+use super::{admission, builtin, crds, schema};
 use crate::structural::FieldError;
 
 /// What a request is about.
@@ -112,6 +112,8 @@ impl PatchType {
 /// The emulated API server.
 pub struct ApiServer {
     pub store: Store,
+    /// Where the cluster's services listen, for webhooks and aggregated APIs (there is no cluster network).
+    pub endpoints: super::outbound::Endpoints,
     pub authenticator: super::authn::Authenticator,
     pub audit: super::audit::AuditLog,
     resources: RwLock<Resources>,
@@ -149,6 +151,7 @@ impl ApiServer {
     pub fn new(history_limit: usize, bookmark_interval: Duration) -> Self {
         Self {
             store: Store::new(history_limit),
+            endpoints: super::outbound::Endpoints::default(),
             authenticator: super::authn::Authenticator::default(),
             audit: super::audit::AuditLog::default(),
             resources: RwLock::new(Resources::default()),
@@ -446,13 +449,31 @@ impl ApiServer {
             };
             managed::track_update(old, &mut object, &writer);
         }
+        Ok(object)
+    }
+
+    /// Admission of a prepared object, in kube-apiserver's order: mutating webhooks, validation (and RBAC
+    /// escalation checks), validating webhooks.
+    async fn admit(
+        &self,
+        target: &Target,
+        old: Option<&Value>,
+        object: Value,
+        options: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let operation = if old.is_some() { admission::Operation::Update } else { admission::Operation::Create };
+        let request = admission::Request { operation, target, object: Some(&object), old, options };
+        let object = admission::mutate(self, &request).await?.unwrap_or(object);
         self.validate(target, old, &object)?;
+        let resource = &target.resource;
         if resource.group == "rbac.authorization.k8s.io" {
             if let Some(why) = super::rbac::escalation_refusal(&self.store, &options.user, &resource.plural, &object) {
                 let name = object["metadata"]["name"].as_str().unwrap_or_default();
                 return Err(ApiError::forbidden(&resource.id(), name, &why));
             }
         }
+        admission::validate(self, &admission::Request { operation, target, object: Some(&object), old, options })
+            .await?;
         Ok(object)
     }
 
@@ -498,7 +519,7 @@ impl ApiServer {
         }
     }
 
-    pub fn create(&self, target: &Target, body: Value, options: &WriteOptions) -> Result<Written, ApiError> {
+    pub async fn create(&self, target: &Target, body: Value, options: &WriteOptions) -> Result<Written, ApiError> {
         if target.subresource.is_some() {
             return Err(ApiError::method_not_allowed(
                 "POST",
@@ -516,6 +537,7 @@ impl ApiServer {
         self.check_namespace(target, &name)?;
         crds::check_crd_accepts_writes(self, &target.resource)?;
         let object = self.prepare(target, Operation::Create, None, decoded, options, true)?;
+        let object = self.admit(target, None, object, options).await?;
         let object = if options.dry_run {
             object
         } else {
@@ -543,7 +565,7 @@ impl ApiServer {
         Ok(stored)
     }
 
-    pub fn update(&self, target: &Target, body: Value, options: &WriteOptions) -> Result<Written, ApiError> {
+    pub async fn update(&self, target: &Target, body: Value, options: &WriteOptions) -> Result<Written, ApiError> {
         let name = body["metadata"]["name"].as_str().unwrap_or_default();
         if name != target.name() {
             return Err(ApiError::bad_request(format!(
@@ -554,11 +576,12 @@ impl ApiServer {
         let old = self.stored(target)?;
         let (decoded, warnings) = self.decode(target, body, options)?;
         let object = self.prepare(target, Operation::Update, Some(&old), decoded, options, true)?;
+        let object = self.admit(target, Some(&old), object, options).await?;
         let stored = self.commit_update(target, object, options)?;
         Ok(Written { code: 200, object: self.present(&target.resource, stored), warnings })
     }
 
-    pub fn patch(
+    pub async fn patch(
         &self,
         target: &Target,
         patch_type: PatchType,
@@ -566,7 +589,7 @@ impl ApiServer {
         options: &WriteOptions,
     ) -> Result<Written, ApiError> {
         if patch_type == PatchType::Apply {
-            return self.apply(target, body, options);
+            return self.apply(target, body, options).await;
         }
         let patch: Value =
             serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
@@ -594,11 +617,12 @@ impl ApiServer {
             decoded["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
         }
         let object = self.prepare(target, Operation::Update, Some(&old), decoded, options, true)?;
+        let object = self.admit(target, Some(&old), object, options).await?;
         let stored = self.commit_update(target, object, options)?;
         Ok(Written { code: 200, object: self.present(&target.resource, stored), warnings })
     }
 
-    fn apply(&self, target: &Target, body: &[u8], options: &WriteOptions) -> Result<Written, ApiError> {
+    async fn apply(&self, target: &Target, body: &[u8], options: &WriteOptions) -> Result<Written, ApiError> {
         if !options.field_manager_given {
             return Err(ApiError::new(
                 422,
@@ -666,6 +690,7 @@ impl ApiServer {
                 self.check_namespace(target, target.name())?;
                 crds::check_crd_accepts_writes(self, resource)?;
                 let object = self.prepare(target, Operation::Create, None, merged, options, false)?;
+                let object = self.admit(target, None, object, options).await?;
                 let object = if options.dry_run {
                     object
                 } else {
@@ -678,6 +703,7 @@ impl ApiServer {
                 let mut merged = merged;
                 merged["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"].clone();
                 let object = self.prepare(target, Operation::Update, Some(&live), merged, options, false)?;
+                let object = self.admit(target, Some(&live), object, options).await?;
                 let stored = self.commit_update(target, object, options)?;
                 Ok(Written { code: 200, object: self.present(resource, stored), warnings })
             }

@@ -19,7 +19,7 @@ use super::store::ResourceId;
 pub async fn run(api: Arc<ApiServer>) {
     let mut changes = api.store.subscribe();
     loop {
-        reconcile(&api);
+        reconcile(&api).await;
         let wait = tokio::time::timeout(Duration::from_secs(1), changes.recv()).await;
         if let Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) = wait {
             return;
@@ -31,11 +31,11 @@ pub async fn run(api: Arc<ApiServer>) {
 }
 
 /// One pass of every controller.
-pub fn reconcile(api: &ApiServer) {
+pub async fn reconcile(api: &ApiServer) {
     super::policy::aggregate(&api.store);
-    namespaces(api);
-    crd_cleanup(api);
-    garbage_collect(api);
+    namespaces(api).await;
+    crd_cleanup(api).await;
+    garbage_collect(api).await;
 }
 
 fn resource_type(api: &ApiServer, id: &ResourceId) -> Option<ResourceType> {
@@ -55,12 +55,12 @@ fn controller_options() -> WriteOptions {
     WriteOptions::internal("olmv2-control-plane")
 }
 
-fn delete_quietly(api: &ApiServer, resource: &ResourceType, object: &Value, propagation: Option<Propagation>) {
+async fn delete_quietly(api: &ApiServer, resource: &ResourceType, object: &Value, propagation: Option<Propagation>) {
     if !object["metadata"]["deletionTimestamp"].is_null() {
         return;
     }
     let options = DeleteOptions { propagation, ..DeleteOptions::default() };
-    if let Err(error) = deletion::delete(api, &target_of(resource, object), &options) {
+    if let Err(error) = deletion::delete(api, &target_of(resource, object), &options, &controller_options()).await {
         if error.code != 404 {
             tracing::debug!(%error, "controller delete failed; retried on the next pass");
         }
@@ -68,15 +68,15 @@ fn delete_quietly(api: &ApiServer, resource: &ResourceType, object: &Value, prop
 }
 
 /// Writes `object` with a changed finalizer list, metadata or spec.
-fn update_quietly(api: &ApiServer, resource: &ResourceType, object: Value, subresource: Option<&str>) {
+async fn update_quietly(api: &ApiServer, resource: &ResourceType, object: Value, subresource: Option<&str>) {
     let mut target = target_of(resource, &object);
     target.subresource = subresource.map(str::to_owned);
-    if let Err(error) = api.update(&target, object, &controller_options()) {
+    if let Err(error) = api.update(&target, object, &controller_options()).await {
         tracing::debug!(%error, "controller update failed; retried on the next pass");
     }
 }
 
-fn namespaces(api: &ApiServer) {
+async fn namespaces(api: &ApiServer) {
     let namespace_ids = ResourceId::new("", "namespaces");
     let Some(namespace_type) = resource_type(api, &namespace_ids) else { return };
     let namespaced: Vec<(ResourceType, Vec<Value>)> = api
@@ -93,7 +93,7 @@ fn namespaces(api: &ApiServer) {
                 if let Some(sa_type) = resource_type(api, &service_accounts) {
                     let target = Target { resource: sa_type, namespace: name.clone(), name: None, subresource: None };
                     let account = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": name}});
-                    let _ = api.create(&target, account, &controller_options());
+                    let _ = api.create(&target, account, &controller_options()).await;
                 }
             }
             continue;
@@ -102,7 +102,7 @@ fn namespaces(api: &ApiServer) {
         for (resource, objects) in &namespaced {
             for object in objects.iter().filter(|o| o["metadata"]["namespace"] == name.as_str()) {
                 remaining += 1;
-                delete_quietly(api, resource, object, None);
+                delete_quietly(api, resource, object, None).await;
             }
         }
         let finalizers = namespace["spec"]["finalizers"].as_array().cloned().unwrap_or_default();
@@ -110,12 +110,12 @@ fn namespaces(api: &ApiServer) {
             let mut finalized = namespace.clone();
             finalized["spec"]["finalizers"] =
                 Value::Array(finalizers.into_iter().filter(|f| f != "kubernetes").collect());
-            update_quietly(api, &namespace_type, finalized, Some("finalize"));
+            update_quietly(api, &namespace_type, finalized, Some("finalize")).await;
         }
     }
 }
 
-fn crd_cleanup(api: &ApiServer) {
+async fn crd_cleanup(api: &ApiServer) {
     let Some(crd_type) = resource_type(api, &crd_resource()) else { return };
     for crd in api.store.all(&crd_resource()) {
         if crd["metadata"]["deletionTimestamp"].is_null() {
@@ -127,7 +127,7 @@ fn crd_cleanup(api: &ApiServer) {
         let objects = api.store.all(&id);
         if let Some(resource) = resource_type(api, &id) {
             for object in &objects {
-                delete_quietly(api, &resource, object, None);
+                delete_quietly(api, &resource, object, None).await;
             }
         }
         let has_finalizer =
@@ -142,7 +142,7 @@ fn crd_cleanup(api: &ApiServer) {
                 .cloned()
                 .collect();
             released["metadata"]["finalizers"] = Value::Array(finalizers);
-            update_quietly(api, &crd_type, released, None);
+            update_quietly(api, &crd_type, released, None).await;
         }
     }
 }
@@ -157,7 +157,7 @@ fn has_finalizer(object: &Value, name: &str) -> bool {
     object["metadata"]["finalizers"].as_array().is_some_and(|f| f.iter().any(|x| x == name))
 }
 
-fn garbage_collect(api: &ApiServer) {
+async fn garbage_collect(api: &ApiServer) {
     let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
     for id in api.store.resource_ids() {
         let Some(resource) = resource_type(api, &id) else { continue };
@@ -179,7 +179,7 @@ fn garbage_collect(api: &ApiServer) {
     for (uid, node) in &nodes {
         let being_deleted = !node.object["metadata"]["deletionTimestamp"].is_null();
         if being_deleted && has_finalizer(&node.object, "orphan") {
-            orphan_dependents(api, uid, &nodes, dependents.get(uid));
+            orphan_dependents(api, uid, &nodes, dependents.get(uid)).await;
         }
         if being_deleted && has_finalizer(&node.object, "foregroundDeletion") {
             let blocking: Vec<&Node> = dependents
@@ -190,10 +190,10 @@ fn garbage_collect(api: &ApiServer) {
                 .filter(|d| reference_to(&d.object, uid).is_some_and(|r| r["blockOwnerDeletion"] == true))
                 .collect();
             if blocking.is_empty() {
-                remove_finalizer(api, node, "foregroundDeletion");
+                remove_finalizer(api, node, "foregroundDeletion").await;
             }
         }
-        collect_if_orphaned(api, node, &nodes);
+        collect_if_orphaned(api, node, &nodes).await;
     }
 }
 
@@ -201,7 +201,7 @@ fn reference_to<'a>(object: &'a Value, owner_uid: &str) -> Option<&'a Value> {
     object["metadata"]["ownerReferences"].as_array()?.iter().find(|r| r["uid"] == owner_uid)
 }
 
-fn remove_finalizer(api: &ApiServer, node: &Node, finalizer: &str) {
+async fn remove_finalizer(api: &ApiServer, node: &Node, finalizer: &str) {
     let mut object = node.object.clone();
     let kept: Vec<Value> = object["metadata"]["finalizers"]
         .as_array()
@@ -211,10 +211,10 @@ fn remove_finalizer(api: &ApiServer, node: &Node, finalizer: &str) {
         .cloned()
         .collect();
     object["metadata"]["finalizers"] = Value::Array(kept);
-    update_quietly(api, &node.resource, object, None);
+    update_quietly(api, &node.resource, object, None).await;
 }
 
-fn orphan_dependents(
+async fn orphan_dependents(
     api: &ApiServer,
     owner_uid: &str,
     nodes: &BTreeMap<String, Node>,
@@ -230,10 +230,10 @@ fn orphan_dependents(
             .cloned()
             .collect();
         object["metadata"]["ownerReferences"] = Value::Array(kept);
-        update_quietly(api, &dependent.resource, object, None);
+        update_quietly(api, &dependent.resource, object, None).await;
     }
     if let Some(owner) = nodes.get(owner_uid) {
-        remove_finalizer(api, owner, "orphan");
+        remove_finalizer(api, owner, "orphan").await;
     }
 }
 
@@ -269,7 +269,7 @@ fn classify(api: &ApiServer, dependent: &Node, reference: &Value, nodes: &BTreeM
     }
 }
 
-fn collect_if_orphaned(api: &ApiServer, node: &Node, nodes: &BTreeMap<String, Node>) {
+async fn collect_if_orphaned(api: &ApiServer, node: &Node, nodes: &BTreeMap<String, Node>) {
     let references: Vec<Value> = node.object["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
     if references.is_empty() || !node.object["metadata"]["deletionTimestamp"].is_null() {
         return;
@@ -292,10 +292,10 @@ fn collect_if_orphaned(api: &ApiServer, node: &Node, nodes: &BTreeMap<String, No
             let kept: Vec<Value> =
                 references.into_iter().filter(|r| !dangling.contains(r["uid"].as_str().unwrap_or_default())).collect();
             object["metadata"]["ownerReferences"] = Value::Array(kept);
-            update_quietly(api, &node.resource, object, None);
+            update_quietly(api, &node.resource, object, None).await;
         }
         return;
     }
     let propagation = if waiting > 0 { Some(Propagation::Foreground) } else { None };
-    delete_quietly(api, &node.resource, &node.object, propagation);
+    delete_quietly(api, &node.resource, &node.object, propagation).await;
 }

@@ -5,7 +5,7 @@
 
 use serde_json::{json, Value};
 
-use super::api::{ApiServer, Target, Written};
+use super::api::{ApiServer, Target, WriteOptions, Written};
 use super::builtin;
 use super::resources::ResourceType;
 use super::status::{self, ApiError};
@@ -69,7 +69,12 @@ fn is_crd(resource: &ResourceType) -> bool {
     resource.group == "apiextensions.k8s.io" && resource.plural == "customresourcedefinitions"
 }
 
-pub fn delete(api: &ApiServer, target: &Target, options: &DeleteOptions) -> Result<Written, ApiError> {
+pub async fn delete(
+    api: &ApiServer,
+    target: &Target,
+    options: &DeleteOptions,
+    writer: &WriteOptions,
+) -> Result<Written, ApiError> {
     let resource = &target.resource;
     let id = resource.id();
     if is_namespace(resource) && IMMORTAL_NAMESPACES.contains(&target.name()) {
@@ -86,6 +91,14 @@ pub fn delete(api: &ApiServer, target: &Target, options: &DeleteOptions) -> Resu
             return Err(ApiError::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{}\": Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in meta: {}", id.qualified(), target.name(), stored["metadata"]["resourceVersion"].as_str().unwrap_or_default())));
         }
     }
+    let operation = super::admission::Request {
+        operation: super::admission::Operation::Delete,
+        target,
+        object: None,
+        old: Some(&stored),
+        options: writer,
+    };
+    super::admission::validate(api, &operation).await?;
     let mut object = stored.clone();
     let mut finalizers: Vec<Value> = object["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
     let wanted = match options.propagation {
@@ -169,11 +182,12 @@ pub fn delete(api: &ApiServer, target: &Target, options: &DeleteOptions) -> Resu
 }
 
 /// Deletes every object a list would return; answers with the list of them as they were deleted.
-pub fn delete_collection(
+pub async fn delete_collection(
     api: &ApiServer,
     target: &Target,
     filter: &Filter,
     options: &DeleteOptions,
+    writer: &WriteOptions,
 ) -> Result<Written, ApiError> {
     let mut list = api.list(target, filter, None, None)?;
     let mut deleted = Vec::new();
@@ -181,7 +195,7 @@ pub fn delete_collection(
         let mut one = target.clone();
         one.namespace = item["metadata"]["namespace"].as_str().unwrap_or_default().to_owned();
         one.name = item["metadata"]["name"].as_str().map(str::to_owned);
-        match delete(api, &one, options) {
+        match delete(api, &one, options, writer).await {
             Ok(_) => deleted.push(item),
             Err(error) if error.code == 404 => {}
             Err(error) => return Err(error),

@@ -393,12 +393,12 @@ async fn resource_request(
                 return Err(ApiError::method_not_allowed("create", &target.resource.plural));
             }
             let object = parse_body(headers, &body)?;
-            let result = api.create(&target, object, &write_options(query, headers, user)?)?;
+            let result = api.create(&target, object, &write_options(query, headers, user)?).await?;
             Ok(written(result, headers, &target.resource, query))
         }
         ("PUT", false) => {
             let object = parse_body(headers, &body)?;
-            let result = api.update(&target, object, &write_options(query, headers, user)?)?;
+            let result = api.update(&target, object, &write_options(query, headers, user)?).await?;
             Ok(written(result, headers, &target.resource, query))
         }
         ("PATCH", false) => {
@@ -406,7 +406,7 @@ async fn resource_request(
             let patch_type = PatchType::from_content_type(content_type).ok_or_else(|| {
                 ApiError::unsupported_media_type("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")
             })?;
-            let result = api.patch(&target, patch_type, &body, &write_options(query, headers, user)?)?;
+            let result = api.patch(&target, patch_type, &body, &write_options(query, headers, user)?).await?;
             Ok(written(result, headers, &target.resource, query))
         }
         ("DELETE", collection) => {
@@ -425,9 +425,16 @@ async fn resource_request(
                 if verb_not_allowed("deletecollection") {
                     return Err(ApiError::method_not_allowed("deletecollection", &target.resource.plural));
                 }
-                deletion::delete_collection(api, &target, &filter(&target, query)?, &options)?
+                deletion::delete_collection(
+                    api,
+                    &target,
+                    &filter(&target, query)?,
+                    &options,
+                    &write_options(query, headers, user)?,
+                )
+                .await?
             } else {
-                deletion::delete(api, &target, &options)?
+                deletion::delete(api, &target, &options, &write_options(query, headers, user)?).await?
             };
             Ok(json_response(result.code, &result.object, &[]))
         }

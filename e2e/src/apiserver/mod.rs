@@ -3,6 +3,7 @@
 //! URL layout and wire format, `controllers` the cluster controllers tests depend on, and `server` starts it all
 //! over HTTPS.
 
+pub mod admission;
 pub mod api;
 pub mod audit;
 pub mod authn;
@@ -15,6 +16,7 @@ pub mod front;
 pub mod http;
 pub mod managed;
 pub mod openapi;
+pub mod outbound;
 pub mod patch;
 pub mod policy;
 pub mod protobuf;

@@ -144,7 +144,7 @@ impl ControlPlane {
             .local_addr()
             .map_err(|source| StartError::Listen { address: options.address.to_string(), source })?;
         let api = Arc::new(ApiServer::new(options.history_limit, options.bookmark_interval));
-        bootstrap(&api);
+        bootstrap(&api).await;
         let router = http::router(api.clone());
         let server = tokio::spawn(async move {
             loop {
@@ -266,7 +266,7 @@ impl ControlPlane {
 }
 
 /// The namespaces every cluster has, with their default ServiceAccounts, and the default RBAC policy.
-fn bootstrap(api: &ApiServer) {
+async fn bootstrap(api: &ApiServer) {
     for role in policy::cluster_roles() {
         if let Err(error) = api.store.create(&policy::cluster_roles_id(), role) {
             tracing::warn!(%error, "could not create a default ClusterRole");
@@ -283,9 +283,9 @@ fn bootstrap(api: &ApiServer) {
     for name in INITIAL_NAMESPACES {
         let target = Target { resource: namespaces.clone(), namespace: String::new(), name: None, subresource: None };
         let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}}});
-        if let Err(error) = api.create(&target, namespace, &options) {
+        if let Err(error) = api.create(&target, namespace, &options).await {
             tracing::warn!(%error, name, "could not create a start-up namespace");
         }
     }
-    controllers::reconcile(api);
+    controllers::reconcile(api).await;
 }
