@@ -4,6 +4,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
+mod support;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -322,5 +324,35 @@ async fn auth_can_i_agrees_with_what_is_enforced() {
     let whoami = kubectl.ok(&["auth", "whoami", "--as=alice", "-o", "json"], None);
     let review: Value = serde_json::from_str(&whoami).expect("JSON");
     assert_eq!(review["status"]["userInfo"]["username"], "alice");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_denial_and_an_aggregated_list_through_kubectl() {
+    let dir = temp_dir("workloads");
+    let (plane, kubectl) = setup(&dir).await;
+    let (_webhook, configuration) = support::workloads::deny_webhook(&plane).await;
+    kubectl.ok(&["apply", "-f", "-"], Some(&configuration.to_string()));
+    let denied = kubectl.fails(
+        &["apply", "-f", "-"],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: refused\n  labels: {deny: \"true\"}\n"),
+    );
+    assert!(denied.contains("Error from server (Forbidden): error when creating \"STDIN\": admission webhook \"deny.example.com\" denied the request: objects labelled deny=true are refused"), "{denied}");
+    kubectl.ok(&["apply", "-f", "-"], Some("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: accepted\n"));
+
+    let backend = support::workloads::metrics_backend(&plane).await;
+    plane.api.endpoints.set("default", "metrics", backend.address);
+    kubectl.ok(
+        &["apply", "-f", "-"],
+        Some("apiVersion: v1\nkind: Service\nmetadata: {name: metrics}\nspec:\n  ports: [{port: 443}]\n"),
+    );
+    kubectl.ok(&["apply", "-f", "-"], Some(&support::workloads::api_service(&backend.ca_bundle()).to_string()));
+    let waited =
+        kubectl.ok(&["wait", "--for=condition=Available", "apiservice/v1.metrics.example.com", "--timeout=20s"], None);
+    assert!(waited.contains("condition met"), "{waited}");
+    let listed = kubectl.json(&["get", "samples.metrics.example.com", "-n", "default"]);
+    assert_eq!(listed["items"][0]["remoteUser"], "kubernetes-admin");
+    let table = kubectl.ok(&["get", "samples", "-n", "default"], None);
+    assert!(table.contains("who-asked"), "{table}");
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -114,6 +114,8 @@ pub struct ApiServer {
     pub store: Store,
     /// Where the cluster's services listen, for webhooks and aggregated APIs (there is no cluster network).
     pub endpoints: super::outbound::Endpoints,
+    /// The client identity requests to aggregated API servers are made with.
+    pub front_proxy: Option<super::outbound::ClientIdentity>,
     pub authenticator: super::authn::Authenticator,
     pub audit: super::audit::AuditLog,
     resources: RwLock<Resources>,
@@ -152,6 +154,7 @@ impl ApiServer {
         Self {
             store: Store::new(history_limit),
             endpoints: super::outbound::Endpoints::default(),
+            front_proxy: None,
             authenticator: super::authn::Authenticator::default(),
             audit: super::audit::AuditLog::default(),
             resources: RwLock::new(Resources::default()),

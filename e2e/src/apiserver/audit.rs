@@ -1,7 +1,10 @@
 //! The audit log: one record per request (who, as whom, what, on which object, and the outcome), kept in memory so
-//! tests can prove who created or changed what.
+//! tests can prove who created or changed what. The newest `CAPACITY` records are kept.
 
+use std::collections::VecDeque;
 use std::sync::Mutex;
+
+const CAPACITY: usize = 200_000;
 
 /// One request, as an audit event records it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -30,16 +33,20 @@ impl Record {
 
 #[derive(Default)]
 pub struct AuditLog {
-    records: Mutex<Vec<Record>>,
+    records: Mutex<VecDeque<Record>>,
 }
 
 impl AuditLog {
     pub fn record(&self, record: Record) {
-        self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(record);
+        let mut records = self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if records.len() == CAPACITY {
+            records.pop_front();
+        }
+        records.push_back(record);
     }
 
     /// Every record so far, oldest first.
     pub fn records(&self) -> Vec<Record> {
-        self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect()
     }
 }

@@ -33,6 +33,7 @@ pub async fn run(api: Arc<ApiServer>) {
 /// One pass of every controller.
 pub async fn reconcile(api: &ApiServer) {
     super::policy::aggregate(&api.store);
+    super::aggregator::check_api_services(api).await;
     namespaces(api).await;
     crd_cleanup(api).await;
     garbage_collect(api).await;

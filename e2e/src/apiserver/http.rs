@@ -23,7 +23,7 @@ use super::selectors::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::store::{EventType, Filter};
 use super::table::{self, Include};
-use super::{audit, reviews};
+use super::{aggregator, audit, reviews};
 
 pub fn router(api: Arc<ApiServer>) -> axum::Router {
     axum::Router::new().fallback(handle).with_state(api)
@@ -176,6 +176,13 @@ async fn route(
         _ => return Err(ApiError::no_route(path)),
     };
     let resource = lookup(api, group, version, resource_name, path)?;
+    if resource.proxied {
+        let path_and_query = match query_string(query) {
+            query if query.is_empty() => path.to_owned(),
+            query => format!("{path}?{query}"),
+        };
+        return aggregator::proxy(api, user, method, &path_and_query, headers, body, &resource).await;
+    }
     if let Some(sub) = subresource {
         if !resource.subresources.iter().any(|s| s == sub) {
             return Err(ApiError::no_route(path));
@@ -202,6 +209,10 @@ fn wants_aggregated(headers: &HeaderMap) -> bool {
         .and_then(|v| v.to_str().ok())
         .and_then(|accept| accept.split(',').next())
         .is_some_and(|first| first.contains("as=APIGroupDiscoveryList") && first.contains("v=v2"))
+}
+
+fn query_string(query: &Query) -> String {
+    serde_urlencoded::to_string(query).unwrap_or_default()
 }
 
 fn lookup(api: &ApiServer, group: &str, version: &str, plural: &str, path: &str) -> Result<ResourceType, ApiError> {

@@ -4,6 +4,7 @@
 //! over HTTPS.
 
 pub mod admission;
+pub mod aggregator;
 pub mod api;
 pub mod audit;
 pub mod authn;

@@ -27,6 +27,8 @@ pub struct ResourceType {
     /// The structural schema of a custom resource's version; `None` for built-in kinds.
     pub schema: Option<Value>,
     pub printer_columns: Vec<Value>,
+    /// Served by an aggregated API server: requests are proxied to it.
+    pub proxied: bool,
 }
 
 const CRUD: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
@@ -56,6 +58,7 @@ impl ResourceType {
             list_kind: format!("{kind}List"),
             schema: None,
             printer_columns: Vec::new(),
+            proxied: false,
         }
     }
 
@@ -244,6 +247,7 @@ impl Resources {
                     list_kind: spec["names"]["listKind"].as_str().map_or_else(|| format!("{kind}List"), str::to_owned),
                     schema: Some(version["schema"]["openAPIV3Schema"].clone()).filter(|s| !s.is_null()),
                     printer_columns: version["additionalPrinterColumns"].as_array().cloned().unwrap_or_default(),
+                    proxied: false,
                 })
             })
             .collect())
@@ -257,6 +261,43 @@ impl Resources {
             self.insert(resource);
         }
         Ok(())
+    }
+
+    /// Serves the resources an aggregated API server's discovery lists for its group-version, replacing earlier ones.
+    pub fn register_aggregated(&mut self, group: &str, version: &str, list: &APIResourceList) {
+        self.unregister_aggregated(group, version);
+        for resource in list.resources.iter().filter(|r| !r.name.contains('/')) {
+            let subresources = list
+                .resources
+                .iter()
+                .filter_map(|r| r.name.strip_prefix(&format!("{}/", resource.name)).map(str::to_owned))
+                .collect();
+            self.insert(ResourceType {
+                group: group.to_owned(),
+                version: version.to_owned(),
+                kind: resource.kind.clone(),
+                plural: resource.name.clone(),
+                singular: if resource.singular_name.is_empty() {
+                    resource.kind.to_lowercase()
+                } else {
+                    resource.singular_name.clone()
+                },
+                namespaced: resource.namespaced,
+                short_names: resource.short_names.clone().unwrap_or_default(),
+                categories: resource.categories.clone().unwrap_or_default(),
+                subresources,
+                verbs: resource.verbs.clone(),
+                list_kind: format!("{}List", resource.kind),
+                schema: None,
+                printer_columns: Vec::new(),
+                proxied: true,
+            });
+        }
+    }
+
+    /// Stops serving an aggregated group-version.
+    pub fn unregister_aggregated(&mut self, group: &str, version: &str) {
+        self.types.retain(|(g, v, _), r| !(r.proxied && g == group && v == version));
     }
 
     /// Stops serving a CRD's resource, in every version.

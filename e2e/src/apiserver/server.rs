@@ -15,6 +15,7 @@ use tokio_rustls::rustls;
 use super::api::{ApiServer, Target, WriteOptions};
 use super::authn::{self, MASTERS};
 use super::front::PeerCredentials;
+use super::outbound::ClientIdentity;
 use super::{controllers, http, policy};
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +46,8 @@ pub struct Options {
     pub address: SocketAddr,
     pub history_limit: usize,
     pub bookmark_interval: Duration,
+    /// Where services listen, as `(namespace, name, address)`: the endpoints of webhooks and aggregated API servers.
+    pub service_endpoints: Vec<(String, String, SocketAddr)>,
 }
 
 impl Default for Options {
@@ -53,6 +56,7 @@ impl Default for Options {
             address: SocketAddr::from(([127, 0, 0, 1], 0)),
             history_limit: 100_000,
             bookmark_interval: Duration::from_secs(60),
+            service_endpoints: Vec::new(),
         }
     }
 }
@@ -62,6 +66,8 @@ pub struct ControlPlane {
     pub api: Arc<ApiServer>,
     pub url: String,
     pub ca_pem: String,
+    /// The CA of the client certificate requests to aggregated API servers carry: backends verify it.
+    pub front_proxy_ca_pem: String,
     pub authority: Authority,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -99,6 +105,19 @@ impl Authority {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])?;
         params.distinguished_name.push(rcgen::DnType::CommonName, "kube-apiserver");
+        let cert = params.signed_by(&key, &Issuer::from_params(&self.params, &self.key))?;
+        Ok((cert.der().clone(), rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into())))
+    }
+
+    fn client_certificate_der(
+        &self,
+        username: &str,
+    ) -> Result<(rustls::pki_types::CertificateDer<'static>, rustls::pki_types::PrivateKeyDer<'static>), rcgen::Error>
+    {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::new())?;
+        params.distinguished_name.push(rcgen::DnType::CommonName, username);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
         let cert = params.signed_by(&key, &Issuer::from_params(&self.params, &self.key))?;
         Ok((cert.der().clone(), rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into())))
     }
@@ -143,7 +162,14 @@ impl ControlPlane {
         let address = listener
             .local_addr()
             .map_err(|source| StartError::Listen { address: options.address.to_string(), source })?;
-        let api = Arc::new(ApiServer::new(options.history_limit, options.bookmark_interval));
+        let front_proxy_authority = Authority::generate()?;
+        let (proxy_cert, proxy_key) = front_proxy_authority.client_certificate_der("front-proxy-client")?;
+        let mut server = ApiServer::new(options.history_limit, options.bookmark_interval);
+        server.front_proxy = Some(ClientIdentity { cert_der: proxy_cert, key_der: Arc::new(proxy_key) });
+        for (namespace, name, address) in &options.service_endpoints {
+            server.endpoints.set(namespace, name, *address);
+        }
+        let api = Arc::new(server);
         bootstrap(&api).await;
         let router = http::router(api.clone());
         let server = tokio::spawn(async move {
@@ -174,6 +200,7 @@ impl ControlPlane {
             api,
             url: format!("https://{address}"),
             ca_pem: authority.ca_pem.clone(),
+            front_proxy_ca_pem: front_proxy_authority.ca_pem.clone(),
             authority,
             tasks: vec![server, controllers],
         })

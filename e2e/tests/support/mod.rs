@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+pub mod workloads;
+
 use http_body_util::BodyExt;
 use olmv2_e2e::apiserver::{ControlPlane, Options};
 use serde_json::Value;
