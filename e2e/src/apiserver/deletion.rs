@@ -98,6 +98,7 @@ pub async fn delete(
         old: Some(&stored),
         options: writer,
     };
+    super::admission::mutate(api, &operation).await?;
     super::admission::validate(api, &operation).await?;
     let mut object = stored.clone();
     let mut finalizers: Vec<Value> = object["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
