@@ -4,7 +4,6 @@
 //! to a URL or a service (trusting the caBundle), with the timeout and failurePolicy of each webhook; JSON patches
 //! from mutating webhooks; and denials as the `Status` kubectl shows.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::api::{ApiServer, Target, WriteOptions};
 use super::outbound::{self, Destination, Trust};
-use super::selectors::LabelSelector;
+use super::selectors::label_selector_matches;
 use super::status::ApiError;
 use super::store::ResourceId;
 
@@ -73,45 +72,20 @@ fn rule_matches(rule: &Value, request: &Request<'_>) -> bool {
         && scope_ok
 }
 
-fn selector_matches(selector: &Value, labels: &Value) -> bool {
-    if selector.is_null() || selector.as_object().is_some_and(serde_json::Map::is_empty) {
-        return true;
-    }
-    let labels: BTreeMap<String, String> = serde_json::from_value(labels.clone()).unwrap_or_default();
-    let mut terms: Vec<String> = selector["matchLabels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-        .collect();
-    for expression in selector["matchExpressions"].as_array().into_iter().flatten() {
-        let key = expression["key"].as_str().unwrap_or_default();
-        let values = strings(&expression["values"]).join(",");
-        terms.push(match expression["operator"].as_str() {
-            Some("In") => format!("{key} in ({values})"),
-            Some("NotIn") => format!("{key} notin ({values})"),
-            Some("Exists") => key.to_owned(),
-            Some("DoesNotExist") => format!("!{key}"),
-            _ => return false,
-        });
-    }
-    LabelSelector::parse(&terms.join(",")).is_ok_and(|s| s.matches(&labels))
-}
-
 fn webhook_applies(api: &ApiServer, webhook: &Value, request: &Request<'_>) -> bool {
     if !webhook["rules"].as_array().into_iter().flatten().any(|rule| rule_matches(rule, request)) {
         return false;
     }
     let object_labels = |object: Option<&Value>| object.map(|o| o["metadata"]["labels"].clone()).unwrap_or(Value::Null);
-    let object_selected = selector_matches(&webhook["objectSelector"], &object_labels(request.object))
-        || (request.old.is_some() && selector_matches(&webhook["objectSelector"], &object_labels(request.old)));
+    let object_selected = label_selector_matches(&webhook["objectSelector"], &object_labels(request.object))
+        || (request.old.is_some() && label_selector_matches(&webhook["objectSelector"], &object_labels(request.old)));
     let resource = &request.target.resource;
     let namespace_selected = if resource.group.is_empty() && resource.plural == "namespaces" {
-        selector_matches(&webhook["namespaceSelector"], &object_labels(request.object.or(request.old)))
+        label_selector_matches(&webhook["namespaceSelector"], &object_labels(request.object.or(request.old)))
     } else if resource.namespaced {
         let namespace =
             api.store.get(&ResourceId::new("", "namespaces"), "", &request.target.namespace).unwrap_or_default();
-        selector_matches(&webhook["namespaceSelector"], &namespace["metadata"]["labels"])
+        label_selector_matches(&webhook["namespaceSelector"], &namespace["metadata"]["labels"])
     } else {
         true
     };
@@ -314,9 +288,9 @@ mod tests {
 
     #[test]
     fn selectors_and_denials() {
-        assert!(selector_matches(&Value::Null, &json!({})));
-        assert!(selector_matches(&json!({"matchLabels": {"a": "b"}}), &json!({"a": "b", "c": "d"})));
-        assert!(!selector_matches(
+        assert!(label_selector_matches(&Value::Null, &json!({})));
+        assert!(label_selector_matches(&json!({"matchLabels": {"a": "b"}}), &json!({"a": "b", "c": "d"})));
+        assert!(!label_selector_matches(
             &json!({"matchExpressions": [{"key": "a", "operator": "NotIn", "values": ["b"]}]}),
             &json!({"a": "b"})
         ));

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::selectors::LabelSelector;
+use super::selectors::label_selector_matches;
 use super::store::{ResourceId, Store};
 
 const READ: [&str; 3] = ["get", "list", "watch"];
@@ -172,35 +172,12 @@ pub fn cluster_role_bindings() -> Vec<Value> {
     ]
 }
 
-fn selects(selector: &Value, labels: &Value) -> bool {
-    let labels: std::collections::BTreeMap<String, String> = serde_json::from_value(labels.clone()).unwrap_or_default();
-    let mut terms: Vec<String> = selector["matchLabels"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-        .collect();
-    for expression in selector["matchExpressions"].as_array().into_iter().flatten() {
-        let key = expression["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> =
-            expression["values"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
-        terms.push(match expression["operator"].as_str() {
-            Some("In") => format!("{key} in ({})", values.join(",")),
-            Some("NotIn") => format!("{key} notin ({})", values.join(",")),
-            Some("Exists") => key.to_owned(),
-            Some("DoesNotExist") => format!("!{key}"),
-            _ => return false,
-        });
-    }
-    LabelSelector::parse(&terms.join(",")).is_ok_and(|s| s.matches(&labels))
-}
-
 /// The rules an aggregated ClusterRole should hold now, or `None` when it is not aggregated or already holds them.
 pub fn aggregated_rules(role: &Value, all: &[Value]) -> Option<Vec<Value>> {
     let selectors = role["aggregationRule"]["clusterRoleSelectors"].as_array()?;
     let mut rules: Vec<Value> = Vec::new();
     for other in all.iter().filter(|o| o["metadata"]["name"] != role["metadata"]["name"]) {
-        if selectors.iter().any(|s| selects(s, &other["metadata"]["labels"])) {
+        if selectors.iter().any(|s| label_selector_matches(s, &other["metadata"]["labels"])) {
             for rule in other["rules"].as_array().into_iter().flatten() {
                 if !rules.contains(rule) {
                     rules.push(rule.clone());
@@ -270,7 +247,7 @@ mod tests {
             "stable"
         );
         let selector = json!({"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]});
-        assert!(selects(&selector, &json!({"tier": "b"})));
-        assert!(!selects(&selector, &json!({"tier": "c"})));
+        assert!(label_selector_matches(&selector, &json!({"tier": "b"})));
+        assert!(!label_selector_matches(&selector, &json!({"tier": "c"})));
     }
 }

@@ -134,6 +134,36 @@ pub fn valid_value(value: &str) -> bool {
             && value.as_bytes().last().is_some_and(u8::is_ascii_alphanumeric))
 }
 
+/// Whether a `metav1.LabelSelector` (`matchLabels`, `matchExpressions`) selects these labels; an absent or empty
+/// selector selects everything, and an operator Kubernetes does not know selects nothing.
+pub fn label_selector_matches(selector: &Value, labels: &Value) -> bool {
+    if selector.is_null() || selector.as_object().is_some_and(serde_json::Map::is_empty) {
+        return true;
+    }
+    let labels: BTreeMap<String, String> = serde_json::from_value(labels.clone()).unwrap_or_default();
+    let mut requirements = Vec::new();
+    for (key, value) in selector["matchLabels"].as_object().into_iter().flatten() {
+        requirements.push(LabelRequirement::Equals(key.clone(), value.as_str().unwrap_or_default().to_owned()));
+    }
+    for expression in selector["matchExpressions"].as_array().into_iter().flatten() {
+        let key = expression["key"].as_str().unwrap_or_default().to_owned();
+        let values: Vec<String> = expression["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect();
+        requirements.push(match expression["operator"].as_str() {
+            Some("In") => LabelRequirement::In(key, values),
+            Some("NotIn") => LabelRequirement::NotIn(key, values),
+            Some("Exists") => LabelRequirement::Exists(key),
+            Some("DoesNotExist") => LabelRequirement::DoesNotExist(key),
+            _ => return false,
+        });
+    }
+    LabelSelector(requirements).matches(&labels)
+}
+
 impl FieldSelector {
     pub fn parse(text: &str) -> Result<Self, SelectorError> {
         let mut terms = Vec::new();
