@@ -188,3 +188,40 @@ async fn dry_run_changes_nothing() {
     assert_eq!((code, answered["metadata"]["name"].clone()), (201, json!("dry")));
     assert_eq!(get(&client, &format!("{CMS}/dry")).await.0, 404);
 }
+
+#[tokio::test]
+async fn the_scale_subresource_reads_and_writes_replicas() {
+    let (_plane, client) = start().await;
+    post(&client, DEPLOYMENTS, &deployment()).await;
+    let (code, scale) = get(&client, &format!("{DEPLOYMENTS}/web/scale")).await;
+    assert_eq!(code, 200);
+    assert_eq!((scale["kind"].clone(), scale["apiVersion"].clone()), (json!("Scale"), json!("autoscaling/v1")));
+    assert_eq!((scale["spec"]["replicas"].clone(), scale["status"]["selector"].clone()), (json!(1), json!("app=web")));
+    let (code, scaled) = patch(
+        &client,
+        &format!("{DEPLOYMENTS}/web/scale"),
+        "application/merge-patch+json",
+        r#"{"spec":{"replicas":3}}"#,
+    )
+    .await;
+    assert_eq!((code, scaled["spec"]["replicas"].clone()), (200, json!(3)));
+    let (_, deployment) = get(&client, &format!("{DEPLOYMENTS}/web")).await;
+    assert_eq!(
+        (deployment["spec"]["replicas"].clone(), deployment["metadata"]["generation"].clone()),
+        (json!(3), json!(2))
+    );
+    let mut stale = scale.clone();
+    stale["spec"]["replicas"] = json!(5);
+    let (code, status) = put(&client, &format!("{DEPLOYMENTS}/web/scale"), &stale).await;
+    assert_eq!((code, status["reason"].clone()), (409, json!("Conflict")));
+    let (code, status) = patch(
+        &client,
+        &format!("{DEPLOYMENTS}/web/scale"),
+        "application/merge-patch+json",
+        r#"{"spec":{"replicas":-1}}"#,
+    )
+    .await;
+    assert_eq!((code, status["message"].clone()), (422, json!("Scale.autoscaling \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0")));
+    let (code, _) = get(&client, "/api/v1/namespaces/default/configmaps/x/scale").await;
+    assert_eq!(code, 404, "ConfigMaps have no scale subresource");
+}

@@ -23,7 +23,7 @@ use super::selectors::{FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::store::{EventType, Filter};
 use super::table::{self, Include};
-use super::{aggregator, audit, reviews};
+use super::{aggregator, audit, reviews, scale};
 
 pub fn router(api: Arc<ApiServer>) -> axum::Router {
     axum::Router::new().fallback(handle).with_state(api)
@@ -359,6 +359,9 @@ async fn resource_request(
             return Ok(json_response(201, &answer, &[]));
         }
     }
+    if target.subresource.as_deref() == Some("scale") {
+        return scale_request(api, user, method, &target, query, headers, &body).await;
+    }
     let verb_not_allowed = |verb: &str| !target.resource.verbs.iter().any(|v| v == verb);
     let is_collection = target.name.is_none();
     match (method.as_str(), is_collection) {
@@ -451,6 +454,44 @@ async fn resource_request(
         }
         (verb, _) => Err(ApiError::method_not_allowed(verb, &target.resource.plural)),
     }
+}
+
+async fn scale_request(
+    api: &ApiServer,
+    user: &UserInfo,
+    method: &Method,
+    target: &Target,
+    query: &Query,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Response, ApiError> {
+    let result = match method.as_str() {
+        "GET" => {
+            let main = Target { subresource: None, ..target.clone() };
+            let object = api.get(&main)?;
+            return Ok(json_response(200, &scale::scale_of(&target.resource, &object)?, &[]));
+        }
+        "PUT" => {
+            let wanted = parse_body(headers, body)?;
+            scale::update(api, target, scale::ScaleChange::Replace(&wanted), &write_options(query, headers, user)?)
+                .await?
+        }
+        "PATCH" => {
+            let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
+            let patch_type = PatchType::from_content_type(content_type)
+                .filter(|t| *t != PatchType::Apply)
+                .ok_or_else(|| ApiError::unsupported_media_type("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"))?;
+            scale::update(
+                api,
+                target,
+                scale::ScaleChange::Patch(patch_type, body),
+                &write_options(query, headers, user)?,
+            )
+            .await?
+        }
+        other => return Err(ApiError::method_not_allowed(other, &format!("{}/scale", target.resource.plural))),
+    };
+    Ok(json_response(result.code, &result.object, &result.warnings))
 }
 
 fn watch_event(kind: &str, object: &Value) -> Bytes {

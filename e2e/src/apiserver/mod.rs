@@ -24,6 +24,7 @@ pub mod protobuf;
 pub mod rbac;
 pub mod resources;
 pub mod reviews;
+pub mod scale;
 pub mod schema;
 pub mod selectors;
 pub mod server;

@@ -29,6 +29,8 @@ pub struct ResourceType {
     pub printer_columns: Vec<Value>,
     /// Served by an aggregated API server: requests are proxied to it.
     pub proxied: bool,
+    /// Where the `scale` subresource reads and writes: `specReplicasPath`, `statusReplicasPath`, `labelSelectorPath`.
+    pub scale: Option<Value>,
 }
 
 const CRUD: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
@@ -59,6 +61,9 @@ impl ResourceType {
             schema: None,
             printer_columns: Vec::new(),
             proxied: false,
+            scale: subresources.contains(&"scale").then(|| {
+                serde_json::json!({"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"})
+            }),
         }
     }
 
@@ -248,6 +253,7 @@ impl Resources {
                     schema: Some(version["schema"]["openAPIV3Schema"].clone()).filter(|s| !s.is_null()),
                     printer_columns: version["additionalPrinterColumns"].as_array().cloned().unwrap_or_default(),
                     proxied: false,
+                    scale: Some(version["subresources"]["scale"].clone()).filter(Value::is_object),
                 })
             })
             .collect())
@@ -291,6 +297,7 @@ impl Resources {
                 schema: None,
                 printer_columns: Vec::new(),
                 proxied: true,
+                scale: None,
             });
         }
     }
