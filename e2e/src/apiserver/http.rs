@@ -1,11 +1,9 @@
 //! The HTTP face of the emulator: routes kube-apiserver's URL layout (`/api/v1/...`, `/apis/<group>/<version>/...`,
-//! namespaced or not, subresources) to the request semantics, reads query options and content types, writes JSON,
-//! Tables and `Status` errors, and streams watches (with bookmarks, `sendInitialEvents` and timeouts).
+//! namespaced or not, subresources) to the request semantics, reads query options and content types, and writes JSON,
+//! Tables and `Status` errors; watches are streamed by `watch`.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -21,7 +19,7 @@ use super::openapi;
 use super::resources::ResourceType;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::status::ApiError;
-use super::store::{EventType, Filter};
+use super::store::Filter;
 use super::table::{self, Include};
 use super::{aggregator, audit, reviews, scale};
 
@@ -29,7 +27,7 @@ pub fn router(api: Arc<ApiServer>) -> axum::Router {
     axum::Router::new().fallback(handle).with_state(api)
 }
 
-type Query = BTreeMap<String, String>;
+pub(crate) type Query = BTreeMap<String, String>;
 
 fn json_response(code: u16, value: &Value, warnings: &[String]) -> Response {
     let body = serde_json::to_vec(value).unwrap_or_default();
@@ -296,7 +294,7 @@ fn write_options(query: &Query, headers: &HeaderMap, user: &UserInfo) -> Result<
     })
 }
 
-fn filter(target: &Target, query: &Query) -> Result<Filter, ApiError> {
+pub(crate) fn filter(target: &Target, query: &Query) -> Result<Filter, ApiError> {
     let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))
         .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {}", e.0)))?;
     let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str)).map_err(|e| {
@@ -312,7 +310,7 @@ fn filter(target: &Target, query: &Query) -> Result<Filter, ApiError> {
     Ok(Filter { namespace: (!target.namespace.is_empty()).then(|| target.namespace.clone()), labels, fields })
 }
 
-fn wants_table(headers: &HeaderMap) -> bool {
+pub(crate) fn wants_table(headers: &HeaderMap) -> bool {
     headers
         .get("accept")
         .and_then(|v| v.to_str().ok())
@@ -369,7 +367,7 @@ async fn resource_request(
             if verb_not_allowed("watch") {
                 return Err(ApiError::method_not_allowed("watch", &target.resource.plural));
             }
-            watch(api, target, query, headers)
+            super::watch::watch(api, target, query, headers)
         }
         ("GET", true) => {
             if verb_not_allowed("list") {
@@ -492,142 +490,4 @@ async fn scale_request(
         other => return Err(ApiError::method_not_allowed(other, &format!("{}/scale", target.resource.plural))),
     };
     Ok(json_response(result.code, &result.object, &result.warnings))
-}
-
-fn watch_event(kind: &str, object: &Value) -> Bytes {
-    let mut line = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
-    line.push(b'\n');
-    Bytes::from(line)
-}
-
-struct WatchState {
-    api: Arc<ApiServer>,
-    watch: Option<super::store::Watch>,
-    target: Target,
-    table: Option<Include>,
-    bookmarks: bool,
-    pending: std::collections::VecDeque<Bytes>,
-    deadline: tokio::time::Instant,
-    last_revision: u64,
-    done: bool,
-}
-
-fn watch(api: &Arc<ApiServer>, target: Target, query: &Query, headers: &HeaderMap) -> Result<Response, ApiError> {
-    let filter = filter(&target, query)?;
-    let from = match query.get("resourceVersion").map(String::as_str) {
-        None | Some("") | Some("0") => None,
-        Some(rv) => {
-            Some(rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?)
-        }
-    };
-    let send_initial = query.get("sendInitialEvents").is_some_and(|v| v == "true");
-    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|v| v == "true");
-    if send_initial && query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") {
-        return Err(ApiError::new(422, "Invalid", "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"));
-    }
-    let timeout = query.get("timeoutSeconds").and_then(|t| t.parse::<u64>().ok()).unwrap_or(1800);
-    let mut pending = std::collections::VecDeque::new();
-    let start_from = if send_initial { None } else { from };
-    let revision_now = api.store.revision();
-    let id = target.resource.id();
-    let watch = match api.store.watch(&id, filter, start_from) {
-        Ok(watch) => Some(watch),
-        Err(error) => {
-            pending.push_back(watch_event("ERROR", &ApiError::from_store(error, &id).to_status()));
-            None
-        }
-    };
-    let mut state = WatchState {
-        api: api.clone(),
-        done: watch.is_none(),
-        watch,
-        table: wants_table(headers).then(|| Include::parse(query.get("includeObject").map(String::as_str))),
-        bookmarks,
-        pending,
-        deadline: tokio::time::Instant::now() + Duration::from_secs(timeout),
-        last_revision: revision_now,
-        target,
-    };
-    if send_initial && !state.done {
-        // The initial ADDED events are in the watch's backlog; the bookmark that ends them follows them.
-        state.pending.push_back(Bytes::new());
-    }
-    let stream = futures_util::stream::unfold(state, |mut state| async move {
-        if let Some(next) = state.pending.pop_front() {
-            if next.is_empty() {
-                // Marker: drain the backlog, then announce the end of the initial events.
-                return Some((Ok::<Bytes, Infallible>(initial_events(&mut state).await), state));
-            }
-            return Some((Ok(next), state));
-        }
-        if state.done {
-            return None;
-        }
-        let interval = state.api.bookmark_interval;
-        let deadline = state.deadline;
-        let bookmarks = state.bookmarks;
-        let watch = state.watch.as_mut()?;
-        let line = tokio::select! {
-            event = watch.next() => match event {
-                Ok(Some(event)) => {
-                    state.last_revision = event.revision;
-                    let object = render(&state, event.object);
-                    watch_event(event.kind.as_str(), &object)
-                }
-                Ok(None) => return None,
-                Err(error) => {
-                    state.done = true;
-                    let id = state.target.resource.id();
-                    watch_event("ERROR", &ApiError::from_store(error, &id).to_status())
-                }
-            },
-            () = tokio::time::sleep(interval), if bookmarks => watch_event("BOOKMARK", &bookmark(&state, false)),
-            () = tokio::time::sleep_until(deadline) => return None,
-        };
-        Some((Ok(line), state))
-    });
-    let mut response = Response::new(Body::from_stream(stream));
-    response.headers_mut().insert("content-type", HeaderValue::from_static("application/json"));
-    response.headers_mut().insert("cache-control", HeaderValue::from_static("no-cache, private"));
-    Ok(response)
-}
-
-/// The initial ADDED events of a `sendInitialEvents` watch, then the bookmark that ends them.
-async fn initial_events(state: &mut WatchState) -> Bytes {
-    let mut out = Vec::new();
-    let mut backlog = Vec::new();
-    if let Some(watch) = state.watch.as_mut() {
-        while let Some(event) = watch.take_backlog() {
-            backlog.push(event);
-        }
-    }
-    for event in backlog {
-        state.last_revision = state.last_revision.max(event.revision);
-        let object = render(state, event.object);
-        out.extend_from_slice(&watch_event(EventType::Added.as_str(), &object));
-    }
-    state.last_revision = state.last_revision.max(state.api.store.revision());
-    out.extend_from_slice(&watch_event("BOOKMARK", &bookmark(state, true)));
-    Bytes::from(out)
-}
-
-fn render(state: &WatchState, object: Value) -> Value {
-    let object = state.api.present(&state.target.resource, object);
-    match state.table {
-        Some(include) => table::table(
-            &state.target.resource,
-            std::slice::from_ref(&object),
-            json!({"resourceVersion": object["metadata"]["resourceVersion"]}),
-            include,
-        ),
-        None => object,
-    }
-}
-
-fn bookmark(state: &WatchState, initial_end: bool) -> Value {
-    let mut metadata = json!({"resourceVersion": state.last_revision.max(state.api.store.revision()).to_string()});
-    if initial_end {
-        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-    }
-    json!({"kind": state.target.resource.kind, "apiVersion": state.target.resource.group_version(), "metadata": metadata})
 }

@@ -33,5 +33,6 @@ pub mod status;
 pub mod store;
 pub mod table;
 pub mod validation;
+pub mod watch;
 
 pub use server::{ControlPlane, Options};
