@@ -1,7 +1,7 @@
 //! The API server's request semantics, independent of HTTP: which resource a request is about, and what create,
-//! update, patch, apply, get and list do, step by step as kube-apiserver's generic registry does them (decode and
-//! prune, strategies, status separation, generation, managed fields, validation, storage). Deletion lives in
-//! `deletion`, custom resource definitions in `crds`.
+//! update, patch, get and list do, step by step as kube-apiserver's generic registry does them (decode and prune,
+//! strategies, status separation, generation, managed fields, admission, validation, storage). Server-side apply
+//! lives in `apply`, deletion in `deletion`, custom resource definitions in `crds`.
 
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
@@ -124,7 +124,7 @@ pub struct ApiServer {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Operation {
+pub(super) enum Operation {
     Create,
     Update,
 }
@@ -230,7 +230,7 @@ impl ApiServer {
         }
     }
 
-    fn check_namespace(&self, target: &Target, name: &str) -> Result<(), ApiError> {
+    pub(super) fn check_namespace(&self, target: &Target, name: &str) -> Result<(), ApiError> {
         if !target.resource.namespaced {
             return Ok(());
         }
@@ -251,7 +251,7 @@ impl ApiServer {
     }
 
     /// Decodes what was sent: type meta, namespace and pruning of unknown fields (reported per `fieldValidation`).
-    fn decode(
+    pub(super) fn decode(
         &self,
         target: &Target,
         mut body: Value,
@@ -330,7 +330,7 @@ impl ApiServer {
     }
 
     /// Everything between a decoded object and storage.
-    fn prepare(
+    pub(super) fn prepare(
         &self,
         target: &Target,
         operation: Operation,
@@ -457,7 +457,7 @@ impl ApiServer {
 
     /// Admission of a prepared object, in kube-apiserver's order: mutating webhooks, validation (and RBAC
     /// escalation checks), validating webhooks.
-    async fn admit(
+    pub(super) async fn admit(
         &self,
         target: &Target,
         old: Option<&Value>,
@@ -557,7 +557,12 @@ impl ApiServer {
     }
 
     /// Writes an updated object (and deletes it once it is being deleted and has no finalizers left).
-    fn commit_update(&self, target: &Target, object: Value, options: &WriteOptions) -> Result<Value, ApiError> {
+    pub(super) fn commit_update(
+        &self,
+        target: &Target,
+        object: Value,
+        options: &WriteOptions,
+    ) -> Result<Value, ApiError> {
         if options.dry_run {
             return Ok(object);
         }
@@ -592,7 +597,7 @@ impl ApiServer {
         options: &WriteOptions,
     ) -> Result<Written, ApiError> {
         if patch_type == PatchType::Apply {
-            return self.apply(target, body, options).await;
+            return super::apply::apply(self, target, body, options).await;
         }
         let patch: Value =
             serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
@@ -624,98 +629,10 @@ impl ApiServer {
         let stored = self.commit_update(target, object, options)?;
         Ok(Written { code: 200, object: self.present(&target.resource, stored), warnings })
     }
-
-    async fn apply(&self, target: &Target, body: &[u8], options: &WriteOptions) -> Result<Written, ApiError> {
-        if !options.field_manager_given {
-            return Err(ApiError::new(
-                422,
-                "Invalid",
-                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-            ));
-        }
-        let config: Value =
-            serde_yaml_ng::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-        let (mut config, warnings) = self.decode(target, config, options)?;
-        let name = config["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-        if name.is_empty() {
-            config["metadata"]["name"] = json!(target.name());
-        } else if name != target.name() {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({name}) does not match the name on the URL ({})",
-                target.name()
-            )));
-        }
-        let resource = &target.resource;
-        let status_write = target.subresource.as_deref() == Some("status");
-        let (scope, subresource) = scope_of(target);
-        let shape = Self::shape_of(resource);
-        let api_version = resource.group_version();
-        let time = now();
-        let writer = Writer {
-            manager: &options.field_manager,
-            api_version: &api_version,
-            subresource,
-            time: &time,
-            shape: &shape,
-            scope,
-        };
-        let id = resource.id();
-        let live = match self.store.get(&id, &target.namespace, target.name()) {
-            Ok(live) => Some(self.present(resource, live)),
-            Err(super::store::StoreError::NotFound { .. }) => None,
-            Err(other) => return Err(ApiError::from_store(other, &id)),
-        };
-        if live.is_none() && status_write {
-            return Err(ApiError::not_found(&id, target.name()));
-        }
-        let mut outcome = managed::apply(live.as_ref(), &config, &writer, options.force);
-        if let (Err(conflicts), Some(live)) = (&outcome, &live) {
-            if options.field_manager == "kubectl" {
-                let allowed = managed::last_applied_fields(live, &shape, scope);
-                let remaining: Vec<managed::Conflict> =
-                    conflicts.iter().filter(|c| !allowed.contains(&c.at)).cloned().collect();
-                outcome = if remaining.is_empty() {
-                    managed::apply(Some(live), &config, &writer, true)
-                } else {
-                    Err(remaining)
-                };
-            }
-        }
-        let merged = outcome.map_err(|conflicts| {
-            let causes: Vec<Value> = conflicts
-                .iter()
-                .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{}\" using {}", c.manager, c.api_version), "field": c.path}))
-                .collect();
-            ApiError::new(409, "Conflict", managed::conflict_message(&conflicts)).with_details(json!({"causes": causes}))
-        })?;
-        match live {
-            None => {
-                self.check_namespace(target, target.name())?;
-                crds::check_crd_accepts_writes(self, resource)?;
-                let object = self.prepare(target, Operation::Create, None, merged, options, false)?;
-                let object = self.admit(target, None, object, options).await?;
-                let object = if options.dry_run {
-                    object
-                } else {
-                    let stored = self.store.create(&id, object).map_err(|e| ApiError::from_store(e, &id))?;
-                    crds::after_write(self, resource, &stored)
-                };
-                Ok(Written { code: 201, object: self.present(resource, object), warnings })
-            }
-            Some(live) => {
-                let mut merged = merged;
-                merged["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"].clone();
-                let object = self.prepare(target, Operation::Update, Some(&live), merged, options, false)?;
-                let object = self.admit(target, Some(&live), object, options).await?;
-                let stored = self.commit_update(target, object, options)?;
-                Ok(Written { code: 200, object: self.present(resource, stored), warnings })
-            }
-        }
-    }
 }
 
 /// Which fields a write to `target` may own, and the subresource its managed-fields entry names.
-fn scope_of(target: &Target) -> (Scope, &'static str) {
+pub(super) fn scope_of(target: &Target) -> (Scope, &'static str) {
     match (target.subresource.as_deref() == Some("status"), target.resource.has_status()) {
         (true, _) => (Scope::Status, "status"),
         (false, true) => (Scope::MainResource, ""),

@@ -6,6 +6,7 @@
 pub mod admission;
 pub mod aggregator;
 pub mod api;
+pub mod apply;
 pub mod audit;
 pub mod authn;
 pub mod builtin;

@@ -1,0 +1,96 @@
+//! Server-side apply requests: the applied configuration decoded and merged into the live object (or creating it)
+//! with field ownership and conflicts from `managed`, kube-apiserver's upgrade of kubectl's client-side apply, then
+//! the same preparation, admission and storage as every write.
+
+use serde_json::{json, Value};
+
+use super::api::{scope_of, ApiServer, Operation, Target, WriteOptions, Written};
+use super::crds;
+use super::managed::{self, Writer};
+use super::status::ApiError;
+use super::store::now;
+
+pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &WriteOptions) -> Result<Written, ApiError> {
+    if !options.field_manager_given {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+        ));
+    }
+    let config: Value =
+        serde_yaml_ng::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    let (mut config, warnings) = api.decode(target, config, options)?;
+    let name = config["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+    if name.is_empty() {
+        config["metadata"]["name"] = json!(target.name());
+    } else if name != target.name() {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({name}) does not match the name on the URL ({})",
+            target.name()
+        )));
+    }
+    let resource = &target.resource;
+    let status_write = target.subresource.as_deref() == Some("status");
+    let (scope, subresource) = scope_of(target);
+    let shape = ApiServer::shape_of(resource);
+    let api_version = resource.group_version();
+    let time = now();
+    let writer = Writer {
+        manager: &options.field_manager,
+        api_version: &api_version,
+        subresource,
+        time: &time,
+        shape: &shape,
+        scope,
+    };
+    let id = resource.id();
+    let live = match api.store.get(&id, &target.namespace, target.name()) {
+        Ok(live) => Some(api.present(resource, live)),
+        Err(super::store::StoreError::NotFound { .. }) => None,
+        Err(other) => return Err(ApiError::from_store(other, &id)),
+    };
+    if live.is_none() && status_write {
+        return Err(ApiError::not_found(&id, target.name()));
+    }
+    let mut outcome = managed::apply(live.as_ref(), &config, &writer, options.force);
+    if let (Err(conflicts), Some(live)) = (&outcome, &live) {
+        if options.field_manager == "kubectl" {
+            let allowed = managed::last_applied_fields(live, &shape, scope);
+            let remaining: Vec<managed::Conflict> =
+                conflicts.iter().filter(|c| !allowed.contains(&c.at)).cloned().collect();
+            outcome =
+                if remaining.is_empty() { managed::apply(Some(live), &config, &writer, true) } else { Err(remaining) };
+        }
+    }
+    let merged = outcome.map_err(|conflicts| {
+        let causes: Vec<Value> = conflicts
+            .iter()
+            .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{}\" using {}", c.manager, c.api_version), "field": c.path}))
+            .collect();
+        ApiError::new(409, "Conflict", managed::conflict_message(&conflicts)).with_details(json!({"causes": causes}))
+    })?;
+    match live {
+        None => {
+            api.check_namespace(target, target.name())?;
+            crds::check_crd_accepts_writes(api, resource)?;
+            let object = api.prepare(target, Operation::Create, None, merged, options, false)?;
+            let object = api.admit(target, None, object, options).await?;
+            let object = if options.dry_run {
+                object
+            } else {
+                let stored = api.store.create(&id, object).map_err(|e| ApiError::from_store(e, &id))?;
+                crds::after_write(api, resource, &stored)
+            };
+            Ok(Written { code: 201, object: api.present(resource, object), warnings })
+        }
+        Some(live) => {
+            let mut merged = merged;
+            merged["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"].clone();
+            let object = api.prepare(target, Operation::Update, Some(&live), merged, options, false)?;
+            let object = api.admit(target, Some(&live), object, options).await?;
+            let stored = api.commit_update(target, object, options)?;
+            Ok(Written { code: 200, object: api.present(resource, stored), warnings })
+        }
+    }
+}
