@@ -438,18 +438,8 @@ impl ApiServer {
             (Operation::Update, None) => return Err(ApiError::internal("update without a stored object")),
         }
         if track {
-            let shape = Self::shape_of(resource);
-            let api_version = resource.group_version();
-            let time = now();
-            let (scope, subresource) = scope_of(target);
-            let writer = Writer {
-                manager: &options.field_manager,
-                api_version: &api_version,
-                subresource,
-                time: &time,
-                shape: &shape,
-                scope,
-            };
+            let parts = WriterParts::of(target);
+            let writer = parts.writer(&options.field_manager);
             managed::track_update(old, &mut object, &writer);
         }
         Ok(object)
@@ -631,12 +621,42 @@ impl ApiServer {
     }
 }
 
-/// Which fields a write to `target` may own, and the subresource its managed-fields entry names.
-pub(super) fn scope_of(target: &Target) -> (Scope, &'static str) {
-    match (target.subresource.as_deref() == Some("status"), target.resource.has_status()) {
-        (true, _) => (Scope::Status, "status"),
-        (false, true) => (Scope::MainResource, ""),
-        (false, false) => (Scope::All, ""),
+/// What a managed-fields entry of a write to `target` records, apart from its manager.
+pub(super) struct WriterParts {
+    shape: Shape,
+    api_version: String,
+    time: String,
+    scope: Scope,
+    subresource: &'static str,
+}
+
+impl WriterParts {
+    /// Which fields a write to `target` may own, and the subresource its entry names.
+    pub(super) fn of(target: &Target) -> Self {
+        let resource = &target.resource;
+        let (scope, subresource) = match (target.subresource.as_deref() == Some("status"), resource.has_status()) {
+            (true, _) => (Scope::Status, "status"),
+            (false, true) => (Scope::MainResource, ""),
+            (false, false) => (Scope::All, ""),
+        };
+        Self {
+            shape: ApiServer::shape_of(resource),
+            api_version: resource.group_version(),
+            time: now(),
+            scope,
+            subresource,
+        }
+    }
+
+    pub(super) fn writer<'a>(&'a self, manager: &'a str) -> Writer<'a> {
+        Writer {
+            manager,
+            api_version: &self.api_version,
+            subresource: self.subresource,
+            time: &self.time,
+            shape: &self.shape,
+            scope: self.scope,
+        }
     }
 }
 

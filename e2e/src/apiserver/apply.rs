@@ -4,11 +4,10 @@
 
 use serde_json::{json, Value};
 
-use super::api::{scope_of, ApiServer, Operation, Target, WriteOptions, Written};
+use super::api::{ApiServer, Operation, Target, WriteOptions, WriterParts, Written};
 use super::crds;
-use super::managed::{self, Writer};
+use super::managed;
 use super::status::ApiError;
-use super::store::now;
 
 pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &WriteOptions) -> Result<Written, ApiError> {
     if !options.field_manager_given {
@@ -32,18 +31,8 @@ pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &Writ
     }
     let resource = &target.resource;
     let status_write = target.subresource.as_deref() == Some("status");
-    let (scope, subresource) = scope_of(target);
-    let shape = ApiServer::shape_of(resource);
-    let api_version = resource.group_version();
-    let time = now();
-    let writer = Writer {
-        manager: &options.field_manager,
-        api_version: &api_version,
-        subresource,
-        time: &time,
-        shape: &shape,
-        scope,
-    };
+    let parts = WriterParts::of(target);
+    let writer = parts.writer(&options.field_manager);
     let id = resource.id();
     let live = match api.store.get(&id, &target.namespace, target.name()) {
         Ok(live) => Some(api.present(resource, live)),
@@ -56,7 +45,7 @@ pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &Writ
     let mut outcome = managed::apply(live.as_ref(), &config, &writer, options.force);
     if let (Err(conflicts), Some(live)) = (&outcome, &live) {
         if options.field_manager == "kubectl" {
-            let allowed = managed::last_applied_fields(live, &shape, scope);
+            let allowed = managed::last_applied_fields(live, writer.shape, writer.scope);
             let remaining: Vec<managed::Conflict> =
                 conflicts.iter().filter(|c| !allowed.contains(&c.at)).cloned().collect();
             outcome =
