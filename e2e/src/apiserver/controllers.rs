@@ -131,19 +131,8 @@ async fn crd_cleanup(api: &ApiServer) {
                 delete_quietly(api, &resource, object, None).await;
             }
         }
-        let has_finalizer =
-            crd["metadata"]["finalizers"].as_array().is_some_and(|f| f.iter().any(|x| x == CLEANUP_FINALIZER));
-        if objects.is_empty() && has_finalizer {
-            let mut released = crd.clone();
-            let finalizers: Vec<Value> = crd["metadata"]["finalizers"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|f| *f != CLEANUP_FINALIZER)
-                .cloned()
-                .collect();
-            released["metadata"]["finalizers"] = Value::Array(finalizers);
-            update_quietly(api, &crd_type, released, None).await;
+        if objects.is_empty() && has_finalizer(&crd, CLEANUP_FINALIZER) {
+            remove_finalizer(api, &crd_type, &crd, CLEANUP_FINALIZER).await;
         }
     }
 }
@@ -191,7 +180,7 @@ async fn garbage_collect(api: &ApiServer) {
                 .filter(|d| reference_to(&d.object, uid).is_some_and(|r| r["blockOwnerDeletion"] == true))
                 .collect();
             if blocking.is_empty() {
-                remove_finalizer(api, node, "foregroundDeletion").await;
+                remove_finalizer(api, &node.resource, &node.object, "foregroundDeletion").await;
             }
         }
         collect_if_orphaned(api, node, &nodes).await;
@@ -202,8 +191,8 @@ fn reference_to<'a>(object: &'a Value, owner_uid: &str) -> Option<&'a Value> {
     object["metadata"]["ownerReferences"].as_array()?.iter().find(|r| r["uid"] == owner_uid)
 }
 
-async fn remove_finalizer(api: &ApiServer, node: &Node, finalizer: &str) {
-    let mut object = node.object.clone();
+async fn remove_finalizer(api: &ApiServer, resource: &ResourceType, object: &Value, finalizer: &str) {
+    let mut object = object.clone();
     let kept: Vec<Value> = object["metadata"]["finalizers"]
         .as_array()
         .into_iter()
@@ -212,7 +201,7 @@ async fn remove_finalizer(api: &ApiServer, node: &Node, finalizer: &str) {
         .cloned()
         .collect();
     object["metadata"]["finalizers"] = Value::Array(kept);
-    update_quietly(api, &node.resource, object, None).await;
+    update_quietly(api, resource, object, None).await;
 }
 
 async fn orphan_dependents(
@@ -234,7 +223,7 @@ async fn orphan_dependents(
         update_quietly(api, &dependent.resource, object, None).await;
     }
     if let Some(owner) = nodes.get(owner_uid) {
-        remove_finalizer(api, owner, "orphan").await;
+        remove_finalizer(api, &owner.resource, &owner.object, "orphan").await;
     }
 }
 
