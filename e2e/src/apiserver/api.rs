@@ -38,16 +38,17 @@ impl Target {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FieldValidation {
     Ignore,
-    Warn,
+    /// kube-apiserver's default when a request does not say (kubectl asks for Strict).
     #[default]
+    Warn,
     Strict,
 }
 
 impl FieldValidation {
     pub fn parse(text: Option<&str>) -> Result<Self, ApiError> {
         match text {
-            None | Some("") | Some("Strict") => Ok(Self::Strict),
-            Some("Warn") => Ok(Self::Warn),
+            Some("Strict") => Ok(Self::Strict),
+            None | Some("") | Some("Warn") => Ok(Self::Warn),
             Some("Ignore") => Ok(Self::Ignore),
             Some(other) => Err(ApiError::bad_request(format!(
                 "fieldValidation: Unsupported value: \"{other}\": supported values: \"Ignore\", \"Strict\", \"Warn\""
