@@ -7,7 +7,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // benchmark set-up fails loudly by design
 
-#[path = "../tests/support/registry.rs"]
+#[allow(dead_code)]
+#[path = "../e2e/src/registry.rs"]
 mod registry;
 
 use std::path::{Path, PathBuf};
@@ -79,7 +80,7 @@ fn main() {
     }
     let work = std::env::temp_dir().join(format!("olmv2-bench-pull-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
-    let registry = registry::Registry::start("bench");
+    let registry = registry::Registry::start("bench").expect("docker-registry starts");
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let client = ImageClient::new(RegistryOptions {
         insecure_registries: vec![registry.host.clone()],

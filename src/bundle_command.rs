@@ -30,7 +30,7 @@ fn default_docker_config() -> Option<PathBuf> {
     Some(dir.join("config.json")).filter(|path| path.is_file())
 }
 
-fn registry_options(args: &RegistryArgs) -> Result<RegistryOptions, Error> {
+pub fn registry_options(args: &RegistryArgs) -> Result<RegistryOptions, Error> {
     let mut credentials = DockerCredentials::default();
     if let Some(path) = args.docker_config.clone().or_else(default_docker_config) {
         let bytes = std::fs::read(&path).map_err(|source| Error::ReadFile { path: path.clone(), source })?;
@@ -40,7 +40,7 @@ fn registry_options(args: &RegistryArgs) -> Result<RegistryOptions, Error> {
     Ok(RegistryOptions { insecure_registries: args.insecure_registries.clone(), credentials })
 }
 
-fn cache_dir(args: &RegistryArgs) -> PathBuf {
+pub fn cache_dir(args: &RegistryArgs) -> PathBuf {
     args.cache.clone().unwrap_or_else(|| {
         std::env::var_os("XDG_CACHE_HOME")
             .map(PathBuf::from)

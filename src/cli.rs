@@ -25,6 +25,8 @@ pub enum Command {
     /// Generate or check the CustomResourceDefinitions.
     #[command(subcommand)]
     Crds(CrdsCommand),
+    /// Show the permissions an Install waits for, and approve them with your own credentials.
+    Approve(crate::approve_command::ApproveOptions),
     /// Build, push, pull, inspect and render operator bundles.
     #[command(subcommand)]
     Bundle(BundleCommand),

@@ -53,6 +53,26 @@ pub enum Error {
     Yaml(#[source] serde_yaml_ng::Error),
     #[error("failed to write to standard output")]
     WriteOutput(#[source] std::io::Error),
+    #[error("failed to read Install {name}")]
+    ReadInstall {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("failed to approve Install {name}")]
+    ApproveInstall {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "Install {name} changed since its pending permissions were shown; nothing was approved, run the command again"
+    )]
+    InstallChanged { name: String },
+    #[error("the approval of Install {name} was refused: {message}")]
+    ApprovalRefused { name: String, message: String },
+    #[error("failed to read the answer")]
+    ReadInput(#[source] std::io::Error),
     #[error("the CRDs in {dir} are stale: outdated {outdated:?}, unexpected {unexpected:?}; run `olmv2 crds write`")]
     StaleCrds { dir: String, outdated: Vec<String>, unexpected: Vec<String> },
 }
@@ -79,6 +99,11 @@ impl Error {
             Self::Yaml(_) => "YamlWriteFailed",
             Self::WriteOutput(_) => "OutputWriteFailed",
             Self::StaleCrds { .. } => "CrdsStale",
+            Self::ReadInstall { .. } => "InstallReadFailed",
+            Self::ApproveInstall { .. } => "ApprovalFailed",
+            Self::InstallChanged { .. } => "InstallChanged",
+            Self::ApprovalRefused { .. } => "ApprovalRefused",
+            Self::ReadInput(_) => "InputUnreadable",
         }
     }
 }

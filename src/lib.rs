@@ -2,11 +2,14 @@
 //! legacy loops for compatibility. The binary in `main.rs` only wires these modules together.
 
 pub mod api;
+pub mod approve_command;
 pub mod bundle;
 pub mod bundle_command;
 pub mod cli;
+pub mod controller;
 pub mod crdgen;
 pub mod error;
+pub mod install;
 pub mod labels;
 pub mod metrics;
 pub mod output;
@@ -14,3 +17,4 @@ pub mod rbac;
 pub mod run;
 pub mod server;
 pub mod telemetry;
+pub mod webhook;

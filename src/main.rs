@@ -6,7 +6,7 @@ use clap::Parser;
 use olmv2::cli::{Cli, Command, CrdsCommand};
 use olmv2::error::{report, Error};
 use olmv2::telemetry::LogFormat;
-use olmv2::{bundle_command, crdgen, output, run, telemetry};
+use olmv2::{approve_command, bundle_command, crdgen, output, run, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -36,6 +36,7 @@ async fn dispatch(command: Command) -> Result<(), Error> {
     match command {
         Command::Run(options) => run::run(options).await,
         Command::Bundle(command) => bundle_command::run(command).await,
+        Command::Approve(options) => approve_command::run(options).await,
         Command::Crds(CrdsCommand::Print) => {
             output::write(&crdgen::all_as_yaml_stream()?)?;
             Ok(())

@@ -1,14 +1,19 @@
-//! The `run` command: connect to the cluster, serve health and metrics, run the controllers, stop on SIGTERM.
+//! The `run` command: connect to the cluster, serve health and metrics, start the controllers (retrying until the
+//! cluster serves what they need; `/readyz` says when they run), stop on SIGTERM.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::info;
 
+use crate::cli::RegistryArgs;
+use crate::controller::{self, ControllerOptions, Controllers};
 use crate::error::Error;
 use crate::server::{router, Health};
+use crate::webhook::WebhookOptions;
 
 /// Options of the `run` command.
 #[derive(Clone, Debug, clap::Args)]
@@ -16,6 +21,33 @@ pub struct RunOptions {
     /// Address of the health (`/healthz`, `/readyz`) and metrics (`/metrics`) endpoint.
     #[arg(long, env = "OLMV2_HEALTH_ADDRESS", default_value = "0.0.0.0:8080")]
     pub health_address: SocketAddr,
+    /// The controller's namespace: eponymous ServiceAccounts of Installs are created here.
+    #[arg(long, env = "OLMV2_NAMESPACE", default_value = "olmv2-system")]
+    pub namespace: String,
+    /// Seconds between checks of a settled Install (drift, moved image tags, changed RBAC).
+    #[arg(long, env = "OLMV2_RESYNC_SECONDS", default_value_t = 300)]
+    pub resync_seconds: u64,
+    /// Seconds before a failed or rolling-out Install is tried again.
+    #[arg(long, env = "OLMV2_RETRY_SECONDS", default_value_t = 10)]
+    pub retry_seconds: u64,
+    #[command(flatten)]
+    pub webhook: WebhookOptions,
+    #[command(flatten)]
+    pub registry: RegistryArgs,
+}
+
+impl RunOptions {
+    /// The controllers' options, with registry credentials read from the docker config.
+    pub fn controller_options(&self) -> Result<ControllerOptions, Error> {
+        Ok(ControllerOptions {
+            namespace: self.namespace.clone(),
+            webhook: self.webhook.clone(),
+            registry: crate::bundle_command::registry_options(&self.registry)?,
+            cache: crate::bundle_command::cache_dir(&self.registry),
+            resync: Duration::from_secs(self.resync_seconds.max(1)),
+            retry: Duration::from_secs(self.retry_seconds.max(1)),
+        })
+    }
 }
 
 /// Runs until SIGTERM or SIGINT, then shuts down cleanly.
@@ -24,13 +56,17 @@ pub async fn run(options: RunOptions) -> Result<(), Error> {
     run_with_config(config, options).await
 }
 
+/// How long to wait before starting the controllers again after a failed start.
+const START_RETRY: Duration = Duration::from_secs(5);
+
 /// Runs against the cluster `config` describes, until SIGTERM or SIGINT.
 pub async fn run_with_config(config: kube::Config, options: RunOptions) -> Result<(), Error> {
     let mut terminate = signal(SignalKind::terminate()).map_err(Error::InstallSignalHandler)?;
     let mut interrupt = signal(SignalKind::interrupt()).map_err(Error::InstallSignalHandler)?;
+    let controller_options = options.controller_options()?;
 
     info!(cluster = %config.cluster_url, "connecting to the Kubernetes API server");
-    let client = kube::Client::try_from(config).map_err(Error::BuildClient)?;
+    let client = kube::Client::try_from(config.clone()).map_err(Error::BuildClient)?;
     let version = client.apiserver_version().await.map_err(Error::ConnectCluster)?;
     info!(server_version = %version.git_version, "connected");
 
@@ -50,7 +86,7 @@ pub async fn run_with_config(config: kube::Config, options: RunOptions) -> Resul
             })
             .await
     });
-    health.set_ready(true);
+    let starting = tokio::spawn(start_until_running(config, controller_options, health.clone()));
 
     let signal_name = tokio::select! {
         _ = terminate.recv() => "SIGTERM",
@@ -58,6 +94,13 @@ pub async fn run_with_config(config: kube::Config, options: RunOptions) -> Resul
     };
     info!(signal = signal_name, "shutting down");
     health.set_ready(false);
+    if starting.is_finished() {
+        if let Ok(controllers) = starting.await {
+            controllers.stop().await;
+        }
+    } else {
+        starting.abort();
+    }
     let _ = stop_tx.send(());
     match server.await {
         Ok(result) => result.map_err(Error::ServeHealthEndpoint)?,
@@ -65,4 +108,20 @@ pub async fn run_with_config(config: kube::Config, options: RunOptions) -> Resul
     }
     info!("stopped");
     Ok(())
+}
+
+/// Starts the controllers, retrying while the cluster does not serve what they need yet; ready once they run.
+async fn start_until_running(config: kube::Config, options: ControllerOptions, health: Arc<Health>) -> Controllers {
+    loop {
+        match controller::start(config.clone(), options.clone(), health.clone()).await {
+            Ok(controllers) => {
+                health.set_ready(true);
+                return controllers;
+            }
+            Err(error) => {
+                tracing::error!(category = error.category(), "{}; retrying", crate::error::report(&error));
+                tokio::time::sleep(START_RETRY).await;
+            }
+        }
+    }
 }

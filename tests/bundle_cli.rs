@@ -30,7 +30,7 @@ fn sample(path: &str) -> String {
 
 #[test]
 fn build_push_pull_inspect_and_render_through_a_registry() {
-    let registry = Registry::start("cli");
+    let registry = Registry::start("cli").expect("docker-registry starts");
     let cache = std::env::temp_dir().join(format!("olmv2-cli-cache-{}", std::process::id()));
     let reference = registry.reference("plumbus-bundle:v2.0.0-alpha");
     let insecure = ["--insecure-registry", registry.host.as_str()];

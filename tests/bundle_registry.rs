@@ -62,7 +62,7 @@ fn sha256(bytes: &[u8]) -> String {
 
 #[tokio::test]
 async fn push_then_pull_by_tag_and_by_digest_yields_the_same_files() {
-    let registry = Registry::start("roundtrip");
+    let registry = Registry::start("roundtrip").expect("docker-registry starts");
     let client = client(&registry);
     let reference = registry.reference("plumbus-bundle:v2.0.0-alpha");
     let digest = client.push_bundle(&sample("plumbus/2.0.0-alpha"), &reference, false).await.expect("push");
@@ -86,7 +86,7 @@ async fn push_then_pull_by_tag_and_by_digest_yields_the_same_files() {
 
 #[tokio::test]
 async fn each_image_is_fetched_once() {
-    let mut registry = Registry::start("once");
+    let mut registry = Registry::start("once").expect("docker-registry starts");
     let client = client(&registry);
     let reference = registry.reference("grumbo-bundle:v1.0.0");
     client.push_bundle(&sample("grumbo/1.0.0"), &reference, false).await.expect("push");
@@ -106,7 +106,7 @@ async fn each_image_is_fetched_once() {
 
 #[tokio::test]
 async fn every_testdata_bundle_survives_build_push_and_pull() {
-    let registry = Registry::start("testdata");
+    let registry = Registry::start("testdata").expect("docker-registry starts");
     let client = client(&registry);
     let cache = cache("testdata");
     let mut count = 0;
@@ -173,7 +173,7 @@ async fn push_image(
 
 #[tokio::test]
 async fn docker_media_types_pull_like_oci_ones() {
-    let registry = Registry::start("docker");
+    let registry = Registry::start("docker").expect("docker-registry starts");
     let client = client(&registry);
     let (layer, _) = build_layer(&sample("grumbo/1.0.0")).expect("layer");
     let reference = registry.reference("docker-style:1");
@@ -194,7 +194,7 @@ async fn docker_media_types_pull_like_oci_ones() {
 
 #[tokio::test]
 async fn an_image_index_resolves_to_this_platform_and_records_the_index_digest() {
-    let registry = Registry::start("index");
+    let registry = Registry::start("index").expect("docker-registry starts");
     let client = client(&registry);
     let (layer, _) = build_layer(&sample("grumbo/1.0.0")).expect("layer");
     let oci_manifest = "application/vnd.oci.image.manifest.v1+json";
@@ -249,7 +249,7 @@ fn raw_tar_entry(name: &str, content: &[u8]) -> Vec<u8> {
 
 #[tokio::test]
 async fn a_hostile_image_is_refused_and_leaves_nothing_behind() {
-    let registry = Registry::start("hostile");
+    let registry = Registry::start("hostile").expect("docker-registry starts");
     let client = client(&registry);
     let reference = registry.reference("hostile:traversal");
     push_image(
@@ -301,7 +301,7 @@ async fn a_hostile_image_is_refused_and_leaves_nothing_behind() {
 
 #[tokio::test]
 async fn credentials_come_from_a_docker_config() {
-    let registry = Registry::start_with_login("login", "alice", "s3cret");
+    let registry = Registry::start_with_login("login", "alice", "s3cret").expect("docker-registry starts");
     let config = format!(r#"{{"auths": {{"{}": {{"username": "alice", "password": "s3cret"}}}}}}"#, registry.host);
     let with_login = ImageClient::new(RegistryOptions {
         insecure_registries: vec![registry.host.clone()],
@@ -323,7 +323,7 @@ async fn credentials_come_from_a_docker_config() {
 
 #[tokio::test]
 async fn plain_http_only_for_registries_marked_insecure() {
-    let registry = Registry::start("https");
+    let registry = Registry::start("https").expect("docker-registry starts");
     client(&registry).push_bundle(&sample("grumbo/1.0.0"), &registry.reference("secure:1"), false).await.expect("push");
     let strict = ImageClient::new(RegistryOptions::default());
     let error = strict

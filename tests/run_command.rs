@@ -1,6 +1,6 @@
 //! The `run` command as a process: it connects to the API server in KUBECONFIG, serves /healthz, /readyz and
-//! /metrics, and exits cleanly on SIGTERM. Until the test control plane exists, the API server here answers
-//! `/version` only, which is all `run` asks of it so far.
+//! /metrics, and exits cleanly on SIGTERM. The API server here answers `/version` only, so the controllers never
+//! start and `/readyz` says so; the controllers themselves are tested on the test control plane (`e2e/`).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
@@ -79,7 +79,7 @@ fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
 
 fn start_run(kubeconfig: &PathBuf, health_port: u16) -> Child {
     Command::new(env!("CARGO_BIN_EXE_olmv2"))
-        .args(["run", "--health-address", &format!("127.0.0.1:{health_port}")])
+        .args(["run", "--health-address", &format!("127.0.0.1:{health_port}"), "--webhook-address", "127.0.0.1:0"])
         .env("KUBECONFIG", kubeconfig)
         .env("RUST_LOG", "info")
         .stdout(Stdio::piped())
@@ -106,18 +106,21 @@ fn run_serves_health_and_metrics_and_stops_on_sigterm() {
     let mut child = start_run(&kubeconfig, health_port);
 
     let deadline = Instant::now() + Duration::from_secs(30);
-    let ready = loop {
-        match http_get(health_port, "/readyz") {
+    let alive = loop {
+        match http_get(health_port, "/healthz") {
             Some((200, body)) => break body,
             _ if Instant::now() > deadline => {
                 let _ = child.kill();
-                panic!("/readyz never answered 200");
+                panic!("/healthz never answered 200");
             }
             _ => thread::sleep(Duration::from_millis(100)),
         }
     };
-    assert_eq!(ready, "ok");
-    assert_eq!(http_get(health_port, "/healthz"), Some((200, "ok".to_owned())));
+    assert_eq!(alive, "ok");
+    // This API server serves no SelfSubjectReview: the controllers cannot start, keep retrying, and the process is
+    // alive but not ready.
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(http_get(health_port, "/readyz"), Some((503, "not ready".to_owned())));
     let (status, metrics) = http_get(health_port, "/metrics").expect("metrics answer");
     assert_eq!(status, 200);
     assert!(metrics.contains("olmv2_build_info"), "{metrics}");
@@ -130,6 +133,7 @@ fn run_serves_health_and_metrics_and_stops_on_sigterm() {
     child.stderr.take().expect("stderr").read_to_string(&mut stderr).expect("read stderr");
     assert!(status.success(), "exit status {status:?}; stderr:\n{stderr}");
     assert!(stderr.contains("connected") && stderr.contains("SIGTERM") && stderr.contains("stopped"), "{stderr}");
+    assert!(stderr.contains("SelfSubjectReview") && stderr.contains("retrying"), "{stderr}");
     let _ = std::fs::remove_file(kubeconfig);
 }
 

@@ -2,4 +2,7 @@
 
 pub mod apiserver;
 pub mod backend;
+pub mod project;
+pub mod registry;
 pub mod structural;
+pub mod walkthrough;

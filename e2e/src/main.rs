@@ -6,8 +6,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use olmv2_e2e::apiserver::api::{Target, WriteOptions};
 use olmv2_e2e::apiserver::{ControlPlane, Options};
+use olmv2_e2e::{project, walkthrough};
 
 #[derive(Debug, Parser)]
 #[command(version, about = "A Kubernetes API emulator on loopback, with the olmv2 CRDs and controller")]
@@ -24,6 +24,19 @@ struct Cli {
     /// The controller's health and metrics address.
     #[arg(long, default_value = "127.0.0.1:8080")]
     health_address: SocketAddr,
+    /// Where the controller's approval webhook listens.
+    #[arg(long, default_value = "127.0.0.1:9443")]
+    webhook_address: SocketAddr,
+    /// Skip the walkthrough (a local registry, an Install of the sample bundle, its approval).
+    #[arg(long)]
+    no_walkthrough: bool,
+}
+
+/// `olmv2 run`'s options, with their defaults and environment variables, as the controller reads them.
+#[derive(Debug, Parser)]
+struct RunCommand {
+    #[command(flatten)]
+    options: olmv2::run::RunOptions,
 }
 
 fn main() -> ExitCode {
@@ -48,7 +61,7 @@ fn main() -> ExitCode {
 async fn start(cli: Cli) -> Result<(), String> {
     let options = Options { address: cli.address, ..Options::default() };
     let plane = ControlPlane::start(options).await.map_err(|e| e.to_string())?;
-    let installed = install_crds(&plane).await?;
+    let installed = project::install_crds(&plane).await.map_err(|e| e.to_string())?;
     plane.write_kubeconfig(&cli.kubeconfig).map_err(|e| e.to_string())?;
     let kubeconfig = std::fs::canonicalize(&cli.kubeconfig).unwrap_or(cli.kubeconfig.clone());
     let message = format!(
@@ -61,36 +74,51 @@ async fn start(cli: Cli) -> Result<(), String> {
         tokio::signal::ctrl_c().await.map_err(|e| e.to_string())?;
         return Ok(());
     }
-    let config = kube::config::Kubeconfig::from_yaml(&plane.kubeconfig()).map_err(|e| e.to_string())?;
-    let config = kube::Config::from_custom_kubeconfig(config, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(|e| e.to_string())?;
-    let run = olmv2::run::RunOptions { health_address: cli.health_address };
-    olmv2::run::run_with_config(config, run).await.map_err(|e| olmv2::error::report(&e))
-}
-
-/// Creates the project's CRDs and waits until each is Established.
-async fn install_crds(plane: &ControlPlane) -> Result<usize, String> {
-    let api = &plane.api;
-    let crd_type = api
-        .resources()
-        .lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-        .cloned()
-        .ok_or("the control plane serves no CRDs")?;
-    let target = Target { resource: crd_type, namespace: String::new(), name: None, subresource: None };
-    let options = WriteOptions::internal("olmv2-control-plane");
-    let crds = olmv2::crdgen::all_crds();
-    for crd in &crds {
-        let body = serde_json::to_value(crd).map_err(|e| e.to_string())?;
-        let written = api.create(&target, body, &options).await.map_err(|e| e.message.clone())?;
-        let established = written.object["status"]["conditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|c| c["type"] == "Established" && c["status"] == "True");
-        if !established {
-            return Err(format!("{} was not established", written.object["metadata"]["name"]));
-        }
+    // The controller runs as deploy/'s ServiceAccount with deploy/'s RBAC, as it would in a cluster.
+    let config = project::controller_config(&plane).await.map_err(|e| e.to_string())?;
+    plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, "olmv2-webhook", cli.webhook_address);
+    let mut run = RunCommand::parse_from([
+        "olmv2-run",
+        "--health-address",
+        &cli.health_address.to_string(),
+        "--webhook-address",
+        &cli.webhook_address.to_string(),
+        "--namespace",
+        project::CONTROLLER_NAMESPACE,
+        "--resync-seconds",
+        "30",
+        "--retry-seconds",
+        "2",
+    ])
+    .options;
+    let admin = plane.client().await.map_err(|e| e.to_string())?;
+    let bundles = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles");
+    let registry = match cli.no_walkthrough {
+        true => None,
+        false => match olmv2_e2e::registry::Registry::start("walkthrough-host") {
+            Ok(registry) => {
+                run.registry.insecure_registries.push(registry.host.clone());
+                Some(registry)
+            }
+            Err(error) => {
+                olmv2::output::write(&format!("skipping the walkthrough: {error}\n")).map_err(|e| e.to_string())?;
+                None
+            }
+        },
+    };
+    let controller = tokio::spawn(olmv2::run::run_with_config(config, run));
+    let _walkthrough = match registry {
+        Some(registry) => match walkthrough::run(admin, &bundles, registry).await {
+            Ok(registry) => Some(registry),
+            Err(error) => {
+                olmv2::output::write(&format!("the walkthrough stopped: {error}\n")).map_err(|e| e.to_string())?;
+                None
+            }
+        },
+        None => None,
+    };
+    match controller.await {
+        Ok(result) => result.map_err(|e| olmv2::error::report(&e)),
+        Err(error) => Err(error.to_string()),
     }
-    Ok(crds.len())
 }

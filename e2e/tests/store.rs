@@ -197,3 +197,22 @@ fn a_compacted_revision_is_gone() {
     assert!(error.to_string().starts_with(&format!("too old resource version: {}", rv(&first))), "{error}");
     store.watch(&configmaps(), Filter::default(), Some(store.revision())).expect("recent revisions are watchable");
 }
+
+#[test]
+fn an_update_that_changes_nothing_but_managed_field_times_is_no_write() {
+    let store = Store::new(100);
+    let mut object = configmap("a", "one", json!({}));
+    object["metadata"]["managedFields"] = json!([{"manager": "m", "operation": "Apply", "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {}}]);
+    let created = store.create(&configmaps(), object).expect("created");
+    let revision = store.revision();
+    let mut same = created.clone();
+    same["metadata"]["managedFields"][0]["time"] = json!("2026-01-02T00:00:00Z");
+    let stored = store.update(&configmaps(), same).expect("no-op update");
+    assert_eq!(rv(&stored), rv(&created));
+    assert_eq!(store.revision(), revision, "a no-op update must not bump the revision (and so sends no event)");
+    assert_eq!(stored["metadata"]["managedFields"][0]["time"], "2026-01-01T00:00:00Z");
+    let mut changed = created.clone();
+    changed["data"]["k"] = json!("other");
+    let stored = store.update(&configmaps(), changed).expect("real update");
+    assert!(rv(&stored) > rv(&created));
+}

@@ -2,6 +2,7 @@
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)] // each test crate uses some of these
 
+#[path = "../../e2e/src/registry.rs"]
 pub mod registry;
 
 use std::path::{Path, PathBuf};

@@ -580,6 +580,9 @@ impl ApiServer {
         Ok(Written { code: 200, object: self.present(&target.resource, stored), warnings })
     }
 
+    /// Patches as kube-apiserver's `GuaranteedUpdate` does: a patch that loses a race with another write (the
+    /// webhooks it waits for leave room for one) is applied again to the new object, admission included; one that
+    /// names a resourceVersion keeps failing while that version is not current.
     pub async fn patch(
         &self,
         target: &Target,
@@ -587,9 +590,28 @@ impl ApiServer {
         body: &[u8],
         options: &WriteOptions,
     ) -> Result<Written, ApiError> {
-        if patch_type == PatchType::Apply {
-            return super::apply::apply(self, target, body, options).await;
+        const ATTEMPTS: usize = 8;
+        let mut attempt = 1;
+        loop {
+            let result = if patch_type == PatchType::Apply {
+                super::apply::apply(self, target, body, options).await
+            } else {
+                self.patch_once(target, patch_type, body, options).await
+            };
+            match result {
+                Err(error) if error.is_stale_write() && attempt < ATTEMPTS => attempt += 1,
+                other => return other,
+            }
         }
+    }
+
+    async fn patch_once(
+        &self,
+        target: &Target,
+        patch_type: PatchType,
+        body: &[u8],
+        options: &WriteOptions,
+    ) -> Result<Written, ApiError> {
         let patch: Value =
             serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
         let old = self.stored(target)?;

@@ -126,6 +126,11 @@ impl ApiError {
         status
     }
 
+    /// Whether the write lost a race with another: the object changed between its read and its storage.
+    pub fn is_stale_write(&self) -> bool {
+        self.code == 409 && self.message.contains("the object has been modified")
+    }
+
     pub fn from_store(error: StoreError, resource: &ResourceId) -> Self {
         let (code, reason) = error.code_and_reason();
         let mut api = Self::new(code, reason, error.to_string());

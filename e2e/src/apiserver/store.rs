@@ -283,6 +283,13 @@ impl Store {
         let metadata = &mut object["metadata"];
         metadata["uid"] = stored_uid;
         metadata["creationTimestamp"] = stored["metadata"]["creationTimestamp"].clone();
+        metadata["resourceVersion"] = stored["metadata"]["resourceVersion"].clone();
+        // As kube-apiserver: a write that changes nothing but the times of managed-fields entries is no write at
+        // all (no new resourceVersion, no watch event), or controllers that write their status would wake
+        // themselves forever.
+        if without_managed_times(&object) == without_managed_times(&stored) {
+            return Ok(stored);
+        }
         Ok(self.commit(&mut inner, resource, key, EventType::Modified, object, Some(stored)))
     }
 
@@ -454,4 +461,17 @@ impl Watch {
             }
         }
     }
+}
+
+/// An object with the `time` of its managed-fields entries removed.
+fn without_managed_times(object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(entries) = copy.pointer_mut("/metadata/managedFields").and_then(Value::as_array_mut) {
+        for entry in entries {
+            if let Some(fields) = entry.as_object_mut() {
+                fields.remove("time");
+            }
+        }
+    }
+    copy
 }

@@ -139,6 +139,9 @@ pub struct InstallStatus {
     /// Permissions the content needs that the ServiceAccount does not hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingPermissions>,
+    /// The objects last applied: those a later content drops are pruned, and drift is measured against them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub applied: Vec<AppliedObject>,
     /// The generation of the Install that this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -157,6 +160,21 @@ pub enum InstallState {
     Installed,
     /// Something failed; the conditions say what.
     Failed,
+}
+
+/// An object an Install applied.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedObject {
+    /// API version of the object, as applied.
+    pub api_version: String,
+    /// Kind of the object.
+    pub kind: String,
+    /// Namespace of the object; absent for cluster-scoped kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name of the object.
+    pub name: String,
 }
 
 /// A reference to a ServiceAccount.

@@ -1,0 +1,145 @@
+//! The project installed on the test control plane as on a real cluster: its CRDs, the controller's namespace and
+//! RBAC from `deploy/`, a ServiceAccount token for the controller, and the controllers themselves (webhook included,
+//! its Service pointed at the in-process server).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::apiserver::api::{Target, WriteOptions};
+use crate::apiserver::ControlPlane;
+
+/// The controller's namespace and ServiceAccount, as `deploy/` names them.
+pub const CONTROLLER_NAMESPACE: &str = "olmv2-system";
+pub const CONTROLLER_ACCOUNT: &str = "olmv2-controller";
+
+const DEPLOY_NAMESPACE: &str = include_str!("../../deploy/00-namespace.yaml");
+const DEPLOY_RBAC: &str = include_str!("../../deploy/10-rbac.yaml");
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    #[error("{0}")]
+    Api(String),
+    #[error("invalid manifest in deploy/: {0}")]
+    Manifest(String),
+    #[error("failed to start the controllers")]
+    Controllers(#[source] olmv2::webhook::WebhookError),
+    #[error("failed to build the controller's client configuration: {0}")]
+    Config(String),
+}
+
+fn api_error(error: crate::apiserver::status::ApiError) -> ProjectError {
+    ProjectError::Api(error.message)
+}
+
+/// Creates `object` as the control plane itself would (no admission by users).
+pub async fn create(plane: &ControlPlane, object: &Value) -> Result<Value, ProjectError> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let resource = plane
+        .api
+        .resources()
+        .by_kind(api_version, kind)
+        .cloned()
+        .ok_or_else(|| ProjectError::Manifest(format!("{kind} ({api_version}) is not served")))?;
+    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default().to_owned();
+    let target = Target { resource, namespace, name: None, subresource: None };
+    let written =
+        plane.api.create(&target, object.clone(), &WriteOptions::internal("olmv2-e2e")).await.map_err(api_error)?;
+    Ok(written.object)
+}
+
+/// Creates the project's CRDs and checks that each is Established.
+pub async fn install_crds(plane: &ControlPlane) -> Result<usize, ProjectError> {
+    let crds = olmv2::crdgen::all_crds();
+    for crd in &crds {
+        let body = serde_json::to_value(crd).map_err(|e| ProjectError::Manifest(e.to_string()))?;
+        let written = create(plane, &body).await?;
+        let established = written["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Established" && c["status"] == "True");
+        if !established {
+            return Err(ProjectError::Api(format!("{} was not established", written["metadata"]["name"])));
+        }
+    }
+    Ok(crds.len())
+}
+
+/// Applies `deploy/`'s namespace and RBAC, and returns a client configuration authenticated as the controller's
+/// ServiceAccount (a TokenRequest token), as the Deployment's pod would be.
+pub async fn controller_config(plane: &ControlPlane) -> Result<kube::Config, ProjectError> {
+    for text in [DEPLOY_NAMESPACE, DEPLOY_RBAC] {
+        for document in serde_yaml_ng::Deserializer::from_str(text) {
+            let value: Value =
+                serde::Deserialize::deserialize(document).map_err(|e| ProjectError::Manifest(e.to_string()))?;
+            if !value.is_null() {
+                match create(plane, &value).await {
+                    // A controller started again finds its namespace and RBAC in place.
+                    Err(ProjectError::Api(message)) if message.contains("already exists") => {}
+                    other => {
+                        other?;
+                    }
+                }
+            }
+        }
+    }
+    let admin = plane.client().await.map_err(|e| ProjectError::Config(e.to_string()))?;
+    let accounts = kube::Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(admin, CONTROLLER_NAMESPACE);
+    let request = k8s_openapi::api::authentication::v1::TokenRequest {
+        spec: k8s_openapi::api::authentication::v1::TokenRequestSpec {
+            expiration_seconds: Some(86400),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let answer = accounts
+        .create_token_request(CONTROLLER_ACCOUNT, &kube::api::PostParams::default(), &request)
+        .await
+        .map_err(|e| ProjectError::Api(e.to_string()))?;
+    let token = answer.status.map(|s| s.token).unwrap_or_default();
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&plane.token_kubeconfig(&token))
+        .map_err(|e| ProjectError::Config(e.to_string()))?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| ProjectError::Config(e.to_string()))
+}
+
+/// The controllers' options on the test control plane: the webhook on a loopback port, registries on loopback
+/// reached over HTTP, quick retries.
+pub fn controller_options(
+    insecure_registries: Vec<String>,
+    cache: PathBuf,
+    resync: Duration,
+) -> olmv2::controller::ControllerOptions {
+    olmv2::controller::ControllerOptions {
+        namespace: CONTROLLER_NAMESPACE.into(),
+        webhook: olmv2::webhook::WebhookOptions {
+            address: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            service_namespace: None,
+            service_name: "olmv2-webhook".into(),
+            service_port: 443,
+            cert_dir: None,
+        },
+        registry: olmv2::bundle::image::RegistryOptions { insecure_registries, credentials: Default::default() },
+        cache,
+        resync,
+        retry: Duration::from_secs(1),
+    }
+}
+
+/// Starts the controllers as the controller's ServiceAccount and points the webhook's Service at them.
+pub async fn start_controllers(
+    plane: &ControlPlane,
+    config: kube::Config,
+    options: olmv2::controller::ControllerOptions,
+) -> Result<olmv2::controller::Controllers, ProjectError> {
+    let service = options.webhook.service_name.clone();
+    let health = Arc::new(olmv2::server::Health::default());
+    let controllers = olmv2::controller::start(config, options, health).await.map_err(ProjectError::Controllers)?;
+    plane.api.endpoints.set(CONTROLLER_NAMESPACE, &service, controllers.webhook.address);
+    Ok(controllers)
+}

@@ -1,0 +1,86 @@
+//! Starting the controllers of one process: the approval webhook first (so no Install write goes unchecked), then
+//! the Install controller. Tests start them in-process with [`start`]; the `run` command adds health and signals.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::bundle::image::{ImageClient, RegistryOptions};
+use crate::bundle::unpack::UnpackLimits;
+use crate::install::apply::Impersonation;
+use crate::install::cluster::Cluster;
+use crate::install::reconcile::{Context, InstallOptions};
+use crate::install::resolve::Resolver;
+use crate::server::Health;
+use crate::webhook::server::RunningWebhook;
+use crate::webhook::{WebhookError, WebhookOptions};
+
+/// What the controllers need to know.
+#[derive(Clone, Debug)]
+pub struct ControllerOptions {
+    /// The controller's namespace, where eponymous ServiceAccounts are created.
+    pub namespace: String,
+    pub webhook: WebhookOptions,
+    pub registry: RegistryOptions,
+    /// Where unpacked bundle images are cached, by digest.
+    pub cache: PathBuf,
+    /// How often settled Installs are checked again.
+    pub resync: Duration,
+    /// How soon failed or rolling-out Installs are tried again.
+    pub retry: Duration,
+}
+
+/// Running controllers; they stop when dropped or with [`Controllers::stop`].
+pub struct Controllers {
+    pub webhook: RunningWebhook,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    install: tokio::task::JoinHandle<()>,
+}
+
+impl Controllers {
+    /// Stops reconciling (letting running reconciles finish) and the webhook.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let install = std::mem::replace(&mut self.install, tokio::spawn(async {}));
+        let _ = install.await;
+    }
+}
+
+impl Drop for Controllers {
+    fn drop(&mut self) {
+        self.install.abort();
+    }
+}
+
+/// Starts the webhook and the Install controller against the cluster `config` describes.
+pub async fn start(
+    config: kube::Config,
+    options: ControllerOptions,
+    health: Arc<Health>,
+) -> Result<Controllers, WebhookError> {
+    let client = kube::Client::try_from(config.clone()).map_err(WebhookError::Identify)?;
+    let webhook = crate::webhook::server::start(client.clone(), &options.webhook, &options.namespace).await?;
+    let context = Arc::new(Context {
+        cluster: Cluster::new(client),
+        impersonation: Impersonation::new(config),
+        resolver: Resolver {
+            images: ImageClient::new(options.registry.clone()),
+            cache: options.cache.clone(),
+            limits: UnpackLimits::default(),
+        },
+        options: InstallOptions {
+            controller_namespace: options.namespace.clone(),
+            resync: options.resync,
+            retry: options.retry,
+        },
+        metrics: health,
+    });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let install = tokio::spawn(crate::install::run(context, async {
+        let _ = stopped.await;
+    }));
+    tracing::info!(namespace = %options.namespace, "install controller started");
+    Ok(Controllers { webhook, stop: Some(stop), install })
+}

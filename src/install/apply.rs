@@ -1,0 +1,222 @@
+//! Writing content as the ServiceAccount (DESIGN decision 4): clients that impersonate an account, server-side apply
+//! of untyped objects, reads of live state and pruning. The API server judges every write with the account's RBAC,
+//! so nothing the content brings is written with the controller's own identity.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::Client;
+use serde_json::Value;
+
+use crate::api::v2alpha1::{AppliedObject, ServiceAccountReference};
+use crate::rbac::KindIndex;
+
+/// The field manager of everything the Install controller applies.
+pub const FIELD_MANAGER: &str = "olmv2-install";
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("failed to build a client impersonating {user}")]
+    BuildClient {
+        user: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{kind} ({api_version}) is not served by the cluster")]
+    UnknownKind { api_version: String, kind: String },
+    #[error("{object} is not a valid object: {reason}")]
+    InvalidObject { object: String, reason: String },
+    #[error("failed to apply {object} as {user}")]
+    Apply {
+        object: String,
+        user: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("failed to read {object}")]
+    Read {
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("failed to prune {object} as {user}")]
+    Prune {
+        object: String,
+        user: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl ApplyError {
+    /// Static category, for condition reasons, event reasons and metric labels.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::BuildClient { .. } => "ImpersonationFailed",
+            Self::UnknownKind { .. } => "ContentKindUnknown",
+            Self::InvalidObject { .. } => "ContentObjectInvalid",
+            Self::Apply { source, .. } if is_forbidden(source) => "ApplyForbidden",
+            Self::Apply { .. } => "ApplyFailed",
+            Self::Read { .. } => "ReadFailed",
+            Self::Prune { .. } => "PruneFailed",
+        }
+    }
+}
+
+fn is_forbidden(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 403)
+}
+
+/// The username Kubernetes gives a ServiceAccount.
+pub fn service_account_user(account: &ServiceAccountReference) -> String {
+    format!("system:serviceaccount:{}:{}", account.namespace, account.name)
+}
+
+/// Clients impersonating ServiceAccounts, built from the controller's configuration and kept per account. No groups
+/// are named: the API server then gives the account its own groups, as it would to a token of the account.
+pub struct Impersonation {
+    config: kube::Config,
+    clients: Mutex<HashMap<String, Client>>,
+}
+
+impl Impersonation {
+    pub fn new(config: kube::Config) -> Self {
+        Self { config, clients: Mutex::new(HashMap::new()) }
+    }
+
+    pub fn client_for(&self, account: &ServiceAccountReference) -> Result<Client, ApplyError> {
+        let user = service_account_user(account);
+        if let Some(client) = self.clients.lock().ok().and_then(|clients| clients.get(&user).cloned()) {
+            return Ok(client);
+        }
+        let mut config = self.config.clone();
+        config.auth_info.impersonate = Some(user.clone());
+        config.auth_info.impersonate_groups = None;
+        let client =
+            Client::try_from(config).map_err(|source| ApplyError::BuildClient { user: user.clone(), source })?;
+        if let Ok(mut clients) = self.clients.lock() {
+            clients.insert(user, client.clone());
+        }
+        Ok(client)
+    }
+}
+
+/// `Kind namespace/name` of an object, for messages.
+pub fn describe(object: &Value) -> String {
+    let kind = object["kind"].as_str().unwrap_or("object");
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    match object["metadata"]["namespace"].as_str() {
+        Some(namespace) => format!("{kind} {namespace}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
+/// `Kind namespace/name` of a recorded object.
+pub fn describe_ref(object: &AppliedObject) -> String {
+    match &object.namespace {
+        Some(namespace) => format!("{} {namespace}/{}", object.kind, object.name),
+        None => format!("{} {}", object.kind, object.name),
+    }
+}
+
+fn api_for(client: &Client, kinds: &KindIndex, reference: &AppliedObject) -> Result<Api<DynamicObject>, ApplyError> {
+    let info = kinds.resolve(&reference.api_version, &reference.kind).ok_or_else(|| ApplyError::UnknownKind {
+        api_version: reference.api_version.clone(),
+        kind: reference.kind.clone(),
+    })?;
+    let version = reference.api_version.rsplit('/').next().unwrap_or_default();
+    let gvk = GroupVersionKind::gvk(&info.group, version, &reference.kind);
+    let resource = ApiResource::from_gvk_with_plural(&gvk, &info.plural);
+    Ok(match (&reference.namespace, info.namespaced) {
+        (Some(namespace), true) => Api::namespaced_with(client.clone(), namespace, &resource),
+        _ => Api::all_with(client.clone(), &resource),
+    })
+}
+
+/// Applies `object` with server-side apply, taking over fields others changed (repairing drift), and returns the
+/// live object the server answered.
+pub async fn apply(client: &Client, user: &str, kinds: &KindIndex, object: &Value) -> Result<Value, ApplyError> {
+    let reference = super::content::applied_ref(object);
+    let api = api_for(client, kinds, &reference)?;
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    let applied = api
+        .patch(&reference.name, &params, &Patch::Apply(object))
+        .await
+        .map_err(|source| ApplyError::Apply { object: describe(object), user: user.to_owned(), source })?;
+    serde_json::to_value(applied)
+        .map_err(|error| ApplyError::InvalidObject { object: describe(object), reason: error.to_string() })
+}
+
+/// The live object, if it exists.
+pub async fn get(client: &Client, kinds: &KindIndex, reference: &AppliedObject) -> Result<Option<Value>, ApplyError> {
+    let api = api_for(client, kinds, reference)?;
+    let found = api
+        .get_opt(&reference.name)
+        .await
+        .map_err(|source| ApplyError::Read { object: describe_ref(reference), source })?;
+    found
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|error| ApplyError::InvalidObject { object: describe_ref(reference), reason: error.to_string() })
+}
+
+/// Deletes an object the content no longer has; one already gone is fine. Kinds no longer served are skipped:
+/// their objects went with their definition.
+pub async fn prune(
+    client: &Client,
+    user: &str,
+    kinds: &KindIndex,
+    reference: &AppliedObject,
+) -> Result<(), ApplyError> {
+    let api = match api_for(client, kinds, reference) {
+        Ok(api) => api,
+        Err(ApplyError::UnknownKind { .. }) => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    match api.delete(&reference.name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(source) => Err(ApplyError::Prune { object: describe_ref(reference), user: user.to_owned(), source }),
+    }
+}
+
+/// Whether a live Deployment is available at its current generation.
+pub fn deployment_available(live: &Value) -> bool {
+    let generation = live["metadata"]["generation"].as_i64().unwrap_or(0);
+    let observed = live["status"]["observedGeneration"].as_i64().unwrap_or(-1);
+    let available = live["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|condition| condition["type"] == "Available" && condition["status"] == "True");
+    observed >= generation && available
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn deployments_are_available_only_at_their_generation() {
+        let mut live = json!({"metadata": {"generation": 2}, "status": {"observedGeneration": 2, "conditions": [{"type": "Available", "status": "True"}]}});
+        assert!(deployment_available(&live));
+        live["status"]["observedGeneration"] = json!(1);
+        assert!(!deployment_available(&live));
+        assert!(!deployment_available(&json!({"metadata": {"generation": 1}})));
+    }
+
+    #[test]
+    fn service_accounts_have_kubernetes_usernames() {
+        let account = ServiceAccountReference { name: "plumbus".into(), namespace: "olm".into() };
+        assert_eq!(service_account_user(&account), "system:serviceaccount:olm:plumbus");
+    }
+
+    #[test]
+    fn objects_are_described_with_their_namespace_when_they_have_one() {
+        assert_eq!(describe(&json!({"kind": "Role", "metadata": {"name": "r", "namespace": "n"}})), "Role n/r");
+        assert_eq!(describe(&json!({"kind": "ClusterRole", "metadata": {"name": "r"}})), "ClusterRole r");
+    }
+}

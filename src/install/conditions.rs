@@ -1,0 +1,325 @@
+//! An Install's conditions, state and events, from the outcome of one reconcile. Conditions follow Kubernetes
+//! conventions: every type is always present, `lastTransitionTime` moves only when the status does, and each
+//! condition carries the generation it describes. A change of status or reason is an event.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::api::v2alpha1::InstallState;
+
+pub const PENDING_APPROVAL: &str = "PendingApproval";
+pub const CONTENT_IMPORT_ERROR: &str = "ContentImportError";
+pub const INVALID_CONTENT: &str = "InvalidContent";
+pub const INSTALLED: &str = "Installed";
+pub const PROGRESSING: &str = "Progressing";
+pub const COMPONENTS_DIVERGE: &str = "ComponentsDiverge";
+
+/// The reason seed 004 gives for pending permissions.
+pub const UNSATISFIED_PERMISSIONS: &str = "UnsatisfiedPermissions";
+/// The reason seed 004 gives for a failed image pull.
+pub const MANIFEST_IMAGE_PULL_FAILED: &str = "ManifestImagePullFailed";
+/// The reason seed 004 gives for live objects that differ from what was applied.
+pub const COMPONENTS_DIVERGE_FROM_RESOLVED_CONTENT: &str = "ComponentsDivergeFromResolvedContent";
+
+/// How one reconcile of an Install ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// An image could not be pulled.
+    ImportFailed { message: String },
+    /// The content is not installable; `reason` is the error's category.
+    Invalid { reason: &'static str, message: String },
+    /// Permissions wait for approval; `installed_before` when earlier content keeps running meanwhile.
+    AwaitingApproval { count: usize, account: String, installed_before: bool },
+    /// Granting or applying failed; `reason` is the error's category.
+    ApplyFailed { reason: &'static str, message: String },
+    /// Everything applied: `rolling_out` names Deployments not yet available, `diverged` the objects found changed
+    /// since the last apply (and applied again).
+    Applied { objects: usize, account: String, rolling_out: Vec<String>, diverged: Vec<String> },
+}
+
+/// `(type, status, reason, message)` of every condition for `outcome`.
+fn wanted(outcome: &Outcome) -> [(&'static str, &'static str, String, String); 6] {
+    let unresolved = || ("Unknown", "ContentUnresolved".to_owned(), "the content has not been resolved".to_owned());
+    match outcome {
+        Outcome::ImportFailed { message } => {
+            let (status, reason, text) = unresolved();
+            [
+                (CONTENT_IMPORT_ERROR, "True", MANIFEST_IMAGE_PULL_FAILED.into(), message.clone()),
+                (INVALID_CONTENT, status, reason.clone(), text.clone()),
+                (PENDING_APPROVAL, status, reason.clone(), text.clone()),
+                (INSTALLED, "False", MANIFEST_IMAGE_PULL_FAILED.into(), "a manifest image pull has failed".into()),
+                (PROGRESSING, "False", MANIFEST_IMAGE_PULL_FAILED.into(), "retrying the pull with backoff".into()),
+                (COMPONENTS_DIVERGE, status, reason, text),
+            ]
+        }
+        Outcome::Invalid { reason, message } => {
+            let (status, unresolved_reason, text) = unresolved();
+            [
+                (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
+                (INVALID_CONTENT, "True", (*reason).into(), message.clone()),
+                (PENDING_APPROVAL, status, unresolved_reason.clone(), text.clone()),
+                (INSTALLED, "False", "InvalidContent".into(), "the content cannot be installed".into()),
+                (PROGRESSING, "False", "InvalidContent".into(), "waiting for the content to be fixed".into()),
+                (COMPONENTS_DIVERGE, status, unresolved_reason, text),
+            ]
+        }
+        Outcome::AwaitingApproval { count, account, installed_before } => {
+            let installed_message = if *installed_before {
+                "the update waits for approval; what was installed before keeps running".to_owned()
+            } else {
+                "nothing is applied until the pending permissions are approved".to_owned()
+            };
+            [
+                (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
+                (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
+                (
+                    PENDING_APPROVAL,
+                    "True",
+                    UNSATISFIED_PERMISSIONS.into(),
+                    format!("pending approval of {count} unsatisfied permissions for ServiceAccount {account}"),
+                ),
+                (INSTALLED, "False", "AwaitingApproval".into(), installed_message),
+                (PROGRESSING, "False", "AwaitingApproval".into(), "waiting for approval".into()),
+                (
+                    COMPONENTS_DIVERGE,
+                    "Unknown",
+                    "AwaitingApproval".into(),
+                    "the resolved content is not applied yet".into(),
+                ),
+            ]
+        }
+        Outcome::ApplyFailed { reason, message } => [
+            (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
+            (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
+            (PENDING_APPROVAL, "False", "PermissionsSatisfied".into(), "no permission is pending".into()),
+            (INSTALLED, "False", (*reason).into(), message.clone()),
+            (PROGRESSING, "True", "Retrying".into(), "retrying the apply with backoff".into()),
+            (COMPONENTS_DIVERGE, "Unknown", (*reason).into(), "the content is not fully applied".into()),
+        ],
+        Outcome::Applied { objects, account, rolling_out, diverged } => {
+            let progressing = if rolling_out.is_empty() {
+                ("False", "Complete".to_owned(), "every Deployment is available".to_owned())
+            } else {
+                (
+                    "True",
+                    "DeploymentsRollingOut".to_owned(),
+                    format!("waiting for Deployments {}", rolling_out.join(", ")),
+                )
+            };
+            let diverge = if diverged.is_empty() {
+                (
+                    "False",
+                    "ComponentsMatchResolvedContent".to_owned(),
+                    "on-cluster components match the resolved content".to_owned(),
+                )
+            } else {
+                (
+                    "True",
+                    COMPONENTS_DIVERGE_FROM_RESOLVED_CONTENT.to_owned(),
+                    format!(
+                        "on-cluster components diverge from resolved content, applied again: {}",
+                        diverged.join(", ")
+                    ),
+                )
+            };
+            [
+                (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
+                (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
+                (PENDING_APPROVAL, "False", "PermissionsSatisfied".into(), "no permission is pending".into()),
+                (
+                    INSTALLED,
+                    "True",
+                    "ContentApplied".into(),
+                    format!("applied {objects} objects as ServiceAccount {account}"),
+                ),
+                (PROGRESSING, progressing.0, progressing.1, progressing.2),
+                (COMPONENTS_DIVERGE, diverge.0, diverge.1, diverge.2),
+            ]
+        }
+    }
+}
+
+/// The conditions for `outcome`, keeping each transition time when its status did not change.
+pub fn conditions(outcome: &Outcome, previous: &[Condition], generation: Option<i64>, now: &Time) -> Vec<Condition> {
+    wanted(outcome)
+        .into_iter()
+        .map(|(type_, status, reason, message)| {
+            let before = previous.iter().find(|c| c.type_ == type_);
+            let last_transition_time = match before {
+                Some(before) if before.status == status => before.last_transition_time.clone(),
+                _ => now.clone(),
+            };
+            Condition {
+                type_: type_.to_owned(),
+                status: status.to_owned(),
+                reason,
+                message,
+                last_transition_time,
+                observed_generation: generation,
+            }
+        })
+        .collect()
+}
+
+/// The one-word state for `kubectl get`.
+pub fn state(outcome: &Outcome) -> InstallState {
+    match outcome {
+        Outcome::ImportFailed { .. } | Outcome::Invalid { .. } | Outcome::ApplyFailed { .. } => InstallState::Failed,
+        Outcome::AwaitingApproval { .. } => InstallState::PendingApproval,
+        Outcome::Applied { rolling_out, .. } if !rolling_out.is_empty() => InstallState::Applying,
+        Outcome::Applied { .. } => InstallState::Installed,
+    }
+}
+
+/// An event to record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Transition {
+    pub warning: bool,
+    pub reason: String,
+    pub note: String,
+}
+
+/// One event per condition whose status or reason changed; abnormal states are warnings.
+pub fn transitions(previous: &[Condition], current: &[Condition]) -> Vec<Transition> {
+    current
+        .iter()
+        .filter(|condition| condition.status != "Unknown")
+        .filter(|condition| {
+            !previous
+                .iter()
+                .any(|p| p.type_ == condition.type_ && p.status == condition.status && p.reason == condition.reason)
+        })
+        .filter(|condition| previous.iter().any(|p| p.type_ == condition.type_) || abnormal(condition))
+        .map(|condition| Transition {
+            warning: abnormal(condition) && condition.type_ != PENDING_APPROVAL,
+            reason: condition.reason.clone(),
+            note: condition.message.clone(),
+        })
+        .chain(first_install(previous, current))
+        .collect()
+}
+
+fn abnormal(condition: &Condition) -> bool {
+    match condition.type_.as_str() {
+        INSTALLED => condition.status == "False" && condition.reason != "AwaitingApproval",
+        PROGRESSING => false,
+        _ => condition.status == "True",
+    }
+}
+
+/// A first reconcile that installs at once still deserves one event.
+fn first_install(previous: &[Condition], current: &[Condition]) -> Option<Transition> {
+    let installed = current.iter().find(|c| c.type_ == INSTALLED && c.status == "True")?;
+    previous.is_empty().then(|| Transition {
+        warning: false,
+        reason: installed.reason.clone(),
+        note: installed.message.clone(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn time(text: &str) -> Time {
+        Time(text.parse().expect("timestamp"))
+    }
+
+    fn find<'a>(conditions: &'a [Condition], type_: &str) -> &'a Condition {
+        conditions.iter().find(|c| c.type_ == type_).expect("condition present")
+    }
+
+    fn applied(rolling_out: &[&str], diverged: &[&str]) -> Outcome {
+        Outcome::Applied {
+            objects: 3,
+            account: "olm/plumbus".into(),
+            rolling_out: rolling_out.iter().map(|s| (*s).to_owned()).collect(),
+            diverged: diverged.iter().map(|s| (*s).to_owned()).collect(),
+        }
+    }
+
+    #[test]
+    fn pending_permissions_use_the_seed_reason() {
+        let outcome = Outcome::AwaitingApproval { count: 4, account: "olm/plumbus".into(), installed_before: false };
+        let conditions = conditions(&outcome, &[], Some(2), &time("2026-01-01T00:00:00Z"));
+        let pending = find(&conditions, PENDING_APPROVAL);
+        assert_eq!((pending.status.as_str(), pending.reason.as_str()), ("True", UNSATISFIED_PERMISSIONS));
+        assert!(pending.message.contains("4 unsatisfied permissions"));
+        assert_eq!(pending.observed_generation, Some(2));
+        assert_eq!(find(&conditions, INSTALLED).status, "False");
+        assert_eq!(state(&outcome), InstallState::PendingApproval);
+    }
+
+    #[test]
+    fn every_condition_type_is_always_present() {
+        for outcome in [
+            Outcome::ImportFailed { message: "x".into() },
+            Outcome::Invalid { reason: "ContentKindUnknown", message: "x".into() },
+            Outcome::ApplyFailed { reason: "ApplyForbidden", message: "x".into() },
+            applied(&[], &[]),
+        ] {
+            let conditions = conditions(&outcome, &[], None, &time("2026-01-01T00:00:00Z"));
+            let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
+            for expected in
+                [PENDING_APPROVAL, CONTENT_IMPORT_ERROR, INVALID_CONTENT, INSTALLED, PROGRESSING, COMPONENTS_DIVERGE]
+            {
+                assert!(types.contains(&expected), "{expected} missing for {outcome:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_pull_failure_is_a_content_import_error() {
+        let outcome = Outcome::ImportFailed { message: "failed to resolve r/x:1".into() };
+        let conditions = conditions(&outcome, &[], None, &time("2026-01-01T00:00:00Z"));
+        let import = find(&conditions, CONTENT_IMPORT_ERROR);
+        assert_eq!((import.status.as_str(), import.reason.as_str()), ("True", MANIFEST_IMAGE_PULL_FAILED));
+        assert_eq!(state(&outcome), InstallState::Failed);
+    }
+
+    #[test]
+    fn transition_time_moves_only_with_the_status() {
+        let first = conditions(&applied(&["plumbus"], &[]), &[], None, &time("2026-01-01T00:00:00Z"));
+        let second = conditions(&applied(&[], &[]), &first, None, &time("2026-01-02T00:00:00Z"));
+        assert_eq!(find(&second, INSTALLED).last_transition_time, time("2026-01-01T00:00:00Z"));
+        assert_eq!(find(&second, PROGRESSING).last_transition_time, time("2026-01-02T00:00:00Z"));
+    }
+
+    #[test]
+    fn rollout_and_divergence_show_in_progressing_and_components_diverge() {
+        let outcome = applied(&["plumbus-operator"], &["Deployment operators/plumbus-operator"]);
+        let conditions = conditions(&outcome, &[], None, &time("2026-01-01T00:00:00Z"));
+        assert_eq!(find(&conditions, PROGRESSING).reason, "DeploymentsRollingOut");
+        assert_eq!(find(&conditions, COMPONENTS_DIVERGE).reason, COMPONENTS_DIVERGE_FROM_RESOLVED_CONTENT);
+        assert_eq!(state(&outcome), InstallState::Applying);
+        assert_eq!(state(&applied(&[], &[])), InstallState::Installed);
+    }
+
+    #[test]
+    fn events_follow_changes_of_status_or_reason() {
+        let now = time("2026-01-01T00:00:00Z");
+        let pending = conditions(
+            &Outcome::AwaitingApproval { count: 1, account: "a".into(), installed_before: false },
+            &[],
+            None,
+            &now,
+        );
+        let first = transitions(&[], &pending);
+        assert_eq!(first.iter().map(|t| t.reason.as_str()).collect::<Vec<_>>(), [UNSATISFIED_PERMISSIONS]);
+        assert!(!first[0].warning);
+        assert!(transitions(&pending, &pending).is_empty());
+        let installed = conditions(&applied(&[], &[]), &pending, None, &now);
+        let reasons: Vec<String> = transitions(&pending, &installed).into_iter().map(|t| t.reason).collect();
+        assert!(reasons.contains(&"ContentApplied".to_owned()), "{reasons:?}");
+        assert!(reasons.contains(&"PermissionsSatisfied".to_owned()), "{reasons:?}");
+        let failed = conditions(&Outcome::ImportFailed { message: "down".into() }, &installed, None, &now);
+        let warnings: Vec<Transition> = transitions(&installed, &failed).into_iter().filter(|t| t.warning).collect();
+        assert!(warnings.iter().any(|t| t.reason == MANIFEST_IMAGE_PULL_FAILED), "{warnings:?}");
+    }
+
+    #[test]
+    fn an_immediate_install_records_one_event() {
+        let installed = conditions(&applied(&[], &[]), &[], None, &time("2026-01-01T00:00:00Z"));
+        let events = transitions(&[], &installed);
+        assert_eq!(events.iter().filter(|t| t.reason == "ContentApplied").count(), 1, "{events:?}");
+    }
+}

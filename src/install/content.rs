@@ -1,0 +1,456 @@
+//! From an Install's content to the plain objects it applies: where namespace-less objects land, how the namespace
+//! mapping is applied, which namespaces a bundle's operator watches, which ServiceAccount applies them (DESIGN
+//! decision 3), and the labels, annotations and owner references every applied object carries. Pure functions.
+
+use serde_json::{json, Value};
+
+use super::grants::INSTALL_ANNOTATION;
+use crate::api::v1::OperatorGroup;
+use crate::api::v1alpha1::{ClusterServiceVersion, InstallModeType};
+use crate::api::v2alpha1::{AppliedObject, NamespaceMapping, ServiceAccountReference};
+use crate::bundle::model::{check_object, yaml_documents};
+use crate::bundle::BundleError;
+use crate::rbac::KindIndex;
+
+/// The namespace content means when it names none: kubectl's default, which `spec.namespaces` can map (seed 004's
+/// `from: default, to: operators`).
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// Annotation marking a ClusterServiceVersion as the record of an Install's bundle: the legacy CSV loop must never
+/// install anything for it.
+pub const CSV_RECORD_ANNOTATION: &str = "v2alpha1.operators.coreos.com/install-record";
+
+/// Where `namespace` of the content lands after `mapping`.
+pub fn mapped_namespace(mapping: &[NamespaceMapping], namespace: &str) -> String {
+    mapping.iter().find(|m| m.from == namespace).map_or_else(|| namespace.to_owned(), |m| m.to.clone())
+}
+
+/// The namespace a bundle installs into, and where a namespace-less object lands: `default`, mapped.
+pub fn install_namespace(mapping: &[NamespaceMapping]) -> String {
+    mapped_namespace(mapping, DEFAULT_NAMESPACE)
+}
+
+/// The objects of Raw content, each checked to be a Kubernetes object.
+pub fn parse_raw(index: usize, text: &str) -> Result<Vec<Value>, BundleError> {
+    let file = format!("spec.content[{index}].raw");
+    let documents = yaml_documents(&file, text)?;
+    for (document, value) in documents.iter().enumerate() {
+        check_object(&file, document, value)?;
+    }
+    Ok(documents)
+}
+
+/// Gives namespace-less objects of namespaced kinds the `default` namespace, drops the namespace of cluster-scoped
+/// ones (as the API server ignores it), then applies the mapping to every namespace field. Kinds the index does not
+/// know keep what they have; computing permissions reports them.
+pub fn place_raw(objects: &mut [Value], kinds: &KindIndex, mapping: &[NamespaceMapping]) {
+    let mut known = kinds.clone();
+    known.add_crds(objects.iter());
+    for object in objects.iter_mut() {
+        let api_version = object["apiVersion"].as_str().unwrap_or_default().to_owned();
+        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+        match known.resolve(&api_version, &kind) {
+            Some(info) if info.namespaced && object["metadata"]["namespace"].as_str().is_none_or(str::is_empty) => {
+                object["metadata"]["namespace"] = json!(DEFAULT_NAMESPACE);
+            }
+            Some(info) if info.namespaced => {}
+            Some(_) => {
+                if let Some(metadata) = object["metadata"].as_object_mut() {
+                    metadata.remove("namespace");
+                }
+            }
+            None => {}
+        }
+    }
+    let pairs: Vec<(String, String)> = mapping.iter().map(|m| (m.from.clone(), m.to.clone())).collect();
+    crate::bundle::map_namespaces(objects, &pairs);
+}
+
+/// The namespaces a bundle's operator watches: those of the one OperatorGroup in its namespace when there is exactly
+/// one; otherwise, as users expect without one, all namespaces when the CSV supports it, else its own namespace.
+pub fn target_namespaces(
+    csv: &ClusterServiceVersion,
+    install_namespace: &str,
+    groups: &[OperatorGroup],
+) -> Vec<String> {
+    if let [group] = groups {
+        if let Some(status) = &group.status {
+            if !status.namespaces.is_empty() {
+                return status.namespaces.clone();
+            }
+        }
+        if !group.spec.target_namespaces.is_empty() {
+            return group.spec.target_namespaces.clone();
+        }
+        if group.spec.selector.is_none() {
+            return vec![String::new()];
+        }
+    }
+    if csv.spec.supports(InstallModeType::AllNamespaces) {
+        vec![String::new()]
+    } else {
+        vec![install_namespace.to_owned()]
+    }
+}
+
+/// Which ServiceAccount an Install runs as, and whether the controller must create it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Assignment {
+    pub account: ServiceAccountReference,
+    /// The eponymous account in the controller's namespace, which the controller creates and the Install owns.
+    pub eponymous: bool,
+}
+
+/// DESIGN decision 3: the one OperatorGroup's `serviceAccountName` in the install namespace when exactly one group
+/// exists there and names one; otherwise an account named after the Install in the controller's namespace. Once
+/// assigned, the account stays: the rules granted to it were approved for it.
+pub fn assign_service_account(
+    assigned: Option<&ServiceAccountReference>,
+    install: &str,
+    install_namespace: &str,
+    groups: &[OperatorGroup],
+    controller_namespace: &str,
+) -> Assignment {
+    let eponymous = ServiceAccountReference { name: install.to_owned(), namespace: controller_namespace.to_owned() };
+    if let Some(assigned) = assigned {
+        return Assignment { eponymous: *assigned == eponymous, account: assigned.clone() };
+    }
+    if let [group] = groups {
+        if let Some(name) = group.spec.service_account_name.as_deref().filter(|n| !n.is_empty()) {
+            let account = ServiceAccountReference { name: name.to_owned(), namespace: install_namespace.to_owned() };
+            return Assignment { account, eponymous: false };
+        }
+    }
+    Assignment { account: eponymous, eponymous: true }
+}
+
+/// What every applied object carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Decoration<'a> {
+    pub install: &'a str,
+    pub uid: &'a str,
+    pub component_label: Option<&'a str>,
+}
+
+/// Adds the component label, the Install annotation and, except on CustomResourceDefinitions, an owner reference to
+/// the Install, so deleting the Install removes what it applied but never the CRDs (and with them every custom
+/// resource users created), as OLM never deletes CRDs either.
+pub fn decorate(objects: &mut [Value], decoration: &Decoration<'_>) {
+    for object in objects {
+        let metadata = &mut object["metadata"];
+        if let Some(label) = decoration.component_label {
+            if !metadata["labels"].is_object() {
+                metadata["labels"] = json!({});
+            }
+            metadata["labels"][label] = json!("");
+        }
+        if !metadata["annotations"].is_object() {
+            metadata["annotations"] = json!({});
+        }
+        metadata["annotations"][INSTALL_ANNOTATION] = json!(decoration.install);
+        if object["kind"] != "CustomResourceDefinition" {
+            let owner = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install",
+                "name": decoration.install, "uid": decoration.uid});
+            let references = &mut object["metadata"]["ownerReferences"];
+            match references.as_array_mut() {
+                Some(list) => {
+                    list.retain(|r| r["uid"] != decoration.uid);
+                    list.push(owner);
+                }
+                None => *references = json!([owner]),
+            }
+        }
+    }
+}
+
+/// The CSV of a bundle as the record an Install applies beside the bundle's objects.
+pub fn csv_record(csv: &ClusterServiceVersion, namespace: &str, targets: &[String], install: &str) -> Value {
+    let mut record = serde_json::to_value(csv).unwrap_or_else(|_| json!({}));
+    if let Some(object) = record.as_object_mut() {
+        object.remove("status");
+    }
+    record["apiVersion"] = json!("operators.coreos.com/v1alpha1");
+    record["kind"] = json!("ClusterServiceVersion");
+    let metadata = &mut record["metadata"];
+    if let Some(fields) = metadata.as_object_mut() {
+        for field in ["resourceVersion", "uid", "creationTimestamp", "generation", "managedFields"] {
+            fields.remove(field);
+        }
+    }
+    metadata["namespace"] = json!(namespace);
+    if !metadata["annotations"].is_object() {
+        metadata["annotations"] = json!({});
+    }
+    let targets: Vec<&str> = targets.iter().map(String::as_str).filter(|t| !t.is_empty()).collect();
+    metadata["annotations"][crate::api::v1::OPERATOR_NAMESPACE_ANNOTATION] = json!(namespace);
+    metadata["annotations"][crate::api::v1::TARGET_NAMESPACES_ANNOTATION] = json!(targets.join(","));
+    metadata["annotations"][CSV_RECORD_ANNOTATION] = json!(install);
+    record
+}
+
+/// Whether a CSV is an Install's record, which no legacy loop may act on.
+pub fn is_install_record(csv: &ClusterServiceVersion) -> bool {
+    csv.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(CSV_RECORD_ANNOTATION))
+}
+
+/// The order objects are applied in: what others need first (namespaces, CRDs, accounts, RBAC), the CSV record last.
+pub fn apply_rank(object: &Value) -> u8 {
+    match object["kind"].as_str().unwrap_or_default() {
+        "Namespace" => 0,
+        "CustomResourceDefinition" => 1,
+        "ServiceAccount" => 2,
+        "ClusterRole" | "Role" => 3,
+        "ClusterRoleBinding" | "RoleBinding" => 4,
+        "Secret" | "ConfigMap" => 5,
+        "Service" => 6,
+        "Deployment" => 7,
+        "ClusterServiceVersion" => 9,
+        _ => 8,
+    }
+}
+
+/// Sorts objects into apply order, keeping the content's order within a rank.
+pub fn sort_for_apply(objects: &mut [Value]) {
+    objects.sort_by_key(apply_rank);
+}
+
+/// The reference an object is recorded under in `status.applied`.
+pub fn applied_ref(object: &Value) -> AppliedObject {
+    AppliedObject {
+        api_version: object["apiVersion"].as_str().unwrap_or_default().to_owned(),
+        kind: object["kind"].as_str().unwrap_or_default().to_owned(),
+        namespace: object["metadata"]["namespace"].as_str().filter(|n| !n.is_empty()).map(str::to_owned),
+        name: object["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+    }
+}
+
+/// What was applied before and is no longer in the content, in reverse apply order (dependents first).
+pub fn to_prune(previous: &[AppliedObject], current: &[Value]) -> Vec<AppliedObject> {
+    let kept: Vec<AppliedObject> = current.iter().map(applied_ref).collect();
+    let same = |a: &AppliedObject, b: &AppliedObject| {
+        crate::rbac::kinds::group_of(&a.api_version) == crate::rbac::kinds::group_of(&b.api_version)
+            && a.kind == b.kind
+            && a.namespace == b.namespace
+            && a.name == b.name
+    };
+    let mut pruned: Vec<AppliedObject> =
+        previous.iter().filter(|old| !kept.iter().any(|new| same(old, new))).cloned().collect();
+    pruned.sort_by_key(|object| std::cmp::Reverse(apply_rank(&json!({"kind": object.kind}))));
+    pruned
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v1::{OperatorGroupSpec, OperatorGroupStatus};
+
+    fn mapping(from: &str, to: &str) -> Vec<NamespaceMapping> {
+        vec![NamespaceMapping { from: from.into(), to: to.into() }]
+    }
+
+    fn group(service_account: Option<&str>, targets: &[&str]) -> OperatorGroup {
+        let mut group = OperatorGroup::new(
+            "og",
+            OperatorGroupSpec {
+                service_account_name: service_account.map(str::to_owned),
+                target_namespaces: targets.iter().map(|t| (*t).to_owned()).collect(),
+                ..OperatorGroupSpec::default()
+            },
+        );
+        group.metadata.namespace = Some("operators".into());
+        group
+    }
+
+    fn csv(modes: &[(InstallModeType, bool)]) -> ClusterServiceVersion {
+        let modes: Vec<Value> = modes.iter().map(|(m, s)| json!({"type": m, "supported": s})).collect();
+        serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "plumbus.v1", "namespace": "x", "resourceVersion": "5", "uid": "u"},
+            "spec": {"displayName": "Plumbus", "installModes": modes, "install": {"strategy": "deployment", "spec": {"deployments": []}}},
+            "status": {"phase": "Succeeded"}}))
+        .expect("csv")
+    }
+
+    #[test]
+    fn default_maps_through_the_namespace_mapping() {
+        assert_eq!(install_namespace(&mapping("default", "operators")), "operators");
+        assert_eq!(install_namespace(&[]), "default");
+        assert_eq!(mapped_namespace(&mapping("default", "operators"), "other"), "other");
+    }
+
+    #[test]
+    fn raw_objects_without_namespace_count_as_default_and_are_mapped() {
+        let mut objects = parse_raw(
+            0,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n  namespace: elsewhere\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: c\n  namespace: default\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: d\nsubjects:\n- kind: ServiceAccount\n  name: s\n  namespace: default\nroleRef: {kind: Role, name: r, apiGroup: rbac.authorization.k8s.io}\n",
+        )
+        .expect("parses");
+        place_raw(&mut objects, &KindIndex::kubernetes(), &mapping("default", "operators"));
+        assert_eq!(objects[0]["metadata"]["namespace"], "operators");
+        assert_eq!(objects[1]["metadata"]["namespace"], "elsewhere");
+        assert!(objects[2]["metadata"].get("namespace").is_none());
+        assert_eq!(objects[3]["metadata"]["namespace"], "operators");
+        assert_eq!(objects[3]["subjects"][0]["namespace"], "operators");
+    }
+
+    #[test]
+    fn raw_custom_resources_take_their_scope_from_crds_in_the_content() {
+        let mut objects = parse_raw(0, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\nspec:\n  group: example.com\n  scope: Namespaced\n  names: {kind: Widget, plural: widgets}\n---\napiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\n").expect("parses");
+        place_raw(&mut objects, &KindIndex::kubernetes(), &[]);
+        assert_eq!(objects[1]["metadata"]["namespace"], "default");
+        assert!(objects[0]["metadata"].get("namespace").is_none());
+    }
+
+    #[test]
+    fn raw_content_that_is_not_an_object_is_invalid() {
+        let error = parse_raw(2, "apiVersion: v1\nkind: ConfigMap\n").expect_err("no name");
+        assert!(error.to_string().contains("spec.content[2].raw"), "{error}");
+        assert!(parse_raw(0, "kind: [").is_err());
+    }
+
+    #[test]
+    fn without_operator_group_all_namespaces_when_supported_else_own() {
+        let all = csv(&[(InstallModeType::AllNamespaces, true), (InstallModeType::OwnNamespace, true)]);
+        assert_eq!(target_namespaces(&all, "operators", &[]), vec![String::new()]);
+        let own = csv(&[(InstallModeType::AllNamespaces, false), (InstallModeType::OwnNamespace, true)]);
+        assert_eq!(target_namespaces(&own, "operators", &[]), vec!["operators".to_owned()]);
+    }
+
+    #[test]
+    fn one_operator_group_says_which_namespaces_are_watched() {
+        let all = csv(&[(InstallModeType::AllNamespaces, true)]);
+        assert_eq!(target_namespaces(&all, "operators", &[group(None, &["a", "b"])]), vec!["a", "b"]);
+        let mut with_status = group(None, &["a"]);
+        with_status.status = Some(OperatorGroupStatus { namespaces: vec!["c".into()], ..Default::default() });
+        assert_eq!(target_namespaces(&all, "operators", &[with_status]), vec!["c"]);
+        assert_eq!(target_namespaces(&all, "operators", &[group(None, &[])]), vec![String::new()]);
+        let two = [group(None, &["a"]), group(None, &["b"])];
+        assert_eq!(target_namespaces(&all, "operators", &two), vec![String::new()]);
+    }
+
+    #[test]
+    fn the_one_operator_group_lends_its_service_account() {
+        let assigned = assign_service_account(None, "plumbus", "operators", &[group(Some("og-sa"), &[])], "olm");
+        assert_eq!(
+            assigned,
+            Assignment {
+                account: ServiceAccountReference { name: "og-sa".into(), namespace: "operators".into() },
+                eponymous: false
+            }
+        );
+    }
+
+    #[test]
+    fn otherwise_an_eponymous_account_in_the_controller_namespace() {
+        let expected = Assignment {
+            account: ServiceAccountReference { name: "plumbus".into(), namespace: "olm".into() },
+            eponymous: true,
+        };
+        assert_eq!(assign_service_account(None, "plumbus", "operators", &[], "olm"), expected);
+        let two = [group(Some("a"), &[]), group(Some("b"), &[])];
+        assert_eq!(assign_service_account(None, "plumbus", "operators", &two, "olm"), expected);
+        assert_eq!(assign_service_account(None, "plumbus", "operators", &[group(None, &[])], "olm"), expected);
+    }
+
+    #[test]
+    fn an_assigned_account_stays() {
+        let assigned = ServiceAccountReference { name: "plumbus".into(), namespace: "olm".into() };
+        let result =
+            assign_service_account(Some(&assigned), "plumbus", "operators", &[group(Some("og-sa"), &[])], "olm");
+        assert_eq!(result, Assignment { account: assigned, eponymous: true });
+    }
+
+    #[test]
+    fn decoration_labels_annotates_and_owns_all_but_crds() {
+        let mut objects = vec![
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "labels": {"keep": "me"}}}),
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "b"}}),
+        ];
+        let decoration = Decoration {
+            install: "plumbus",
+            uid: "u1",
+            component_label: Some("v2alpha1.operators.coreos.com/plumbus"),
+        };
+        decorate(&mut objects, &decoration);
+        decorate(&mut objects, &decoration);
+        assert_eq!(
+            objects[0]["metadata"]["labels"],
+            json!({"keep": "me", "v2alpha1.operators.coreos.com/plumbus": ""})
+        );
+        assert_eq!(objects[0]["metadata"]["ownerReferences"].as_array().map(Vec::len), Some(1));
+        assert_eq!(objects[0]["metadata"]["annotations"][INSTALL_ANNOTATION], "plumbus");
+        assert!(objects[1]["metadata"].get("ownerReferences").is_none());
+        assert_eq!(objects[1]["metadata"]["labels"]["v2alpha1.operators.coreos.com/plumbus"], "");
+    }
+
+    #[test]
+    fn the_csv_record_is_placed_and_marked() {
+        let record = csv_record(&csv(&[]), "operators", &[String::new()], "plumbus");
+        assert_eq!(record["metadata"]["namespace"], "operators");
+        assert_eq!(record["metadata"]["annotations"][CSV_RECORD_ANNOTATION], "plumbus");
+        assert_eq!(record["metadata"]["annotations"]["olm.targetNamespaces"], "");
+        assert!(record.get("status").is_none());
+        assert!(record["metadata"].get("resourceVersion").is_none());
+        let parsed: ClusterServiceVersion = serde_json::from_value(record).expect("still a CSV");
+        assert!(is_install_record(&parsed));
+        assert!(!is_install_record(&csv(&[])));
+    }
+
+    #[test]
+    fn apply_order_puts_prerequisites_first_and_the_record_last() {
+        let mut objects: Vec<Value> = [
+            "ClusterServiceVersion",
+            "Deployment",
+            "RoleBinding",
+            "Role",
+            "CustomResourceDefinition",
+            "Namespace",
+            "Widget",
+        ]
+        .iter()
+        .map(|k| json!({"kind": k}))
+        .collect();
+        sort_for_apply(&mut objects);
+        let kinds: Vec<&str> = objects.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "Namespace",
+                "CustomResourceDefinition",
+                "Role",
+                "RoleBinding",
+                "Deployment",
+                "Widget",
+                "ClusterServiceVersion"
+            ]
+        );
+    }
+
+    #[test]
+    fn objects_dropped_from_the_content_are_pruned_dependents_first() {
+        let previous = vec![
+            AppliedObject {
+                api_version: "v1".into(),
+                kind: "ServiceAccount".into(),
+                namespace: Some("o".into()),
+                name: "a".into(),
+            },
+            AppliedObject {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: Some("o".into()),
+                name: "d".into(),
+            },
+            AppliedObject {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: Some("o".into()),
+                name: "kept".into(),
+            },
+        ];
+        let current =
+            vec![json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept", "namespace": "o"}})];
+        let pruned = to_prune(&previous, &current);
+        let kinds: Vec<&str> = pruned.iter().map(|o| o.kind.as_str()).collect();
+        assert_eq!(kinds, ["Deployment", "ServiceAccount"]);
+    }
+}

@@ -1,0 +1,273 @@
+//! One reconcile of an Install: assign its ServiceAccount, resolve its content, compute what the account lacks,
+//! gate on approval, grant exactly the approved rules, apply as the account, prune, and report. The decisions are
+//! the pure functions of the sibling modules; this file sequences the reads and writes around them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::controller::Action;
+use kube::ResourceExt;
+use serde_json::Value;
+
+use super::apply::{self, service_account_user, ApplyError, Impersonation};
+use super::cluster::{Cluster, ClusterError};
+use super::conditions::{self, Outcome};
+use super::content::{self, assign_service_account, decorate, install_namespace, sort_for_apply, Decoration};
+use super::drift;
+use super::gate::{gate, Gate};
+use super::grants::{grant_objects, GrantOwner};
+use super::resolve::{Resolved, Resolver, StoredCertificates};
+use crate::api::component::component_label_key;
+use crate::api::v2alpha1::{Install, InstallState, InstallStatus, PendingPermissions};
+use crate::rbac::{missing_permissions, required_permissions, KindIndex, UserInfo};
+
+/// Settings of the Install controller.
+#[derive(Clone, Debug)]
+pub struct InstallOptions {
+    /// Where eponymous ServiceAccounts are created: the controller's own namespace.
+    pub controller_namespace: String,
+    /// How often a settled Install is checked again (drift, moved tags, changed RBAC).
+    pub resync: Duration,
+    /// How soon a failed or rolling-out Install is tried again.
+    pub retry: Duration,
+}
+
+/// What a reconcile needs.
+pub struct Context {
+    pub cluster: Cluster,
+    pub impersonation: Impersonation,
+    pub resolver: Resolver,
+    pub options: InstallOptions,
+    pub metrics: Arc<crate::server::Health>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+}
+
+impl ReconcileError {
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Cluster(error) => error.category(),
+            Self::Apply(error) => error.category(),
+        }
+    }
+}
+
+/// The name of the Operator owning an Install, whose component label everything it applies carries.
+pub fn owning_operator(install: &Install) -> Option<String> {
+    install
+        .owner_references()
+        .iter()
+        .find(|owner| owner.kind == "Operator" && owner.api_version == "operators.coreos.com/v2alpha1")
+        .map(|owner| owner.name.clone())
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+/// Writes the status for `outcome`, records the transitions as events, and logs.
+async fn report(
+    ctx: &Context,
+    install: &Install,
+    mut status: InstallStatus,
+    outcome: &Outcome,
+) -> Result<(), ReconcileError> {
+    let previous = install.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
+    let generation = install.metadata.generation;
+    status.conditions = conditions::conditions(outcome, &previous, generation, &now());
+    status.state = Some(conditions::state(outcome));
+    status.observed_generation = generation;
+    ctx.cluster.write_status(install, &status).await?;
+    let transitions = conditions::transitions(&previous, &status.conditions);
+    for transition in &transitions {
+        tracing::info!(install = %install.name_any(), reason = %transition.reason, "{}", transition.note);
+    }
+    ctx.cluster.record(install, &transitions).await;
+    Ok(())
+}
+
+/// Reconciles one Install.
+pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    if install.metadata.deletion_timestamp.is_some() {
+        // Garbage collection removes what the Install owns.
+        return Ok(Action::await_change());
+    }
+    let name = install.name_any();
+    let uid = install.uid().unwrap_or_default();
+    let previous = install.status.clone().unwrap_or_default();
+    let namespace = install_namespace(&install.spec.namespaces);
+    let operator = owning_operator(&install);
+    let label = operator.as_deref().map(component_label_key);
+
+    let groups = ctx.cluster.operator_groups(&namespace).await?;
+    let assignment = assign_service_account(
+        previous.service_account_ref.as_ref(),
+        &name,
+        &namespace,
+        &groups,
+        &ctx.options.controller_namespace,
+    );
+    if assignment.eponymous {
+        ctx.cluster.ensure_service_account(&install, &assignment.account, label.as_deref()).await?;
+    }
+    let account = assignment.account;
+    let user = service_account_user(&account);
+    let mut status = InstallStatus {
+        service_account_ref: Some(account.clone()),
+        resolved: previous.resolved.clone(),
+        pending: previous.pending.clone(),
+        applied: previous.applied.clone(),
+        ..InstallStatus::default()
+    };
+
+    let kinds = ctx.cluster.kinds(false).await?;
+    let certificates = StoredCertificates::from_secrets(&ctx.cluster.install_secrets(&namespace, &name).await?);
+    let resolved = match ctx.resolver.resolve(&install, &kinds, &groups, &certificates).await {
+        Ok(resolved) => resolved,
+        Err(error) => {
+            let message = crate::error::report(&error);
+            let outcome = if error.is_import_failure() {
+                Outcome::ImportFailed { message }
+            } else {
+                Outcome::Invalid { reason: error.category(), message }
+            };
+            report(&ctx, &install, status, &outcome).await?;
+            return Ok(Action::requeue(ctx.options.retry));
+        }
+    };
+    let Resolved { mut objects, resolved: resolved_content, csvs } = resolved;
+    decorate(&mut objects, &Decoration { install: &name, uid: &uid, component_label: label.as_deref() });
+    sort_for_apply(&mut objects);
+
+    let mut kinds = kinds;
+    kinds.add_crds(objects.iter());
+    if objects.iter().any(|object| !known(&kinds, object)) {
+        kinds = ctx.cluster.kinds(true).await?;
+        kinds.add_crds(objects.iter());
+    }
+    let snapshot = ctx.cluster.rbac_snapshot().await?;
+    let required = match required_permissions(&objects, &kinds, &snapshot.roles) {
+        Ok(required) => required,
+        Err(error) => {
+            let outcome = Outcome::Invalid { reason: error.category(), message: error.to_string() };
+            report(&ctx, &install, status, &outcome).await?;
+            return Ok(Action::requeue(ctx.options.resync));
+        }
+    };
+    let missing =
+        missing_permissions(&required, &snapshot, &UserInfo::service_account(&account.namespace, &account.name));
+    let approved = previous.pending.as_ref().map(|p| p.permissions.clone()).unwrap_or_default();
+    let same_content =
+        previous.resolved == resolved_content && previous.observed_generation == install.metadata.generation;
+    status.resolved = resolved_content;
+
+    let grant = match gate(install.spec.approval, &approved, &missing.permissions) {
+        Gate::AwaitApproval { pending, revoke_approval } => {
+            // The approval goes before the new pending set is shown, so that no approval ever stands beside a
+            // pending set nobody approved.
+            if revoke_approval {
+                ctx.cluster.revoke_approval(&install).await?;
+            }
+            let count = pending.len();
+            status.pending = Some(PendingPermissions { count: count as i64, permissions: pending });
+            let outcome = Outcome::AwaitingApproval {
+                count,
+                account: format!("{}/{}", account.namespace, account.name),
+                installed_before: !previous.applied.is_empty(),
+            };
+            report(&ctx, &install, status, &outcome).await?;
+            return Ok(Action::requeue(ctx.options.resync));
+        }
+        Gate::Apply { grant } => grant,
+    };
+
+    let owner = GrantOwner { install: &name, uid: &uid, component_label: label.as_deref() };
+    for object in grant_objects(&owner, &account, &grant) {
+        if let Err(error) = apply::apply(&ctx.cluster.client, "the controller", &kinds, &object).await {
+            return fail(&ctx, &install, status, error).await;
+        }
+    }
+    status.pending = Some(PendingPermissions::default());
+
+    let client = ctx.impersonation.client_for(&account)?;
+    let settled = matches!(previous.state, Some(InstallState::Installed | InstallState::Applying));
+    let mut diverged = Vec::new();
+    if same_content && settled {
+        for object in &objects {
+            let live = apply::get(&ctx.cluster.client, &kinds, &content::applied_ref(object)).await?;
+            if !live.as_ref().is_some_and(|live| drift::holds(object, live)) {
+                diverged.push(apply::describe(object));
+            }
+        }
+    }
+    let mut deployments = Vec::new();
+    if !(same_content && settled && diverged.is_empty()) {
+        for object in &objects {
+            match apply::apply(&client, &user, &kinds, object).await {
+                Ok(live) => deployments.extend((live["kind"] == "Deployment").then_some(live)),
+                Err(error) => return fail(&ctx, &install, status, error).await,
+            }
+        }
+        for stale in content::to_prune(&previous.applied, &objects) {
+            if let Err(error) = apply::prune(&client, &user, &kinds, &stale).await {
+                return fail(&ctx, &install, status, error).await;
+            }
+        }
+    } else {
+        for object in objects.iter().filter(|object| object["kind"] == "Deployment") {
+            deployments.extend(apply::get(&ctx.cluster.client, &kinds, &content::applied_ref(object)).await?);
+        }
+    }
+    status.applied = objects.iter().map(content::applied_ref).collect();
+    let rolling_out: Vec<String> = deployments
+        .iter()
+        .filter(|live| !apply::deployment_available(live))
+        .map(|live| live["metadata"]["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let (phase, reason, message) = if rolling_out.is_empty() {
+        ("Succeeded", "InstallSucceeded", "install strategy completed with no errors".to_owned())
+    } else {
+        (
+            "Installing",
+            "InstallWaiting",
+            format!("waiting for deployments {} to become available", rolling_out.join(", ")),
+        )
+    };
+    for csv in &csvs {
+        ctx.cluster.write_csv_phase(&namespace, csv, phase, reason, &message).await?;
+    }
+    let requeue = if rolling_out.is_empty() { ctx.options.resync } else { ctx.options.retry };
+    let outcome = Outcome::Applied {
+        objects: objects.len(),
+        account: format!("{}/{}", account.namespace, account.name),
+        rolling_out,
+        diverged,
+    };
+    report(&ctx, &install, status, &outcome).await?;
+    Ok(Action::requeue(requeue))
+}
+
+fn known(kinds: &KindIndex, object: &Value) -> bool {
+    kinds
+        .resolve(object["apiVersion"].as_str().unwrap_or_default(), object["kind"].as_str().unwrap_or_default())
+        .is_some()
+}
+
+/// Reports a failed grant or apply and retries; the CSV records say the install failed.
+async fn fail(
+    ctx: &Context,
+    install: &Install,
+    status: InstallStatus,
+    error: ApplyError,
+) -> Result<Action, ReconcileError> {
+    let outcome = Outcome::ApplyFailed { reason: error.category(), message: crate::error::report(&error) };
+    report(ctx, install, status, &outcome).await?;
+    Ok(Action::requeue(ctx.options.retry))
+}

@@ -1,0 +1,214 @@
+//! Resolving an Install's content into plain objects: bundle images are pulled (pinned by digest), loaded and
+//! converted for the install namespace and the namespaces their operator watches, with the CSV as a record; Raw
+//! manifests are parsed and placed. Serving certificates of bundle webhooks are reused from the Secrets already
+//! applied, so that resolving again does not rotate them.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use base64::Engine as _;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::content::{csv_record, install_namespace, parse_raw, place_raw, target_namespaces};
+use crate::api::v1::OperatorGroup;
+use crate::api::v2alpha1::{ContentSource, ContentType, Install, ResolvedContent};
+use crate::bundle::certs::{CertificateError, CertificateIssuer, GeneratedAuthority, ServingCertificate};
+use crate::bundle::image::{ImageClient, PullError};
+use crate::bundle::unpack::UnpackLimits;
+use crate::bundle::{render, Bundle, BundleError, ConvertError, RenderOptions};
+use crate::rbac::KindIndex;
+
+/// Why content did not resolve.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    #[error("failed to pull {reference}")]
+    PullImage {
+        reference: String,
+        #[source]
+        source: PullError,
+    },
+    #[error("spec.content[{index}] is not a valid union: {reason}")]
+    InvalidUnion { index: usize, reason: String },
+    #[error("failed to load the bundle of {reference}")]
+    LoadBundle {
+        reference: String,
+        #[source]
+        source: BundleError,
+    },
+    #[error("failed to convert the bundle of {reference}")]
+    ConvertBundle {
+        reference: String,
+        #[source]
+        source: ConvertError,
+    },
+    #[error("the raw manifests are not valid")]
+    ParseRaw(#[source] BundleError),
+}
+
+impl ResolveError {
+    /// Static category, for condition reasons, event reasons and metric labels.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::PullImage { .. } => "ManifestImagePullFailed",
+            Self::InvalidUnion { .. } => "InvalidContentUnion",
+            Self::LoadBundle { source, .. } => source.category(),
+            Self::ConvertBundle { source, .. } => source.category(),
+            Self::ParseRaw(source) => source.category(),
+        }
+    }
+
+    /// Whether the content could not be fetched (retry), rather than being unusable as it is.
+    pub fn is_import_failure(&self) -> bool {
+        matches!(self, Self::PullImage { .. })
+    }
+}
+
+/// The objects an Install applies and the content they came from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Resolved {
+    pub objects: Vec<Value>,
+    pub resolved: Vec<ResolvedContent>,
+    /// Names of the bundles' CSVs among `objects`.
+    pub csvs: Vec<String>,
+}
+
+/// Pulls and unpacks bundle images into a digest-keyed cache.
+pub struct Resolver {
+    pub images: ImageClient,
+    pub cache: PathBuf,
+    pub limits: UnpackLimits,
+}
+
+/// Certificates issued earlier for the same DNS names, else new ones from a fresh authority.
+pub struct StoredCertificates {
+    pub by_first_name: BTreeMap<String, ServingCertificate>,
+}
+
+impl StoredCertificates {
+    /// Reads the serving certificates of applied TLS Secrets named `<service>-cert`.
+    pub fn from_secrets(secrets: &[k8s_openapi::api::core::v1::Secret]) -> Self {
+        let mut by_first_name = BTreeMap::new();
+        for secret in secrets {
+            let (Some(name), Some(namespace), Some(data)) =
+                (secret.metadata.name.as_deref(), secret.metadata.namespace.as_deref(), secret.data.as_ref())
+            else {
+                continue;
+            };
+            let Some(service) = name.strip_suffix("-cert") else { continue };
+            let text = |key: &str| data.get(key).and_then(|bytes| String::from_utf8(bytes.0.clone()).ok());
+            if let (Some(cert_pem), Some(key_pem), Some(ca_pem)) = (text("tls.crt"), text("tls.key"), text("ca.crt")) {
+                by_first_name
+                    .insert(format!("{service}.{namespace}.svc"), ServingCertificate { ca_pem, cert_pem, key_pem });
+            }
+        }
+        Self { by_first_name }
+    }
+}
+
+impl CertificateIssuer for StoredCertificates {
+    fn issue(&self, dns_names: &[String]) -> Result<ServingCertificate, CertificateError> {
+        if let Some(stored) = dns_names.first().and_then(|first| self.by_first_name.get(first)) {
+            return Ok(stored.clone());
+        }
+        let name = dns_names.first().map_or("olmv2-webhook-ca", String::as_str);
+        GeneratedAuthority::new(name)?.issue(dns_names)
+    }
+}
+
+impl Resolver {
+    /// Resolves every content item of `install`. `groups` are the OperatorGroups of the install namespace.
+    pub async fn resolve(
+        &self,
+        install: &Install,
+        kinds: &KindIndex,
+        groups: &[OperatorGroup],
+        certificates: &StoredCertificates,
+    ) -> Result<Resolved, ResolveError> {
+        let mapping = &install.spec.namespaces;
+        let namespace = install_namespace(mapping);
+        let install_name = install.metadata.name.as_deref().unwrap_or_default();
+        let mut resolved = Resolved::default();
+        for (index, item) in install.spec.content.iter().enumerate() {
+            let source =
+                item.source().map_err(|error| ResolveError::InvalidUnion { index, reason: error.to_string() })?;
+            match source {
+                ContentSource::ManifestImage(reference) => {
+                    let pulled = self
+                        .images
+                        .pull(reference, &self.cache, self.limits)
+                        .await
+                        .map_err(|source| ResolveError::PullImage { reference: reference.to_owned(), source })?;
+                    let bundle = Bundle::load(&pulled.root)
+                        .map_err(|source| ResolveError::LoadBundle { reference: reference.to_owned(), source })?;
+                    let targets = target_namespaces(&bundle.csv, &namespace, groups);
+                    let options =
+                        RenderOptions { install_namespace: &namespace, target_namespaces: &targets, certificates };
+                    let objects = render(&bundle, &options)
+                        .map_err(|source| ResolveError::ConvertBundle { reference: reference.to_owned(), source })?;
+                    resolved.objects.extend(objects);
+                    resolved.objects.push(csv_record(&bundle.csv, &namespace, &targets, install_name));
+                    resolved.csvs.push(bundle.name().to_owned());
+                    resolved.resolved.push(ResolvedContent {
+                        content_type: ContentType::ManifestImage,
+                        manifest_image: Some(pulled.pinned),
+                        digest: pulled.digest,
+                    });
+                }
+                ContentSource::Raw(text) => {
+                    let mut objects = parse_raw(index, text).map_err(ResolveError::ParseRaw)?;
+                    place_raw(&mut objects, kinds, mapping);
+                    resolved.objects.extend(objects);
+                    resolved.resolved.push(ResolvedContent {
+                        content_type: ContentType::Raw,
+                        manifest_image: None,
+                        digest: format!("sha256:{}", hex(&Sha256::digest(text.as_bytes()))),
+                    });
+                }
+            }
+        }
+        Ok(resolved)
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A PEM as the base64 of a `caBundle` field.
+pub fn ca_bundle(pem: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(pem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Secret;
+    use k8s_openapi::ByteString;
+
+    #[test]
+    fn stored_certificates_are_reused_for_the_same_service() {
+        let mut secret = Secret::default();
+        secret.metadata.name = Some("plumbus-service-cert".into());
+        secret.metadata.namespace = Some("operators".into());
+        secret.data = Some(
+            [("tls.crt", "CERT"), ("tls.key", "KEY"), ("ca.crt", "CA")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        );
+        let stored = StoredCertificates::from_secrets(&[secret]);
+        let names = vec!["plumbus-service.operators.svc".to_owned()];
+        let issued = stored.issue(&names).expect("issued");
+        assert_eq!(issued, ServingCertificate { ca_pem: "CA".into(), cert_pem: "CERT".into(), key_pem: "KEY".into() });
+        let fresh = stored.issue(&["other-service.operators.svc".to_owned()]).expect("issued");
+        assert!(fresh.cert_pem.contains("BEGIN CERTIFICATE"));
+    }
+
+    #[test]
+    fn only_pulls_are_import_failures() {
+        let parse = ResolveError::ParseRaw(BundleError::InvalidYaml { file: "f".into(), reason: "r".into() });
+        assert!(!parse.is_import_failure());
+        assert_eq!(parse.category(), BundleError::InvalidYaml { file: "f".into(), reason: "r".into() }.category());
+    }
+}

@@ -1,0 +1,214 @@
+//! What the approval webhook decides about a write to an Install (DESIGN decision 6), as pure functions: which
+//! writes need the approver checked, the single access checks that make up the pending rules, and the denial text.
+//! Setting `spec.approval: Approved` needs every rule pending in the status the write replaces; the status itself,
+//! where the pending set is recorded, is written only by the controller.
+
+use serde_json::Value;
+
+use crate::api::v2alpha1::{PendingPermission, PermissionScope};
+use crate::rbac::breakdown;
+use crate::rbac::missing::rule_of;
+
+/// What to do with an admission request for an Install.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Deny(String),
+    /// Allowed only if the requesting user holds every one of these rules.
+    RequireHeld(Vec<PendingPermission>),
+}
+
+/// Judges a request: `subresource` is `Some("status")` for status writes, `old` is absent on create.
+pub fn judge(
+    subresource: Option<&str>,
+    username: &str,
+    controller_username: &str,
+    old: Option<&Value>,
+    new: Option<&Value>,
+) -> Verdict {
+    if subresource == Some("status") {
+        if username == controller_username {
+            return Verdict::Allow;
+        }
+        return Verdict::Deny(format!(
+            "the status of an Install records the permissions an approval covers; only the controller ({controller_username}) writes it, not {username}"
+        ));
+    }
+    let approved = |object: Option<&Value>| object.is_some_and(|o| o["spec"]["approval"] == "Approved");
+    // Creating an Install already approved approves nothing: no permission has been computed yet, and the
+    // controller resets the approval if any turns out to be pending.
+    let Some(old) = old else { return Verdict::Allow };
+    if !approved(new) || approved(Some(old)) {
+        return Verdict::Allow;
+    }
+    let pending: Vec<PendingPermission> =
+        serde_json::from_value(old["status"]["pending"]["permissions"].clone()).unwrap_or_default();
+    if pending.is_empty() {
+        return Verdict::Allow;
+    }
+    Verdict::RequireHeld(pending)
+}
+
+/// One access check: a single verb on a single resource (or URL) in one place.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AccessCheck {
+    /// `None` for cluster-wide.
+    pub namespace: Option<String>,
+    pub verb: String,
+    pub group: String,
+    pub resource: String,
+    pub subresource: String,
+    pub name: String,
+    /// Set for non-resource rules instead of the resource fields.
+    pub path: Option<String>,
+}
+
+/// The access checks that together mean "holds every rule of `pending`": every combination of verb, group,
+/// resource and name, in every namespace the rule applies in (or cluster-wide).
+pub fn access_checks(pending: &[PendingPermission]) -> Vec<(usize, AccessCheck)> {
+    let mut checks = Vec::new();
+    for (index, permission) in pending.iter().enumerate() {
+        let places: Vec<Option<String>> = match permission.scope {
+            PermissionScope::Cluster => vec![None],
+            PermissionScope::Namespaced => permission.namespaces.iter().cloned().map(Some).collect(),
+        };
+        for atom in breakdown(&rule_of(permission)) {
+            for place in &places {
+                let verb = atom.verbs.first().cloned().unwrap_or_default();
+                if let Some(url) = atom.non_resource_urls.first() {
+                    checks.push((
+                        index,
+                        AccessCheck {
+                            namespace: None,
+                            verb,
+                            group: String::new(),
+                            resource: String::new(),
+                            subresource: String::new(),
+                            name: String::new(),
+                            path: Some(url.clone()),
+                        },
+                    ));
+                    continue;
+                }
+                let full = atom.resources.first().cloned().unwrap_or_default();
+                let (resource, subresource) = match full.split_once('/') {
+                    Some((resource, subresource)) => (resource.to_owned(), subresource.to_owned()),
+                    None => (full, String::new()),
+                };
+                checks.push((
+                    index,
+                    AccessCheck {
+                        namespace: place.clone(),
+                        verb,
+                        group: atom.api_groups.first().cloned().unwrap_or_default(),
+                        resource,
+                        subresource,
+                        name: atom.resource_names.first().cloned().unwrap_or_default(),
+                        path: None,
+                    },
+                ));
+            }
+        }
+    }
+    checks
+}
+
+/// A pending rule as a person reads it: `[namespaces] verbs on resources (names)`.
+pub fn describe_permission(permission: &PendingPermission) -> String {
+    let place = match permission.scope {
+        PermissionScope::Cluster => "cluster-wide".to_owned(),
+        PermissionScope::Namespaced => format!("in {}", permission.namespaces.join(",")),
+    };
+    let what = if permission.non_resource_urls.is_empty() {
+        let groups: Vec<String> =
+            permission.api_groups.iter().map(|g| if g.is_empty() { "core".to_owned() } else { g.clone() }).collect();
+        let mut text = format!("{} ({})", permission.resources.join(","), groups.join(","));
+        if !permission.resource_names.is_empty() {
+            text.push_str(&format!(" named {}", permission.resource_names.join(",")));
+        }
+        text
+    } else {
+        format!("URLs {}", permission.non_resource_urls.join(","))
+    };
+    format!("{} {what} {place}", permission.verbs.join(","))
+}
+
+/// The denial for a user lacking `lacking` of the pending rules.
+pub fn denial(username: &str, install: &str, lacking: &[&PendingPermission]) -> String {
+    let rules: Vec<String> = lacking.iter().map(|p| describe_permission(p)).collect();
+    format!(
+        "user {username:?} may not approve Install {install}: approving grants its ServiceAccount permissions the approver must hold, and {username:?} lacks {} of them: {}",
+        lacking.len(),
+        rules.join("; ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn install(approval: &str, pending: Value) -> Value {
+        json!({"spec": {"approval": approval, "content": []}, "status": {"pending": {"count": 1, "permissions": pending}}})
+    }
+
+    fn secrets_rule() -> Value {
+        json!([{"scope": "Namespaced", "namespaces": ["operators"], "verbs": ["get", "create"], "apiGroups": [""], "resources": ["secrets"]}])
+    }
+
+    #[test]
+    fn approving_requires_the_pending_rules_of_the_replaced_status() {
+        let old = install("Unapproved", secrets_rule());
+        let new = install("Approved", json!([]));
+        match judge(None, "alice", "controller", Some(&old), Some(&new)) {
+            Verdict::RequireHeld(pending) => assert_eq!(pending[0].resources, vec!["secrets"]),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    #[test]
+    fn other_writes_are_allowed() {
+        let unapproved = install("Unapproved", secrets_rule());
+        let approved = install("Approved", secrets_rule());
+        assert_eq!(judge(None, "a", "c", None, Some(&approved)), Verdict::Allow);
+        assert_eq!(judge(None, "a", "c", Some(&approved), Some(&approved)), Verdict::Allow);
+        assert_eq!(judge(None, "a", "c", Some(&approved), Some(&unapproved)), Verdict::Allow);
+        assert_eq!(judge(None, "a", "c", Some(&unapproved), Some(&unapproved)), Verdict::Allow);
+        let nothing_pending = install("Unapproved", json!([]));
+        assert_eq!(judge(None, "a", "c", Some(&nothing_pending), Some(&approved)), Verdict::Allow);
+    }
+
+    #[test]
+    fn only_the_controller_writes_status() {
+        let object = install("Unapproved", secrets_rule());
+        assert_eq!(judge(Some("status"), "controller", "controller", Some(&object), Some(&object)), Verdict::Allow);
+        assert!(matches!(
+            judge(Some("status"), "mallory", "controller", Some(&object), Some(&object)),
+            Verdict::Deny(_)
+        ));
+    }
+
+    #[test]
+    fn checks_cover_each_verb_resource_and_namespace() {
+        let pending: Vec<PendingPermission> = serde_json::from_value(json!([
+            {"scope": "Namespaced", "namespaces": ["a", "b"], "verbs": ["get", "create"], "apiGroups": [""], "resources": ["secrets", "pods/log"]},
+            {"scope": "Cluster", "verbs": ["get"], "nonResourceURLs": ["/metrics"]},
+        ]))
+        .expect("pending");
+        let checks = access_checks(&pending);
+        assert_eq!(checks.len(), 2 * 2 * 2 + 1);
+        assert!(checks.iter().any(|(_, c)| c.namespace.as_deref() == Some("b")
+            && c.verb == "create"
+            && c.resource == "pods"
+            && c.subresource == "log"));
+        assert!(checks.iter().any(|(i, c)| *i == 1 && c.path.as_deref() == Some("/metrics") && c.namespace.is_none()));
+    }
+
+    #[test]
+    fn denial_names_the_lacking_rules() {
+        let pending: Vec<PendingPermission> = serde_json::from_value(secrets_rule()).expect("pending");
+        let text = denial("bob", "plumbus", &[&pending[0]]);
+        assert!(text.contains("\"bob\" may not approve Install plumbus"), "{text}");
+        assert!(text.contains("get,create secrets (core) in operators"), "{text}");
+    }
+}

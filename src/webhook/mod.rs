@@ -1,0 +1,70 @@
+//! The validating admission webhook the binary serves over TLS: the approval check of Installs (`approval`), its
+//! ValidatingWebhookConfiguration and serving certificate (`configuration`), and the HTTPS server (`server`).
+
+pub mod approval;
+pub mod configuration;
+pub mod server;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Where the webhook listens and how the API server reaches it.
+#[derive(Clone, Debug, clap::Args)]
+pub struct WebhookOptions {
+    /// Address the webhook's HTTPS server listens on.
+    #[arg(long = "webhook-address", env = "OLMV2_WEBHOOK_ADDRESS", default_value = "0.0.0.0:9443")]
+    pub address: SocketAddr,
+    /// Namespace of the Service in front of the webhook; default: the controller's namespace.
+    #[arg(long = "webhook-service-namespace", env = "OLMV2_WEBHOOK_SERVICE_NAMESPACE")]
+    pub service_namespace: Option<String>,
+    /// Name of the Service in front of the webhook.
+    #[arg(long = "webhook-service-name", env = "OLMV2_WEBHOOK_SERVICE_NAME", default_value = "olmv2-webhook")]
+    pub service_name: String,
+    /// Port of the Service in front of the webhook.
+    #[arg(long = "webhook-service-port", env = "OLMV2_WEBHOOK_SERVICE_PORT", default_value_t = 443)]
+    pub service_port: i32,
+    /// A directory with `tls.crt` and `tls.key` (a cert-manager Secret mounted); the caBundle of the webhook
+    /// configuration is then left to cert-manager's CA injector. Without it, a certificate is generated at start
+    /// and its CA written into the configuration.
+    #[arg(long = "webhook-cert-dir", env = "OLMV2_WEBHOOK_CERT_DIR", value_name = "DIR")]
+    pub cert_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    #[error("failed to learn the controller's own username (SelfSubjectReview)")]
+    Identify(#[source] kube::Error),
+    #[error("failed to generate the webhook's serving certificate")]
+    Certificate(#[source] rcgen::Error),
+    #[error("failed to read the webhook certificate in {path}")]
+    ReadCertificate {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the webhook certificate is not usable: {reason}")]
+    Tls { reason: String },
+    #[error("failed to listen on {address}")]
+    Listen {
+        address: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("failed to write ValidatingWebhookConfiguration {name}")]
+    Configure {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl WebhookError {
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Identify(_) => "SelfSubjectReviewFailed",
+            Self::Certificate(_) | Self::ReadCertificate { .. } | Self::Tls { .. } => "WebhookCertificateInvalid",
+            Self::Listen { .. } => "WebhookListenFailed",
+            Self::Configure { .. } => "WebhookConfigurationFailed",
+        }
+    }
+}
