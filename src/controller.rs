@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use crate::bundle::image::{ImageClient, RegistryOptions};
 use crate::bundle::unpack::UnpackLimits;
+use crate::catalog::CatalogCache;
 use crate::install::apply::Impersonation;
 use crate::install::cluster::Cluster;
 use crate::install::reconcile::{Context, InstallOptions};
 use crate::install::resolve::Resolver;
+use crate::operator::reconcile::OperatorOptions;
 use crate::server::Health;
 use crate::webhook::server::RunningWebhook;
 use crate::webhook::{WebhookError, WebhookOptions};
@@ -28,6 +30,10 @@ pub struct ControllerOptions {
     pub resync: Duration,
     /// How soon failed or rolling-out Installs are tried again.
     pub retry: Duration,
+    /// Where namespace-less content of an Operator's bundles is installed.
+    pub operator_namespace: String,
+    /// How often a catalog image tag is looked up again when its CatalogSource sets no registryPoll interval.
+    pub catalog_poll: Duration,
 }
 
 /// Running controllers; they stop when dropped or with [`Controllers::stop`].
@@ -35,6 +41,7 @@ pub struct Controllers {
     pub webhook: RunningWebhook,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     install: tokio::task::JoinHandle<()>,
+    operator: tokio::task::JoinHandle<()>,
 }
 
 impl Controllers {
@@ -44,13 +51,16 @@ impl Controllers {
             let _ = stop.send(());
         }
         let install = std::mem::replace(&mut self.install, tokio::spawn(async {}));
+        let operator = std::mem::replace(&mut self.operator, tokio::spawn(async {}));
         let _ = install.await;
+        let _ = operator.await;
     }
 }
 
 impl Drop for Controllers {
     fn drop(&mut self) {
         self.install.abort();
+        self.operator.abort();
     }
 }
 
@@ -62,6 +72,22 @@ pub async fn start(
 ) -> Result<Controllers, WebhookError> {
     let client = kube::Client::try_from(config.clone()).map_err(WebhookError::Identify)?;
     let webhook = crate::webhook::server::start(client.clone(), &options.webhook, &options.namespace).await?;
+    let images = Arc::new(ImageClient::new(options.registry.clone()));
+    let operator_context = Arc::new(crate::operator::reconcile::Context {
+        client: client.clone(),
+        recorder: kube::runtime::events::Recorder::new(
+            client.clone(),
+            kube::runtime::events::Reporter { controller: "olmv2-operator-controller".into(), instance: None },
+        ),
+        index: Arc::default(),
+        catalogs: CatalogCache::new(images, options.cache.join("catalogs"), options.catalog_poll),
+        options: OperatorOptions {
+            install_namespace: options.operator_namespace.clone(),
+            resync: options.resync,
+            retry: options.retry,
+        },
+        metrics: health.clone(),
+    });
     let context = Arc::new(Context {
         cluster: Cluster::new(client),
         impersonation: Impersonation::new(config),
@@ -78,9 +104,14 @@ pub async fn start(
         metrics: health,
     });
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let install = tokio::spawn(crate::install::run(context, async {
+    let stopped = futures_util::FutureExt::shared(stopped);
+    let install_stopped = stopped.clone();
+    let install = tokio::spawn(crate::install::run(context, async move {
+        let _ = install_stopped.await;
+    }));
+    let operator = tokio::spawn(crate::operator::run(operator_context, async move {
         let _ = stopped.await;
     }));
-    tracing::info!(namespace = %options.namespace, "install controller started");
-    Ok(Controllers { webhook, stop: Some(stop), install })
+    tracing::info!(namespace = %options.namespace, "install and operator controllers started");
+    Ok(Controllers { webhook, stop: Some(stop), install, operator })
 }

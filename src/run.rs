@@ -30,6 +30,12 @@ pub struct RunOptions {
     /// Seconds before a failed or rolling-out Install is tried again.
     #[arg(long, env = "OLMV2_RETRY_SECONDS", default_value_t = 10)]
     pub retry_seconds: u64,
+    /// Namespace where an Operator's bundle content without a namespace is installed. It must exist.
+    #[arg(long, env = "OLMV2_OPERATOR_NAMESPACE", default_value = "operators")]
+    pub operator_namespace: String,
+    /// Seconds between lookups of a catalog image tag, for CatalogSources without a registryPoll interval.
+    #[arg(long, env = "OLMV2_CATALOG_POLL_SECONDS", default_value_t = 600)]
+    pub catalog_poll_seconds: u64,
     #[command(flatten)]
     pub webhook: WebhookOptions,
     #[command(flatten)]
@@ -46,6 +52,8 @@ impl RunOptions {
             cache: crate::bundle_command::cache_dir(&self.registry),
             resync: Duration::from_secs(self.resync_seconds.max(1)),
             retry: Duration::from_secs(self.retry_seconds.max(1)),
+            operator_namespace: self.operator_namespace.clone(),
+            catalog_poll: Duration::from_secs(self.catalog_poll_seconds.max(1)),
         })
     }
 }

@@ -72,6 +72,15 @@ pub async fn install_crds(plane: &ControlPlane) -> Result<usize, ProjectError> {
 /// Applies `deploy/`'s namespace and RBAC, and returns a client configuration authenticated as the controller's
 /// ServiceAccount (a TokenRequest token), as the Deployment's pod would be.
 pub async fn controller_config(plane: &ControlPlane) -> Result<kube::Config, ProjectError> {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&controller_kubeconfig(plane).await?)
+        .map_err(|e| ProjectError::Config(e.to_string()))?;
+    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| ProjectError::Config(e.to_string()))
+}
+
+/// [`controller_config`] as a kubeconfig file's text, for a controller run as its own process.
+pub async fn controller_kubeconfig(plane: &ControlPlane) -> Result<String, ProjectError> {
     for text in [DEPLOY_NAMESPACE, DEPLOY_RBAC] {
         for document in serde_yaml_ng::Deserializer::from_str(text) {
             let value: Value =
@@ -101,11 +110,7 @@ pub async fn controller_config(plane: &ControlPlane) -> Result<kube::Config, Pro
         .await
         .map_err(|e| ProjectError::Api(e.to_string()))?;
     let token = answer.status.map(|s| s.token).unwrap_or_default();
-    let kubeconfig = kube::config::Kubeconfig::from_yaml(&plane.token_kubeconfig(&token))
-        .map_err(|e| ProjectError::Config(e.to_string()))?;
-    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-        .await
-        .map_err(|e| ProjectError::Config(e.to_string()))
+    Ok(plane.token_kubeconfig(&token))
 }
 
 /// The controllers' options on the test control plane: the webhook on a loopback port, registries on loopback
@@ -128,6 +133,8 @@ pub fn controller_options(
         cache,
         resync,
         retry: Duration::from_secs(1),
+        operator_namespace: "operators".into(),
+        catalog_poll: Duration::from_secs(1),
     }
 }
 

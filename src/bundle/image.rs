@@ -44,6 +44,9 @@ pub struct PulledImage {
     pub labels: BTreeMap<String, String>,
 }
 
+/// The image label that says where a File-Based Catalog image keeps its catalog.
+pub const CATALOG_CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
+
 /// Largest image config accepted; real ones are a few KiB.
 const MAX_CONFIG_BYTES: i64 = 1 << 20;
 
@@ -370,9 +373,26 @@ impl ImageClient {
             Err(error) if !allow_invalid => return Err(error.into()),
             Err(_) => BTreeMap::new(),
         };
+        self.push_files(dir, "", labels, reference).await
+    }
+
+    /// Builds a File-Based Catalog image from `configs` (every file under it, placed under `/configs` with the
+    /// label that says so, as `opm` lays catalogs out) and pushes it to `reference`; returns the manifest's digest.
+    pub async fn push_catalog(&self, configs: &Path, reference: &str) -> Result<String, PushError> {
+        let labels = BTreeMap::from([(CATALOG_CONFIGS_LABEL.to_owned(), "/configs".to_owned())]);
+        self.push_files(configs, "configs", labels, reference).await
+    }
+
+    async fn push_files(
+        &self,
+        dir: &Path,
+        prefix: &str,
+        labels: BTreeMap<String, String>,
+        reference: &str,
+    ) -> Result<String, PushError> {
         let parsed = parse_reference(reference)
             .map_err(|reason| PushError::InvalidReference { reference: reference.to_owned(), reason })?;
-        let (layer, diff_id) = build_layer(dir)?;
+        let (layer, diff_id) = build_layer_at(dir, prefix)?;
         let config = json!({
             "architecture": go_arch(),
             "os": "linux",
@@ -397,12 +417,21 @@ impl ImageClient {
 /// A reproducible gzip tar of every file under `dir` (sorted, owned by root, time zero), and the sha256 of the
 /// uncompressed tar (the layer's diff ID).
 pub fn build_layer(dir: &Path) -> Result<(Vec<u8>, String), PushError> {
+    build_layer_at(dir, "")
+}
+
+/// [`build_layer`], with every path placed under `prefix` (no leading or trailing `/`; empty for the root).
+pub fn build_layer_at(dir: &Path, prefix: &str) -> Result<(Vec<u8>, String), PushError> {
     let mut files = Vec::new();
-    collect_files(dir, dir, &mut files)?;
+    if !prefix.is_empty() {
+        files.push((prefix.to_owned(), true));
+    }
+    collect_files(dir, dir, prefix, &mut files)?;
     files.sort();
     let mut tar = tar::Builder::new(Vec::new());
     for (relative, is_dir) in files {
-        let path = dir.join(&relative);
+        let on_disk = relative.strip_prefix(prefix).unwrap_or(&relative).trim_start_matches('/');
+        let path = dir.join(on_disk);
         let read_error = |source| PushError::Read { path: path.clone(), source };
         let mut header = tar::Header::new_gnu();
         header.set_mtime(0);
@@ -430,16 +459,17 @@ pub fn build_layer(dir: &Path) -> Result<(Vec<u8>, String), PushError> {
     Ok((compressed, diff_id))
 }
 
-fn collect_files(root: &Path, dir: &Path, files: &mut Vec<(String, bool)>) -> Result<(), PushError> {
+fn collect_files(root: &Path, dir: &Path, prefix: &str, files: &mut Vec<(String, bool)>) -> Result<(), PushError> {
     let entries = std::fs::read_dir(dir).map_err(|source| PushError::Read { path: dir.to_owned(), source })?;
     for entry in entries {
         let entry = entry.map_err(|source| PushError::Read { path: dir.to_owned(), source })?;
         let path = entry.path();
         let relative = path.strip_prefix(root).map(|p| p.to_string_lossy().into_owned()).unwrap_or_default();
+        let relative = if prefix.is_empty() { relative } else { format!("{prefix}/{relative}") };
         let file_type = entry.file_type().map_err(|source| PushError::Read { path: path.clone(), source })?;
         if file_type.is_dir() {
             files.push((relative, true));
-            collect_files(root, &path, files)?;
+            collect_files(root, &path, prefix, files)?;
         } else if file_type.is_file() {
             files.push((relative, false));
         }

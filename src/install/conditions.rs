@@ -15,6 +15,8 @@ pub const COMPONENTS_DIVERGE: &str = "ComponentsDiverge";
 
 /// The reason seed 004 gives for pending permissions.
 pub const UNSATISFIED_PERMISSIONS: &str = "UnsatisfiedPermissions";
+/// PendingApproval reason of an Install whose Operator approves updates by hand, when no permission is missing.
+pub const UPDATE_APPROVAL_REQUIRED: &str = "UpdateApprovalRequired";
 /// The reason seed 004 gives for a failed image pull.
 pub const MANIFEST_IMAGE_PULL_FAILED: &str = "ManifestImagePullFailed";
 /// The reason seed 004 gives for live objects that differ from what was applied.
@@ -71,12 +73,21 @@ fn wanted(outcome: &Outcome) -> [(&'static str, &'static str, String, String); 6
             [
                 (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
                 (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
-                (
-                    PENDING_APPROVAL,
-                    "True",
-                    UNSATISFIED_PERMISSIONS.into(),
-                    format!("pending approval of {count} unsatisfied permissions for ServiceAccount {account}"),
-                ),
+                if *count == 0 {
+                    (
+                        PENDING_APPROVAL,
+                        "True",
+                        UPDATE_APPROVAL_REQUIRED.into(),
+                        "updates are approved by hand: set spec.approval to Approved to install this content".into(),
+                    )
+                } else {
+                    (
+                        PENDING_APPROVAL,
+                        "True",
+                        UNSATISFIED_PERMISSIONS.into(),
+                        format!("pending approval of {count} unsatisfied permissions for ServiceAccount {account}"),
+                    )
+                },
                 (INSTALLED, "False", "AwaitingApproval".into(), installed_message),
                 (PROGRESSING, "False", "AwaitingApproval".into(), "waiting for approval".into()),
                 (

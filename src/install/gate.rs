@@ -17,7 +17,11 @@ pub enum Gate {
 }
 
 /// Decides from the approval on the spec, the pending set recorded when it was given, and what is missing now.
-pub fn gate(approval: Approval, approved: &[PendingPermission], missing: &[PendingPermission]) -> Gate {
+/// `manual` Installs (an Operator's updates approved by hand) wait for a person even when nothing is missing.
+pub fn gate(approval: Approval, approved: &[PendingPermission], missing: &[PendingPermission], manual: bool) -> Gate {
+    if manual && approval != Approval::Approved {
+        return Gate::AwaitApproval { pending: missing.to_vec(), revoke_approval: false };
+    }
     if missing.is_empty() {
         return Gate::Apply { grant: Vec::new() };
     }
@@ -74,14 +78,14 @@ mod tests {
 
     #[test]
     fn nothing_missing_applies_without_approval() {
-        assert_eq!(gate(Approval::Unapproved, &[], &[]), Gate::Apply { grant: vec![] });
+        assert_eq!(gate(Approval::Unapproved, &[], &[], false), Gate::Apply { grant: vec![] });
     }
 
     #[test]
     fn missing_rules_wait_for_approval() {
         let missing = vec![namespaced(&["get"], &["secrets"], &["operators"])];
         assert_eq!(
-            gate(Approval::Unapproved, &[], &missing),
+            gate(Approval::Unapproved, &[], &missing, false),
             Gate::AwaitApproval { pending: missing.clone(), revoke_approval: false }
         );
     }
@@ -89,14 +93,14 @@ mod tests {
     #[test]
     fn approval_of_the_recorded_set_grants_what_is_missing() {
         let missing = vec![namespaced(&["get", "list"], &["secrets"], &["operators"])];
-        assert_eq!(gate(Approval::Approved, &missing, &missing), Gate::Apply { grant: missing.clone() });
+        assert_eq!(gate(Approval::Approved, &missing, &missing, false), Gate::Apply { grant: missing.clone() });
     }
 
     #[test]
     fn approval_grants_only_what_is_still_missing() {
         let approved = vec![namespaced(&["get", "list", "create"], &["secrets", "configmaps"], &["operators"])];
         let missing = vec![namespaced(&["get"], &["secrets"], &["operators"])];
-        assert_eq!(gate(Approval::Approved, &approved, &missing), Gate::Apply { grant: missing.clone() });
+        assert_eq!(gate(Approval::Approved, &approved, &missing, false), Gate::Apply { grant: missing.clone() });
     }
 
     #[test]
@@ -104,7 +108,7 @@ mod tests {
         let approved = vec![namespaced(&["get"], &["secrets"], &["operators"])];
         let missing = vec![namespaced(&["get", "delete"], &["secrets"], &["operators"])];
         assert_eq!(
-            gate(Approval::Approved, &approved, &missing),
+            gate(Approval::Approved, &approved, &missing, false),
             Gate::AwaitApproval { pending: missing.clone(), revoke_approval: true }
         );
     }
@@ -113,7 +117,7 @@ mod tests {
     fn an_approval_recorded_for_nothing_covers_nothing() {
         let missing = vec![cluster(&["*"], &["*"])];
         assert_eq!(
-            gate(Approval::Approved, &[], &missing),
+            gate(Approval::Approved, &[], &missing, false),
             Gate::AwaitApproval { pending: missing.clone(), revoke_approval: true }
         );
     }
@@ -140,5 +144,15 @@ mod tests {
         named.resource_names = vec!["one".into()];
         assert!(covered_by(&approved, &[named.clone()]));
         assert!(!covered_by(&[named], &[cluster(&["get"], &["secrets"])]));
+    }
+
+    #[test]
+    fn a_manual_install_waits_for_a_person_even_when_nothing_is_missing() {
+        assert_eq!(
+            gate(Approval::Unapproved, &[], &[], true),
+            Gate::AwaitApproval { pending: vec![], revoke_approval: false }
+        );
+        assert_eq!(gate(Approval::Approved, &[], &[], true), Gate::Apply { grant: vec![] });
+        assert_eq!(gate(Approval::Unapproved, &[], &[], false), Gate::Apply { grant: vec![] });
     }
 }

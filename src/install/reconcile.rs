@@ -19,7 +19,7 @@ use super::gate::{gate, Gate};
 use super::grants::{grant_objects, GrantOwner};
 use super::resolve::{Resolved, Resolver, StoredCertificates};
 use crate::api::component::component_label_key;
-use crate::api::v2alpha1::{Install, InstallState, InstallStatus, PendingPermissions};
+use crate::api::v2alpha1::{Install, InstallState, InstallStatus, PendingPermissions, MANUAL_APPROVAL_ANNOTATION};
 use crate::rbac::{missing_permissions, required_permissions, KindIndex, UserInfo};
 
 /// Settings of the Install controller.
@@ -168,7 +168,8 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         previous.resolved == resolved_content && previous.observed_generation == install.metadata.generation;
     status.resolved = resolved_content;
 
-    let grant = match gate(install.spec.approval, &approved, &missing.permissions) {
+    let manual = install.annotations().get(MANUAL_APPROVAL_ANNOTATION).is_some_and(|value| value == "true");
+    let grant = match gate(install.spec.approval, &approved, &missing.permissions, manual) {
         Gate::AwaitApproval { pending, revoke_approval } => {
             // The approval goes before the new pending set is shown, so that no approval ever stands beside a
             // pending set nobody approved.

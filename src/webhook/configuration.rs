@@ -12,6 +12,7 @@ use super::WebhookError;
 pub const CONFIGURATION_NAME: &str = "olmv2-install-approval";
 /// Path the approval check is served on.
 pub const APPROVAL_PATH: &str = "/validate-install";
+pub const CATALOG_USE_PATH: &str = "/validate-operator";
 
 /// A serving certificate; `ca_pem` is set when the controller generated it.
 pub struct ServingCertificate {
@@ -58,11 +59,13 @@ pub fn read(dir: &Path) -> Result<ServingCertificate, WebhookError> {
 /// The configuration: every create and update of an Install and of its status goes through the webhook, and fails
 /// closed, since an approval the webhook did not check must never stand.
 pub fn configuration(namespace: &str, service: &str, port: i32, ca_pem: Option<&str>) -> Value {
-    let mut client_config =
-        json!({"service": {"namespace": namespace, "name": service, "path": APPROVAL_PATH, "port": port}});
-    if let Some(ca) = ca_pem {
-        client_config["caBundle"] = json!(crate::install::resolve::ca_bundle(ca));
-    }
+    let client_config = |path: &str| {
+        let mut config = json!({"service": {"namespace": namespace, "name": service, "path": path, "port": port}});
+        if let Some(ca) = ca_pem {
+            config["caBundle"] = json!(crate::install::resolve::ca_bundle(ca));
+        }
+        config
+    };
     let mut metadata = json!({"name": CONFIGURATION_NAME});
     if ca_pem.is_none() {
         // cert-manager's CA injector fills caBundle from the Certificate of this name.
@@ -74,12 +77,26 @@ pub fn configuration(namespace: &str, service: &str, port: i32, ca_pem: Option<&
         "metadata": metadata,
         "webhooks": [{
             "name": "approval.installs.operators.coreos.com",
-            "clientConfig": client_config,
+            "clientConfig": client_config(APPROVAL_PATH),
             "rules": [{
                 "apiGroups": ["operators.coreos.com"],
                 "apiVersions": ["v2alpha1"],
                 "operations": ["CREATE", "UPDATE"],
                 "resources": ["installs", "installs/status"],
+                "scope": "Cluster",
+            }],
+            "failurePolicy": "Fail",
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+            "timeoutSeconds": 10,
+        }, {
+            "name": "catalogsources.operators.operators.coreos.com",
+            "clientConfig": client_config(CATALOG_USE_PATH),
+            "rules": [{
+                "apiGroups": ["operators.coreos.com"],
+                "apiVersions": ["v2alpha1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["operators"],
                 "scope": "Cluster",
             }],
             "failurePolicy": "Fail",
@@ -105,6 +122,10 @@ mod tests {
         assert_eq!(webhook["failurePolicy"], "Fail");
         assert_eq!(webhook["rules"][0]["resources"], json!(["installs", "installs/status"]));
         assert!(webhook["clientConfig"]["caBundle"].as_str().is_some_and(|b| !b.is_empty()));
+        let operators = &value["webhooks"][1];
+        assert_eq!(operators["clientConfig"]["service"]["path"], CATALOG_USE_PATH);
+        assert_eq!(operators["rules"][0]["resources"], json!(["operators"]), "status writes need no catalog check");
+        assert_eq!(operators["clientConfig"]["caBundle"], webhook["clientConfig"]["caBundle"]);
         assert!(value["metadata"].get("annotations").is_none());
     }
 

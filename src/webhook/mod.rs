@@ -1,7 +1,9 @@
-//! The validating admission webhook the binary serves over TLS: the approval check of Installs (`approval`), its
-//! ValidatingWebhookConfiguration and serving certificate (`configuration`), and the HTTPS server (`server`).
+//! The validating admission webhook the binary serves over TLS: the approval check of Installs (`approval`), the
+//! CatalogSource use check of Operators (`catalog_use`), their ValidatingWebhookConfiguration and serving
+//! certificate (`configuration`), and the HTTPS server (`server`).
 
 pub mod approval;
+pub mod catalog_use;
 pub mod configuration;
 pub mod server;
 

@@ -19,7 +19,8 @@ use kube::Client;
 use tokio_rustls::rustls;
 
 use super::approval::{access_checks, denial, judge, AccessCheck, Verdict};
-use super::configuration::{self, ServingCertificate, APPROVAL_PATH, CONFIGURATION_NAME};
+use super::catalog_use::{catalog_use_check, catalog_use_denial};
+use super::configuration::{self, ServingCertificate, APPROVAL_PATH, CATALOG_USE_PATH, CONFIGURATION_NAME};
 use super::{WebhookError, WebhookOptions};
 
 struct Checker {
@@ -67,7 +68,10 @@ pub async fn start(
         .map_err(|source| WebhookError::Listen { address: options.address, source })?;
     let address = listener.local_addr().map_err(|source| WebhookError::Listen { address: options.address, source })?;
     let checker = Arc::new(Checker { client: client.clone(), controller_username: controller_username.clone() });
-    let router = Router::new().route(APPROVAL_PATH, post(review_install)).with_state(checker);
+    let router = Router::new()
+        .route(APPROVAL_PATH, post(review_install))
+        .route(CATALOG_USE_PATH, post(review_operator))
+        .with_state(checker);
     let task = tokio::spawn(serve(listener, acceptor, router));
 
     let body = configuration::configuration(
@@ -171,6 +175,35 @@ async fn review_install(
                 tracing::info!(install = %request.name, user = %username, lacking = rules.len(), "approval denied");
                 forbid(response, denial(&username, &request.name, &rules))
             }
+        }
+    };
+    Json(response.into_review())
+}
+
+async fn review_operator(
+    State(checker): State<Arc<Checker>>,
+    Json(review): Json<AdmissionReview<DynamicObject>>,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(request) => request,
+        Err(error) => return Json(AdmissionResponse::invalid(error.to_string()).into_review()),
+    };
+    let response = AdmissionResponse::from(&request);
+    let as_value = |object: &Option<DynamicObject>| object.as_ref().and_then(|o| serde_json::to_value(o).ok());
+    let (old, new) = (as_value(&request.old_object), as_value(&request.object));
+    let Some(check) = catalog_use_check(old.as_ref(), new.as_ref()) else {
+        return Json(response.into_review());
+    };
+    let username = request.user_info.username.clone().unwrap_or_default();
+    let response = match allowed(&checker.client, &request.user_info, &check).await {
+        Ok(true) => response,
+        Ok(false) => {
+            tracing::info!(operator = %request.name, user = %username, catalog = %check.name, "catalog use denied");
+            forbid(response, catalog_use_denial(&username, &check))
+        }
+        Err(error) => {
+            tracing::warn!(%error, "access review failed");
+            forbid(response, format!("the use of the CatalogSource could not be checked: {error}"))
         }
     };
     Json(response.into_review())

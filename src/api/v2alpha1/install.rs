@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::api::union::{Member, UnionError};
 
+/// Set to `"true"` on an Install whose content waits for a person's approval even when it needs no new permission:
+/// the Install of an Operator whose updates are approved by hand (`approval: Manual`).
+pub const MANUAL_APPROVAL_ANNOTATION: &str = "v2alpha1.operators.coreos.com/manual-approval";
+
 /// Desired state of an Install: what to apply, where, and whether its pending permissions are approved.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(

@@ -1,0 +1,302 @@
+//! File-Based Catalogs (DESIGN decision 7): the `olm.package`, `olm.channel` and `olm.bundle` blobs of a catalog
+//! directory, read into packages with their channels and bundles. Blobs of other schemas are kept out of the way,
+//! as `opm` does, so a catalog carrying extensions still loads.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use semver::Version;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// A catalog: every package it holds, by name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Catalog {
+    pub packages: BTreeMap<String, Package>,
+}
+
+/// A package: its channels and bundles.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Package {
+    pub name: String,
+    pub default_channel: Option<String>,
+    pub channels: BTreeMap<String, Channel>,
+    pub bundles: BTreeMap<String, CatalogBundle>,
+}
+
+/// A channel: the bundles it offers and the upgrade edges between them.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+pub struct Channel {
+    pub name: String,
+    #[serde(default)]
+    pub entries: Vec<ChannelEntry>,
+}
+
+/// One bundle of a channel, with the bundles it upgrades from.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelEntry {
+    pub name: String,
+    #[serde(default)]
+    pub replaces: Option<String>,
+    #[serde(default)]
+    pub skips: Vec<String>,
+    #[serde(default)]
+    pub skip_range: Option<String>,
+}
+
+/// A bundle of the catalog: where its image is and which version it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CatalogBundle {
+    pub name: String,
+    pub package: String,
+    pub image: String,
+    pub version: Version,
+}
+
+/// Why a catalog did not load.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    #[error("reading catalog file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("parsing catalog file {path}: {reason}")]
+    Parse { path: PathBuf, reason: String },
+    #[error("catalog file {path}: {schema} blob {name:?}: {reason}")]
+    InvalidBlob { path: PathBuf, schema: String, name: String, reason: String },
+    #[error("the catalog holds no package (no olm.package blob under {path})")]
+    Empty { path: PathBuf },
+}
+
+impl CatalogError {
+    /// Static category, for event reasons and metric labels.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Read { .. } => "CatalogReadFailed",
+            Self::Parse { .. } | Self::InvalidBlob { .. } => "InvalidCatalog",
+            Self::Empty { .. } => "EmptyCatalog",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PackageBlob {
+    name: String,
+    #[serde(default)]
+    default_channel: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ChannelBlob {
+    package: String,
+    #[serde(flatten)]
+    channel: Channel,
+}
+
+#[derive(Deserialize)]
+struct BundleBlob {
+    name: String,
+    package: String,
+    #[serde(default)]
+    image: String,
+    #[serde(default)]
+    properties: Vec<PropertyBlob>,
+}
+
+#[derive(Deserialize)]
+struct PropertyBlob {
+    #[serde(rename = "type")]
+    type_: String,
+    #[serde(default)]
+    value: Value,
+}
+
+impl Catalog {
+    /// Loads every `.yaml`, `.yml` and `.json` file under `root`, in path order.
+    pub fn load_dir(root: &Path) -> Result<Self, CatalogError> {
+        let mut files = Vec::new();
+        collect_catalog_files(root, &mut files)?;
+        files.sort();
+        let mut blobs = Vec::new();
+        for path in files {
+            let text =
+                std::fs::read_to_string(&path).map_err(|source| CatalogError::Read { path: path.clone(), source })?;
+            for blob in parse_blobs(&path, &text)? {
+                blobs.push((path.clone(), blob));
+            }
+        }
+        let catalog = Self::from_blobs(blobs)?;
+        if catalog.packages.is_empty() {
+            return Err(CatalogError::Empty { path: root.to_owned() });
+        }
+        Ok(catalog)
+    }
+
+    /// Assembles packages from blobs, each with the file it came from (for errors).
+    pub fn from_blobs(blobs: Vec<(PathBuf, Value)>) -> Result<Self, CatalogError> {
+        let mut catalog = Self::default();
+        let mut channels = Vec::new();
+        let mut bundles = Vec::new();
+        for (path, blob) in blobs {
+            let schema = blob.get("schema").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let name = blob.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let invalid = |reason: String| CatalogError::InvalidBlob {
+                path: path.clone(),
+                schema: schema.clone(),
+                name: name.clone(),
+                reason,
+            };
+            match schema.as_str() {
+                "olm.package" => {
+                    let package: PackageBlob =
+                        serde_json::from_value(blob).map_err(|error| invalid(error.to_string()))?;
+                    let entry = catalog.packages.entry(package.name.clone()).or_default();
+                    entry.name = package.name;
+                    entry.default_channel = package.default_channel;
+                }
+                "olm.channel" => {
+                    let channel: ChannelBlob =
+                        serde_json::from_value(blob).map_err(|error| invalid(error.to_string()))?;
+                    channels.push((path, channel));
+                }
+                "olm.bundle" => {
+                    let bundle: BundleBlob =
+                        serde_json::from_value(blob).map_err(|error| invalid(error.to_string()))?;
+                    let version = bundle_version(&bundle).map_err(&invalid)?;
+                    bundles.push((path, bundle, version));
+                }
+                _ => {}
+            }
+        }
+        for (path, blob) in channels {
+            let package = catalog.packages.get_mut(&blob.package).ok_or_else(|| CatalogError::InvalidBlob {
+                path,
+                schema: "olm.channel".into(),
+                name: blob.channel.name.clone(),
+                reason: format!("package {:?} has no olm.package blob", blob.package),
+            })?;
+            package.channels.insert(blob.channel.name.clone(), blob.channel);
+        }
+        for (path, blob, version) in bundles {
+            let package = catalog.packages.get_mut(&blob.package).ok_or_else(|| CatalogError::InvalidBlob {
+                path,
+                schema: "olm.bundle".into(),
+                name: blob.name.clone(),
+                reason: format!("package {:?} has no olm.package blob", blob.package),
+            })?;
+            let bundle = CatalogBundle { name: blob.name, package: blob.package, image: blob.image, version };
+            package.bundles.insert(bundle.name.clone(), bundle);
+        }
+        Ok(catalog)
+    }
+}
+
+/// The version of a bundle, from its `olm.package` property.
+fn bundle_version(bundle: &BundleBlob) -> Result<Version, String> {
+    let property = bundle
+        .properties
+        .iter()
+        .find(|property| property.type_ == "olm.package")
+        .ok_or_else(|| "no olm.package property gives its version".to_owned())?;
+    let version = property.value.get("version").and_then(Value::as_str).unwrap_or_default();
+    Version::parse(version).map_err(|error| format!("version {version:?} is not semver: {error}"))
+}
+
+/// The blobs of one catalog file: a YAML stream, or a JSON stream of objects.
+fn parse_blobs(path: &Path, text: &str) -> Result<Vec<Value>, CatalogError> {
+    let parse_error = |reason: String| CatalogError::Parse { path: path.to_owned(), reason };
+    let is_json = path.extension().is_some_and(|extension| extension == "json");
+    let mut blobs = Vec::new();
+    if is_json {
+        for blob in serde_json::Deserializer::from_str(text).into_iter::<Value>() {
+            blobs.push(blob.map_err(|error| parse_error(error.to_string()))?);
+        }
+    } else {
+        for document in serde_yaml_ng::Deserializer::from_str(text) {
+            let blob = Value::deserialize(document).map_err(|error| parse_error(error.to_string()))?;
+            if !blob.is_null() {
+                blobs.push(blob);
+            }
+        }
+    }
+    Ok(blobs)
+}
+
+fn collect_catalog_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), CatalogError> {
+    let read_error = |source| CatalogError::Read { path: dir.to_owned(), source };
+    for entry in std::fs::read_dir(dir).map_err(read_error)? {
+        let path = entry.map_err(read_error)?.path();
+        if path.is_dir() {
+            collect_catalog_files(&path, files)?;
+        } else if path
+            .extension()
+            .is_some_and(|extension| extension == "yaml" || extension == "yml" || extension == "json")
+        {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn blobs(values: Vec<Value>) -> Vec<(PathBuf, Value)> {
+        values.into_iter().map(|value| (PathBuf::from("catalog.yaml"), value)).collect()
+    }
+
+    fn bundle(name: &str, version: &str) -> Value {
+        json!({"schema": "olm.bundle", "name": name, "package": "plumbus", "image": format!("registry.example/{name}"),
+               "properties": [{"type": "olm.package", "value": {"packageName": "plumbus", "version": version}}]})
+    }
+
+    #[test]
+    fn packages_gather_their_channels_and_bundles_whatever_the_blob_order() {
+        let catalog = Catalog::from_blobs(blobs(vec![
+            bundle("plumbus.v1.0.0", "1.0.0"),
+            json!({"schema": "olm.channel", "name": "stable", "package": "plumbus",
+                   "entries": [{"name": "plumbus.v1.0.0", "skipRange": "<1.0.0"}]}),
+            json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable"}),
+            json!({"schema": "olm.deprecations", "package": "plumbus"}),
+        ]))
+        .expect("loads");
+        let package = &catalog.packages["plumbus"];
+        assert_eq!(package.default_channel.as_deref(), Some("stable"));
+        assert_eq!(package.channels["stable"].entries[0].skip_range.as_deref(), Some("<1.0.0"));
+        assert_eq!(package.bundles["plumbus.v1.0.0"].version, Version::new(1, 0, 0));
+        assert_eq!(package.bundles["plumbus.v1.0.0"].image, "registry.example/plumbus.v1.0.0");
+    }
+
+    #[test]
+    fn a_bundle_without_a_semver_version_is_named_in_the_error() {
+        let error = Catalog::from_blobs(blobs(vec![
+            json!({"schema": "olm.package", "name": "plumbus"}),
+            bundle("plumbus.v1", "1"),
+        ]))
+        .expect_err("refused");
+        assert_eq!(error.category(), "InvalidCatalog");
+        assert!(error.to_string().contains("plumbus.v1") && error.to_string().contains("not semver"), "{error}");
+    }
+
+    #[test]
+    fn a_channel_of_an_unknown_package_is_an_error() {
+        let error = Catalog::from_blobs(blobs(vec![
+            json!({"schema": "olm.channel", "name": "stable", "package": "ghost", "entries": []}),
+        ]))
+        .expect_err("refused");
+        assert!(error.to_string().contains("ghost"), "{error}");
+    }
+
+    #[test]
+    fn json_streams_and_yaml_streams_both_parse() {
+        let path = Path::new("index.json");
+        let text = r#"{"schema":"olm.package","name":"a"}
+{"schema":"olm.package","name":"b"}"#;
+        assert_eq!(parse_blobs(path, text).expect("json stream").len(), 2);
+        let yaml = "---\nschema: olm.package\nname: a\n---\n---\nschema: olm.package\nname: b\n";
+        assert_eq!(parse_blobs(Path::new("index.yaml"), yaml).expect("yaml stream").len(), 2);
+        assert_eq!(parse_blobs(path, "{").expect_err("broken").category(), "InvalidCatalog");
+    }
+}

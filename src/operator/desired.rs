@@ -1,0 +1,194 @@
+//! The Install an Operator owns: one per Operator, named after it, holding the one bundle image its source resolved
+//! to. Upgrades change that Install's content, so the Install's approval gate decides whether an update needs a
+//! person again (DESIGN decision 6), and a Manual Operator resets the approval in the same write.
+
+use serde_json::{json, Value};
+
+use crate::api::component::component_label_key;
+use crate::api::v2alpha1::{Install, InstallState, MANUAL_APPROVAL_ANNOTATION};
+
+/// The catalog bundle an Operator's Install holds.
+pub const BUNDLE_ANNOTATION: &str = "v2alpha1.operators.coreos.com/bundle";
+
+/// The content an Operator wants installed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub image: String,
+    /// The catalog bundle name, when the image came from a catalog.
+    pub bundle: Option<String>,
+    /// Updates wait for a person (`approval: Manual`).
+    pub manual: bool,
+    /// Where namespace-less bundle content goes.
+    pub namespace: String,
+}
+
+/// The bundle an Install holds, from its annotation.
+pub fn installed_bundle(install: &Install) -> Option<&str> {
+    install.metadata.annotations.as_ref()?.get(BUNDLE_ANNOTATION).map(String::as_str)
+}
+
+/// Whether the Install finished installing the content of its current spec, so that the next upgrade may start.
+pub fn settled(install: &Install) -> bool {
+    install.status.as_ref().is_some_and(|status| {
+        status.state == Some(InstallState::Installed)
+            && status.observed_generation.is_some()
+            && status.observed_generation == install.metadata.generation
+    })
+}
+
+/// The image an Install's content holds now.
+pub fn installed_image(install: &Install) -> Option<&str> {
+    install.spec.content.first()?.manifest_image.as_deref()
+}
+
+fn annotations(target: &Target) -> Value {
+    json!({
+        BUNDLE_ANNOTATION: target.bundle,
+        MANUAL_APPROVAL_ANNOTATION: if target.manual { Some("true") } else { None },
+    })
+}
+
+fn spec_content(target: &Target) -> Value {
+    json!({
+        "namespaces": [{"from": "default", "to": target.namespace}],
+        "content": [{"type": "ManifestImage", "manifestImage": target.image}],
+    })
+}
+
+/// The Install to create for an Operator: owned by it (so it goes when the Operator goes) and labelled as its
+/// component. Its approval starts Unapproved.
+pub fn new_install(operator: &str, operator_uid: &str, target: &Target) -> Value {
+    let mut annotations = annotations(target);
+    if let Some(map) = annotations.as_object_mut() {
+        map.retain(|_, value| !value.is_null());
+    }
+    let mut spec = spec_content(target);
+    spec["approval"] = json!("Unapproved");
+    json!({
+        "apiVersion": "operators.coreos.com/v2alpha1",
+        "kind": "Install",
+        "metadata": {
+            "name": operator,
+            "labels": {component_label_key(operator): ""},
+            "annotations": annotations,
+            "ownerReferences": [{
+                "apiVersion": "operators.coreos.com/v2alpha1",
+                "kind": "Operator",
+                "name": operator,
+                "uid": operator_uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": spec,
+    })
+}
+
+/// The merge patch that brings an existing Install to `target`, or None when it is there. The patch carries the
+/// Install's resourceVersion, so a person's approval given in between is never overwritten unseen; a Manual
+/// Operator's new content resets the approval in the same write, so no approval covers content nobody saw.
+pub fn install_patch(operator: &str, install: &Install, target: &Target) -> Option<Value> {
+    let label = component_label_key(operator);
+    let labelled = install.metadata.labels.as_ref().is_some_and(|labels| labels.contains_key(&label));
+    let wanted_annotations = annotations(target);
+    let current = install.metadata.annotations.clone().unwrap_or_default();
+    let annotations_match = wanted_annotations.as_object().is_some_and(|wanted| {
+        wanted.iter().all(|(key, value)| match value.as_str() {
+            Some(value) => current.get(key).map(String::as_str) == Some(value),
+            None => !current.contains_key(key),
+        })
+    });
+    let same_image = installed_image(install) == Some(target.image.as_str());
+    let namespaces_match = install.spec.namespaces.len() == 1
+        && install.spec.namespaces[0].from == "default"
+        && install.spec.namespaces[0].to == target.namespace;
+    if labelled && annotations_match && same_image && namespaces_match && install.spec.content.len() == 1 {
+        return None;
+    }
+    let mut spec = spec_content(target);
+    if target.manual && !same_image {
+        spec["approval"] = json!("Unapproved");
+    }
+    Some(json!({
+        "metadata": {
+            "resourceVersion": install.metadata.resource_version,
+            "labels": {label: ""},
+            "annotations": wanted_annotations,
+        },
+        "spec": spec,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v2alpha1::{Approval, InstallStatus};
+
+    fn target(image: &str, manual: bool) -> Target {
+        Target { image: image.into(), bundle: Some("plumbus.v2.0.0".into()), manual, namespace: "operators".into() }
+    }
+
+    fn install_from(value: Value) -> Install {
+        let mut install: Install = serde_json::from_value(value).expect("install");
+        install.metadata.resource_version = Some("5".into());
+        install.metadata.generation = Some(1);
+        install
+    }
+
+    #[test]
+    fn a_new_install_is_owned_labelled_and_unapproved() {
+        let install = new_install("plumbus", "uid-1", &target("registry.example/plumbus@sha256:1", true));
+        assert_eq!(install["metadata"]["ownerReferences"][0]["uid"], "uid-1");
+        assert_eq!(install["metadata"]["ownerReferences"][0]["controller"], true);
+        assert_eq!(install["metadata"]["labels"]["v2alpha1.operators.coreos.com/plumbus"], "");
+        assert_eq!(install["metadata"]["annotations"][MANUAL_APPROVAL_ANNOTATION], "true");
+        assert_eq!(install["spec"]["approval"], "Unapproved");
+        assert_eq!(install["spec"]["namespaces"][0]["to"], "operators");
+        let parsed = install_from(install);
+        assert_eq!(installed_bundle(&parsed), Some("plumbus.v2.0.0"));
+        assert_eq!(installed_image(&parsed), Some("registry.example/plumbus@sha256:1"));
+        let automatic = new_install("plumbus", "uid-1", &target("i", false));
+        assert!(automatic["metadata"]["annotations"].get(MANUAL_APPROVAL_ANNOTATION).is_none());
+    }
+
+    #[test]
+    fn an_install_at_its_target_needs_no_patch() {
+        let wanted = target("registry.example/plumbus@sha256:1", false);
+        let install = install_from(new_install("plumbus", "uid-1", &wanted));
+        assert_eq!(install_patch("plumbus", &install, &wanted), None);
+    }
+
+    #[test]
+    fn an_automatic_upgrade_changes_the_content_and_keeps_the_approval() {
+        let install = install_from(new_install("plumbus", "uid-1", &target("old", false)));
+        let patch = install_patch("plumbus", &install, &target("new", false)).expect("patch");
+        assert_eq!(patch["spec"]["content"][0]["manifestImage"], "new");
+        assert!(patch["spec"].get("approval").is_none());
+        assert_eq!(patch["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn a_manual_upgrade_resets_the_approval_in_the_same_write() {
+        let mut install = install_from(new_install("plumbus", "uid-1", &target("old", true)));
+        install.spec.approval = Approval::Approved;
+        let patch = install_patch("plumbus", &install, &target("new", true)).expect("patch");
+        assert_eq!(patch["spec"]["approval"], "Unapproved");
+        let switched = install_patch("plumbus", &install, &target("old", false)).expect("annotation goes");
+        assert!(switched["spec"].get("approval").is_none(), "same content keeps its approval");
+        assert!(switched["metadata"]["annotations"][MANUAL_APPROVAL_ANNOTATION].is_null(), "null removes it");
+    }
+
+    #[test]
+    fn an_install_settles_once_its_current_generation_is_installed() {
+        let mut install = install_from(new_install("plumbus", "uid-1", &target("i", false)));
+        assert!(!settled(&install));
+        install.status = Some(InstallStatus {
+            state: Some(InstallState::Installed),
+            observed_generation: Some(1),
+            ..InstallStatus::default()
+        });
+        assert!(settled(&install));
+        install.metadata.generation = Some(2);
+        assert!(!settled(&install), "a newer spec is not installed yet");
+    }
+}

@@ -1,0 +1,308 @@
+//! One pass over an Operator: read its source (a bundle image, or a CatalogSource's catalog), bring its Install to
+//! the resolved bundle, and write the status computed from its components. Reads its components from the shared
+//! index, so a reconcile costs a few requests whatever the number of kinds.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use super::components::Component;
+use super::desired::{install_patch, installed_bundle, installed_image, new_install, settled, Target};
+use super::status::{status, Observed, SourceOutcome};
+use super::watch::{api_resource, lock, SharedIndex};
+use crate::api::component::component_label_key;
+use crate::api::v1alpha1::CatalogSource;
+use crate::api::v2alpha1::{CatalogSourceUpdates, Install, Operator, OperatorStatus, UpdateApproval, UpdateSource};
+use crate::catalog::resolve::{newer_in_other_channels, resolve, Selection};
+use crate::catalog::CatalogCache;
+
+/// The field manager of the Operator controller's writes.
+pub const FIELD_MANAGER: &str = "olmv2-operator";
+
+/// Settings of the Operator controller.
+#[derive(Clone, Debug)]
+pub struct OperatorOptions {
+    /// Where namespace-less bundle content of an Operator's Install goes.
+    pub install_namespace: String,
+    /// How often an Operator is reconciled again without a change (catalog polling).
+    pub resync: Duration,
+    /// How soon a failed reconcile is tried again.
+    pub retry: Duration,
+}
+
+/// What a reconcile needs.
+pub struct Context {
+    pub client: Client,
+    pub recorder: Recorder,
+    pub index: SharedIndex,
+    pub catalogs: CatalogCache,
+    pub options: OperatorOptions,
+    pub metrics: Arc<crate::server::Health>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    #[error("failed to read Install {name}")]
+    ReadInstall {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("failed to write Install {name}")]
+    WriteInstall {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("failed to write the status of Operator {name}")]
+    WriteStatus {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl ReconcileError {
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::ReadInstall { .. } => "InstallReadFailed",
+            Self::WriteInstall { .. } => "InstallWriteFailed",
+            Self::WriteStatus { .. } => "StatusWriteFailed",
+        }
+    }
+}
+
+pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
+    if operator.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let name = operator.name_any();
+    let installs = Api::<Install>::all(ctx.client.clone());
+    let install =
+        installs.get_opt(&name).await.map_err(|source| ReconcileError::ReadInstall { name: name.clone(), source })?;
+    let uid = operator.uid().unwrap_or_default();
+    let foreign = install.as_ref().is_some_and(|install| !owned_by(install, &uid));
+    let owned = install.filter(|install| owned_by(install, &uid));
+    let source = if foreign {
+        SourceOutcome::Failed {
+            reason: "InstallNameTaken",
+            message: format!("an Install named {name} exists that this Operator does not own; it is left alone"),
+        }
+    } else {
+        source_outcome(&ctx, &operator, owned.as_ref()).await
+    };
+    let install = match target_of(&operator, &source, &ctx.options) {
+        Some(target) => Some(bring_install(&installs, &name, &uid, owned, &target).await?),
+        None => owned,
+    };
+
+    let components = lock(&ctx.index).components_of(&name);
+    project_labels(&ctx.client, &name, &components).await;
+    let previous = operator.status.clone().unwrap_or_default();
+    let observed = Observed {
+        name: &name,
+        generation: operator.metadata.generation,
+        previous: &previous.conditions,
+        components: &components,
+        install: install.as_ref(),
+        source: &source,
+        installed_bundle: install.as_ref().and_then(installed_bundle),
+    };
+    let next = status(&observed, &Time(k8s_openapi::jiff::Timestamp::now()));
+    if next != previous {
+        write_status(&ctx.client, &name, &next).await?;
+        record(&ctx.recorder, &operator, &previous.conditions, &next.conditions).await;
+    }
+    Ok(Action::requeue(ctx.options.resync))
+}
+
+fn owned_by(install: &Install, operator_uid: &str) -> bool {
+    install.owner_references().iter().any(|owner| owner.kind == "Operator" && owner.uid == operator_uid)
+}
+
+/// What the Operator's `spec.updates` resolves to now. Source failures are outcomes, shown in the status, not
+/// reconcile errors: retrying at once would not make a missing package appear.
+async fn source_outcome(ctx: &Context, operator: &Operator, install: Option<&Install>) -> SourceOutcome {
+    let Some(updates) = &operator.spec.updates else { return SourceOutcome::NoSource };
+    match updates.source() {
+        Err(error) => SourceOutcome::Failed { reason: "InvalidUpdates", message: error.to_string() },
+        Ok(UpdateSource::ManifestImage(image)) => {
+            SourceOutcome::Resolved { image: image.to_owned(), bundle: None, version: None, available: Vec::new() }
+        }
+        Ok(UpdateSource::CatalogSource(catalog)) => catalog_outcome(ctx, catalog, install).await,
+    }
+}
+
+async fn catalog_outcome(ctx: &Context, updates: &CatalogSourceUpdates, install: Option<&Install>) -> SourceOutcome {
+    let reference = &updates.catalog_ref;
+    let sources = Api::<CatalogSource>::namespaced(ctx.client.clone(), &reference.namespace);
+    let source = match sources.get_opt(&reference.name).await {
+        Ok(Some(source)) => source,
+        Ok(None) => {
+            return SourceOutcome::Failed {
+                reason: "CatalogSourceNotFound",
+                message: format!("CatalogSource {}/{} does not exist", reference.namespace, reference.name),
+            }
+        }
+        Err(error) => {
+            return SourceOutcome::Failed {
+                reason: "CatalogSourceUnreadable",
+                message: format!("reading CatalogSource {}/{}: {error}", reference.namespace, reference.name),
+            }
+        }
+    };
+    let loaded = match ctx.catalogs.catalog_of(&source).await {
+        Ok(loaded) => loaded,
+        Err(error) => return SourceOutcome::Failed { reason: error.category(), message: crate::error::report(&error) },
+    };
+    let selection = Selection {
+        package: updates.package.as_deref(),
+        channel: updates.channel.as_deref(),
+        entrypoint: updates.entrypoint.as_deref(),
+    };
+    let holding = install.filter(|install| !settled(install)).and_then(installed_bundle);
+    let installed = install.filter(|install| settled(install)).and_then(installed_bundle);
+    // An Install still installing (or waiting for approval) keeps its bundle: upgrades go one at a time.
+    let resolved = match holding {
+        Some(bundle) => resolve(&loaded.catalog, Selection { entrypoint: Some(bundle), ..selection }, None),
+        None => resolve(&loaded.catalog, selection, installed),
+    };
+    let resolution = match resolved {
+        Ok(resolution) => resolution,
+        Err(error) => return SourceOutcome::Failed { reason: "ResolutionFailed", message: error.to_string() },
+    };
+    let available = match &resolution.followed {
+        Some((package, channel)) => loaded
+            .catalog
+            .packages
+            .get(package)
+            .map(|package| newer_in_other_channels(package, channel, &resolution.bundle.version))
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let image = match (holding, install.and_then(installed_image)) {
+        (Some(_), Some(image)) => image.to_owned(),
+        _ => resolution.bundle.image.clone(),
+    };
+    SourceOutcome::Resolved {
+        image,
+        bundle: Some(resolution.bundle.name.clone()),
+        version: Some(resolution.bundle.version.to_string()),
+        available,
+    }
+}
+
+fn target_of(operator: &Operator, source: &SourceOutcome, options: &OperatorOptions) -> Option<Target> {
+    let SourceOutcome::Resolved { image, bundle, .. } = source else { return None };
+    let manual = operator
+        .spec
+        .updates
+        .as_ref()
+        .and_then(|updates| updates.catalog_source.as_ref())
+        .is_some_and(|catalog| catalog.approval == UpdateApproval::Manual);
+    Some(Target { image: image.clone(), bundle: bundle.clone(), manual, namespace: options.install_namespace.clone() })
+}
+
+/// Creates the Operator's Install, or patches it to `target`; returns it as it is now.
+async fn bring_install(
+    installs: &Api<Install>,
+    name: &str,
+    uid: &str,
+    current: Option<Install>,
+    target: &Target,
+) -> Result<Install, ReconcileError> {
+    let write_error = |source| ReconcileError::WriteInstall { name: name.to_owned(), source };
+    match current {
+        None => {
+            let body: Install = serde_json::from_value(new_install(name, uid, target))
+                .map_err(|error| write_error(kube::Error::SerdeError(error)))?;
+            let created = installs
+                .create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &body)
+                .await
+                .map_err(write_error)?;
+            tracing::info!(operator = name, image = %target.image, "created the Operator's Install");
+            Ok(created)
+        }
+        Some(install) => match install_patch(name, &install, target) {
+            None => Ok(install),
+            Some(patch) => {
+                let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+                let patched = installs.patch(name, &params, &Patch::Merge(&patch)).await.map_err(write_error)?;
+                tracing::info!(operator = name, image = %target.image, "moved the Operator's Install to new content");
+                Ok(patched)
+            }
+        },
+    }
+}
+
+/// Labels what the legacy loops generated from this Operator's components. A target that is gone or refuses the
+/// write is logged and tried again on the next reconcile; its labelling wakes this Operator through the index.
+async fn project_labels(client: &Client, name: &str, components: &[Component]) {
+    let label = component_label_key(name);
+    let patch = json!({"metadata": {"labels": {label: ""}}});
+    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+    for target in components.iter().flat_map(|component| &component.projects_to) {
+        let labelled = components.iter().any(|component| {
+            let reference = &component.reference;
+            reference.kind == target.kind.kind
+                && reference.namespace == target.namespace
+                && reference.name == target.name
+        });
+        if labelled {
+            continue;
+        }
+        let resource = api_resource(&target.kind);
+        let api = match &target.namespace {
+            Some(namespace) => Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource),
+            None => Api::<DynamicObject>::all_with(client.clone(), &resource),
+        };
+        match api.patch(&target.name, &params, &Patch::Merge(&patch)).await {
+            Ok(_) => {
+                tracing::info!(operator = name, kind = target.kind.kind, object = %target.name, "projected the component label")
+            }
+            Err(error) => {
+                tracing::debug!(operator = name, kind = target.kind.kind, object = %target.name, %error, "label projection")
+            }
+        }
+    }
+}
+
+async fn write_status(client: &Client, name: &str, status: &OperatorStatus) -> Result<(), ReconcileError> {
+    let api = Api::<Operator>::all(client.clone());
+    let body = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "status": status});
+    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+        .await
+        .map_err(|source| ReconcileError::WriteStatus { name: name.to_owned(), source })?;
+    Ok(())
+}
+
+/// One event per top-level condition whose status or reason changed; True is abnormal for all four types.
+async fn record(recorder: &Recorder, operator: &Operator, previous: &[Condition], current: &[Condition]) {
+    let reference = operator.object_ref(&());
+    for condition in current {
+        let changed = !previous
+            .iter()
+            .any(|p| p.type_ == condition.type_ && p.status == condition.status && p.reason == condition.reason);
+        let first_and_normal = !previous.iter().any(|p| p.type_ == condition.type_) && condition.status != "True";
+        if !changed || first_and_normal || condition.status == "Unknown" {
+            continue;
+        }
+        let warning = condition.status == "True" && condition.type_ != super::status::UPDATE_AVAILABLE;
+        let event = Event {
+            type_: if warning { EventType::Warning } else { EventType::Normal },
+            reason: condition.reason.clone(),
+            note: Some(condition.message.chars().take(1000).collect()),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        if let Err(error) = recorder.publish(&event, &reference).await {
+            tracing::warn!(operator = %operator.name_any(), %error, "failed to record an event");
+        }
+    }
+}

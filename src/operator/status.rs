@@ -1,0 +1,463 @@
+//! An Operator's status from what was observed: its components, its own Install, and what its update source says.
+//! Pure: the reconciler gathers the inputs and writes the result.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::components::Component;
+use crate::api::component::component_label_key;
+use crate::api::v2alpha1::{
+    AvailableUpdate, ComponentRef, Components, Install, InstallState, OperatorApis, OperatorMetadata, OperatorState,
+    OperatorStatus, UpdatesStatus,
+};
+use crate::install::conditions::{
+    COMPONENTS_DIVERGE, CONTENT_IMPORT_ERROR, INSTALLED, PENDING_APPROVAL, UPDATE_APPROVAL_REQUIRED,
+};
+
+pub const UPDATE_AVAILABLE: &str = "UpdateAvailable";
+pub const INSTALL_PENDING_APPROVAL: &str = "InstallPendingApproval";
+pub const PRIVILEGE_ESCALATION_REQUIRED: &str = "PrivilegeEscalationRequired";
+pub const UPDATE_FOUND_IN_ANOTHER_CHANNEL: &str = "UpdateFoundInAnotherChannel";
+pub const UPDATE_FOUND_IN_CHANNEL: &str = "UpdateFoundInChannel";
+pub const COMPONENTS_DIVERGE_FROM_INSTALL: &str = "ComponentsDivergeFromInstall";
+
+/// What the update source said this reconcile.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SourceOutcome {
+    /// The Operator names no source: it only gathers components.
+    NoSource,
+    /// A bundle to install (`bundle` is its catalog name, when it came from a catalog) and the channels that hold
+    /// newer versions.
+    Resolved { image: String, bundle: Option<String>, version: Option<String>, available: Vec<AvailableUpdate> },
+    /// The source could not be read or resolved; `reason` is the error's category.
+    Failed { reason: &'static str, message: String },
+}
+
+/// Everything an Operator's status is computed from.
+pub struct Observed<'a> {
+    pub name: &'a str,
+    pub generation: Option<i64>,
+    pub previous: &'a [Condition],
+    pub components: &'a [Component],
+    pub install: Option<&'a Install>,
+    pub source: &'a SourceOutcome,
+    /// The bundle the Install holds now, from its annotation.
+    pub installed_bundle: Option<&'a str>,
+}
+
+pub fn status(observed: &Observed<'_>, now: &Time) -> OperatorStatus {
+    let refs: Vec<ComponentRef> = observed.components.iter().map(|c| c.reference.clone()).collect();
+    let wanted = wanted_conditions(observed);
+    let conditions = wanted
+        .iter()
+        .map(|(type_, status, reason, message)| {
+            let before = observed.previous.iter().find(|c| c.type_ == *type_);
+            Condition {
+                type_: (*type_).to_owned(),
+                status: (*status).to_owned(),
+                reason: reason.clone(),
+                message: message.clone(),
+                last_transition_time: match before {
+                    Some(before) if before.status == *status => before.last_transition_time.clone(),
+                    _ => now.clone(),
+                },
+                observed_generation: observed.generation,
+            }
+        })
+        .collect();
+    let available = match observed.source {
+        SourceOutcome::Resolved { available, .. } if !available.is_empty() => {
+            Some(UpdatesStatus { available: available.clone() })
+        }
+        _ => None,
+    };
+    OperatorStatus {
+        state: Some(state(observed)),
+        metadata: metadata(observed.components),
+        updates: available,
+        conditions,
+        components: Some(Components {
+            match_labels: BTreeMap::from([(component_label_key(observed.name), String::new())]),
+            refs,
+        }),
+        observed_generation: observed.generation,
+    }
+}
+
+/// `status.metadata` from the newest ClusterServiceVersion among the components that has Succeeded.
+pub fn metadata(components: &[Component]) -> Option<OperatorMetadata> {
+    let newest = components
+        .iter()
+        .filter_map(|component| component.csv.as_ref().map(|csv| (csv, &component.reference.name)))
+        .filter(|(csv, _)| csv.phase == "Succeeded")
+        .max_by(|(a, a_name), (b, b_name)| a.version.cmp(&b.version).then_with(|| a_name.cmp(b_name)))?;
+    let (csv, _) = newest;
+    let apis = (!csv.provides.is_empty() || !csv.requires.is_empty())
+        .then(|| OperatorApis { provides: csv.provides.clone(), requires: csv.requires.clone() });
+    Some(OperatorMetadata {
+        display_name: csv.display_name.clone(),
+        description: csv.description.clone(),
+        version: csv.version.as_ref().map(ToString::to_string),
+        apis,
+    })
+}
+
+fn install_condition<'a>(install: Option<&'a Install>, type_: &str) -> Option<&'a Condition> {
+    install?.status.as_ref()?.conditions.iter().find(|condition| condition.type_ == type_)
+}
+
+fn install_state(install: Option<&Install>) -> Option<InstallState> {
+    install?.status.as_ref()?.state
+}
+
+type Wanted = (&'static str, &'static str, String, String);
+
+fn wanted_conditions(observed: &Observed<'_>) -> [Wanted; 4] {
+    [update_available(observed), components_diverge(observed), pending_approval(observed), import_error(observed)]
+}
+
+fn update_available(observed: &Observed<'_>) -> Wanted {
+    match observed.source {
+        SourceOutcome::NoSource => {
+            (UPDATE_AVAILABLE, "False", "NoUpdateSource".into(), "the Operator names no source of updates".into())
+        }
+        SourceOutcome::Failed { reason, .. } => {
+            (UPDATE_AVAILABLE, "Unknown", (*reason).into(), "the update source could not be read".into())
+        }
+        SourceOutcome::Resolved { bundle, version, available, .. } => {
+            let installed = install_state(observed.install) == Some(InstallState::Installed);
+            let waiting = bundle.is_some() && (observed.installed_bundle != bundle.as_deref() || !installed);
+            if waiting && observed.previous_install_exists() {
+                let name = bundle.clone().unwrap_or_default();
+                let version = version.clone().map(|v| format!(" ({v})")).unwrap_or_default();
+                (
+                    UPDATE_AVAILABLE,
+                    "True",
+                    UPDATE_FOUND_IN_CHANNEL.into(),
+                    format!("{name}{version} is being installed"),
+                )
+            } else if !available.is_empty() {
+                let channels: Vec<String> = available
+                    .iter()
+                    .map(|a| format!("{} {}", a.channel, a.version.clone().unwrap_or_default()))
+                    .collect();
+                (
+                    UPDATE_AVAILABLE,
+                    "True",
+                    UPDATE_FOUND_IN_ANOTHER_CHANNEL.into(),
+                    format!("an upgrade has been found outside the specified channel: {}", channels.join(", ")),
+                )
+            } else {
+                (UPDATE_AVAILABLE, "False", "UpToDate".into(), "no newer version is available".into())
+            }
+        }
+    }
+}
+
+impl Observed<'_> {
+    /// Whether something was installed before, so that a different bundle is an update rather than a first install.
+    fn previous_install_exists(&self) -> bool {
+        self.install.and_then(|install| install.status.as_ref()).is_some_and(|status| !status.applied.is_empty())
+    }
+}
+
+fn components_diverge(observed: &Observed<'_>) -> Wanted {
+    if let Some(condition) = install_condition(observed.install, COMPONENTS_DIVERGE).filter(|c| c.status == "True") {
+        return (COMPONENTS_DIVERGE, "True", condition.reason.clone(), condition.message.clone());
+    }
+    let applied = observed.install.and_then(|install| install.status.as_ref()).map(|s| s.applied.as_slice());
+    let missing: Vec<String> = applied
+        .unwrap_or_default()
+        .iter()
+        .filter(|object| {
+            !observed.components.iter().any(|component| {
+                let reference = &component.reference;
+                reference.kind == object.kind
+                    && reference.api_version == object.api_version
+                    && reference.name == object.name
+                    && reference.namespace == object.namespace
+            })
+        })
+        .map(|object| match &object.namespace {
+            Some(namespace) => format!("{} {namespace}/{}", object.kind, object.name),
+            None => format!("{} {}", object.kind, object.name),
+        })
+        .collect();
+    if missing.is_empty() {
+        (COMPONENTS_DIVERGE, "False", "ComponentsMatchInstall".into(), "on-cluster components match the install".into())
+    } else {
+        (
+            COMPONENTS_DIVERGE,
+            "True",
+            COMPONENTS_DIVERGE_FROM_INSTALL.into(),
+            format!("on-cluster components diverge from install resource: missing {}", missing.join(", ")),
+        )
+    }
+}
+
+fn pending_approval(observed: &Observed<'_>) -> Wanted {
+    match install_condition(observed.install, PENDING_APPROVAL).filter(|c| c.status == "True") {
+        Some(condition) if condition.reason == UPDATE_APPROVAL_REQUIRED => (
+            INSTALL_PENDING_APPROVAL,
+            "True",
+            UPDATE_APPROVAL_REQUIRED.into(),
+            format!("updates are approved by hand: Install {} waits for approval", observed.name),
+        ),
+        Some(_) => (
+            INSTALL_PENDING_APPROVAL,
+            "True",
+            PRIVILEGE_ESCALATION_REQUIRED.into(),
+            format!(
+                "Install {} requires privilege escalation approved by an authorized user (`olmv2 approve {}`)",
+                observed.name, observed.name
+            ),
+        ),
+        None => (
+            INSTALL_PENDING_APPROVAL,
+            "False",
+            "NoInstallPendingApproval".into(),
+            "no install waits for approval".into(),
+        ),
+    }
+}
+
+fn import_error(observed: &Observed<'_>) -> Wanted {
+    if let SourceOutcome::Failed { reason, message } = observed.source {
+        return (CONTENT_IMPORT_ERROR, "True", (*reason).into(), message.clone());
+    }
+    match install_condition(observed.install, CONTENT_IMPORT_ERROR).filter(|c| c.status == "True") {
+        Some(condition) => (CONTENT_IMPORT_ERROR, "True", condition.reason.clone(), condition.message.clone()),
+        None => (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
+    }
+}
+
+fn state(observed: &Observed<'_>) -> OperatorState {
+    let failed_install = install_state(observed.install) == Some(InstallState::Failed);
+    if matches!(observed.source, SourceOutcome::Failed { .. }) || failed_install {
+        return OperatorState::Failed;
+    }
+    if install_condition(observed.install, PENDING_APPROVAL).is_some_and(|c| c.status == "True") {
+        return OperatorState::PendingApproval;
+    }
+    match (observed.source, observed.install) {
+        (SourceOutcome::NoSource, _) => {
+            if observed.components.is_empty() {
+                OperatorState::Resolving
+            } else {
+                OperatorState::Installed
+            }
+        }
+        (_, None) => OperatorState::Resolving,
+        (_, Some(_)) => {
+            let installed = install_condition(observed.install, INSTALLED).is_some_and(|c| c.status == "True");
+            let current = match observed.source {
+                SourceOutcome::Resolved { bundle: Some(bundle), .. } => observed.installed_bundle == Some(bundle),
+                _ => true,
+            };
+            if installed && current {
+                OperatorState::Installed
+            } else {
+                OperatorState::Installing
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v2alpha1::{AppliedObject, InstallStatus};
+    use crate::operator::components::CsvFacts;
+    use semver::Version;
+
+    fn time(text: &str) -> Time {
+        Time(text.parse().expect("timestamp"))
+    }
+
+    fn condition(type_: &str, status: &str, reason: &str) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: "m".into(),
+            last_transition_time: time("2026-01-01T00:00:00Z"),
+            observed_generation: Some(1),
+        }
+    }
+
+    fn csv(name: &str, version: &str, phase: &str) -> Component {
+        Component {
+            reference: ComponentRef {
+                kind: "ClusterServiceVersion".into(),
+                api_version: "operators.coreos.com/v1alpha1".into(),
+                namespace: Some("operators".into()),
+                name: name.into(),
+                ..ComponentRef::default()
+            },
+            csv: Some(CsvFacts {
+                phase: phase.into(),
+                version: Version::parse(version).ok(),
+                display_name: Some(format!("Plumbus {version}")),
+                ..CsvFacts::default()
+            }),
+            projects_to: Vec::new(),
+        }
+    }
+
+    fn install(state: InstallState, conditions: Vec<Condition>, applied: Vec<AppliedObject>) -> Install {
+        let mut install =
+            Install::new("plumbus", serde_json::from_value(serde_json::json!({"content": []})).expect("spec"));
+        install.metadata.annotations =
+            Some([(super::super::desired::BUNDLE_ANNOTATION.to_owned(), "plumbus.v1".to_owned())].into());
+        install.status = Some(InstallStatus { state: Some(state), conditions, applied, ..InstallStatus::default() });
+        install
+    }
+
+    fn resolved(bundle: &str, available: Vec<AvailableUpdate>) -> SourceOutcome {
+        SourceOutcome::Resolved { image: "i".into(), bundle: Some(bundle.into()), version: None, available }
+    }
+
+    fn observe<'a>(
+        components: &'a [Component],
+        install: Option<&'a Install>,
+        source: &'a SourceOutcome,
+        previous: &'a [Condition],
+    ) -> OperatorStatus {
+        let observed = Observed {
+            name: "plumbus",
+            generation: Some(2),
+            previous,
+            components,
+            install,
+            source,
+            installed_bundle: install.and_then(super::super::desired::installed_bundle),
+        };
+        status(&observed, &time("2026-11-21T12:00:00Z"))
+    }
+
+    fn find<'a>(status: &'a OperatorStatus, type_: &str) -> &'a Condition {
+        status.conditions.iter().find(|c| c.type_ == type_).expect("condition present")
+    }
+
+    #[test]
+    fn metadata_comes_from_the_newest_succeeded_csv() {
+        let components = [
+            csv("plumbus.v1", "1.0.0", "Succeeded"),
+            csv("plumbus.v3", "3.0.0", "Installing"),
+            csv("plumbus.v2", "2.0.0", "Succeeded"),
+        ];
+        let newest = metadata(&components).expect("metadata");
+        assert_eq!(newest.version.as_deref(), Some("2.0.0"));
+        assert_eq!(newest.display_name.as_deref(), Some("Plumbus 2.0.0"));
+        assert_eq!(metadata(&components[1..2]), None, "no Succeeded CSV, no metadata");
+    }
+
+    #[test]
+    fn the_selector_and_refs_are_reported_and_a_bare_operator_only_gathers() {
+        let components = [csv("plumbus.v1", "1.0.0", "Succeeded")];
+        let status = observe(&components, None, &SourceOutcome::NoSource, &[]);
+        let gathered = status.components.clone().expect("components");
+        assert_eq!(
+            gathered.match_labels.keys().next().map(String::as_str),
+            Some("v2alpha1.operators.coreos.com/plumbus")
+        );
+        assert_eq!(gathered.refs.len(), 1);
+        assert_eq!(status.state, Some(OperatorState::Installed));
+        assert_eq!(find(&status, UPDATE_AVAILABLE).reason, "NoUpdateSource");
+        assert_eq!(status.conditions.len(), 4);
+        assert!(status.conditions.iter().all(|c| c.observed_generation == Some(2)));
+    }
+
+    #[test]
+    fn a_pending_install_asks_for_privilege_escalation_or_manual_approval() {
+        let pending = install(
+            InstallState::PendingApproval,
+            vec![condition(PENDING_APPROVAL, "True", "UnsatisfiedPermissions")],
+            vec![],
+        );
+        let status = observe(&[], Some(&pending), &resolved("plumbus.v1", vec![]), &[]);
+        let found = find(&status, INSTALL_PENDING_APPROVAL);
+        assert_eq!((found.status.as_str(), found.reason.as_str()), ("True", PRIVILEGE_ESCALATION_REQUIRED));
+        assert_eq!(status.state, Some(OperatorState::PendingApproval));
+        let manual = install(
+            InstallState::PendingApproval,
+            vec![condition(PENDING_APPROVAL, "True", UPDATE_APPROVAL_REQUIRED)],
+            vec![],
+        );
+        let status = observe(&[], Some(&manual), &resolved("plumbus.v1", vec![]), &[]);
+        assert_eq!(find(&status, INSTALL_PENDING_APPROVAL).reason, UPDATE_APPROVAL_REQUIRED);
+    }
+
+    #[test]
+    fn import_errors_come_from_the_install_or_the_source() {
+        let failed = install(
+            InstallState::Failed,
+            vec![condition(CONTENT_IMPORT_ERROR, "True", "ManifestImagePullFailed")],
+            vec![],
+        );
+        let status = observe(&[], Some(&failed), &resolved("plumbus.v1", vec![]), &[]);
+        assert_eq!(find(&status, CONTENT_IMPORT_ERROR).reason, "ManifestImagePullFailed");
+        assert_eq!(status.state, Some(OperatorState::Failed));
+        let source = SourceOutcome::Failed { reason: "CatalogImagePullFailed", message: "registry down".into() };
+        let status = observe(&[], None, &source, &[]);
+        let found = find(&status, CONTENT_IMPORT_ERROR);
+        assert_eq!((found.status.as_str(), found.message.as_str()), ("True", "registry down"));
+        assert_eq!(find(&status, UPDATE_AVAILABLE).status, "Unknown");
+    }
+
+    #[test]
+    fn updates_in_the_channel_and_in_other_channels_are_available() {
+        let applied = vec![AppliedObject {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("operators".into()),
+            name: "c".into(),
+        }];
+        let installed = install(InstallState::Installed, vec![condition(INSTALLED, "True", "ContentApplied")], applied);
+        let beta = AvailableUpdate { package: "plumbus".into(), channel: "beta".into(), version: Some("3.0.0".into()) };
+        let status = observe(&[], Some(&installed), &resolved("plumbus.v1", vec![beta.clone()]), &[]);
+        assert_eq!(find(&status, UPDATE_AVAILABLE).reason, UPDATE_FOUND_IN_ANOTHER_CHANNEL);
+        assert_eq!(status.updates.clone().expect("updates").available, vec![beta]);
+        let moving = observe(&[], Some(&installed), &resolved("plumbus.v2", vec![]), &[]);
+        let found = find(&moving, UPDATE_AVAILABLE);
+        assert_eq!((found.status.as_str(), found.reason.as_str()), ("True", UPDATE_FOUND_IN_CHANNEL));
+        assert_eq!(moving.state, Some(OperatorState::Installing), "the Install holds the older bundle still");
+        let fresh = install(InstallState::Applying, vec![], vec![]);
+        let first = observe(&[], Some(&fresh), &resolved("plumbus.v1", vec![]), &[]);
+        assert_eq!(find(&first, UPDATE_AVAILABLE).status, "False", "a first install is no update");
+    }
+
+    #[test]
+    fn components_missing_from_what_the_install_applied_diverge() {
+        let applied = vec![AppliedObject {
+            api_version: "apps/v1".into(),
+            kind: "Deployment".into(),
+            namespace: Some("operators".into()),
+            name: "plumbus".into(),
+        }];
+        let installed = install(InstallState::Installed, vec![condition(INSTALLED, "True", "ContentApplied")], applied);
+        let status = observe(&[], Some(&installed), &resolved("plumbus.v1", vec![]), &[]);
+        let found = find(&status, COMPONENTS_DIVERGE);
+        assert_eq!((found.status.as_str(), found.reason.as_str()), ("True", COMPONENTS_DIVERGE_FROM_INSTALL));
+        assert!(found.message.contains("Deployment operators/plumbus"), "{}", found.message);
+        let drifted = install(
+            InstallState::Installed,
+            vec![condition(COMPONENTS_DIVERGE, "True", "ComponentsDivergeFromResolvedContent")],
+            vec![],
+        );
+        let status = observe(&[], Some(&drifted), &resolved("plumbus.v1", vec![]), &[]);
+        assert_eq!(find(&status, COMPONENTS_DIVERGE).reason, "ComponentsDivergeFromResolvedContent");
+    }
+
+    #[test]
+    fn transition_times_stay_while_the_status_stays() {
+        let previous = [
+            condition(INSTALL_PENDING_APPROVAL, "False", "NoInstallPendingApproval"),
+            condition(UPDATE_AVAILABLE, "True", "X"),
+        ];
+        let status = observe(&[], None, &SourceOutcome::NoSource, &previous);
+        assert_eq!(find(&status, INSTALL_PENDING_APPROVAL).last_transition_time, time("2026-01-01T00:00:00Z"));
+        assert_eq!(find(&status, UPDATE_AVAILABLE).last_transition_time, time("2026-11-21T12:00:00Z"));
+    }
+}
