@@ -12,7 +12,7 @@ use crate::api::v2alpha1::{
     OperatorStatus, UpdatesStatus,
 };
 use crate::install::conditions::{
-    COMPONENTS_DIVERGE, CONTENT_IMPORT_ERROR, INSTALLED, PENDING_APPROVAL, UPDATE_APPROVAL_REQUIRED,
+    COMPONENTS_DIVERGE, CONTENT_IMPORT_ERROR, PENDING_APPROVAL, UPDATE_APPROVAL_REQUIRED,
 };
 
 pub const UPDATE_AVAILABLE: &str = "UpdateAvailable";
@@ -250,7 +250,8 @@ fn state(observed: &Observed<'_>) -> OperatorState {
         }
         (_, None) => OperatorState::Resolving,
         (_, Some(_)) => {
-            let installed = install_condition(observed.install, INSTALLED).is_some_and(|c| c.status == "True");
+            // The Install's own state, not its Installed condition: that is True already while Deployments roll out.
+            let installed = install_state(observed.install) == Some(InstallState::Installed);
             let current = match observed.source {
                 SourceOutcome::Resolved { bundle: Some(bundle), .. } => observed.installed_bundle == Some(bundle),
                 _ => true,
@@ -268,6 +269,7 @@ fn state(observed: &Observed<'_>) -> OperatorState {
 mod tests {
     use super::*;
     use crate::api::v2alpha1::{AppliedObject, InstallStatus};
+    use crate::install::conditions::INSTALLED;
     use crate::operator::components::CsvFacts;
     use semver::Version;
 
@@ -459,5 +461,15 @@ mod tests {
         let status = observe(&[], None, &SourceOutcome::NoSource, &previous);
         assert_eq!(find(&status, INSTALL_PENDING_APPROVAL).last_transition_time, time("2026-01-01T00:00:00Z"));
         assert_eq!(find(&status, UPDATE_AVAILABLE).last_transition_time, time("2026-11-21T12:00:00Z"));
+    }
+
+    #[test]
+    fn an_install_still_rolling_out_keeps_the_operator_installing() {
+        let rolling = install(InstallState::Applying, vec![condition(INSTALLED, "True", "ContentApplied")], vec![]);
+        let status = observe(&[], Some(&rolling), &resolved("plumbus.v1", vec![]), &[]);
+        assert_eq!(status.state, Some(OperatorState::Installing));
+        let done = install(InstallState::Installed, vec![condition(INSTALLED, "True", "ContentApplied")], vec![]);
+        let status = observe(&[], Some(&done), &resolved("plumbus.v1", vec![]), &[]);
+        assert_eq!(status.state, Some(OperatorState::Installed));
     }
 }

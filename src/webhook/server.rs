@@ -16,6 +16,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::core::DynamicObject;
 use kube::Client;
+use serde_json::Value;
 use tokio_rustls::rustls;
 
 use super::approval::{access_checks, denial, judge, AccessCheck, Verdict};
@@ -133,18 +134,32 @@ async fn serve(listener: tokio::net::TcpListener, acceptor: tokio_rustls::TlsAcc
     }
 }
 
+/// A decoded review: the request, the allowing response to start from, and the old and new objects as JSON.
+struct Decoded {
+    request: AdmissionRequest<DynamicObject>,
+    response: AdmissionResponse,
+    old: Option<Value>,
+    new: Option<Value>,
+}
+
+/// Decodes a review; the error is the message of the answer to a review that is not one.
+fn decode(review: AdmissionReview<DynamicObject>) -> Result<Decoded, String> {
+    let request: AdmissionRequest<DynamicObject> = review.try_into().map_err(|error| format!("{error}"))?;
+    let response = AdmissionResponse::from(&request);
+    let as_value = |object: &Option<DynamicObject>| object.as_ref().and_then(|o| serde_json::to_value(o).ok());
+    let (old, new) = (as_value(&request.old_object), as_value(&request.object));
+    Ok(Decoded { request, response, old, new })
+}
+
 async fn review_install(
     State(checker): State<Arc<Checker>>,
     Json(review): Json<AdmissionReview<DynamicObject>>,
 ) -> Json<AdmissionReview<DynamicObject>> {
-    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(request) => request,
-        Err(error) => return Json(AdmissionResponse::invalid(error.to_string()).into_review()),
+    let Decoded { request, response, old, new } = match decode(review) {
+        Ok(decoded) => decoded,
+        Err(message) => return Json(AdmissionResponse::invalid(message).into_review()),
     };
-    let response = AdmissionResponse::from(&request);
     let username = request.user_info.username.clone().unwrap_or_default();
-    let as_value = |object: &Option<DynamicObject>| object.as_ref().and_then(|o| serde_json::to_value(o).ok());
-    let (old, new) = (as_value(&request.old_object), as_value(&request.object));
     let verdict =
         judge(request.sub_resource.as_deref(), &username, &checker.controller_username, old.as_ref(), new.as_ref());
     let response = match verdict {
@@ -184,13 +199,10 @@ async fn review_operator(
     State(checker): State<Arc<Checker>>,
     Json(review): Json<AdmissionReview<DynamicObject>>,
 ) -> Json<AdmissionReview<DynamicObject>> {
-    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(request) => request,
-        Err(error) => return Json(AdmissionResponse::invalid(error.to_string()).into_review()),
+    let Decoded { request, response, old, new } = match decode(review) {
+        Ok(decoded) => decoded,
+        Err(message) => return Json(AdmissionResponse::invalid(message).into_review()),
     };
-    let response = AdmissionResponse::from(&request);
-    let as_value = |object: &Option<DynamicObject>| object.as_ref().and_then(|o| serde_json::to_value(o).ok());
-    let (old, new) = (as_value(&request.old_object), as_value(&request.object));
     let Some(check) = catalog_use_check(old.as_ref(), new.as_ref()) else {
         return Json(response.into_review());
     };
