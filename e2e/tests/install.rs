@@ -6,181 +6,30 @@
 
 mod support;
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use olmv2::api::v2alpha1::{Approval, Install, InstallState, PermissionScope};
-use olmv2_e2e::apiserver::{ControlPlane, Options};
+use olmv2_e2e::apiserver::ControlPlane;
 use olmv2_e2e::project;
-use olmv2_e2e::registry::Registry;
 use serde_json::{json, Value};
-
-const CONTROLLER_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller";
-
-struct Harness {
-    plane: ControlPlane,
-    admin: kube::Client,
-    registry: Registry,
-    controllers: Option<olmv2::controller::Controllers>,
-    cache: PathBuf,
-    dir: PathBuf,
-}
-
-impl Harness {
-    async fn start(name: &str) -> Self {
-        let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
-        let plane = ControlPlane::start(options).await.expect("control plane starts");
-        project::install_crds(&plane).await.expect("CRDs");
-        let admin = plane.client().await.expect("admin client");
-        let registry = Registry::start(&format!("install-{name}")).expect("docker-registry starts");
-        let dir = std::env::temp_dir().join(format!("olmv2-install-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        std::fs::write(dir.join("admin.kubeconfig"), plane.kubeconfig()).expect("kubeconfig");
-        let mut harness = Self { plane, admin, registry, controllers: None, cache: dir.join("cache"), dir };
-        harness.start_controllers().await;
-        let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(harness.admin.clone());
-        namespaces
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({"metadata": {"name": "operators"}})).unwrap(),
-            )
-            .await
-            .expect("namespace operators");
-        harness
-    }
-
-    async fn start_controllers(&mut self) {
-        let config = project::controller_config(&self.plane).await.expect("controller identity");
-        let options =
-            project::controller_options(vec![self.registry.host.clone()], self.cache.clone(), Duration::from_secs(2));
-        self.controllers =
-            Some(project::start_controllers(&self.plane, config, options).await.expect("controllers start"));
-    }
-
-    async fn push(&self, bundle: &str, tag: &str) -> String {
-        let image = self.registry.reference(&format!("plumbus-bundle:{tag}"));
-        let options = olmv2::bundle::image::RegistryOptions {
-            insecure_registries: vec![self.registry.host.clone()],
-            credentials: Default::default(),
-        };
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles").join(bundle);
-        olmv2::bundle::image::ImageClient::new(options).push_bundle(&dir, &image, false).await.expect("pushed");
-        image
-    }
-
-    fn installs(&self) -> Api<Install> {
-        Api::all(self.admin.clone())
-    }
-
-    async fn wait(&self, name: &str, what: &str, done: impl Fn(&Install) -> bool) -> Install {
-        for _ in 0..400 {
-            if let Some(install) = self.installs().get_opt(name).await.expect("get") {
-                if done(&install) {
-                    return install;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let last = self.installs().get_opt(name).await.expect("get");
-        panic!("Install {name} never became {what}; last: {}", serde_json::to_string_pretty(&last).unwrap());
-    }
-
-    async fn wait_state(&self, name: &str, state: InstallState) -> Install {
-        self.wait(name, &format!("{state:?}"), |i| i.status.as_ref().and_then(|s| s.state) == Some(state)).await
-    }
-
-    /// Stands in for the Deployment controller: reports every Deployment of `namespace` available.
-    async fn roll_out(&self, namespace: &str) {
-        let deployments = Api::<Deployment>::namespaced(self.admin.clone(), namespace);
-        for deployment in deployments.list(&ListParams::default()).await.expect("list").items {
-            let status = json!({"status": {"observedGeneration": deployment.metadata.generation, "replicas": 1, "availableReplicas": 1,
-                "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "test"}]}});
-            deployments
-                .patch_status(
-                    deployment.metadata.name.as_deref().unwrap(),
-                    &PatchParams::default(),
-                    &Patch::Merge(&status),
-                )
-                .await
-                .expect("status");
-        }
-    }
-
-    fn kubectl(&self, kubeconfig: &str, args: &[&str], stdin: Option<&str>) -> Output {
-        let path = self.dir.join(format!("{}.kubeconfig", kubeconfig.len()));
-        std::fs::write(&path, kubeconfig).expect("kubeconfig");
-        run(Command::new("kubectl").args(args).env("KUBECONFIG", &path), stdin)
-    }
-
-    fn admin_kubectl(&self, args: &[&str]) -> Output {
-        self.kubectl(&self.plane.kubeconfig(), args, None)
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn run(command: &mut Command, stdin: Option<&str>) -> Output {
-    let mut child = command
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the command runs (kubectl is a prerequisite)");
-    if let Some(text) = stdin {
-        child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("stdin");
-    }
-    child.wait_with_output().expect("output")
-}
-
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
-}
-
-fn install_yaml(name: &str, image: &str) -> String {
-    format!(
-        "apiVersion: operators.coreos.com/v2alpha1\nkind: Install\nmetadata:\n  name: {name}\nspec:\n  namespaces:\n  - from: default\n    to: operators\n  content:\n  - type: ManifestImage\n    manifestImage: {image}\n"
-    )
-}
-
-fn approve_patch() -> &'static str {
-    r#"{"spec":{"approval":"Approved"}}"#
-}
-
-/// A user who may read and update Installs, and nothing else.
-async fn install_editor(harness: &Harness, name: &str) -> String {
-    for object in [
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "install-editor"},
-            "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["installs"], "verbs": ["get", "list", "watch", "update", "patch"]}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": format!("install-editor-{name}")},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "install-editor"},
-            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": name}]}),
-    ] {
-        let _ = project::create(&harness.plane, &object).await;
-    }
-    harness.plane.user_kubeconfig(name, &[])
-}
+use support::harness::{run, text, CONTROLLER_USER};
+use support::installs::{approve_patch, install_editor, install_yaml, installs, push, start, wait, wait_state};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_admin_approves_and_the_content_is_created_as_the_service_account() {
-    let harness = Harness::start("approve").await;
-    let image = harness.push("plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
+    let harness = start("approve").await;
+    let image = push(&harness, "plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
     let manifest = harness.dir.join("install.yaml");
     std::fs::write(&manifest, install_yaml("plumbus", &image)).unwrap();
-    let applied = harness.admin_kubectl(&["apply", "-f", manifest.to_str().unwrap()]);
+    let applied = harness.admin_kubectl(&["apply", "-f", manifest.to_str().unwrap()], None);
     assert!(applied.status.success(), "{}", text(&applied));
 
-    let pending = harness.wait_state("plumbus", InstallState::PendingApproval).await;
+    let pending = wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
     let status = pending.status.clone().unwrap();
     assert_eq!(pending.spec.approval, Approval::Unapproved);
     let account = status.service_account_ref.clone().expect("assigned");
@@ -199,7 +48,7 @@ async fn an_admin_approves_and_the_content_is_created_as_the_service_account() {
         .await
         .unwrap()
         .is_none());
-    let table = harness.admin_kubectl(&["get", "installs"]);
+    let table = harness.admin_kubectl(&["get", "installs"], None);
     assert!(text(&table).contains("Unapproved") && text(&table).contains("PendingApproval"), "{}", text(&table));
 
     // Someone who may edit Installs but holds none of the pending permissions is refused, with the rules named.
@@ -232,25 +81,21 @@ async fn an_admin_approves_and_the_content_is_created_as_the_service_account() {
     assert!(!forged.status.success(), "{}", text(&forged));
     assert!(text(&forged).contains("only the controller"), "{}", text(&forged));
 
-    let approved = harness.admin_kubectl(&["patch", "install", "plumbus", "--type", "merge", "-p", approve_patch()]);
+    let approved =
+        harness.admin_kubectl(&["patch", "install", "plumbus", "--type", "merge", "-p", approve_patch()], None);
     assert!(approved.status.success(), "{}", text(&approved));
-    harness.wait_state("plumbus", InstallState::Applying).await;
+    wait_state(&harness, "plumbus", InstallState::Applying).await;
     harness.roll_out("operators").await;
-    let installed = harness.wait_state("plumbus", InstallState::Installed).await;
+    let installed = wait_state(&harness, "plumbus", InstallState::Installed).await;
     let status = installed.status.unwrap();
     assert_eq!(status.pending.map(|p| p.count), Some(0));
     let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_).cloned().unwrap();
     assert_eq!(condition("Installed").status, "True");
     assert_eq!(condition("Installed").observed_generation, installed.metadata.generation);
-    let csv = harness.admin_kubectl(&[
-        "get",
-        "csv",
-        "-n",
-        "operators",
-        "plumbus.v2.0.0-alpha",
-        "-o",
-        "jsonpath={.status.phase}",
-    ]);
+    let csv = harness.admin_kubectl(
+        &["get", "csv", "-n", "operators", "plumbus.v2.0.0-alpha", "-o", "jsonpath={.status.phase}"],
+        None,
+    );
     assert_eq!(text(&csv), "Succeeded");
 
     // The audit log: every write of the content came from the ServiceAccount; the controller's own identity created
@@ -317,29 +162,28 @@ async fn an_admin_approves_and_the_content_is_created_as_the_service_account() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_upgrade_asking_for_more_waits_for_approval_while_the_old_version_runs() {
-    let harness = Harness::start("upgrade").await;
-    let old = harness.push("plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
-    let new = harness.push("plumbus/2.1.0", "v2.1.0").await;
+    let harness = start("upgrade").await;
+    let old = push(&harness, "plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
+    let new = push(&harness, "plumbus/2.1.0", "v2.1.0").await;
     let body = serde_yaml_ng::from_str::<Value>(&install_yaml("plumbus", &old)).unwrap();
-    harness.installs().create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
-    harness.wait_state("plumbus", InstallState::PendingApproval).await;
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
+    wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
     let approve = json!({"spec": {"approval": "Approved"}});
-    harness.installs().patch("plumbus", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
-    harness.wait_state("plumbus", InstallState::Applying).await;
+    installs(&harness).patch("plumbus", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
+    wait_state(&harness, "plumbus", InstallState::Applying).await;
     harness.roll_out("operators").await;
-    harness.wait_state("plumbus", InstallState::Installed).await;
+    wait_state(&harness, "plumbus", InstallState::Installed).await;
     let deployments = Api::<Deployment>::namespaced(harness.admin.clone(), "operators");
     let running = deployments.get("plumbus-operator").await.unwrap();
 
     let update = json!({"spec": {"content": [{"type": "ManifestImage", "manifestImage": new}]}});
-    harness.installs().patch("plumbus", &PatchParams::default(), &Patch::Merge(&update)).await.unwrap();
-    let waiting = harness
-        .wait("plumbus", "pending the upgrade", |i| {
-            i.status.as_ref().is_some_and(|s| {
-                s.state == Some(InstallState::PendingApproval) && s.observed_generation == i.metadata.generation
-            })
+    installs(&harness).patch("plumbus", &PatchParams::default(), &Patch::Merge(&update)).await.unwrap();
+    let waiting = wait(&harness, "plumbus", "pending the upgrade", |i| {
+        i.status.as_ref().is_some_and(|s| {
+            s.state == Some(InstallState::PendingApproval) && s.observed_generation == i.metadata.generation
         })
-        .await;
+    })
+    .await;
     assert_eq!(
         waiting.spec.approval,
         Approval::Unapproved,
@@ -352,25 +196,40 @@ async fn an_upgrade_asking_for_more_waits_for_approval_while_the_old_version_run
     assert!(status.pending.unwrap().count > 0);
     let still = deployments.get("plumbus-operator").await.unwrap();
     assert_eq!(still.spec, running.spec, "the old version keeps running unchanged until approval");
-    assert!(harness.admin_kubectl(&["get", "csv", "-n", "operators", "plumbus.v2.0.0-alpha"]).status.success());
+    assert!(harness.admin_kubectl(&["get", "csv", "-n", "operators", "plumbus.v2.0.0-alpha"], None).status.success());
 
-    harness.installs().patch("plumbus", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
-    harness
-        .wait("plumbus", "upgraded", |i| {
-            i.status.as_ref().is_some_and(|s| s.applied.iter().any(|o| o.name == "plumbus.v2.1.0"))
-        })
-        .await;
-    let csvs = harness.admin_kubectl(&["get", "csv", "-n", "operators", "-o", "name"]);
+    installs(&harness).patch("plumbus", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
+    wait(&harness, "plumbus", "upgraded", |i| {
+        i.status.as_ref().is_some_and(|s| s.applied.iter().any(|o| o.name == "plumbus.v2.1.0"))
+    })
+    .await;
+    let csvs = harness.admin_kubectl(&["get", "csv", "-n", "operators", "-o", "name"], None);
     assert_eq!(
         text(&csvs).trim(),
         "clusterserviceversion.operators.coreos.com/plumbus.v2.1.0",
         "the old record is pruned"
     );
+    let pruned: Vec<_> = harness
+        .plane
+        .api
+        .audit
+        .records()
+        .into_iter()
+        .filter(|r| r.verb == "delete" && r.resource == "clusterserviceversions" && r.name == "plumbus.v2.0.0-alpha")
+        .collect();
+    assert!(!pruned.is_empty(), "the old record was deleted");
+    for record in pruned {
+        assert_eq!(
+            record.acting_user(),
+            "system:serviceaccount:olmv2-system:plumbus",
+            "pruned as the account: {record:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_grant_of_cluster_admin_in_the_content_shows_in_the_pending_permissions() {
-    let harness = Harness::start("escalation").await;
+    let harness = start("escalation").await;
     // An Operator owns this Install, so what it applies carries the Operator's component label.
     let operators = Api::<olmv2::api::v2alpha1::Operator>::all(harness.admin.clone());
     let owner = operators
@@ -382,8 +241,8 @@ async fn a_grant_of_cluster_admin_in_the_content_shows_in_the_pending_permission
     let install = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install",
         "metadata": {"name": "grabby", "ownerReferences": [{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "name": "grabby", "uid": owner.metadata.uid}]},
         "spec": {"approval": "Approved", "namespaces": [{"from": "default", "to": "operators"}], "content": [{"type": "Raw", "raw": raw}]}});
-    harness.installs().create(&PostParams::default(), &serde_json::from_value(install).unwrap()).await.unwrap();
-    let pending = harness.wait_state("grabby", InstallState::PendingApproval).await;
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(install).unwrap()).await.unwrap();
+    let pending = wait_state(&harness, "grabby", InstallState::PendingApproval).await;
     assert_eq!(pending.spec.approval, Approval::Unapproved);
     let permissions = pending.status.unwrap().pending.unwrap().permissions;
     assert!(
@@ -407,9 +266,10 @@ async fn a_grant_of_cluster_admin_in_the_content_shows_in_the_pending_permission
     assert!(text(&refused).contains("\"carol\" may not approve Install grabby"), "{}", text(&refused));
     assert!(text(&refused).contains("* * (*) cluster-wide"), "{}", text(&refused));
 
-    let approved = harness.admin_kubectl(&["patch", "install", "grabby", "--type", "merge", "-p", approve_patch()]);
+    let approved =
+        harness.admin_kubectl(&["patch", "install", "grabby", "--type", "merge", "-p", approve_patch()], None);
     assert!(approved.status.success(), "{}", text(&approved));
-    let installed = harness.wait_state("grabby", InstallState::Installed).await;
+    let installed = wait_state(&harness, "grabby", InstallState::Installed).await;
     assert_eq!(installed.status.unwrap().applied.len(), 2);
     let binding = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(harness.admin.clone())
         .get("grabby-admin")
@@ -428,28 +288,25 @@ async fn a_grant_of_cluster_admin_in_the_content_shows_in_the_pending_permission
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pull_failure_is_a_content_import_error_until_the_registry_returns() {
-    let mut harness = Harness::start("pull").await;
-    let image = harness.push("plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
+    let mut harness = start("pull").await;
+    let image = push(&harness, "plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
     harness.registry.stop();
     let body = serde_yaml_ng::from_str::<Value>(&install_yaml("plumbus", &image)).unwrap();
-    harness.installs().create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
-    let failed = harness.wait_state("plumbus", InstallState::Failed).await;
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
+    let failed = wait_state(&harness, "plumbus", InstallState::Failed).await;
     let condition = failed.status.unwrap().conditions.into_iter().find(|c| c.type_ == "ContentImportError").unwrap();
     assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("True", "ManifestImagePullFailed"));
     assert!(condition.message.contains(&image), "{condition:?}");
-    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(harness.admin.clone(), "default");
-    let listed = events.list(&ListParams::default()).await.unwrap().items;
-    assert!(
-        listed
-            .iter()
-            .any(|e| e.reason.as_deref() == Some("ManifestImagePullFailed") && e.type_.as_deref() == Some("Warning")),
-        "{listed:?}"
-    );
+    let event = harness.wait_event("default", "ManifestImagePullFailed").await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.regarding.and_then(|r| r.name).as_deref(), Some("plumbus"));
 
     harness.registry.resume().expect("registry back");
-    let recovered = harness.wait_state("plumbus", InstallState::PendingApproval).await;
+    let recovered = wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
     let condition = recovered.status.unwrap().conditions.into_iter().find(|c| c.type_ == "ContentImportError").unwrap();
-    assert_eq!(condition.status, "False");
+    assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("False", "ContentImported"));
+    let event = harness.wait_event("default", "ContentImported").await;
+    assert_eq!(event.type_.as_deref(), Some("Normal"));
 }
 
 /// A webhook that makes every ConfigMap write take a while, so a controller can be stopped in the middle of an apply.
@@ -481,7 +338,7 @@ async fn slow_configmap_writes(plane: &ControlPlane) -> olmv2_e2e::backend::Back
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_controller_killed_mid_apply_converges_on_restart_without_duplicates() {
-    let mut harness = Harness::start("restart").await;
+    let mut harness = start("restart").await;
     let _slow = slow_configmap_writes(&harness.plane).await;
     let raw: String = (0..30)
         .map(|i| {
@@ -492,10 +349,10 @@ async fn a_controller_killed_mid_apply_converges_on_restart_without_duplicates()
         .collect();
     let install = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "settings"},
         "spec": {"namespaces": [{"from": "default", "to": "operators"}], "content": [{"type": "Raw", "raw": raw}]}});
-    harness.installs().create(&PostParams::default(), &serde_json::from_value(install).unwrap()).await.unwrap();
-    harness.wait_state("settings", InstallState::PendingApproval).await;
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(install).unwrap()).await.unwrap();
+    wait_state(&harness, "settings", InstallState::PendingApproval).await;
     let approve = json!({"spec": {"approval": "Approved"}});
-    harness.installs().patch("settings", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
+    installs(&harness).patch("settings", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
 
     let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
     let mut created = 0;
@@ -513,14 +370,14 @@ async fn a_controller_killed_mid_apply_converges_on_restart_without_duplicates()
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    drop(harness.controllers.take());
+    harness.stop_controllers();
     assert!((3..30).contains(&created), "stopped mid-apply after {created} of 30");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let at_kill = configmaps.list(&ListParams::default()).await.unwrap().items.len();
     assert!(at_kill < 31, "the apply stopped with the controller ({at_kill} ConfigMaps)");
 
     harness.start_controllers().await;
-    let installed = harness.wait_state("settings", InstallState::Installed).await;
+    let installed = wait_state(&harness, "settings", InstallState::Installed).await;
     assert_eq!(installed.spec.approval, Approval::Approved);
     let names: Vec<String> = configmaps
         .list(&ListParams::default())
@@ -560,11 +417,11 @@ fn olmv2_binary() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_kubectl_plugin_shows_the_pending_permissions_and_approves_with_the_users_credentials() {
-    let harness = Harness::start("plugin").await;
-    let image = harness.push("plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
+    let harness = start("plugin").await;
+    let image = push(&harness, "plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
     let body = serde_yaml_ng::from_str::<Value>(&install_yaml("plumbus", &image)).unwrap();
-    harness.installs().create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
-    harness.wait_state("plumbus", InstallState::PendingApproval).await;
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
+    wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
 
     let bin = harness.dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -584,7 +441,7 @@ async fn the_kubectl_plugin_shows_the_pending_permissions_and_approves_with_the_
     let shown = text(&declined);
     assert!(shown.contains("ServiceAccount olmv2-system/plumbus"), "{shown}");
     assert!(shown.contains("SCOPE") && shown.contains("deployments") && shown.contains("Not approved."), "{shown}");
-    assert_eq!(harness.installs().get("plumbus").await.unwrap().spec.approval, Approval::Unapproved);
+    assert_eq!(installs(&harness).get("plumbus").await.unwrap().spec.approval, Approval::Unapproved);
 
     let bob = install_editor(&harness, "bob").await;
     let refused = plugin(&bob, "y\n");
@@ -594,48 +451,83 @@ async fn the_kubectl_plugin_shows_the_pending_permissions_and_approves_with_the_
     let approved = plugin(&harness.plane.kubeconfig(), "y\n");
     assert!(approved.status.success(), "{}", text(&approved));
     assert!(text(&approved).contains("Install plumbus approved."), "{}", text(&approved));
-    harness.wait_state("plumbus", InstallState::Applying).await;
+    wait_state(&harness, "plumbus", InstallState::Applying).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn drift_from_the_applied_content_is_reported_and_repaired() {
-    let harness = Harness::start("drift").await;
+    let harness = start("drift").await;
     let raw = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tuning\ndata:\n  level: \"3\"\n";
     let install = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "tuning"},
         "spec": {"namespaces": [{"from": "default", "to": "operators"}], "content": [{"type": "Raw", "raw": raw}]}});
-    harness.installs().create(&PostParams::default(), &serde_json::from_value(install).unwrap()).await.unwrap();
-    harness.wait_state("tuning", InstallState::PendingApproval).await;
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(install).unwrap()).await.unwrap();
+    wait_state(&harness, "tuning", InstallState::PendingApproval).await;
     let approve = json!({"spec": {"approval": "Approved"}});
-    harness.installs().patch("tuning", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
-    harness.wait_state("tuning", InstallState::Installed).await;
+    installs(&harness).patch("tuning", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
+    wait_state(&harness, "tuning", InstallState::Installed).await;
 
     let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
     let edit = json!({"data": {"level": "9"}});
     configmaps.patch("tuning", &PatchParams::default(), &Patch::Merge(&edit)).await.unwrap();
-    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(harness.admin.clone(), "default");
-    let mut reported = None;
-    for _ in 0..200 {
-        let listed = events.list(&ListParams::default()).await.unwrap().items;
-        reported = listed.into_iter().find(|e| e.reason.as_deref() == Some("ComponentsDivergeFromResolvedContent"));
-        if reported.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let reported = reported.expect("a ComponentsDiverge event");
+    let reported = harness.wait_event("default", "ComponentsDivergeFromResolvedContent").await;
     assert_eq!(reported.type_.as_deref(), Some("Warning"));
     assert!(reported.note.unwrap_or_default().contains("ConfigMap operators/tuning"));
-    harness
-        .wait("tuning", "matching again", |i| {
-            i.status
-                .as_ref()
-                .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "ComponentsDiverge" && c.status == "False"))
-        })
-        .await;
+    wait(&harness, "tuning", "matching again", |i| {
+        i.status
+            .as_ref()
+            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "ComponentsDiverge" && c.status == "False"))
+    })
+    .await;
     let repaired = configmaps.get("tuning").await.unwrap();
     assert_eq!(
         repaired.data.unwrap().get("level").map(String::as_str),
         Some("3"),
         "applied again as the ServiceAccount"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn invalid_raw_content_is_reported_until_it_is_fixed() {
+    let harness = start("invalid").await;
+    let configmap = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tuning\ndata:\n  level: \"3\"\n";
+    let unnamed = format!("{configmap}---\napiVersion: v1\nkind: ConfigMap\ndata:\n  level: \"4\"\n");
+    let install = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "tuning"},
+        "spec": {"namespaces": [{"from": "default", "to": "operators"}], "content": [{"type": "Raw", "raw": unnamed}]}});
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(install).unwrap()).await.unwrap();
+    let invalid = wait_state(&harness, "tuning", InstallState::Failed).await;
+    let condition = |install: &Install, type_: &str| {
+        install.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == type_).cloned().unwrap()
+    };
+    let reported = condition(&invalid, "InvalidContent");
+    assert_eq!((reported.status.as_str(), reported.reason.as_str()), ("True", "BundleObjectInvalid"));
+    assert!(reported.message.contains("spec.content[0].raw: document 1"), "{reported:?}");
+    assert!(reported.message.contains("metadata.name is missing"), "{reported:?}");
+    assert_eq!(condition(&invalid, "Installed").reason, "InvalidContent");
+    let event = harness.wait_event("default", "BundleObjectInvalid").await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+
+    // A kind the cluster does not serve, and no CRD in the content defines, cannot be installed either.
+    let gizmo = format!("{configmap}---\napiVersion: example.com/v1\nkind: Gizmo\nmetadata:\n  name: spare\n");
+    let update = json!({"spec": {"content": [{"type": "Raw", "raw": gizmo}]}});
+    installs(&harness).patch("tuning", &PatchParams::default(), &Patch::Merge(&update)).await.unwrap();
+    let unknown = wait(&harness, "tuning", "reporting the unknown kind", |i| {
+        i.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| c.type_ == "InvalidContent" && c.reason == "ContentKindUnknown")
+        })
+    })
+    .await;
+    assert!(condition(&unknown, "InvalidContent").message.contains("Gizmo (example.com/v1) \"spare\""));
+    assert_eq!(unknown.status.as_ref().unwrap().state, Some(InstallState::Failed));
+    assert!(Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators")
+        .get_opt("tuning")
+        .await
+        .unwrap()
+        .is_none());
+
+    let fixed = json!({"spec": {"content": [{"type": "Raw", "raw": configmap}]}});
+    installs(&harness).patch("tuning", &PatchParams::default(), &Patch::Merge(&fixed)).await.unwrap();
+    let pending = wait_state(&harness, "tuning", InstallState::PendingApproval).await;
+    let valid = condition(&pending, "InvalidContent");
+    assert_eq!((valid.status.as_str(), valid.reason.as_str()), ("False", "ContentValid"));
+    assert_eq!(valid.observed_generation, pending.metadata.generation);
 }

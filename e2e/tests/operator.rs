@@ -8,8 +8,6 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -17,142 +15,52 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::DynamicObject;
 use olmv2::api::v2alpha1::{Install, Operator, OperatorState};
-use olmv2::bundle::image::{ImageClient, RegistryOptions};
-use olmv2_e2e::apiserver::{ControlPlane, Options};
 use olmv2_e2e::project;
-use olmv2_e2e::registry::Registry;
 use serde_json::{json, Value};
+use support::harness::{text, Harness};
 
-struct Harness {
-    plane: ControlPlane,
-    admin: kube::Client,
-    registry: Registry,
-    _controllers: olmv2::controller::Controllers,
-    dir: PathBuf,
+async fn start(name: &str) -> Harness {
+    Harness::start("operator", name, &["operators", "catalogs"], Duration::from_secs(1)).await
 }
 
-impl Harness {
-    async fn start(name: &str) -> Self {
-        let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
-        let plane = ControlPlane::start(options).await.expect("control plane starts");
-        project::install_crds(&plane).await.expect("CRDs");
-        let admin = plane.client().await.expect("admin client");
-        let registry = Registry::start(&format!("operator-{name}")).expect("docker-registry starts");
-        let dir = std::env::temp_dir().join(format!("olmv2-operator-test-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("dir");
-        let config = project::controller_config(&plane).await.expect("controller identity");
-        let options =
-            project::controller_options(vec![registry.host.clone()], dir.join("cache"), Duration::from_secs(1));
-        let controllers = project::start_controllers(&plane, config, options).await.expect("controllers start");
-        for namespace in ["operators", "catalogs"] {
-            project::create(&plane, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}))
-                .await
-                .expect("namespace");
-        }
-        Self { plane, admin, registry, _controllers: controllers, dir }
-    }
-
-    fn images(&self) -> ImageClient {
-        ImageClient::new(RegistryOptions {
-            insecure_registries: vec![self.registry.host.clone()],
-            credentials: Default::default(),
-        })
-    }
-
-    async fn push_bundle(&self, version: &str) -> String {
-        let image = self.registry.reference(&format!("plumbus-bundle:{version}"));
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/plumbus").join(version);
-        self.images().push_bundle(&dir, &image, false).await.expect("bundle pushed");
-        image
-    }
-
-    /// Pushes a File-Based Catalog of plumbus with `channels` (name → entries) to `catalog:latest`.
-    async fn push_catalog(&self, channels: &[(&str, Value)], bundles: &[(&str, &str, &str)]) {
-        let configs = self.dir.join(format!("configs-{}", bundles.len() * 10 + channels.len()));
-        let package_dir = configs.join("plumbus");
-        std::fs::create_dir_all(&package_dir).expect("configs");
-        let mut blobs = vec![json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable"})];
-        for (name, entries) in channels {
-            blobs.push(json!({"schema": "olm.channel", "package": "plumbus", "name": name, "entries": entries}));
-        }
-        for (name, version, image) in bundles {
-            blobs.push(json!({"schema": "olm.bundle", "package": "plumbus", "name": name, "image": image,
-                "properties": [{"type": "olm.package", "value": {"packageName": "plumbus", "version": version}}]}));
-        }
-        let text: Vec<String> = blobs.iter().map(|blob| serde_json::to_string(blob).unwrap()).collect();
-        std::fs::write(package_dir.join("catalog.json"), text.join("\n")).expect("catalog written");
-        self.images().push_catalog(&configs, &self.registry.reference("catalog:latest")).await.expect("catalog pushed");
-    }
-
-    async fn create_catalog_source(&self) {
-        let source = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-            "metadata": {"name": "community", "namespace": "catalogs"},
-            "spec": {"sourceType": "grpc", "image": self.registry.reference("catalog:latest"),
-                     "updateStrategy": {"registryPoll": {"interval": "1s"}}}});
-        project::create(&self.plane, &source).await.expect("CatalogSource");
-    }
-
-    fn operators(&self) -> Api<Operator> {
-        Api::all(self.admin.clone())
-    }
-
-    async fn wait_operator(&self, name: &str, what: &str, done: impl Fn(&Operator) -> bool) -> Operator {
-        for _ in 0..600 {
-            if let Some(operator) = self.operators().get_opt(name).await.expect("get") {
-                if done(&operator) {
-                    return operator;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let last = self.operators().get_opt(name).await.expect("get");
-        panic!("Operator {name} never became {what}; last: {}", serde_json::to_string_pretty(&last).unwrap());
-    }
-
-    /// Stands in for the Deployment controller: reports every Deployment of `operators` available.
-    async fn roll_out(&self) {
-        let deployments = Api::<Deployment>::namespaced(self.admin.clone(), "operators");
-        for deployment in deployments.list(&ListParams::default()).await.expect("list").items {
-            let status = json!({"status": {"observedGeneration": deployment.metadata.generation, "replicas": 1, "availableReplicas": 1,
-                "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "test"}]}});
-            let name = deployment.metadata.name.as_deref().unwrap();
-            deployments.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.expect("status");
-        }
-    }
-
-    fn kubectl(&self, kubeconfig: &str, args: &[&str], stdin: Option<&str>) -> Output {
-        let path = self.dir.join(format!("{}.kubeconfig", kubeconfig.len()));
-        std::fs::write(&path, kubeconfig).expect("kubeconfig");
-        let mut child = Command::new("kubectl")
-            .args(args)
-            .env("KUBECONFIG", &path)
-            .env_remove("KUBERNETES_SERVICE_HOST")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("kubectl runs");
-        if let Some(text) = stdin {
-            use std::io::Write;
-            child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("stdin");
-        }
-        child.wait_with_output().expect("output")
-    }
-
-    fn admin_kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        self.kubectl(&self.plane.kubeconfig(), args, stdin)
-    }
+/// Pushes the sample plumbus bundle of `version` as `plumbus-bundle:<version>`.
+async fn push_bundle(harness: &Harness, version: &str) -> String {
+    harness.push_bundle(&format!("plumbus/{version}"), "plumbus-bundle", version).await
 }
 
-impl Drop for Harness {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+/// Pushes a File-Based Catalog of plumbus with `channels` (name → entries) to `catalog:latest`.
+async fn push_catalog(harness: &Harness, channels: &[(&str, Value)], bundles: &[(&str, &str, &str)]) {
+    let configs = harness.dir.join(format!("configs-{}", bundles.len() * 10 + channels.len()));
+    let package_dir = configs.join("plumbus");
+    std::fs::create_dir_all(&package_dir).expect("configs");
+    let mut blobs = vec![json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable"})];
+    for (name, entries) in channels {
+        blobs.push(json!({"schema": "olm.channel", "package": "plumbus", "name": name, "entries": entries}));
     }
+    for (name, version, image) in bundles {
+        blobs.push(json!({"schema": "olm.bundle", "package": "plumbus", "name": name, "image": image,
+            "properties": [{"type": "olm.package", "value": {"packageName": "plumbus", "version": version}}]}));
+    }
+    let text: Vec<String> = blobs.iter().map(|blob| serde_json::to_string(blob).unwrap()).collect();
+    std::fs::write(package_dir.join("catalog.json"), text.join("\n")).expect("catalog written");
+    let image = harness.registry.reference("catalog:latest");
+    harness.images().push_catalog(&configs, &image).await.expect("catalog pushed");
 }
 
-fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
+async fn create_catalog_source(harness: &Harness) {
+    let source = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+        "metadata": {"name": "community", "namespace": "catalogs"},
+        "spec": {"sourceType": "grpc", "image": harness.registry.reference("catalog:latest"),
+                 "updateStrategy": {"registryPoll": {"interval": "1s"}}}});
+    project::create(&harness.plane, &source).await.expect("CatalogSource");
+}
+
+fn operators(harness: &Harness) -> Api<Operator> {
+    Api::all(harness.admin.clone())
+}
+
+async fn wait_operator(harness: &Harness, name: &str, what: &str, done: impl Fn(&Operator) -> bool) -> Operator {
+    harness.wait_for(&operators(harness), name, what, done).await
 }
 
 fn condition<'a>(
@@ -193,27 +101,25 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_operator_from_a_catalog_installs_after_approval_and_an_update_needing_more_asks_again() {
-    let harness = Harness::start("catalog").await;
-    let alpha = harness.push_bundle("2.0.0-alpha").await;
-    let release = harness.push_bundle("2.1.0").await;
-    harness
-        .push_catalog(
-            &[
-                ("stable", json!([{"name": "plumbus.v2.0.0-alpha"}])),
-                ("fast", json!([{"name": "plumbus.v2.0.0-alpha"}, {"name": "plumbus.v2.1.0", "replaces": "plumbus.v2.0.0-alpha"}])),
-            ],
-            &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha), ("plumbus.v2.1.0", "2.1.0", &release)],
-        )
-        .await;
-    harness.create_catalog_source().await;
+    let harness = start("catalog").await;
+    let alpha = push_bundle(&harness, "2.0.0-alpha").await;
+    let release = push_bundle(&harness, "2.1.0").await;
+    push_catalog(
+        &harness,
+        &[
+            ("stable", json!([{"name": "plumbus.v2.0.0-alpha"}])),
+            ("fast", json!([{"name": "plumbus.v2.0.0-alpha"}, {"name": "plumbus.v2.1.0", "replaces": "plumbus.v2.0.0-alpha"}])),
+        ],
+        &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha), ("plumbus.v2.1.0", "2.1.0", &release)],
+    ).await;
+    create_catalog_source(&harness).await;
 
     let applied = harness.admin_kubectl(&["apply", "-f", "-"], Some(OPERATOR_YAML));
     assert!(applied.status.success(), "{}", text(&applied));
-    let pending = harness
-        .wait_operator("plumbus", "pending approval", |o| {
-            has_condition(o, "InstallPendingApproval", "True", "PrivilegeEscalationRequired")
-        })
-        .await;
+    let pending = wait_operator(&harness, "plumbus", "pending approval", |o| {
+        has_condition(o, "InstallPendingApproval", "True", "PrivilegeEscalationRequired")
+    })
+    .await;
     assert_eq!(state(&pending), Some(OperatorState::PendingApproval));
     assert_eq!(refs_of_kind(&pending, "Install"), vec!["plumbus".to_owned()], "the Install is a component");
     let install = Api::<Install>::all(harness.admin.clone()).get("plumbus").await.expect("the Operator's Install");
@@ -230,15 +136,15 @@ async fn an_operator_from_a_catalog_installs_after_approval_and_an_update_needin
     assert!(approved.status.success(), "{}", text(&approved));
     let mut installed = None;
     for _ in 0..100 {
-        harness.roll_out().await;
-        let operator = harness.operators().get("plumbus").await.unwrap();
+        harness.roll_out("operators").await;
+        let operator = operators(&harness).get("plumbus").await.unwrap();
         if state(&operator) == Some(OperatorState::Installed) && operator.status.as_ref().unwrap().metadata.is_some() {
             installed = Some(operator);
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let last = harness.operators().get_opt("plumbus").await;
+    let last = operators(&harness).get_opt("plumbus").await;
     let installed = installed.unwrap_or_else(|| panic!("never Installed: {last:?}"));
     let metadata = installed.status.as_ref().unwrap().metadata.clone().expect("metadata");
     assert_eq!(metadata.version.as_deref(), Some("2.0.0-alpha"));
@@ -265,17 +171,19 @@ async fn an_operator_from_a_catalog_installs_after_approval_and_an_update_needin
         .unwrap()
         .items[0]
         .clone();
-    harness
-        .push_catalog(
-            &[("stable", json!([{"name": "plumbus.v2.0.0-alpha"}, {"name": "plumbus.v2.1.0", "replaces": "plumbus.v2.0.0-alpha"}]))],
-            &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha), ("plumbus.v2.1.0", "2.1.0", &release)],
-        )
-        .await;
-    let upgrading = harness
-        .wait_operator("plumbus", "asking approval of the update", |o| {
-            has_condition(o, "InstallPendingApproval", "True", "PrivilegeEscalationRequired")
-        })
-        .await;
+    push_catalog(
+        &harness,
+        &[(
+            "stable",
+            json!([{"name": "plumbus.v2.0.0-alpha"}, {"name": "plumbus.v2.1.0", "replaces": "plumbus.v2.0.0-alpha"}]),
+        )],
+        &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha), ("plumbus.v2.1.0", "2.1.0", &release)],
+    )
+    .await;
+    let upgrading = wait_operator(&harness, "plumbus", "asking approval of the update", |o| {
+        has_condition(o, "InstallPendingApproval", "True", "PrivilegeEscalationRequired")
+    })
+    .await;
     assert!(has_condition(&upgrading, "UpdateAvailable", "True", "UpdateFoundInChannel"), "{:?}", upgrading.status);
     let updates = upgrading.status.as_ref().unwrap().updates.as_ref();
     assert!(updates.is_none_or(|u| u.available.is_empty()), "no other channel is newer any more: {updates:?}");
@@ -295,8 +203,8 @@ async fn an_operator_from_a_catalog_installs_after_approval_and_an_update_needin
     assert!(approved.status.success(), "{}", text(&approved));
     let mut upgraded = false;
     for _ in 0..100 {
-        harness.roll_out().await;
-        let operator = harness.operators().get("plumbus").await.unwrap();
+        harness.roll_out("operators").await;
+        let operator = operators(&harness).get("plumbus").await.unwrap();
         let version = operator.status.as_ref().and_then(|s| s.metadata.as_ref()).and_then(|m| m.version.clone());
         if version.as_deref() == Some("2.1.0") && state(&operator) == Some(OperatorState::Installed) {
             assert!(has_condition(&operator, "UpdateAvailable", "False", "UpToDate"), "{:?}", operator.status);
@@ -305,10 +213,10 @@ async fn an_operator_from_a_catalog_installs_after_approval_and_an_update_needin
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(upgraded, "never upgraded: {:?}", harness.operators().get_opt("plumbus").await);
+    assert!(upgraded, "never upgraded: {:?}", operators(&harness).get_opt("plumbus").await);
 
     // Deleting the Operator deletes its Install, and with it everything the Install applied but the CRDs.
-    harness.operators().delete("plumbus", &DeleteParams::default()).await.expect("deleted");
+    operators(&harness).delete("plumbus", &DeleteParams::default()).await.expect("deleted");
     let deployments = Api::<Deployment>::namespaced(harness.admin.clone(), "operators");
     let mut gone = false;
     for _ in 0..200 {
@@ -324,12 +232,12 @@ async fn an_operator_from_a_catalog_installs_after_approval_and_an_update_needin
         Api::<CustomResourceDefinition>::all(harness.admin.clone()).get_opt("plumbai.how.theydoit.com").await.unwrap();
     assert!(crd.is_some(), "CRDs stay: deleting them would delete every custom resource of theirs");
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(harness.operators().get_opt("plumbus").await.unwrap().is_none(), "a deleted Operator is not recreated");
+    assert!(operators(&harness).get_opt("plumbus").await.unwrap().is_none(), "a deleted Operator is not recreated");
 }
 
 /// Copies plumbus 2.0.0-alpha as 2.0.1 (same content, so no new permission) and pushes it.
 async fn push_patch_release(harness: &Harness) -> String {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/plumbus/2.0.0-alpha");
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/plumbus/2.0.0-alpha");
     let copy = harness.dir.join("plumbus-2.0.1");
     for sub in ["manifests", "metadata"] {
         std::fs::create_dir_all(copy.join(sub)).unwrap();
@@ -351,15 +259,15 @@ async fn push_patch_release(harness: &Harness) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_manual_operator_waits_for_a_person_even_when_an_update_needs_no_new_permission() {
-    let harness = Harness::start("manual").await;
-    let alpha = harness.push_bundle("2.0.0-alpha").await;
-    harness
-        .push_catalog(
-            &[("stable", json!([{"name": "plumbus.v2.0.0-alpha"}]))],
-            &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha)],
-        )
-        .await;
-    harness.create_catalog_source().await;
+    let harness = start("manual").await;
+    let alpha = push_bundle(&harness, "2.0.0-alpha").await;
+    push_catalog(
+        &harness,
+        &[("stable", json!([{"name": "plumbus.v2.0.0-alpha"}]))],
+        &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha)],
+    )
+    .await;
+    create_catalog_source(&harness).await;
     // The Install's ServiceAccount already holds everything, so no permission is ever missing: only Manual holds
     // the Install back.
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "plumbus-admin"},
@@ -369,17 +277,16 @@ async fn a_manual_operator_waits_for_a_person_even_when_an_update_needs_no_new_p
     let manual = OPERATOR_YAML.replace("approval: Automatic", "approval: Manual");
     let applied = harness.admin_kubectl(&["apply", "-f", "-"], Some(&manual));
     assert!(applied.status.success(), "{}", text(&applied));
-    harness
-        .wait_operator("plumbus", "waiting for the first manual approval", |o| {
-            has_condition(o, "InstallPendingApproval", "True", "UpdateApprovalRequired")
-        })
-        .await;
+    wait_operator(&harness, "plumbus", "waiting for the first manual approval", |o| {
+        has_condition(o, "InstallPendingApproval", "True", "UpdateApprovalRequired")
+    })
+    .await;
     let approve = ["patch", "install", "plumbus", "--type=merge", "-p", r#"{"spec":{"approval":"Approved"}}"#];
     assert!(harness.admin_kubectl(&approve, None).status.success());
     let mut installed = false;
     for _ in 0..100 {
-        harness.roll_out().await;
-        if state(&harness.operators().get("plumbus").await.unwrap()) == Some(OperatorState::Installed) {
+        harness.roll_out("operators").await;
+        if state(&operators(&harness).get("plumbus").await.unwrap()) == Some(OperatorState::Installed) {
             installed = true;
             break;
         }
@@ -388,17 +295,19 @@ async fn a_manual_operator_waits_for_a_person_even_when_an_update_needs_no_new_p
     assert!(installed, "never Installed");
 
     let patch = push_patch_release(&harness).await;
-    harness
-        .push_catalog(
-            &[("stable", json!([{"name": "plumbus.v2.0.0-alpha"}, {"name": "plumbus.v2.0.1", "replaces": "plumbus.v2.0.0-alpha"}]))],
-            &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha), ("plumbus.v2.0.1", "2.0.1", &patch)],
-        )
-        .await;
-    let waiting = harness
-        .wait_operator("plumbus", "waiting for the manual approval", |o| {
-            has_condition(o, "InstallPendingApproval", "True", "UpdateApprovalRequired")
-        })
-        .await;
+    push_catalog(
+        &harness,
+        &[(
+            "stable",
+            json!([{"name": "plumbus.v2.0.0-alpha"}, {"name": "plumbus.v2.0.1", "replaces": "plumbus.v2.0.0-alpha"}]),
+        )],
+        &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha), ("plumbus.v2.0.1", "2.0.1", &patch)],
+    )
+    .await;
+    let waiting = wait_operator(&harness, "plumbus", "waiting for the manual approval", |o| {
+        has_condition(o, "InstallPendingApproval", "True", "UpdateApprovalRequired")
+    })
+    .await;
     assert!(has_condition(&waiting, "UpdateAvailable", "True", "UpdateFoundInChannel"));
     let install = Api::<Install>::all(harness.admin.clone()).get("plumbus").await.unwrap();
     assert_eq!(install.spec.content[0].manifest_image.as_deref(), Some(patch.as_str()));
@@ -408,8 +317,8 @@ async fn a_manual_operator_waits_for_a_person_even_when_an_update_needs_no_new_p
     assert!(harness.admin_kubectl(&approve, None).status.success());
     let mut upgraded = false;
     for _ in 0..100 {
-        harness.roll_out().await;
-        let operator = harness.operators().get("plumbus").await.unwrap();
+        harness.roll_out("operators").await;
+        let operator = operators(&harness).get("plumbus").await.unwrap();
         let version = operator.status.as_ref().and_then(|s| s.metadata.as_ref()).and_then(|m| m.version.clone());
         if version.as_deref() == Some("2.0.1") && state(&operator) == Some(OperatorState::Installed) {
             upgraded = true;
@@ -417,7 +326,7 @@ async fn a_manual_operator_waits_for_a_person_even_when_an_update_needs_no_new_p
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(upgraded, "never upgraded: {:?}", harness.operators().get_opt("plumbus").await);
+    assert!(upgraded, "never upgraded: {:?}", operators(&harness).get_opt("plumbus").await);
 }
 
 trait OwnerNames {
@@ -438,7 +347,7 @@ impl OwnerNames for Install {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn naming_a_catalog_source_needs_the_install_verb_on_it() {
-    let harness = Harness::start("verb").await;
+    let harness = start("verb").await;
     let operator_writer = json!([
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "operator-writer"},
          "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["operators"], "verbs": ["get", "list", "create", "update", "patch"]}]},
@@ -469,26 +378,24 @@ async fn naming_a_catalog_source_needs_the_install_verb_on_it() {
     let other = OPERATOR_YAML.replace("name: community", "name: private");
     let refused = harness.kubectl(&bob, &["apply", "-f", "-"], Some(&other));
     assert!(text(&refused).contains("catalogs/private"), "the grant names one CatalogSource: {}", text(&refused));
-    let missing = harness
-        .wait_operator("plumbus", "reporting the missing CatalogSource", |o| {
-            has_condition(o, "ContentImportError", "True", "CatalogSourceNotFound")
-        })
-        .await;
+    let missing = wait_operator(&harness, "plumbus", "reporting the missing CatalogSource", |o| {
+        has_condition(o, "ContentImportError", "True", "CatalogSourceNotFound")
+    })
+    .await;
     assert_eq!(state(&missing), Some(OperatorState::Failed));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_image_operator_reports_pull_failures_and_legacy_objects_get_the_label_projected() {
-    let harness = Harness::start("image").await;
+    let harness = start("image").await;
     let missing = harness.registry.reference("plumbus-bundle:absent");
     let operator = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "metadata": {"name": "plumbus"},
         "spec": {"updates": {"type": "ManifestImage", "manifestImage": missing}}});
     project::create(&harness.plane, &operator).await.expect("Operator");
-    let failed = harness
-        .wait_operator("plumbus", "failing to pull", |o| {
-            has_condition(o, "ContentImportError", "True", "ManifestImagePullFailed")
-        })
-        .await;
+    let failed = wait_operator(&harness, "plumbus", "failing to pull", |o| {
+        has_condition(o, "ContentImportError", "True", "ManifestImagePullFailed")
+    })
+    .await;
     assert_eq!(state(&failed), Some(OperatorState::Failed));
     let install = Api::<Install>::all(harness.admin.clone()).get("plumbus").await.expect("an Install of the image");
     assert_eq!(install.spec.content[0].manifest_image.as_deref(), Some(missing.as_str()));
@@ -537,13 +444,12 @@ async fn an_image_operator_reports_pull_failures_and_legacy_objects_get_the_labe
         .await
         .expect("subscription status");
 
-    let gathered = harness
-        .wait_operator("legacy", "gathering the projected components", |o| {
-            !refs_of_kind(o, "Deployment").is_empty()
-                && !refs_of_kind(o, "InstallPlan").is_empty()
-                && !refs_of_kind(o, "ClusterServiceVersion").is_empty()
-        })
-        .await;
+    let gathered = wait_operator(&harness, "legacy", "gathering the projected components", |o| {
+        !refs_of_kind(o, "Deployment").is_empty()
+            && !refs_of_kind(o, "InstallPlan").is_empty()
+            && !refs_of_kind(o, "ClusterServiceVersion").is_empty()
+    })
+    .await;
     assert_eq!(refs_of_kind(&gathered, "Subscription"), vec!["legacy".to_owned()]);
     assert_eq!(refs_of_kind(&gathered, "Deployment"), vec!["legacy-controller".to_owned()]);
     let deployment =
@@ -558,11 +464,10 @@ async fn an_image_operator_reports_pull_failures_and_legacy_objects_get_the_labe
     let taken = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "metadata": {"name": "taken"},
         "spec": {"updates": {"type": "ManifestImage", "manifestImage": missing}}});
     project::create(&harness.plane, &taken).await.expect("Operator");
-    harness
-        .wait_operator("taken", "reporting the foreign Install", |o| {
-            has_condition(o, "ContentImportError", "True", "InstallNameTaken")
-        })
-        .await;
+    wait_operator(&harness, "taken", "reporting the foreign Install", |o| {
+        has_condition(o, "ContentImportError", "True", "InstallNameTaken")
+    })
+    .await;
     let install = Api::<Install>::all(harness.admin.clone()).get("taken").await.unwrap();
     assert_eq!(install.spec.content[0].content_type, olmv2::api::v2alpha1::ContentType::Raw, "left alone");
 }

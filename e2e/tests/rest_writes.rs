@@ -141,6 +141,27 @@ async fn server_side_apply_owns_conflicts_forces_and_removes() {
 }
 
 #[tokio::test]
+async fn a_resource_version_in_an_applied_configuration_is_a_precondition() {
+    let (_plane, client) = start().await;
+    let url = format!("{CMS}/rv?fieldManager=alice&force=true");
+    let apply = |version: &str, value: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: rv\n  resourceVersion: '{version}'\ndata:\n  x: '{value}'\n")
+    };
+    let (code, created) = patch(&client, &url, "application/apply-patch+yaml", &apply("", "1")).await;
+    assert_eq!(code, 201, "{created}");
+    let first = created["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
+    let (code, updated) = patch(&client, &url, "application/apply-patch+yaml", &apply(&first, "2")).await;
+    assert_eq!((code, updated["data"]["x"].clone()), (200, json!("2")), "{updated}");
+    let (code, status) = patch(&client, &url, "application/apply-patch+yaml", &apply(&first, "3")).await;
+    assert_eq!((code, status["reason"].clone()), (409, json!("Conflict")), "{status}");
+    assert_eq!(
+        status["message"],
+        "Operation cannot be fulfilled on configmaps \"rv\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+    assert_eq!(get(&client, &format!("{CMS}/rv")).await.1["data"]["x"], "2", "the stale apply changed nothing");
+}
+
+#[tokio::test]
 async fn status_is_written_only_through_its_subresource_and_does_not_bump_generation() {
     let (_plane, client) = start().await;
     support::install_widgets(&client).await;

@@ -179,9 +179,18 @@ impl Cluster {
     }
 
     /// Writes the whole status of an Install with server-side apply.
-    pub async fn write_status(&self, install: &Install, status: &InstallStatus) -> Result<(), ClusterError> {
+    /// With `precondition`, only if the Install is still at that resourceVersion.
+    pub async fn write_status(
+        &self,
+        install: &Install,
+        status: &InstallStatus,
+        precondition: Option<&str>,
+    ) -> Result<(), ClusterError> {
         let api = Api::<Install>::all(self.client.clone());
-        let body = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "status": status});
+        let mut body = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "status": status});
+        if let Some(version) = precondition {
+            body["metadata"] = json!({"resourceVersion": version});
+        }
         api.patch_status(&install.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
             .await
             .map_err(|source| ClusterError::WriteStatus { what: format!("Install {}", install.name_any()), source })?;
@@ -190,14 +199,14 @@ impl Cluster {
 
     /// Sets `spec.approval` back to Unapproved, only if the Install did not change since it was read: an approval
     /// given meanwhile was given for what the status showed then, and is judged again on the next reconcile.
-    pub async fn revoke_approval(&self, install: &Install) -> Result<(), ClusterError> {
+    /// Answers the Install as revoked.
+    pub async fn revoke_approval(&self, install: &Install) -> Result<Install, ClusterError> {
         let api = Api::<Install>::all(self.client.clone());
         let body =
             json!({"metadata": {"resourceVersion": install.resource_version()}, "spec": {"approval": "Unapproved"}});
         api.patch(&install.name_any(), &PatchParams::default(), &Patch::Merge(&body))
             .await
-            .map_err(|source| ClusterError::RevokeApproval { name: install.name_any(), source })?;
-        Ok(())
+            .map_err(|source| ClusterError::RevokeApproval { name: install.name_any(), source })
     }
 
     /// Writes the phase of a CSV record from the health of what the Install applied.

@@ -72,19 +72,20 @@ fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
 
-/// Writes the status for `outcome`, records the transitions as events, and logs.
+/// Writes the status for `outcome` (only while the Install is at `precondition`, when given) and records its events.
 async fn report(
     ctx: &Context,
     install: &Install,
     mut status: InstallStatus,
     outcome: &Outcome,
+    precondition: Option<&str>,
 ) -> Result<(), ReconcileError> {
     let previous = install.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
     let generation = install.metadata.generation;
     status.conditions = conditions::conditions(outcome, &previous, generation, &now());
     status.state = Some(conditions::state(outcome));
     status.observed_generation = generation;
-    ctx.cluster.write_status(install, &status).await?;
+    ctx.cluster.write_status(install, &status, precondition).await?;
     let transitions = conditions::transitions(&previous, &status.conditions);
     for transition in &transitions {
         tracing::info!(install = %install.name_any(), reason = %transition.reason, "{}", transition.note);
@@ -138,7 +139,7 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
             } else {
                 Outcome::Invalid { reason: error.category(), message }
             };
-            report(&ctx, &install, status, &outcome).await?;
+            report(&ctx, &install, status, &outcome, None).await?;
             return Ok(Action::requeue(ctx.options.retry));
         }
     };
@@ -157,7 +158,7 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         Ok(required) => required,
         Err(error) => {
             let outcome = Outcome::Invalid { reason: error.category(), message: error.to_string() };
-            report(&ctx, &install, status, &outcome).await?;
+            report(&ctx, &install, status, &outcome, None).await?;
             return Ok(Action::requeue(ctx.options.resync));
         }
     };
@@ -171,10 +172,12 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     let manual = install.annotations().get(MANUAL_APPROVAL_ANNOTATION).is_some_and(|value| value == "true");
     let grant = match gate(install.spec.approval, &approved, &missing.permissions, manual) {
         Gate::AwaitApproval { pending, revoke_approval } => {
-            // The approval goes before the new pending set is shown, so that no approval ever stands beside a
-            // pending set nobody approved.
+            // The approval goes before the new pending set is shown, and the set is shown only if no approval came
+            // since the Install was read: an approval stands for the pending set it was judged against, never for
+            // one written after it.
+            let mut read_at = install.resource_version();
             if revoke_approval {
-                ctx.cluster.revoke_approval(&install).await?;
+                read_at = ctx.cluster.revoke_approval(&install).await?.resource_version();
             }
             let count = pending.len();
             status.pending = Some(PendingPermissions { count: count as i64, permissions: pending });
@@ -183,7 +186,7 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
                 account: format!("{}/{}", account.namespace, account.name),
                 installed_before: !previous.applied.is_empty(),
             };
-            report(&ctx, &install, status, &outcome).await?;
+            report(&ctx, &install, status, &outcome, read_at.as_deref()).await?;
             return Ok(Action::requeue(ctx.options.resync));
         }
         Gate::Apply { grant } => grant,
@@ -251,7 +254,7 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         rolling_out,
         diverged,
     };
-    report(&ctx, &install, status, &outcome).await?;
+    report(&ctx, &install, status, &outcome, None).await?;
     Ok(Action::requeue(requeue))
 }
 
@@ -269,6 +272,6 @@ async fn fail(
     error: ApplyError,
 ) -> Result<Action, ReconcileError> {
     let outcome = Outcome::ApplyFailed { reason: error.category(), message: crate::error::report(&error) };
-    report(ctx, install, status, &outcome).await?;
+    report(ctx, install, status, &outcome, None).await?;
     Ok(Action::requeue(ctx.options.retry))
 }

@@ -42,6 +42,13 @@ pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &Writ
     if live.is_none() && status_write {
         return Err(ApiError::not_found(&id, target.name()));
     }
+    // A resourceVersion in the applied configuration is a precondition, as for every other write.
+    let requested_version = config["metadata"]["resourceVersion"].as_str().filter(|v| !v.is_empty());
+    if let (Some(requested), Some(live)) = (requested_version, &live) {
+        if live["metadata"]["resourceVersion"].as_str() != Some(requested) {
+            return Err(ApiError::from_store(super::store::StoreError::modified(&id, target.name()), &id));
+        }
+    }
     let mut outcome = managed::apply(live.as_ref(), &config, &writer, options.force);
     if let (Err(conflicts), Some(live)) = (&outcome, &live) {
         if options.field_manager == "kubectl" {

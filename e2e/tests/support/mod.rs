@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+pub mod harness;
+pub mod installs;
 pub mod workloads;
 
 use http_body_util::BodyExt;
