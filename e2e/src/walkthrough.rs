@@ -120,6 +120,6 @@ pub async fn run(admin: kube::Client, bundles: &Path, registry: Registry) -> Res
     for condition in &status.conditions {
         say(&format!("   {:<20} {:<8} {}", condition.type_, condition.status, condition.reason));
     }
-    say("\nExplore with kubectl (see the KUBECONFIG line above): kubectl get installs; kubectl describe install plumbus;\nkubectl get events.events.k8s.io -n default. The registry stays up while this runs.\n");
+    say("\nExplore with kubectl (see the KUBECONFIG line above): kubectl get installs; kubectl describe install plumbus (its events at the end);\nkubectl get events -n default. The registry stays up while this runs.\n");
     Ok(registry)
 }

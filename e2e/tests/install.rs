@@ -97,6 +97,15 @@ async fn an_admin_approves_and_the_content_is_created_as_the_service_account() {
         None,
     );
     assert_eq!(text(&csv), "Succeeded");
+    // Each transition was recorded, and `kubectl describe` tells the story.
+    let described = text(&harness.admin_kubectl(&["describe", "install", "plumbus"], None));
+    let events = described.split("Events:").nth(1).unwrap_or_default().to_owned();
+    for reason in
+        ["UnsatisfiedPermissions", "PermissionsSatisfied", "ContentApplied", "DeploymentsRollingOut", "Complete"]
+    {
+        assert!(events.contains(reason), "no {reason} event in:\n{described}");
+    }
+    assert!(events.contains("olmv2-install-controller"), "{described}");
 
     // The audit log: every write of the content came from the ServiceAccount; the controller's own identity created
     // only the grants, the account itself, events and its webhook configuration.

@@ -6,7 +6,7 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -27,18 +27,7 @@ impl Kubectl {
     }
 
     fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        let mut child = self
-            .command(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("kubectl is installed (the README lists it as a prerequisite)");
-        if let Some(text) = stdin {
-            child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write stdin");
-        }
-        drop(child.stdin.take());
-        child.wait_with_output().expect("kubectl ran")
+        support::harness::run(&mut self.command(args), stdin)
     }
 
     /// Runs kubectl and returns its standard output, failing the test when kubectl fails.
@@ -355,4 +344,31 @@ async fn a_webhook_denial_and_an_aggregated_list_through_kubectl() {
     let table = kubectl.ok(&["get", "samples", "-n", "default"], None);
     assert!(table.contains("who-asked"), "{table}");
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_shows_the_events_a_controller_recorded_with_the_events_api() {
+    let dir = temp_dir("describe");
+    let (plane, kubectl) = setup(&dir).await;
+    kubectl.ok(&["apply", "-f", "-"], Some(MANIFESTS));
+    let operator = kubectl.json(&["get", "operator", "plumbus"]);
+    let client = plane.client().await.expect("client");
+    let (code, body) = support::post(
+        &client,
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        &serde_json::json!({"metadata": {"name": "plumbus.1"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+            "reportingController": "olmv2-operator-controller", "reportingInstance": "olmv2-1", "action": "Reconcile",
+            "reason": "InstallPendingApproval", "type": "Warning", "note": "one or more installs require approval",
+            "regarding": {"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "name": "plumbus",
+                          "uid": operator["metadata"]["uid"]}}),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+
+    let described = kubectl.ok(&["describe", "operator", "plumbus"], None);
+    let events = described.split("Events:").nth(1).expect("an Events section");
+    assert!(events.contains("Warning") && events.contains("InstallPendingApproval"), "{described}");
+    assert!(events.contains("olmv2-operator-controller") && events.contains("one or more installs require approval"));
+    let listed = kubectl.ok(&["get", "events", "-n", "default"], None);
+    assert!(listed.contains("operator/plumbus") && listed.contains("InstallPendingApproval"), "{listed}");
 }

@@ -225,3 +225,61 @@ async fn discovery_in_both_forms_as_kube_rs_and_kubectl_read_it() {
     let (_, legacy) = get(&client, "/apis").await;
     assert_eq!(legacy["kind"], "APIGroupList");
 }
+
+#[tokio::test]
+async fn events_recorded_through_either_api_are_listed_and_watched_through_both() {
+    let (_plane, client) = start().await;
+    let core = "/api/v1/namespaces/default/events";
+    let events_api = "/apis/events.k8s.io/v1/namespaces/default/events";
+    let watched = tokio::spawn({
+        let client = client.clone();
+        async move { events(&client, &format!("{core}?watch=true"), 2).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (code, recorded) = post(&client, events_api, &json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "plumbus.1"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reportingController": "olmv2-install-controller", "reportingInstance": "olmv2-1", "action": "Reconcile",
+        "reason": "ContentApplied", "type": "Normal", "note": "applied 9 objects",
+        "regarding": {"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "name": "plumbus", "uid": "u-1"}}))
+    .await;
+    assert_eq!(code, 201, "{recorded}");
+    assert_eq!(recorded["note"], "applied 9 objects", "answered in the form it was written");
+    let (code, old_style) = post(&client, core, &json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "web.1"},
+        "involvedObject": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "namespace": "default", "uid": "u-2"},
+        "reason": "ScalingReplicaSet", "message": "scaled up", "type": "Normal", "source": {"component": "deployment-controller"},
+        "firstTimestamp": "2026-01-01T00:00:00Z", "lastTimestamp": "2026-01-01T00:00:00Z", "count": 1}))
+    .await;
+    assert_eq!(code, 201, "{old_style}");
+
+    // As kubectl describe asks for the events of a cluster-scoped object.
+    let selector =
+        "involvedObject.uid=u-1,involvedObject.name=plumbus,involvedObject.namespace=,involvedObject.kind=Install";
+    let (code, described) = get(&client, &format!("/api/v1/events?fieldSelector={selector}")).await;
+    assert_eq!(code, 200, "{described}");
+    let items = described["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{described}");
+    assert_eq!(items[0]["message"], "applied 9 objects");
+    assert_eq!(items[0]["involvedObject"]["kind"], "Install");
+    assert_eq!(items[0]["reportingComponent"], "olmv2-install-controller");
+    let (_, by_source) = get(&client, "/api/v1/events?fieldSelector=source%3Dolmv2-install-controller").await;
+    assert_eq!(by_source["items"].as_array().unwrap().len(), 1, "source falls back to the reporting controller");
+
+    let (code, listed) = get(&client, &format!("{events_api}?fieldSelector=regarding.kind%3DDeployment")).await;
+    assert_eq!(code, 200, "{listed}");
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{listed}");
+    assert_eq!(items[0]["note"], "scaled up");
+    assert_eq!(items[0]["regarding"]["name"], "web");
+    assert_eq!(items[0]["deprecatedSource"]["component"], "deployment-controller");
+    assert_eq!(items[0]["deprecatedCount"], 1);
+
+    let (code, refused) = get(&client, &format!("{events_api}?fieldSelector=involvedObject.kind%3DDeployment")).await;
+    assert_eq!((code, refused["message"].clone()), (400, json!("field label not supported: involvedObject.kind")));
+    let (code, refused) = get(&client, "/api/v1/configmaps?fieldSelector=reason%3DX").await;
+    assert_eq!((code, refused["message"].clone()), (400, json!("field label not supported: reason")));
+
+    let seen = watched.await.unwrap();
+    assert_eq!(seen[0]["object"]["apiVersion"], "v1");
+    assert_eq!(seen[0]["object"]["message"], "applied 9 objects", "the core watch sees the events.k8s.io event");
+    assert_eq!(seen[1]["object"]["metadata"]["name"], "web.1");
+}

@@ -172,7 +172,8 @@ impl ApiServer {
     }
 
     /// The object as a client reading `target`'s version sees it.
-    pub fn present(&self, resource: &ResourceType, mut object: Value) -> Value {
+    pub fn present(&self, resource: &ResourceType, object: Value) -> Value {
+        let mut object = Self::request_form(resource, object);
         object["apiVersion"] = json!(resource.group_version());
         object["kind"] = json!(resource.kind);
         if let Some(schema) = &resource.schema {
@@ -532,6 +533,7 @@ impl ApiServer {
         crds::check_crd_accepts_writes(self, &target.resource)?;
         let object = self.prepare(target, Operation::Create, None, decoded, options, true)?;
         let object = self.admit(target, None, object, options).await?;
+        let object = Self::storage_form(&target.resource, object);
         let object = if options.dry_run {
             object
         } else {
@@ -544,7 +546,27 @@ impl ApiServer {
 
     fn stored(&self, target: &Target) -> Result<Value, ApiError> {
         let id = target.resource.id();
-        self.store.get(&id, &target.namespace, target.name()).map_err(|e| ApiError::from_store(e, &id))
+        let object = self.store.get(&id, &target.namespace, target.name()).map_err(|e| ApiError::from_store(e, &id))?;
+        Ok(Self::request_form(&target.resource, object))
+    }
+
+    /// A stored object in the form of the API it is requested through (both conversions leave an object already in
+    /// the target form as it is).
+    fn request_form(resource: &ResourceType, object: Value) -> Value {
+        if resource.stored_converted() {
+            super::events::from_core(object)
+        } else {
+            object
+        }
+    }
+
+    /// An object written through `resource` in the form it is stored in.
+    pub(super) fn storage_form(resource: &ResourceType, object: Value) -> Value {
+        if resource.stored_converted() {
+            super::events::to_core(object)
+        } else {
+            object
+        }
     }
 
     /// Writes an updated object (and deletes it once it is being deleted and has no finalizers left).
@@ -554,6 +576,7 @@ impl ApiServer {
         object: Value,
         options: &WriteOptions,
     ) -> Result<Value, ApiError> {
+        let object = Self::storage_form(&target.resource, object);
         if options.dry_run {
             return Ok(object);
         }

@@ -72,6 +72,7 @@ pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &Writ
             crds::check_crd_accepts_writes(api, resource)?;
             let object = api.prepare(target, Operation::Create, None, merged, options, false)?;
             let object = api.admit(target, None, object, options).await?;
+            let object = ApiServer::storage_form(resource, object);
             let object = if options.dry_run {
                 object
             } else {

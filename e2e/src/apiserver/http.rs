@@ -14,10 +14,11 @@ use serde_json::{json, Value};
 use super::api::{ApiServer, FieldValidation, PatchType, Target, WriteOptions, Written};
 use super::authn::UserInfo;
 use super::deletion::{self, DeleteOptions};
+use super::events;
 use super::front::{self, PeerCredentials};
 use super::openapi;
 use super::resources::ResourceType;
-use super::selectors::{FieldSelector, LabelSelector};
+use super::selectors::{metadata_field, FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::store::Filter;
 use super::table::{self, Include};
@@ -304,9 +305,18 @@ pub(crate) fn filter(target: &Target, query: &Query) -> Result<Filter, ApiError>
             e.0
         ))
     })?;
-    if let Some(field) = fields.unsupported_field() {
-        return Err(ApiError::bad_request(format!("field label not supported: {field}")));
-    }
+    let resource = &target.resource;
+    let fields = fields
+        .stored_fields(|field| {
+            if resource.group.is_empty() && resource.plural == "events" {
+                events::selectable_field(false, field)
+            } else if events::is_events_api(&resource.group, &resource.plural) {
+                events::selectable_field(true, field)
+            } else {
+                metadata_field(field)
+            }
+        })
+        .map_err(|field| ApiError::bad_request(format!("field label not supported: {field}")))?;
     Ok(Filter { namespace: (!target.namespace.is_empty()).then(|| target.namespace.clone()), labels, fields })
 }
 

@@ -13,6 +13,7 @@ pub mod builtin;
 pub mod controllers;
 pub mod crds;
 pub mod deletion;
+pub mod events;
 pub mod fieldset;
 pub mod front;
 pub mod http;

@@ -71,8 +71,18 @@ impl ResourceType {
         self.subresources.iter().any(|s| s == "status")
     }
 
+    /// Where objects of this resource are stored: its own place, but for `events.k8s.io` Events, which
+    /// kube-apiserver stores as core Events (`events`).
     pub fn id(&self) -> super::store::ResourceId {
+        if super::events::is_events_api(&self.group, &self.plural) {
+            return super::store::ResourceId::new("", "events");
+        }
         super::store::ResourceId::new(&self.group, &self.plural)
+    }
+
+    /// Whether objects are stored in another API's form (`events.k8s.io` Events as core Events).
+    pub fn stored_converted(&self) -> bool {
+        super::events::is_events_api(&self.group, &self.plural)
     }
 
     /// `group/version`, or `v1` for the core group.

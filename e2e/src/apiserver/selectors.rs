@@ -182,24 +182,27 @@ impl FieldSelector {
         Ok(Self(terms))
     }
 
-    /// The fields every resource supports: `metadata.name` and `metadata.namespace`.
-    pub fn unsupported_field(&self) -> Option<&str> {
+    /// The selector with each field named as stored, by `stored_field` (None for a field the resource cannot be
+    /// selected by, which is answered as the error).
+    pub fn stored_fields(self, stored_field: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
         self.0
-            .iter()
-            .map(|(field, _, _)| field.as_str())
-            .find(|f| !matches!(*f, "metadata.name" | "metadata.namespace"))
+            .into_iter()
+            .map(|(field, equal, value)| match stored_field(&field) {
+                Some(stored) => Ok((stored, equal, value)),
+                None => Err(field),
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map(Self)
     }
 
     pub fn matches(&self, object: &Value) -> bool {
-        self.0.iter().all(|(field, equal, value)| {
-            let actual = match field.as_str() {
-                "metadata.name" => object["metadata"]["name"].as_str().unwrap_or_default(),
-                "metadata.namespace" => object["metadata"]["namespace"].as_str().unwrap_or_default(),
-                _ => return false,
-            };
-            (actual == value) == *equal
-        })
+        self.0.iter().all(|(field, equal, value)| (super::events::field_value(object, field) == value) == *equal)
     }
+}
+
+/// The fields every resource can be selected by: `metadata.name` and `metadata.namespace`.
+pub fn metadata_field(field: &str) -> Option<String> {
+    matches!(field, "metadata.name" | "metadata.namespace").then(|| field.to_owned())
 }
 
 #[cfg(test)]
@@ -249,8 +252,8 @@ mod tests {
         assert!(selector.matches(&serde_json::json!({"metadata": {"name": "a", "namespace": "c"}})));
         assert!(!selector.matches(&serde_json::json!({"metadata": {"name": "a", "namespace": "b"}})));
         assert_eq!(
-            FieldSelector::parse("status.phase=Running").expect("parses").unsupported_field(),
-            Some("status.phase")
+            FieldSelector::parse("metadata.name=a,status.phase=Running").expect("parses").stored_fields(metadata_field),
+            Err("status.phase".to_owned())
         );
         assert!(FieldSelector::parse("metadata.name").is_err());
     }

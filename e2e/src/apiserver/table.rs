@@ -216,6 +216,21 @@ fn columns_and_cells(resource: &ResourceType) -> (Vec<Value>, Cells) {
                 ]
             }),
         ),
+        ("" | "events.k8s.io", "Event") => (
+            vec![
+                string("Last Seen", 0),
+                string("Type", 0),
+                string("Reason", 0),
+                string("Object", 0),
+                string("Subobject", 1),
+                string("Source", 1),
+                string("Message", 0),
+                string("First Seen", 1),
+                string("Count", 1),
+                column("Name", "string", "name", 1, ""),
+            ],
+            Box::new(|o| event_cells(&super::events::to_core(o.clone()))),
+        ),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => (
             vec![name_column(), column("Created At", "date", "", 0, "")],
             Box::new(|o| vec![o["metadata"]["name"].clone(), o["metadata"]["creationTimestamp"].clone()]),
@@ -225,6 +240,45 @@ fn columns_and_cells(resource: &ResourceType) -> (Vec<Value>, Cells) {
             Box::new(|o| vec![o["metadata"]["name"].clone(), age(&o["metadata"]["creationTimestamp"])]),
         ),
     }
+}
+
+/// An Event's row as kube-apiserver prints it, from its core form: times from the deprecated timestamps or else the
+/// event time and series, a count of 1 for a singleton of the new API, the object as `kind/name`.
+fn event_cells(event: &Value) -> Vec<Value> {
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+    let first_seen = if event["firstTimestamp"].is_string() { &event["firstTimestamp"] } else { &event["eventTime"] };
+    let first_seen = age(first_seen);
+    let mut last_seen =
+        if event["lastTimestamp"].is_string() { age(&event["lastTimestamp"]) } else { first_seen.clone() };
+    let mut count = event["count"].as_i64().unwrap_or(0);
+    if event["series"].is_object() {
+        last_seen = age(&event["series"]["lastObservedTime"]);
+        count = event["series"]["count"].as_i64().unwrap_or(0);
+    } else if count == 0 {
+        count = 1;
+    }
+    let involved = &event["involvedObject"];
+    let kind = text(&involved["kind"]).to_lowercase();
+    let target = match text(&involved["name"]) {
+        name if name.is_empty() => kind,
+        name => format!("{kind}/{name}"),
+    };
+    let first_non_empty = |a: &Value, b: &Value| if text(a).is_empty() { text(b) } else { text(a) };
+    let component = first_non_empty(&event["source"]["component"], &event["reportingComponent"]);
+    let instance = first_non_empty(&event["source"]["host"], &event["reportingInstance"]);
+    let source = if instance.is_empty() { component } else { format!("{component}, {instance}") };
+    vec![
+        last_seen,
+        event["type"].clone(),
+        event["reason"].clone(),
+        json!(target),
+        json!(text(&involved["fieldPath"])),
+        json!(source),
+        json!(text(&event["message"]).trim()),
+        first_seen,
+        json!(count),
+        event["metadata"]["name"].clone(),
+    ]
 }
 
 /// How much of each object a row carries (`includeObject`).
