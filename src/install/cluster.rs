@@ -52,6 +52,9 @@ pub enum ClusterError {
         #[source]
         source: kube::Error,
     },
+    /// The Install changed after it was read (an approval, a spec edit): what was decided is decided again.
+    #[error("Install {name} changed while it was reconciled; it is reconciled again")]
+    InstallChanged { name: String },
 }
 
 impl ClusterError {
@@ -62,7 +65,13 @@ impl ClusterError {
             Self::EnsureServiceAccount { .. } => "ServiceAccountCreateFailed",
             Self::WriteStatus { .. } => "StatusWriteFailed",
             Self::RevokeApproval { .. } => "ApprovalRevokeFailed",
+            Self::InstallChanged { .. } => "InstallChanged",
         }
+    }
+
+    /// Whether the error is only the Install moving on under the reconcile, which is expected and retried.
+    pub fn is_install_changed(&self) -> bool {
+        matches!(self, Self::InstallChanged { .. })
     }
 }
 
@@ -191,10 +200,16 @@ impl Cluster {
         if let Some(version) = precondition {
             body["metadata"] = json!({"resourceVersion": version});
         }
-        api.patch_status(&install.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+        match api
+            .patch_status(&install.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
             .await
-            .map_err(|source| ClusterError::WriteStatus { what: format!("Install {}", install.name_any()), source })?;
-        Ok(())
+        {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(response)) if precondition.is_some() && response.code == 409 => {
+                Err(ClusterError::InstallChanged { name: install.name_any() })
+            }
+            Err(source) => Err(ClusterError::WriteStatus { what: format!("Install {}", install.name_any()), source }),
+        }
     }
 
     /// Sets `spec.approval` back to Unapproved, only if the Install did not change since it was read: an approval
@@ -204,9 +219,14 @@ impl Cluster {
         let api = Api::<Install>::all(self.client.clone());
         let body =
             json!({"metadata": {"resourceVersion": install.resource_version()}, "spec": {"approval": "Unapproved"}});
-        api.patch(&install.name_any(), &PatchParams::default(), &Patch::Merge(&body))
-            .await
-            .map_err(|source| ClusterError::RevokeApproval { name: install.name_any(), source })
+        api.patch(&install.name_any(), &PatchParams::default(), &Patch::Merge(&body)).await.map_err(|source| {
+            match source {
+                kube::Error::Api(response) if response.code == 409 => {
+                    ClusterError::InstallChanged { name: install.name_any() }
+                }
+                source => ClusterError::RevokeApproval { name: install.name_any(), source },
+            }
+        })
     }
 
     /// Writes the phase of a CSV record from the health of what the Install applied.

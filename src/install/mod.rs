@@ -59,6 +59,10 @@ async fn measured(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, Re
 fn error_policy(install: Arc<Install>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     let category = error.category();
     ctx.metrics.metrics.reconcile_failures.get_or_create(&FailureLabels { controller: CONTROLLER, category }).inc();
+    if error.is_install_changed() {
+        tracing::info!(install = %install.name_any(), category, "{error}");
+        return Action::requeue(std::time::Duration::from_millis(200));
+    }
     tracing::warn!(install = %install.name_any(), category, "{}", crate::error::report(error));
     Action::requeue(ctx.options.retry)
 }

@@ -57,6 +57,11 @@ impl ReconcileError {
             Self::Apply(error) => error.category(),
         }
     }
+
+    /// Whether the reconcile only lost a race with a change of the Install, which the next one sees.
+    pub fn is_install_changed(&self) -> bool {
+        matches!(self, Self::Cluster(error) if error.is_install_changed())
+    }
 }
 
 /// The name of the Operator owning an Install, whose component label everything it applies carries.
