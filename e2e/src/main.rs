@@ -27,7 +27,7 @@ struct Cli {
     /// Where the controller's approval webhook listens.
     #[arg(long, default_value = "127.0.0.1:9443")]
     webhook_address: SocketAddr,
-    /// Skip the walkthrough (a local registry, an Install of the sample bundle, its approval).
+    /// Skip the walkthrough (a local registry, an Install of the sample bundle and its approval, an Operator).
     #[arg(long)]
     no_walkthrough: bool,
 }

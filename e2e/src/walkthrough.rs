@@ -1,12 +1,13 @@
 //! The newcomer's walkthrough the `olmv2-control-plane` binary runs: the sample plumbus bundle pushed to a local
-//! registry, an Install of it, its pending permissions, an approval by the admin, and what then runs. Each step
-//! prints the kubectl command that does the same by hand.
+//! registry, an Install of it, its pending permissions, an approval by the admin, and what then runs; then the
+//! single entry point, an Operator for the grumbo bundle, whose Install waits for the same approval and whose status
+//! gathers what it installed. Each step prints the kubectl command that does the same by hand.
 
 use std::path::Path;
 use std::time::Duration;
 
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use olmv2::api::v2alpha1::{Install, InstallState};
+use olmv2::api::v2alpha1::{Install, InstallState, Operator, OperatorState};
 use serde_json::json;
 
 use crate::registry::Registry;
@@ -19,8 +20,8 @@ pub enum WalkthroughError {
     Push(String),
     #[error("{action} failed: {source}")]
     Api { action: &'static str, source: kube::Error },
-    #[error("Install plumbus did not reach {0} within a minute")]
-    Timeout(&'static str),
+    #[error("{0} did not reach {1} within a minute")]
+    Timeout(String, &'static str),
 }
 
 fn api(action: &'static str) -> impl FnOnce(kube::Error) -> WalkthroughError {
@@ -31,20 +32,51 @@ fn say(text: &str) {
     let _ = olmv2::output::write(&format!("{text}\n"));
 }
 
-async fn wait_for(
-    installs: &Api<Install>,
+async fn wait_for<K>(
+    objects: &Api<K>,
+    name: &str,
     wanted: &'static str,
-    done: impl Fn(&Install) -> bool,
-) -> Result<Install, WalkthroughError> {
+    done: impl Fn(&K) -> bool,
+) -> Result<K, WalkthroughError>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     for _ in 0..600 {
-        if let Some(install) = installs.get_opt("plumbus").await.map_err(api("reading the Install"))? {
-            if done(&install) {
-                return Ok(install);
+        if let Some(object) = objects.get_opt(name).await.map_err(api("reading the walkthrough's objects"))? {
+            if done(&object) {
+                return Ok(object);
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Err(WalkthroughError::Timeout(wanted))
+    Err(WalkthroughError::Timeout(name.to_owned(), wanted))
+}
+
+/// No kubelet runs here: stands in for the Deployment controller and reports every rollout in `operators` done.
+async fn roll_out(admin: &kube::Client) -> Result<(), WalkthroughError> {
+    let deployments = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(admin.clone(), "operators");
+    for deployment in deployments.list(&ListParams::default()).await.map_err(api("listing Deployments"))?.items {
+        let name = deployment.metadata.name.clone().unwrap_or_default();
+        let status = json!({"status": {"observedGeneration": deployment.metadata.generation, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
+            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "standing in for the Deployment controller"}]}});
+        deployments
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map_err(api("marking the Deployment available"))?;
+    }
+    Ok(())
+}
+
+async fn push(registry: &Registry, bundle: &Path, image: &str) -> Result<(), WalkthroughError> {
+    let options = olmv2::bundle::image::RegistryOptions {
+        insecure_registries: vec![registry.host.clone()],
+        credentials: Default::default(),
+    };
+    olmv2::bundle::image::ImageClient::new(options)
+        .push_bundle(bundle, image, false)
+        .await
+        .map(|_| ())
+        .map_err(|e| WalkthroughError::Push(olmv2::error::report(&e)))
 }
 
 fn state(install: &Install) -> Option<InstallState> {
@@ -56,14 +88,7 @@ fn state(install: &Install) -> Option<InstallState> {
 pub async fn run(admin: kube::Client, bundles: &Path, registry: Registry) -> Result<Registry, WalkthroughError> {
     say("== Walkthrough: installing the sample plumbus operator ==\n");
     let image = registry.reference("plumbus-bundle:v2.0.0-alpha");
-    let options = olmv2::bundle::image::RegistryOptions {
-        insecure_registries: vec![registry.host.clone()],
-        credentials: Default::default(),
-    };
-    olmv2::bundle::image::ImageClient::new(options)
-        .push_bundle(&bundles.join("plumbus/2.0.0-alpha"), &image, false)
-        .await
-        .map_err(|e| WalkthroughError::Push(olmv2::error::report(&e)))?;
+    push(&registry, &bundles.join("plumbus/2.0.0-alpha"), &image).await?;
     say(&format!("1. A local registry serves the sample bundle: {image}\n   (olmv2 bundle build bundles/plumbus/2.0.0-alpha --push {image} --insecure-registry {})\n", registry.host));
 
     let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone());
@@ -84,7 +109,8 @@ pub async fn run(admin: kube::Client, bundles: &Path, registry: Registry) -> Res
     say("2. An Install of it into namespace operators (kubectl apply -f install.yaml):\n");
     say(&serde_yaml_ng::to_string(&body).unwrap_or_default());
 
-    let pending = wait_for(&installs, "PendingApproval", |i| state(i) == Some(InstallState::PendingApproval)).await?;
+    let pending =
+        wait_for(&installs, "plumbus", "PendingApproval", |i| state(i) == Some(InstallState::PendingApproval)).await?;
     say("3. The controller pulled the bundle, assigned a ServiceAccount and computed what it lacks (kubectl get install plumbus; olmv2 approve plumbus):\n");
     say(&olmv2::approve_command::describe_pending(&pending));
 
@@ -95,20 +121,12 @@ pub async fn run(admin: kube::Client, bundles: &Path, registry: Registry) -> Res
     say("4. The cluster admin, who holds all of these, approves (kubectl patch install plumbus --type merge -p '{\"spec\":{\"approval\":\"Approved\"}}').");
     say("   The webhook checked each rule with a SubjectAccessReview for the admin; a user lacking any would be refused.\n");
 
-    wait_for(&installs, "Applying", |i| matches!(state(i), Some(InstallState::Applying | InstallState::Installed)))
-        .await?;
-    // No kubelet runs here: stand in for the Deployment controller and report the rollout done.
-    let deployments = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(admin.clone(), "operators");
-    for deployment in deployments.list(&ListParams::default()).await.map_err(api("listing Deployments"))?.items {
-        let name = deployment.metadata.name.clone().unwrap_or_default();
-        let status = json!({"status": {"observedGeneration": deployment.metadata.generation, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
-            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "standing in for the Deployment controller"}]}});
-        deployments
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .map_err(api("marking the Deployment available"))?;
-    }
-    let installed = wait_for(&installs, "Installed", |i| state(i) == Some(InstallState::Installed)).await?;
+    wait_for(&installs, "plumbus", "Applying", |i| {
+        matches!(state(i), Some(InstallState::Applying | InstallState::Installed))
+    })
+    .await?;
+    roll_out(&admin).await?;
+    let installed = wait_for(&installs, "plumbus", "Installed", |i| state(i) == Some(InstallState::Installed)).await?;
     say("5. The grants were created, then the content was applied as the ServiceAccount (kubectl get olm,deploy,sa,role,rolebinding -n operators):\n");
     let status = installed.status.unwrap_or_default();
     let rows: Vec<Vec<String>> = status
@@ -120,6 +138,65 @@ pub async fn run(admin: kube::Client, bundles: &Path, registry: Registry) -> Res
     for condition in &status.conditions {
         say(&format!("   {:<20} {:<8} {}", condition.type_, condition.status, condition.reason));
     }
-    say("\nExplore with kubectl (see the KUBECONFIG line above): kubectl get installs; kubectl describe install plumbus (its events at the end);\nkubectl get events -n default. The registry stays up while this runs.\n");
+    operator(&admin, bundles, &registry).await?;
+    say("\nExplore with kubectl (see the KUBECONFIG line above): kubectl get operators,installs; kubectl describe install plumbus\n(its events at the end); kubectl get operator grumbo -o yaml; kubectl get events -n default.\nThe registry stays up while this runs.\n");
     Ok(registry)
+}
+
+/// The single entry point: an Operator for the grumbo bundle, approved through its Install, and its status.
+async fn operator(admin: &kube::Client, bundles: &Path, registry: &Registry) -> Result<(), WalkthroughError> {
+    let image = registry.reference("grumbo-bundle:v1.0.0");
+    push(registry, &bundles.join("grumbo/1.0.0"), &image).await?;
+    let operators = Api::<Operator>::all(admin.clone());
+    let body = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "metadata": {"name": "grumbo"},
+        "spec": {"updates": {"type": "ManifestImage", "manifestImage": image}}});
+    operators
+        .patch("grumbo", &PatchParams::apply("walkthrough"), &Patch::Apply(&body))
+        .await
+        .map_err(api("creating the Operator"))?;
+    say("\n6. The usual entry point is an Operator (kubectl apply -f operator.yaml); here one for the grumbo bundle, which\n   provides the Grumbo API plumbus requires:\n");
+    say(&serde_yaml_ng::to_string(&body).unwrap_or_default());
+    let operator_state = |o: &Operator| o.status.as_ref().and_then(|s| s.state);
+    wait_for(&operators, "grumbo", "PendingApproval", |o| operator_state(o) == Some(OperatorState::PendingApproval))
+        .await?;
+    let installs = Api::<Install>::all(admin.clone());
+    let pending =
+        wait_for(&installs, "grumbo", "PendingApproval", |i| state(i) == Some(InstallState::PendingApproval)).await?;
+    say("7. It made an Install of the same name, which waits for approval like any other (kubectl get operator grumbo shows\n   InstallPendingApproval; olmv2 approve grumbo):\n");
+    say(&olmv2::approve_command::describe_pending(&pending));
+    installs
+        .patch("grumbo", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"approval": "Approved"}})))
+        .await
+        .map_err(api("approving the Install"))?;
+    wait_for(&installs, "grumbo", "Applying", |i| {
+        matches!(state(i), Some(InstallState::Applying | InstallState::Installed))
+    })
+    .await?;
+    roll_out(admin).await?;
+    let installed =
+        wait_for(&operators, "grumbo", "Installed", |o| operator_state(o) == Some(OperatorState::Installed)).await?;
+    let status = installed.status.unwrap_or_default();
+    let metadata = status.metadata.unwrap_or_default();
+    say(&format!(
+        "8. Approved by the admin, installed, and gathered in the Operator's status: {} {} (kubectl get operator grumbo -o yaml):\n",
+        metadata.display_name.unwrap_or_default(),
+        metadata.version.unwrap_or_default()
+    ));
+    let rows: Vec<Vec<String>> = status
+        .components
+        .map(|c| c.refs)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|r| {
+            // The telling condition is the one that holds (Installed, Available, ...), when one does.
+            let telling = r.conditions.iter().find(|c| c.status == "True").or(r.conditions.first());
+            let condition = telling.map(|c| format!("{}={}", c.type_, c.status)).unwrap_or_default();
+            vec![r.kind, r.namespace.unwrap_or_else(|| "-".into()), r.name, condition]
+        })
+        .collect();
+    say(&olmv2::bundle_command::table(&["KIND", "NAMESPACE", "NAME", "CONDITION"], &rows));
+    for condition in &status.conditions {
+        say(&format!("   {:<22} {:<8} {}", condition.type_, condition.status, condition.reason));
+    }
+    Ok(())
 }
