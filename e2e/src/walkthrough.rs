@@ -67,6 +67,20 @@ async fn roll_out(admin: &kube::Client) -> Result<(), WalkthroughError> {
     Ok(())
 }
 
+/// Approves Install `name` as the admin, then, once its content is applied, reports its rollouts done.
+async fn approve_and_roll_out(admin: &kube::Client, name: &str) -> Result<(), WalkthroughError> {
+    let installs = Api::<Install>::all(admin.clone());
+    installs
+        .patch(name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"approval": "Approved"}})))
+        .await
+        .map_err(api("approving the Install"))?;
+    wait_for(&installs, name, "Applying", |i| {
+        matches!(state(i), Some(InstallState::Applying | InstallState::Installed))
+    })
+    .await?;
+    roll_out(admin).await
+}
+
 async fn push(registry: &Registry, bundle: &Path, image: &str) -> Result<(), WalkthroughError> {
     let options = olmv2::bundle::image::RegistryOptions {
         insecure_registries: vec![registry.host.clone()],
@@ -114,18 +128,9 @@ pub async fn run(admin: kube::Client, bundles: &Path, registry: Registry) -> Res
     say("3. The controller pulled the bundle, assigned a ServiceAccount and computed what it lacks (kubectl get install plumbus; olmv2 approve plumbus):\n");
     say(&olmv2::approve_command::describe_pending(&pending));
 
-    installs
-        .patch("plumbus", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"approval": "Approved"}})))
-        .await
-        .map_err(api("approving the Install"))?;
     say("4. The cluster admin, who holds all of these, approves (kubectl patch install plumbus --type merge -p '{\"spec\":{\"approval\":\"Approved\"}}').");
-    say("   The webhook checked each rule with a SubjectAccessReview for the admin; a user lacking any would be refused.\n");
-
-    wait_for(&installs, "plumbus", "Applying", |i| {
-        matches!(state(i), Some(InstallState::Applying | InstallState::Installed))
-    })
-    .await?;
-    roll_out(&admin).await?;
+    say("   The webhook checks each rule with a SubjectAccessReview for the admin; a user lacking any would be refused.\n");
+    approve_and_roll_out(&admin, "plumbus").await?;
     let installed = wait_for(&installs, "plumbus", "Installed", |i| state(i) == Some(InstallState::Installed)).await?;
     say("5. The grants were created, then the content was applied as the ServiceAccount (kubectl get olm,deploy,sa,role,rolebinding -n operators):\n");
     let status = installed.status.unwrap_or_default();
@@ -164,15 +169,7 @@ async fn operator(admin: &kube::Client, bundles: &Path, registry: &Registry) -> 
         wait_for(&installs, "grumbo", "PendingApproval", |i| state(i) == Some(InstallState::PendingApproval)).await?;
     say("7. It made an Install of the same name, which waits for approval like any other (kubectl get operator grumbo shows\n   InstallPendingApproval; olmv2 approve grumbo):\n");
     say(&olmv2::approve_command::describe_pending(&pending));
-    installs
-        .patch("grumbo", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"approval": "Approved"}})))
-        .await
-        .map_err(api("approving the Install"))?;
-    wait_for(&installs, "grumbo", "Applying", |i| {
-        matches!(state(i), Some(InstallState::Applying | InstallState::Installed))
-    })
-    .await?;
-    roll_out(admin).await?;
+    approve_and_roll_out(admin, "grumbo").await?;
     let installed =
         wait_for(&operators, "grumbo", "Installed", |o| operator_state(o) == Some(OperatorState::Installed)).await?;
     let status = installed.status.unwrap_or_default();
