@@ -141,9 +141,13 @@ impl HoldingProxy {
         Self { hold, held }
     }
 
-    /// Holds what clients send from now on, and waits until something is held.
-    async fn hold_next_request(&self) {
+    /// Holds what clients send from now on.
+    fn hold(&self) {
         self.hold.send_replace(true);
+    }
+
+    /// Waits until something is held.
+    async fn wait_until_holding(&self) {
         for _ in 0..200 {
             if self.held.load(Ordering::SeqCst) > 0 {
                 return;
@@ -179,10 +183,12 @@ async fn an_approval_given_while_a_new_pending_set_is_computed_does_not_approve_
     let first = wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
     let judged = first.status.unwrap().pending.unwrap();
 
-    // The tag moves to a version that needs more; the controller's next pass stops in the middle of its pull, having
-    // read the Install unapproved. Then the admin approves what the status shows: the old version's pending set.
+    // The controller's next pass stops in the middle of its pull, having read the Install unapproved; meanwhile the
+    // tag moves to a version that needs more (pushed past the proxy, so no pass can see it before it is held). Then
+    // the admin approves what the status shows: the old version's pending set.
+    proxy.hold();
     harness.push_bundle("plumbus/2.1.0", "plumbus-bundle", "latest").await;
-    proxy.hold_next_request().await;
+    proxy.wait_until_holding().await;
     let approve = json!({"spec": {"approval": "Approved"}});
     installs(&harness).patch("plumbus", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
     proxy.release();
