@@ -14,11 +14,10 @@ use serde_json::{json, Value};
 use super::api::{ApiServer, FieldValidation, PatchType, Target, WriteOptions, Written};
 use super::authn::UserInfo;
 use super::deletion::{self, DeleteOptions};
-use super::events;
 use super::front::{self, PeerCredentials};
 use super::openapi;
 use super::resources::ResourceType;
-use super::selectors::{metadata_field, FieldSelector, LabelSelector};
+use super::selectors::{selectable_field, FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::store::Filter;
 use super::table::{self, Include};
@@ -305,17 +304,8 @@ pub(crate) fn filter(target: &Target, query: &Query) -> Result<Filter, ApiError>
             e.0
         ))
     })?;
-    let resource = &target.resource;
     let fields = fields
-        .stored_fields(|field| {
-            if resource.group.is_empty() && resource.plural == "events" {
-                events::selectable_field(false, field)
-            } else if events::is_events_api(&resource.group, &resource.plural) {
-                events::selectable_field(true, field)
-            } else {
-                metadata_field(field)
-            }
-        })
+        .stored_fields(|field| selectable_field(&target.resource, field))
         .map_err(|field| ApiError::bad_request(format!("field label not supported: {field}")))?;
     Ok(Filter { namespace: (!target.namespace.is_empty()).then(|| target.namespace.clone()), labels, fields })
 }

@@ -200,8 +200,16 @@ impl FieldSelector {
     }
 }
 
-/// The fields every resource can be selected by: `metadata.name` and `metadata.namespace`.
-pub fn metadata_field(field: &str) -> Option<String> {
+/// The stored field a selector on `resource` names by `field`, or None when the resource cannot be selected by it:
+/// every resource by `metadata.name` and `metadata.namespace`, Events by more.
+pub fn selectable_field(resource: &super::resources::ResourceType, field: &str) -> Option<String> {
+    if resource.plural == "events" && (resource.group.is_empty() || resource.stored_converted()) {
+        return super::events::selectable_field(resource.stored_converted(), field);
+    }
+    metadata_field(field)
+}
+
+fn metadata_field(field: &str) -> Option<String> {
     matches!(field, "metadata.name" | "metadata.namespace").then(|| field.to_owned())
 }
 
