@@ -150,3 +150,18 @@ pub async fn start_controllers(
     plane.api.endpoints.set(CONTROLLER_NAMESPACE, &service, controllers.webhook.address);
     Ok(controllers)
 }
+
+/// Stands in for the Deployment controller, which the test control plane does not run: reports every Deployment of
+/// `namespace` rolled out and available at its generation.
+pub async fn report_rollouts(client: &kube::Client, namespace: &str) -> Result<(), kube::Error> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{Api, ListParams, Patch, PatchParams};
+    let deployments = Api::<Deployment>::namespaced(client.clone(), namespace);
+    for deployment in deployments.list(&ListParams::default()).await?.items {
+        let name = deployment.metadata.name.clone().unwrap_or_default();
+        let status = serde_json::json!({"status": {"observedGeneration": deployment.metadata.generation, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
+            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "standing in for the Deployment controller"}]}});
+        deployments.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+    }
+    Ok(())
+}

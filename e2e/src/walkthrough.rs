@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use olmv2::api::v2alpha1::{Install, InstallState, Operator, OperatorState};
 use serde_json::json;
 
@@ -52,21 +52,6 @@ where
     Err(WalkthroughError::Timeout(name.to_owned(), wanted))
 }
 
-/// No kubelet runs here: stands in for the Deployment controller and reports every rollout in `operators` done.
-async fn roll_out(admin: &kube::Client) -> Result<(), WalkthroughError> {
-    let deployments = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(admin.clone(), "operators");
-    for deployment in deployments.list(&ListParams::default()).await.map_err(api("listing Deployments"))?.items {
-        let name = deployment.metadata.name.clone().unwrap_or_default();
-        let status = json!({"status": {"observedGeneration": deployment.metadata.generation, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
-            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "standing in for the Deployment controller"}]}});
-        deployments
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .map_err(api("marking the Deployment available"))?;
-    }
-    Ok(())
-}
-
 /// Approves Install `name` as the admin, then, once its content is applied, reports its rollouts done.
 async fn approve_and_roll_out(admin: &kube::Client, name: &str) -> Result<(), WalkthroughError> {
     let installs = Api::<Install>::all(admin.clone());
@@ -78,7 +63,7 @@ async fn approve_and_roll_out(admin: &kube::Client, name: &str) -> Result<(), Wa
         matches!(state(i), Some(InstallState::Applying | InstallState::Installed))
     })
     .await?;
-    roll_out(admin).await
+    crate::project::report_rollouts(admin, "operators").await.map_err(api("marking the Deployments available"))
 }
 
 async fn push(registry: &Registry, bundle: &Path, image: &str) -> Result<(), WalkthroughError> {

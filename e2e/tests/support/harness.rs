@@ -9,8 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use olmv2::bundle::image::{ImageClient, RegistryOptions};
 use olmv2::controller::ControllerOptions;
 use olmv2_e2e::apiserver::{ControlPlane, Options};
@@ -115,13 +114,7 @@ impl Harness {
 
     /// Stands in for the Deployment controller: reports every Deployment of `namespace` available.
     pub async fn roll_out(&self, namespace: &str) {
-        let deployments = Api::<Deployment>::namespaced(self.admin.clone(), namespace);
-        for deployment in deployments.list(&ListParams::default()).await.expect("list").items {
-            let status = json!({"status": {"observedGeneration": deployment.metadata.generation, "replicas": 1, "availableReplicas": 1,
-                "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "test"}]}});
-            let name = deployment.metadata.name.as_deref().unwrap();
-            deployments.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.expect("status");
-        }
+        project::report_rollouts(&self.admin, namespace).await.expect("Deployments reported available");
     }
 
     /// The real kubectl with `kubeconfig`, `stdin` typed in.
