@@ -14,6 +14,7 @@ use crate::install::reconcile::{Context, InstallOptions};
 use crate::install::resolve::Resolver;
 use crate::operator::reconcile::OperatorOptions;
 use crate::server::Health;
+use crate::webhook::configuration::WebhookService;
 use crate::webhook::server::RunningWebhook;
 use crate::webhook::{WebhookError, WebhookOptions};
 
@@ -100,6 +101,11 @@ pub async fn start(
             controller_namespace: options.namespace.clone(),
             resync: options.resync,
             retry: options.retry,
+            webhook: WebhookService {
+                namespace: options.webhook.service_namespace.clone().unwrap_or_else(|| options.namespace.clone()),
+                name: options.webhook.service_name.clone(),
+                port: options.webhook.service_port,
+            },
         },
         metrics: health,
     });

@@ -1,6 +1,7 @@
 //! The operator-lifecycle controller: the `operators.coreos.com/v2alpha1` Operator and Install APIs, and OLM v0's
 //! legacy loops for compatibility. The binary in `main.rs` only wires these modules together.
 
+pub mod access;
 pub mod api;
 pub mod approve_command;
 pub mod bundle;

@@ -94,6 +94,9 @@ impl Impersonation {
         let mut config = self.config.clone();
         config.auth_info.impersonate = Some(user.clone());
         config.auth_info.impersonate_groups = None;
+        // Only the user is impersonated: nothing of the controller's own configuration rides along.
+        config.auth_info.impersonate_uid = None;
+        config.auth_info.impersonate_user_extra = None;
         let client =
             Client::try_from(config).map_err(|source| ApplyError::BuildClient { user: user.clone(), source })?;
         if let Ok(mut clients) = self.clients.lock() {
@@ -160,6 +163,22 @@ pub async fn get(client: &Client, kinds: &KindIndex, reference: &AppliedObject) 
         .map(serde_json::to_value)
         .transpose()
         .map_err(|error| ApplyError::InvalidObject { object: describe_ref(reference), reason: error.to_string() })
+}
+
+/// The Secrets an Install applied, read as its ServiceAccount (which was granted `get` on exactly those names), so
+/// that rendering again reuses their serving certificates. The controller itself reads no Secret. One that cannot
+/// be read only costs a certificate rotation.
+pub async fn applied_secrets(client: &Client, applied: &[AppliedObject]) -> Vec<k8s_openapi::api::core::v1::Secret> {
+    let mut secrets = Vec::new();
+    for reference in applied.iter().filter(|r| r.kind == "Secret" && r.api_version == "v1") {
+        let Some(namespace) = reference.namespace.as_deref() else { continue };
+        let api = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), namespace);
+        match api.get_opt(&reference.name).await {
+            Ok(found) => secrets.extend(found),
+            Err(error) => tracing::debug!(%error, secret = %describe_ref(reference), "serving certificate not read"),
+        }
+    }
+    secrets
 }
 
 /// Deletes an object the content no longer has; one already gone is fine. Kinds no longer served are skipped:

@@ -4,7 +4,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::v2alpha1::InstallState;
+use crate::api::v2alpha1::{InstallState, PendingReason};
 
 pub const PENDING_APPROVAL: &str = "PendingApproval";
 pub const CONTENT_IMPORT_ERROR: &str = "ContentImportError";
@@ -15,8 +15,10 @@ pub const COMPONENTS_DIVERGE: &str = "ComponentsDiverge";
 
 /// The reason seed 004 gives for pending permissions.
 pub const UNSATISFIED_PERMISSIONS: &str = "UnsatisfiedPermissions";
-/// PendingApproval reason of an Install whose Operator approves updates by hand, when no permission is missing.
+/// PendingApproval reason of an Install whose Operator approves updates by hand.
 pub const UPDATE_APPROVAL_REQUIRED: &str = "UpdateApprovalRequired";
+/// PendingApproval reason of an Install whose content someone changed without holding what its account was granted.
+pub const CONTENT_CHANGE_APPROVAL_REQUIRED: &str = "ContentChangeApprovalRequired";
 /// The reason seed 004 gives for a failed image pull.
 pub const MANIFEST_IMAGE_PULL_FAILED: &str = "ManifestImagePullFailed";
 /// The reason seed 004 gives for live objects that differ from what was applied.
@@ -29,8 +31,15 @@ pub enum Outcome {
     ImportFailed { message: String },
     /// The content is not installable; `reason` is the error's category.
     Invalid { reason: &'static str, message: String },
-    /// Permissions wait for approval; `installed_before` when earlier content keeps running meanwhile.
-    AwaitingApproval { count: usize, account: String, installed_before: bool },
+    /// Permissions wait for approval, for `reason`; `changed_by` names who changed the content when that is why;
+    /// `installed_before` when earlier content keeps running meanwhile.
+    AwaitingApproval {
+        count: usize,
+        reason: PendingReason,
+        changed_by: Option<String>,
+        account: String,
+        installed_before: bool,
+    },
     /// Granting or applying failed; `reason` is the error's category.
     ApplyFailed { reason: &'static str, message: String },
     /// Everything applied: `rolling_out` names Deployments not yet available, `diverged` the objects found changed
@@ -64,7 +73,7 @@ fn wanted(outcome: &Outcome) -> [(&'static str, &'static str, String, String); 6
                 (COMPONENTS_DIVERGE, status, unresolved_reason, text),
             ]
         }
-        Outcome::AwaitingApproval { count, account, installed_before } => {
+        Outcome::AwaitingApproval { count, reason, changed_by, account, installed_before } => {
             let installed_message = if *installed_before {
                 "the update waits for approval; what was installed before keeps running".to_owned()
             } else {
@@ -73,20 +82,28 @@ fn wanted(outcome: &Outcome) -> [(&'static str, &'static str, String, String); 6
             [
                 (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
                 (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
-                if *count == 0 {
-                    (
+                match reason {
+                    PendingReason::ManualApproval => (
                         PENDING_APPROVAL,
                         "True",
                         UPDATE_APPROVAL_REQUIRED.into(),
-                        "updates are approved by hand: set spec.approval to Approved to install this content".into(),
-                    )
-                } else {
-                    (
+                        format!("updates are approved by hand: a person holding the {count} rules this content uses must set spec.approval to Approved"),
+                    ),
+                    PendingReason::ContentChanged => (
+                        PENDING_APPROVAL,
+                        "True",
+                        CONTENT_CHANGE_APPROVAL_REQUIRED.into(),
+                        format!(
+                            "{} changed the content without holding what ServiceAccount {account} was granted: a person holding the {count} rules it uses must approve it",
+                            changed_by.as_deref().unwrap_or("someone")
+                        ),
+                    ),
+                    PendingReason::Permissions => (
                         PENDING_APPROVAL,
                         "True",
                         UNSATISFIED_PERMISSIONS.into(),
                         format!("pending approval of {count} unsatisfied permissions for ServiceAccount {account}"),
-                    )
+                    ),
                 },
                 (INSTALLED, "False", "AwaitingApproval".into(), installed_message),
                 (PROGRESSING, "False", "AwaitingApproval".into(), "waiting for approval".into()),
@@ -250,7 +267,13 @@ mod tests {
 
     #[test]
     fn pending_permissions_use_the_seed_reason() {
-        let outcome = Outcome::AwaitingApproval { count: 4, account: "olm/plumbus".into(), installed_before: false };
+        let outcome = Outcome::AwaitingApproval {
+            count: 4,
+            reason: PendingReason::Permissions,
+            changed_by: None,
+            account: "olm/plumbus".into(),
+            installed_before: false,
+        };
         let conditions = conditions(&outcome, &[], Some(2), &time("2026-01-01T00:00:00Z"));
         let pending = find(&conditions, PENDING_APPROVAL);
         assert_eq!((pending.status.as_str(), pending.reason.as_str()), ("True", UNSATISFIED_PERMISSIONS));
@@ -306,10 +329,38 @@ mod tests {
     }
 
     #[test]
+    fn a_person_required_by_the_content_is_a_reason_of_its_own() {
+        let now = time("2026-01-01T00:00:00Z");
+        let waiting = |reason, changed_by: Option<&str>| {
+            let outcome = Outcome::AwaitingApproval {
+                count: 3,
+                reason,
+                changed_by: changed_by.map(str::to_owned),
+                account: "olmv2-system/plumbus-1".into(),
+                installed_before: true,
+            };
+            find(&conditions(&outcome, &[], Some(1), &now), PENDING_APPROVAL).clone()
+        };
+        let manual = waiting(PendingReason::ManualApproval, None);
+        assert_eq!(manual.reason, UPDATE_APPROVAL_REQUIRED);
+        assert!(manual.message.contains("3 rules this content uses"), "{}", manual.message);
+        let changed = waiting(PendingReason::ContentChanged, Some("bob"));
+        assert_eq!(changed.reason, CONTENT_CHANGE_APPROVAL_REQUIRED);
+        assert!(changed.message.starts_with("bob changed the content"), "{}", changed.message);
+        assert_eq!(waiting(PendingReason::Permissions, None).reason, UNSATISFIED_PERMISSIONS);
+    }
+
+    #[test]
     fn events_follow_changes_of_status_or_reason() {
         let now = time("2026-01-01T00:00:00Z");
         let pending = conditions(
-            &Outcome::AwaitingApproval { count: 1, account: "a".into(), installed_before: false },
+            &Outcome::AwaitingApproval {
+                count: 1,
+                reason: PendingReason::Permissions,
+                changed_by: None,
+                account: "a".into(),
+                installed_before: false,
+            },
             &[],
             None,
             &now,

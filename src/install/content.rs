@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use super::grants::INSTALL_ANNOTATION;
 use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::{ClusterServiceVersion, InstallModeType};
-use crate::api::v2alpha1::{AppliedObject, NamespaceMapping, ServiceAccountReference};
+use crate::api::v2alpha1::{AppliedObject, NamespaceMapping};
 use crate::bundle::model::{check_object, yaml_documents};
 use crate::bundle::BundleError;
 use crate::rbac::KindIndex;
@@ -91,37 +91,6 @@ pub fn target_namespaces(
     } else {
         vec![install_namespace.to_owned()]
     }
-}
-
-/// Which ServiceAccount an Install runs as, and whether the controller must create it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Assignment {
-    pub account: ServiceAccountReference,
-    /// The eponymous account in the controller's namespace, which the controller creates and the Install owns.
-    pub eponymous: bool,
-}
-
-/// DESIGN decision 3: the one OperatorGroup's `serviceAccountName` in the install namespace when exactly one group
-/// exists there and names one; otherwise an account named after the Install in the controller's namespace. Once
-/// assigned, the account stays: the rules granted to it were approved for it.
-pub fn assign_service_account(
-    assigned: Option<&ServiceAccountReference>,
-    install: &str,
-    install_namespace: &str,
-    groups: &[OperatorGroup],
-    controller_namespace: &str,
-) -> Assignment {
-    let eponymous = ServiceAccountReference { name: install.to_owned(), namespace: controller_namespace.to_owned() };
-    if let Some(assigned) = assigned {
-        return Assignment { eponymous: *assigned == eponymous, account: assigned.clone() };
-    }
-    if let [group] = groups {
-        if let Some(name) = group.spec.service_account_name.as_deref().filter(|n| !n.is_empty()) {
-            let account = ServiceAccountReference { name: name.to_owned(), namespace: install_namespace.to_owned() };
-            return Assignment { account, eponymous: false };
-        }
-    }
-    Assignment { account: eponymous, eponymous: true }
 }
 
 /// What every applied object carries.
@@ -325,38 +294,6 @@ mod tests {
         assert_eq!(target_namespaces(&all, "operators", &[group(None, &[])]), vec![String::new()]);
         let two = [group(None, &["a"]), group(None, &["b"])];
         assert_eq!(target_namespaces(&all, "operators", &two), vec![String::new()]);
-    }
-
-    #[test]
-    fn the_one_operator_group_lends_its_service_account() {
-        let assigned = assign_service_account(None, "plumbus", "operators", &[group(Some("og-sa"), &[])], "olm");
-        assert_eq!(
-            assigned,
-            Assignment {
-                account: ServiceAccountReference { name: "og-sa".into(), namespace: "operators".into() },
-                eponymous: false
-            }
-        );
-    }
-
-    #[test]
-    fn otherwise_an_eponymous_account_in_the_controller_namespace() {
-        let expected = Assignment {
-            account: ServiceAccountReference { name: "plumbus".into(), namespace: "olm".into() },
-            eponymous: true,
-        };
-        assert_eq!(assign_service_account(None, "plumbus", "operators", &[], "olm"), expected);
-        let two = [group(Some("a"), &[]), group(Some("b"), &[])];
-        assert_eq!(assign_service_account(None, "plumbus", "operators", &two, "olm"), expected);
-        assert_eq!(assign_service_account(None, "plumbus", "operators", &[group(None, &[])], "olm"), expected);
-    }
-
-    #[test]
-    fn an_assigned_account_stays() {
-        let assigned = ServiceAccountReference { name: "plumbus".into(), namespace: "olm".into() };
-        let result =
-            assign_service_account(Some(&assigned), "plumbus", "operators", &[group(Some("og-sa"), &[])], "olm");
-        assert_eq!(result, Assignment { account: assigned, eponymous: true });
     }
 
     #[test]

@@ -1,10 +1,44 @@
 //! The approval gate (DESIGN decision 6): whether an Install's content may be applied now, and which rules must be
-//! granted first. An approval covers the pending set recorded in the status when it was given (the set the webhook
-//! checked the approver against); anything needed beyond it sends the Install back to Unapproved.
+//! granted first. An approval covers the pending set and the content recorded in the status when it was given (what
+//! the webhook checked the approver against): anything needed beyond that set, or other content (a moved tag, a new
+//! image) sends the Install back to Unapproved.
+//!
+//! Two kinds of wait: the ServiceAccount lacks rules (a person holding them approves the missing ones), or the
+//! content itself needs a person (a Manual Operator's update, content changed by someone who does not hold what the
+//! account was granted): then every rule the content uses is pending, so the approver holds all the content can do,
+//! and the approval binds to the content's digests.
 
-use crate::api::v2alpha1::{Approval, PendingPermission, PermissionScope};
+use crate::api::v2alpha1::{Approval, PendingPermission, PendingReason, PermissionScope, ResolvedContent};
 use crate::rbac::missing::rule_of;
 use crate::rbac::{breakdown, rule_covers};
+
+/// Why the content itself needs a person's approval, whatever permissions are missing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PersonRequired {
+    /// The Install's Operator approves updates by hand.
+    Manual,
+    /// Someone who does not hold what the account was granted changed the content.
+    ContentChanged,
+}
+
+/// What the gate decides on.
+#[derive(Clone, Copy, Debug)]
+pub struct GateInput<'a> {
+    pub approval: Approval,
+    /// The pending set recorded in the status, which an approval on the spec was judged against.
+    pub recorded_pending: &'a [PendingPermission],
+    /// The content recorded in the status beside that pending set: what an approval was given for.
+    pub recorded_content: &'a [ResolvedContent],
+    /// The content last let through the gate.
+    pub approved_content: &'a [ResolvedContent],
+    /// The content as resolved now.
+    pub resolved: &'a [ResolvedContent],
+    /// The rules the ServiceAccount lacks for it.
+    pub missing: &'a [PendingPermission],
+    /// Every rule the content needs, nothing counted as held.
+    pub needed: &'a [PendingPermission],
+    pub person: Option<PersonRequired>,
+}
 
 /// What the controller does next with an Install whose content resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -13,22 +47,51 @@ pub enum Gate {
     Apply { grant: Vec<PendingPermission> },
     /// Wait for a person holding `pending` to approve; first set `spec.approval` back to Unapproved when
     /// `revoke_approval`, because the approval on record does not cover what is needed now.
-    AwaitApproval { pending: Vec<PendingPermission>, revoke_approval: bool },
+    AwaitApproval { pending: Vec<PendingPermission>, reason: PendingReason, revoke_approval: bool },
 }
 
-/// Decides from the approval on the spec, the pending set recorded when it was given, and what is missing now.
-/// `manual` Installs (an Operator's updates approved by hand) wait for a person even when nothing is missing.
-pub fn gate(approval: Approval, approved: &[PendingPermission], missing: &[PendingPermission], manual: bool) -> Gate {
-    if manual && approval != Approval::Approved {
-        return Gate::AwaitApproval { pending: missing.to_vec(), revoke_approval: false };
+/// Decides whether the content may be applied.
+pub fn gate(input: &GateInput<'_>) -> Gate {
+    let approved = input.approval == Approval::Approved;
+    // An approval stands for the pending set and the content the status showed when it was given; an approval
+    // given while nothing was pending (or before anything was computed) covers nothing.
+    let approval_covers = |wanted: &[PendingPermission]| {
+        approved
+            && input.recorded_content == input.resolved
+            && !input.recorded_pending.is_empty()
+            && covered_by(input.recorded_pending, wanted)
+    };
+    if let Some(person) = input.person {
+        if input.resolved != input.approved_content && !(input.needed.is_empty() && input.missing.is_empty()) {
+            if approval_covers(input.needed) {
+                return Gate::Apply { grant: input.missing.to_vec() };
+            }
+            let reason = match person {
+                PersonRequired::Manual => PendingReason::ManualApproval,
+                PersonRequired::ContentChanged => PendingReason::ContentChanged,
+            };
+            return Gate::AwaitApproval { pending: input.needed.to_vec(), reason, revoke_approval: approved };
+        }
     }
-    if missing.is_empty() {
+    if input.missing.is_empty() {
         return Gate::Apply { grant: Vec::new() };
     }
-    if approval == Approval::Approved && covered_by(approved, missing) {
-        return Gate::Apply { grant: missing.to_vec() };
+    if approval_covers(input.missing) {
+        return Gate::Apply { grant: input.missing.to_vec() };
     }
-    Gate::AwaitApproval { pending: missing.to_vec(), revoke_approval: approval == Approval::Approved }
+    Gate::AwaitApproval {
+        pending: input.missing.to_vec(),
+        reason: PendingReason::Permissions,
+        revoke_approval: approved,
+    }
+}
+
+/// The rules granted so far with `grant` added, sorted and without repeats.
+pub fn add_grants(granted: &[PendingPermission], grant: &[PendingPermission]) -> Vec<PendingPermission> {
+    let mut all: Vec<PendingPermission> = granted.iter().chain(grant).cloned().collect();
+    all.sort();
+    all.dedup();
+    all
 }
 
 /// Whether every rule of `wanted`, in every place it applies, is inside `approved`. A cluster-scoped approval covers
@@ -76,50 +139,176 @@ mod tests {
         PendingPermission { scope: PermissionScope::Cluster, namespaces: vec![], ..namespaced(verbs, resources, &[]) }
     }
 
+    fn content(digest: &str) -> Vec<ResolvedContent> {
+        vec![ResolvedContent {
+            content_type: crate::api::v2alpha1::ContentType::ManifestImage,
+            manifest_image: Some(format!("registry/bundle@{digest}")),
+            digest: digest.into(),
+        }]
+    }
+
+    /// An Install resolved to `d1`, never approved before, with `missing` and `needed`.
+    fn input<'a>(
+        approval: Approval,
+        recorded: &'a [PendingPermission],
+        resolved: &'a [ResolvedContent],
+        missing: &'a [PendingPermission],
+        needed: &'a [PendingPermission],
+    ) -> GateInput<'a> {
+        GateInput {
+            approval,
+            recorded_pending: recorded,
+            recorded_content: resolved,
+            approved_content: &[],
+            resolved,
+            missing,
+            needed,
+            person: None,
+        }
+    }
+
+    fn awaits(pending: &[PendingPermission], reason: PendingReason, revoke_approval: bool) -> Gate {
+        Gate::AwaitApproval { pending: pending.to_vec(), reason, revoke_approval }
+    }
+
     #[test]
     fn nothing_missing_applies_without_approval() {
-        assert_eq!(gate(Approval::Unapproved, &[], &[], false), Gate::Apply { grant: vec![] });
+        let d1 = content("sha256:1");
+        assert_eq!(gate(&input(Approval::Unapproved, &[], &d1, &[], &[])), Gate::Apply { grant: vec![] });
     }
 
     #[test]
     fn missing_rules_wait_for_approval() {
+        let d1 = content("sha256:1");
         let missing = vec![namespaced(&["get"], &["secrets"], &["operators"])];
         assert_eq!(
-            gate(Approval::Unapproved, &[], &missing, false),
-            Gate::AwaitApproval { pending: missing.clone(), revoke_approval: false }
+            gate(&input(Approval::Unapproved, &[], &d1, &missing, &missing)),
+            awaits(&missing, PendingReason::Permissions, false)
         );
     }
 
     #[test]
     fn approval_of_the_recorded_set_grants_what_is_missing() {
+        let d1 = content("sha256:1");
         let missing = vec![namespaced(&["get", "list"], &["secrets"], &["operators"])];
-        assert_eq!(gate(Approval::Approved, &missing, &missing, false), Gate::Apply { grant: missing.clone() });
+        assert_eq!(
+            gate(&input(Approval::Approved, &missing, &d1, &missing, &missing)),
+            Gate::Apply { grant: missing.clone() }
+        );
     }
 
     #[test]
     fn approval_grants_only_what_is_still_missing() {
+        let d1 = content("sha256:1");
         let approved = vec![namespaced(&["get", "list", "create"], &["secrets", "configmaps"], &["operators"])];
         let missing = vec![namespaced(&["get"], &["secrets"], &["operators"])];
-        assert_eq!(gate(Approval::Approved, &approved, &missing, false), Gate::Apply { grant: missing.clone() });
+        assert_eq!(
+            gate(&input(Approval::Approved, &approved, &d1, &missing, &approved)),
+            Gate::Apply { grant: missing.clone() }
+        );
     }
 
     #[test]
     fn needing_more_than_was_approved_revokes_the_approval() {
+        let d1 = content("sha256:1");
         let approved = vec![namespaced(&["get"], &["secrets"], &["operators"])];
         let missing = vec![namespaced(&["get", "delete"], &["secrets"], &["operators"])];
         assert_eq!(
-            gate(Approval::Approved, &approved, &missing, false),
-            Gate::AwaitApproval { pending: missing.clone(), revoke_approval: true }
+            gate(&input(Approval::Approved, &approved, &d1, &missing, &missing)),
+            awaits(&missing, PendingReason::Permissions, true)
         );
     }
 
     #[test]
     fn an_approval_recorded_for_nothing_covers_nothing() {
+        let d1 = content("sha256:1");
         let missing = vec![cluster(&["*"], &["*"])];
         assert_eq!(
-            gate(Approval::Approved, &[], &missing, false),
-            Gate::AwaitApproval { pending: missing.clone(), revoke_approval: true }
+            gate(&input(Approval::Approved, &[], &d1, &missing, &missing)),
+            awaits(&missing, PendingReason::Permissions, true)
         );
+    }
+
+    #[test]
+    fn an_approval_given_for_other_content_covers_nothing() {
+        // Approved while the status showed d1; the tag moved to d2, which needs no more: still a new approval.
+        let (d1, d2) = (content("sha256:1"), content("sha256:2"));
+        let missing = vec![namespaced(&["get"], &["secrets"], &["operators"])];
+        let mut moved = input(Approval::Approved, &missing, &d2, &missing, &missing);
+        moved.recorded_content = &d1;
+        assert_eq!(gate(&moved), awaits(&missing, PendingReason::Permissions, true));
+    }
+
+    #[test]
+    fn a_manual_install_waits_for_a_person_holding_everything_the_content_uses() {
+        let d1 = content("sha256:1");
+        let needed = vec![namespaced(&["create", "get"], &["deployments"], &["operators"])];
+        // Nothing is missing (the account was granted it all before), yet a person must approve every rule used.
+        let mut waiting = input(Approval::Unapproved, &[], &d1, &[], &needed);
+        waiting.person = Some(PersonRequired::Manual);
+        assert_eq!(gate(&waiting), awaits(&needed, PendingReason::ManualApproval, false));
+        let mut approved = input(Approval::Approved, &needed, &d1, &[], &needed);
+        approved.person = Some(PersonRequired::Manual);
+        assert_eq!(gate(&approved), Gate::Apply { grant: vec![] });
+    }
+
+    #[test]
+    fn a_manual_approval_binds_to_the_digest_it_was_given_for() {
+        let (d1, d2) = (content("sha256:1"), content("sha256:2"));
+        let needed = vec![namespaced(&["create"], &["deployments"], &["operators"])];
+        // d1 was approved and applied; its tag moved to d2: a new update, waiting, the stale approval revoked.
+        let mut moved = input(Approval::Approved, &needed, &d2, &[], &needed);
+        moved.recorded_content = &d1;
+        moved.approved_content = &d1;
+        moved.person = Some(PersonRequired::Manual);
+        assert_eq!(gate(&moved), awaits(&needed, PendingReason::ManualApproval, true));
+        // Once applied, the approved content keeps being applied (drift, resync) without asking again.
+        let mut settled = input(Approval::Approved, &[], &d1, &[], &needed);
+        settled.approved_content = &d1;
+        settled.person = Some(PersonRequired::Manual);
+        assert_eq!(gate(&settled), Gate::Apply { grant: vec![] });
+    }
+
+    #[test]
+    fn an_approval_with_nothing_pending_is_no_blank_cheque() {
+        let d1 = content("sha256:1");
+        let needed = vec![cluster(&["*"], &["*"])];
+        let mut manual = input(Approval::Approved, &[], &d1, &[], &needed);
+        manual.person = Some(PersonRequired::Manual);
+        assert_eq!(gate(&manual), awaits(&needed, PendingReason::ManualApproval, true));
+    }
+
+    #[test]
+    fn content_changed_by_someone_not_holding_the_grants_needs_every_rule_approved() {
+        let (d1, d2) = (content("sha256:1"), content("sha256:2"));
+        let needed = vec![cluster(&["create", "get"], &["clusterrolebindings"])];
+        let mut changed = input(Approval::Unapproved, &[], &d2, &[], &needed);
+        changed.approved_content = &d1;
+        changed.person = Some(PersonRequired::ContentChanged);
+        assert_eq!(gate(&changed), awaits(&needed, PendingReason::ContentChanged, false));
+        // Approving a smaller set than the content uses is not enough.
+        let partial = vec![cluster(&["get"], &["clusterrolebindings"])];
+        let mut under = input(Approval::Approved, &partial, &d2, &[], &needed);
+        under.approved_content = &d1;
+        under.person = Some(PersonRequired::ContentChanged);
+        assert_eq!(gate(&under), awaits(&needed, PendingReason::ContentChanged, true));
+    }
+
+    #[test]
+    fn content_that_needs_nothing_at_all_has_nothing_to_approve() {
+        let d1 = content("sha256:1");
+        let mut empty = input(Approval::Unapproved, &[], &d1, &[], &[]);
+        empty.person = Some(PersonRequired::Manual);
+        assert_eq!(gate(&empty), Gate::Apply { grant: vec![] });
+    }
+
+    #[test]
+    fn grants_add_up_without_repeats() {
+        let a = namespaced(&["get"], &["secrets"], &["operators"]);
+        let b = cluster(&["list"], &["nodes"]);
+        let all = add_grants(std::slice::from_ref(&a), &[b.clone(), a.clone()]);
+        assert_eq!(all.len(), 2);
+        assert!(all.contains(&a) && all.contains(&b));
     }
 
     #[test]
@@ -144,15 +333,5 @@ mod tests {
         named.resource_names = vec!["one".into()];
         assert!(covered_by(&approved, &[named.clone()]));
         assert!(!covered_by(&[named], &[cluster(&["get"], &["secrets"])]));
-    }
-
-    #[test]
-    fn a_manual_install_waits_for_a_person_even_when_nothing_is_missing() {
-        assert_eq!(
-            gate(Approval::Unapproved, &[], &[], true),
-            Gate::AwaitApproval { pending: vec![], revoke_approval: false }
-        );
-        assert_eq!(gate(Approval::Approved, &[], &[], true), Gate::Apply { grant: vec![] });
-        assert_eq!(gate(Approval::Unapproved, &[], &[], false), Gate::Apply { grant: vec![] });
     }
 }

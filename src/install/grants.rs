@@ -46,7 +46,7 @@ pub fn grant_objects(
     let mut roles = Vec::new();
     let mut bindings = Vec::new();
     if !cluster_rules.is_empty() {
-        let name = grant_name(owner.install, None, &cluster_rules);
+        let name = grant_name(owner, None, &cluster_rules);
         roles.push(object(owner, "ClusterRole", None, &name, json!({"rules": cluster_rules})));
         let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name});
         bindings.push(object(
@@ -58,7 +58,7 @@ pub fn grant_objects(
         ));
     }
     for (namespace, rules) in namespace_rules {
-        let name = grant_name(owner.install, Some(namespace), &rules);
+        let name = grant_name(owner, Some(namespace), &rules);
         roles.push(object(owner, "Role", Some(namespace), &name, json!({"rules": rules})));
         let role_ref = json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name});
         bindings.push(object(
@@ -87,10 +87,12 @@ fn policy_rule(permission: &PendingPermission) -> Value {
     rule
 }
 
-fn grant_name(install: &str, namespace: Option<&str>, rules: &[Value]) -> String {
+/// Named after the Install's uid as well as its rules: an Install created again under the same name never writes
+/// over (and so never takes over) the grants an orphaned predecessor left.
+fn grant_name(owner: &GrantOwner<'_>, namespace: Option<&str>, rules: &[Value]) -> String {
     generated_name(
-        &format!("olmv2-install-{install}"),
-        &json!({"install": install, "namespace": namespace, "rules": rules}),
+        &format!("olmv2-install-{}", owner.install),
+        &json!({"install": owner.install, "uid": owner.uid, "namespace": namespace, "rules": rules}),
     )
 }
 
@@ -206,6 +208,12 @@ mod tests {
         let name = |p: &[PendingPermission]| grant_objects(&owner(), &account(), p)[0]["metadata"]["name"].clone();
         assert_eq!(name(&first), name(&first));
         assert_ne!(name(&first), name(&second));
+        let again = GrantOwner { uid: "uid-2", ..owner() };
+        assert_ne!(
+            grant_objects(&again, &account(), &first)[0]["metadata"]["name"],
+            name(&first),
+            "an Install of the same name created again gets grants of its own"
+        );
         assert!(name(&first).as_str().unwrap().len() <= 63);
     }
 

@@ -1,7 +1,8 @@
 //! The Install controller: content applied as a controller-assigned ServiceAccount once a person holding the
-//! permissions it lacks approved them. `content`, `gate`, `grants`, `conditions` and `drift` decide; `resolve`,
+//! permissions it lacks approved them. `account`, `content`, `gate`, `grants`, `conditions` and `drift` decide; `resolve`,
 //! `apply` and `cluster` read and write; `reconcile` sequences one pass; `run` drives it for every Install.
 
+pub mod account;
 pub mod apply;
 pub mod cluster;
 pub mod conditions;

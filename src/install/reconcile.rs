@@ -10,17 +10,24 @@ use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::Value;
 
+use super::account::{assign_service_account, Assignment};
 use super::apply::{self, service_account_user, ApplyError, Impersonation};
 use super::cluster::{Cluster, ClusterError};
 use super::conditions::{self, Outcome};
-use super::content::{self, assign_service_account, decorate, install_namespace, sort_for_apply, Decoration};
+use super::content::{self, decorate, install_namespace, sort_for_apply, Decoration};
 use super::drift;
-use super::gate::{gate, Gate};
+use super::gate::{add_grants, gate, Gate, GateInput, PersonRequired};
 use super::grants::{grant_objects, GrantOwner};
 use super::resolve::{Resolved, Resolver, StoredCertificates};
 use crate::api::component::component_label_key;
-use crate::api::v2alpha1::{Install, InstallState, InstallStatus, PendingPermissions, MANUAL_APPROVAL_ANNOTATION};
-use crate::rbac::{missing_permissions, required_permissions, KindIndex, UserInfo};
+use crate::api::v2alpha1::{
+    Install, InstallState, InstallStatus, PendingPermissions, CONTENT_CHANGED_BY_ANNOTATION, MANUAL_APPROVAL_ANNOTATION,
+};
+use crate::rbac::{missing_permissions, required_permissions, KindIndex, RbacSnapshot, UserInfo};
+use crate::webhook::configuration::WebhookService;
+
+/// Installed reason while the approval webhook does not guard Installs.
+pub const APPROVAL_WEBHOOK_UNAVAILABLE: &str = "ApprovalWebhookUnavailable";
 
 /// Settings of the Install controller.
 #[derive(Clone, Debug)]
@@ -31,6 +38,9 @@ pub struct InstallOptions {
     pub resync: Duration,
     /// How soon a failed or rolling-out Install is tried again.
     pub retry: Duration,
+    /// Where the approval webhook is reached; nothing is granted or applied unless its configurations send
+    /// Installs there and it answers.
+    pub webhook: WebhookService,
 }
 
 /// What a reconcile needs.
@@ -116,25 +126,44 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     let assignment = assign_service_account(
         previous.service_account_ref.as_ref(),
         &name,
+        &uid,
         &namespace,
         &groups,
         &ctx.options.controller_namespace,
     );
-    if assignment.eponymous {
-        ctx.cluster.ensure_service_account(&install, &assignment.account, label.as_deref()).await?;
-    }
-    let account = assignment.account;
-    let user = service_account_user(&account);
+    let account = assignment.account().clone();
     let mut status = InstallStatus {
         service_account_ref: Some(account.clone()),
         resolved: previous.resolved.clone(),
         pending: previous.pending.clone(),
         applied: previous.applied.clone(),
+        granted: previous.granted.clone(),
+        approved_content: previous.approved_content.clone(),
         ..InstallStatus::default()
     };
+    if let Assignment::Eponymous(account) = &assignment {
+        match ctx.cluster.ensure_service_account(&install, account, label.as_deref()).await {
+            Ok(()) => {}
+            Err(error @ ClusterError::ServiceAccountTaken { .. }) => {
+                tracing::warn!(install = %name, %error, "refusing a ServiceAccount not created for this Install");
+                let outcome = Outcome::ApplyFailed { reason: error.category(), message: error.to_string() };
+                report(&ctx, &install, status, &outcome, None).await?;
+                return Ok(Action::requeue(ctx.options.retry));
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    // An OperatorGroup's account lends what it held before only where the Install's creator may use it; otherwise,
+    // like the Install's own account, only what was granted for this Install's uid counts as approved.
+    let lends_existing_rights = match &assignment {
+        Assignment::OperatorGroup { account, .. } => ctx.cluster.creator_may_use(&install, account).await?,
+        Assignment::Eponymous(_) => false,
+    };
+    let user = service_account_user(&account);
 
     let kinds = ctx.cluster.kinds(false).await?;
-    let certificates = StoredCertificates::from_secrets(&ctx.cluster.install_secrets(&namespace, &name).await?);
+    let client = ctx.impersonation.client_for(&account)?;
+    let certificates = StoredCertificates::from_secrets(&apply::applied_secrets(&client, &previous.applied).await);
     let resolved = match ctx.resolver.resolve(&install, &kinds, &groups, &certificates).await {
         Ok(resolved) => resolved,
         Err(error) => {
@@ -158,7 +187,8 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         kinds = ctx.cluster.kinds(true).await?;
         kinds.add_crds(objects.iter());
     }
-    let snapshot = ctx.cluster.rbac_snapshot().await?;
+    let rbac = ctx.cluster.rbac_objects().await?;
+    let snapshot = rbac.snapshot();
     let required = match required_permissions(&objects, &kinds, &snapshot.roles) {
         Ok(required) => required,
         Err(error) => {
@@ -167,16 +197,36 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
             return Ok(Action::requeue(ctx.options.resync));
         }
     };
-    let missing =
-        missing_permissions(&required, &snapshot, &UserInfo::service_account(&account.namespace, &account.name));
-    let approved = previous.pending.as_ref().map(|p| p.permissions.clone()).unwrap_or_default();
+    let account_user = UserInfo::service_account(&account.namespace, &account.name);
+    let held = if lends_existing_rights { snapshot } else { rbac.owned_by(&uid).snapshot() };
+    let missing = missing_permissions(&required, &held, &account_user);
+    let needed = missing_permissions(&required, &RbacSnapshot::default(), &account_user);
+    let recorded_pending = previous.pending.as_ref().map(|p| p.permissions.clone()).unwrap_or_default();
     let same_content =
         previous.resolved == resolved_content && previous.observed_generation == install.metadata.generation;
-    status.resolved = resolved_content;
-
     let manual = install.annotations().get(MANUAL_APPROVAL_ANNOTATION).is_some_and(|value| value == "true");
-    let grant = match gate(install.spec.approval, &approved, &missing.permissions, manual) {
-        Gate::AwaitApproval { pending, revoke_approval } => {
+    let changed_by = install.annotations().get(CONTENT_CHANGED_BY_ANNOTATION).cloned();
+    let person = if changed_by.is_some() {
+        Some(PersonRequired::ContentChanged)
+    } else if manual {
+        Some(PersonRequired::Manual)
+    } else {
+        None
+    };
+    let decision = gate(&GateInput {
+        approval: install.spec.approval,
+        recorded_pending: &recorded_pending,
+        recorded_content: &previous.resolved,
+        approved_content: &previous.approved_content,
+        resolved: &resolved_content,
+        missing: &missing.permissions,
+        needed: &needed.permissions,
+        person,
+    });
+    status.resolved = resolved_content.clone();
+
+    let grant = match decision {
+        Gate::AwaitApproval { pending, reason, revoke_approval } => {
             // The approval goes before the new pending set is shown, and the set is shown only if no approval came
             // since the Install was read: an approval stands for the pending set it was judged against, never for
             // one written after it.
@@ -185,9 +235,12 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
                 read_at = ctx.cluster.revoke_approval(&install).await?.resource_version();
             }
             let count = pending.len();
-            status.pending = Some(PendingPermissions { count: count as i64, permissions: pending });
+            status.pending =
+                Some(PendingPermissions { count: count as i64, permissions: pending, reason: Some(reason) });
             let outcome = Outcome::AwaitingApproval {
                 count,
+                reason,
+                changed_by,
                 account: format!("{}/{}", account.namespace, account.name),
                 installed_before: !previous.applied.is_empty(),
             };
@@ -197,6 +250,17 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         Gate::Apply { grant } => grant,
     };
 
+    let problems = ctx.cluster.approval_guard(&install, &ctx.options.webhook).await?;
+    if !problems.is_empty() {
+        let message = format!(
+            "refusing to grant or apply while the approval webhook does not guard Installs: {}",
+            problems.join("; ")
+        );
+        tracing::warn!(install = %name, "{message}");
+        let outcome = Outcome::ApplyFailed { reason: APPROVAL_WEBHOOK_UNAVAILABLE, message };
+        report(&ctx, &install, status, &outcome, None).await?;
+        return Ok(Action::requeue(ctx.options.retry));
+    }
     let owner = GrantOwner { install: &name, uid: &uid, component_label: label.as_deref() };
     for object in grant_objects(&owner, &account, &grant) {
         if let Err(error) = apply::apply(&ctx.cluster.client, "the controller", &kinds, &object).await {
@@ -204,13 +268,14 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         }
     }
     status.pending = Some(PendingPermissions::default());
+    status.granted = add_grants(&previous.granted, &grant);
+    status.approved_content = resolved_content;
 
-    let client = ctx.impersonation.client_for(&account)?;
     let settled = matches!(previous.state, Some(InstallState::Installed | InstallState::Applying));
     let mut diverged = Vec::new();
     if same_content && settled {
         for object in &objects {
-            let live = apply::get(&ctx.cluster.client, &kinds, &content::applied_ref(object)).await?;
+            let live = apply::get(&client, &kinds, &content::applied_ref(object)).await?;
             if !live.as_ref().is_some_and(|live| drift::holds(object, live)) {
                 diverged.push(apply::describe(object));
             }
@@ -231,7 +296,7 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         }
     } else {
         for object in objects.iter().filter(|object| object["kind"] == "Deployment") {
-            deployments.extend(apply::get(&ctx.cluster.client, &kinds, &content::applied_ref(object)).await?);
+            deployments.extend(apply::get(&client, &kinds, &content::applied_ref(object)).await?);
         }
     }
     status.applied = objects.iter().map(content::applied_ref).collect();
@@ -260,6 +325,10 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         diverged,
     };
     report(&ctx, &install, status, &outcome, None).await?;
+    if changed_by.is_some() {
+        // The changed content was approved by a person holding all it uses, and is applied: the mark has done its work.
+        ctx.cluster.clear_content_change(&install).await?;
+    }
     Ok(Action::requeue(requeue))
 }
 

@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::api::component::component_label_key;
-use crate::api::v2alpha1::{Install, InstallState, MANUAL_APPROVAL_ANNOTATION};
+use crate::api::v2alpha1::{Install, InstallState, CREATOR_ANNOTATION, MANUAL_APPROVAL_ANNOTATION};
 
 /// The catalog bundle an Operator's Install holds.
 pub const BUNDLE_ANNOTATION: &str = "v2alpha1.operators.coreos.com/bundle";
@@ -56,11 +56,16 @@ fn spec_content(target: &Target) -> Value {
 }
 
 /// The Install to create for an Operator: owned by it (so it goes when the Operator goes) and labelled as its
-/// component. Its approval starts Unapproved.
-pub fn new_install(operator: &str, operator_uid: &str, target: &Target) -> Value {
+/// component. Its approval starts Unapproved. It carries the Operator's creator as its own (`creator`, the
+/// Operator's annotation as the webhook recorded it): the Install is made on that person's behalf, and an
+/// OperatorGroup's account lends its rights only where they may use it.
+pub fn new_install(operator: &str, operator_uid: &str, creator: Option<&str>, target: &Target) -> Value {
     let mut annotations = annotations(target);
     if let Some(map) = annotations.as_object_mut() {
         map.retain(|_, value| !value.is_null());
+        if let Some(creator) = creator {
+            map.insert(CREATOR_ANNOTATION.to_owned(), json!(creator));
+        }
     }
     let mut spec = spec_content(target);
     spec["approval"] = json!("Unapproved");
@@ -136,8 +141,16 @@ mod tests {
     }
 
     #[test]
+    fn a_new_install_carries_the_operators_creator() {
+        let install = new_install("plumbus", "uid-1", Some("{\"username\":\"alice\"}"), &target("i", false));
+        assert_eq!(install["metadata"]["annotations"][CREATOR_ANNOTATION], "{\"username\":\"alice\"}");
+        let unknown = new_install("plumbus", "uid-1", None, &target("i", false));
+        assert!(unknown["metadata"]["annotations"].get(CREATOR_ANNOTATION).is_none());
+    }
+
+    #[test]
     fn a_new_install_is_owned_labelled_and_unapproved() {
-        let install = new_install("plumbus", "uid-1", &target("registry.example/plumbus@sha256:1", true));
+        let install = new_install("plumbus", "uid-1", None, &target("registry.example/plumbus@sha256:1", true));
         assert_eq!(install["metadata"]["ownerReferences"][0]["uid"], "uid-1");
         assert_eq!(install["metadata"]["ownerReferences"][0]["controller"], true);
         assert_eq!(install["metadata"]["labels"]["v2alpha1.operators.coreos.com/plumbus"], "");
@@ -147,20 +160,20 @@ mod tests {
         let parsed = install_from(install);
         assert_eq!(installed_bundle(&parsed), Some("plumbus.v2.0.0"));
         assert_eq!(installed_image(&parsed), Some("registry.example/plumbus@sha256:1"));
-        let automatic = new_install("plumbus", "uid-1", &target("i", false));
+        let automatic = new_install("plumbus", "uid-1", None, &target("i", false));
         assert!(automatic["metadata"]["annotations"].get(MANUAL_APPROVAL_ANNOTATION).is_none());
     }
 
     #[test]
     fn an_install_at_its_target_needs_no_patch() {
         let wanted = target("registry.example/plumbus@sha256:1", false);
-        let install = install_from(new_install("plumbus", "uid-1", &wanted));
+        let install = install_from(new_install("plumbus", "uid-1", None, &wanted));
         assert_eq!(install_patch("plumbus", &install, &wanted), None);
     }
 
     #[test]
     fn an_automatic_upgrade_changes_the_content_and_keeps_the_approval() {
-        let install = install_from(new_install("plumbus", "uid-1", &target("old", false)));
+        let install = install_from(new_install("plumbus", "uid-1", None, &target("old", false)));
         let patch = install_patch("plumbus", &install, &target("new", false)).expect("patch");
         assert_eq!(patch["spec"]["content"][0]["manifestImage"], "new");
         assert!(patch["spec"].get("approval").is_none());
@@ -169,7 +182,7 @@ mod tests {
 
     #[test]
     fn a_manual_upgrade_resets_the_approval_in_the_same_write() {
-        let mut install = install_from(new_install("plumbus", "uid-1", &target("old", true)));
+        let mut install = install_from(new_install("plumbus", "uid-1", None, &target("old", true)));
         install.spec.approval = Approval::Approved;
         let patch = install_patch("plumbus", &install, &target("new", true)).expect("patch");
         assert_eq!(patch["spec"]["approval"], "Unapproved");
@@ -180,7 +193,7 @@ mod tests {
 
     #[test]
     fn an_install_settles_once_its_current_generation_is_installed() {
-        let mut install = install_from(new_install("plumbus", "uid-1", &target("i", false)));
+        let mut install = install_from(new_install("plumbus", "uid-1", None, &target("i", false)));
         assert!(!settled(&install));
         install.status = Some(InstallStatus {
             state: Some(InstallState::Installed),

@@ -18,7 +18,9 @@ use super::status::{status, Observed, SourceOutcome};
 use super::watch::{api_resource, lock, SharedIndex};
 use crate::api::component::component_label_key;
 use crate::api::v1alpha1::CatalogSource;
-use crate::api::v2alpha1::{CatalogSourceUpdates, Install, Operator, OperatorStatus, UpdateApproval, UpdateSource};
+use crate::api::v2alpha1::{
+    CatalogSourceUpdates, Install, Operator, OperatorStatus, UpdateApproval, UpdateSource, CREATOR_ANNOTATION,
+};
 use crate::catalog::resolve::{newer_in_other_channels, resolve, Selection};
 use crate::catalog::CatalogCache;
 
@@ -98,7 +100,10 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
         source_outcome(&ctx, &operator, owned.as_ref()).await
     };
     let install = match target_of(&operator, &source, &ctx.options) {
-        Some(target) => Some(bring_install(&installs, &name, &uid, owned, &target).await?),
+        Some(target) => {
+            let creator = operator.annotations().get(CREATOR_ANNOTATION).map(String::as_str);
+            Some(bring_install(&installs, &name, &uid, creator, owned, &target).await?)
+        }
         None => owned,
     };
 
@@ -214,13 +219,14 @@ async fn bring_install(
     installs: &Api<Install>,
     name: &str,
     uid: &str,
+    creator: Option<&str>,
     current: Option<Install>,
     target: &Target,
 ) -> Result<Install, ReconcileError> {
     let write_error = |source| ReconcileError::WriteInstall { name: name.to_owned(), source };
     match current {
         None => {
-            let body: Install = serde_json::from_value(new_install(name, uid, target))
+            let body: Install = serde_json::from_value(new_install(name, uid, creator, target))
                 .map_err(|error| write_error(kube::Error::SerdeError(error)))?;
             let created = installs
                 .create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &body)

@@ -6,6 +6,7 @@ pub mod compact;
 pub mod held;
 pub mod kinds;
 pub mod missing;
+pub mod objects;
 pub mod required;
 pub mod resolve;
 pub mod rule;
@@ -13,6 +14,7 @@ pub mod subject;
 
 pub use kinds::KindIndex;
 pub use missing::{missing_permissions, MissingPermissions};
+pub use objects::RbacObjects;
 pub use required::{required_permissions, Grant, RequiredPermissions, RequiredPermissionsError, Scope, ScopedRule};
 pub use resolve::{MissingRole, RbacSnapshot, Roles};
 pub use rule::{breakdown, covers, rule_covers, uncovered, Rule};

@@ -6,8 +6,6 @@
 use serde_json::Value;
 
 use crate::api::v2alpha1::{PendingPermission, PermissionScope};
-use crate::rbac::breakdown;
-use crate::rbac::missing::rule_of;
 
 /// What to do with an admission request for an Install.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,73 +42,13 @@ pub fn judge(
     let pending: Vec<PendingPermission> =
         serde_json::from_value(old["status"]["pending"]["permissions"].clone()).unwrap_or_default();
     if pending.is_empty() {
-        return Verdict::Allow;
+        // An approval of nothing would be a blank cheque for whatever is computed next: refused.
+        let name = old["metadata"]["name"].as_str().unwrap_or_default();
+        return Verdict::Deny(format!(
+            "Install {name} has no pending permissions to approve: an approval stands for the permissions status.pending lists when it is given; wait until the controller lists them"
+        ));
     }
     Verdict::RequireHeld(pending)
-}
-
-/// One access check: a single verb on a single resource (or URL) in one place.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct AccessCheck {
-    /// `None` for cluster-wide.
-    pub namespace: Option<String>,
-    pub verb: String,
-    pub group: String,
-    pub resource: String,
-    pub subresource: String,
-    pub name: String,
-    /// Set for non-resource rules instead of the resource fields.
-    pub path: Option<String>,
-}
-
-/// The access checks that together mean "holds every rule of `pending`": every combination of verb, group,
-/// resource and name, in every namespace the rule applies in (or cluster-wide).
-pub fn access_checks(pending: &[PendingPermission]) -> Vec<(usize, AccessCheck)> {
-    let mut checks = Vec::new();
-    for (index, permission) in pending.iter().enumerate() {
-        let places: Vec<Option<String>> = match permission.scope {
-            PermissionScope::Cluster => vec![None],
-            PermissionScope::Namespaced => permission.namespaces.iter().cloned().map(Some).collect(),
-        };
-        for atom in breakdown(&rule_of(permission)) {
-            for place in &places {
-                let verb = atom.verbs.first().cloned().unwrap_or_default();
-                if let Some(url) = atom.non_resource_urls.first() {
-                    checks.push((
-                        index,
-                        AccessCheck {
-                            namespace: None,
-                            verb,
-                            group: String::new(),
-                            resource: String::new(),
-                            subresource: String::new(),
-                            name: String::new(),
-                            path: Some(url.clone()),
-                        },
-                    ));
-                    continue;
-                }
-                let full = atom.resources.first().cloned().unwrap_or_default();
-                let (resource, subresource) = match full.split_once('/') {
-                    Some((resource, subresource)) => (resource.to_owned(), subresource.to_owned()),
-                    None => (full, String::new()),
-                };
-                checks.push((
-                    index,
-                    AccessCheck {
-                        namespace: place.clone(),
-                        verb,
-                        group: atom.api_groups.first().cloned().unwrap_or_default(),
-                        resource,
-                        subresource,
-                        name: atom.resource_names.first().cloned().unwrap_or_default(),
-                        path: None,
-                    },
-                ));
-            }
-        }
-    }
-    checks
 }
 
 /// A pending rule as a person reads it: `[namespaces] verbs on resources (names)`.
@@ -175,7 +113,17 @@ mod tests {
         assert_eq!(judge(None, "a", "c", Some(&approved), Some(&unapproved)), Verdict::Allow);
         assert_eq!(judge(None, "a", "c", Some(&unapproved), Some(&unapproved)), Verdict::Allow);
         let nothing_pending = install("Unapproved", json!([]));
-        assert_eq!(judge(None, "a", "c", Some(&nothing_pending), Some(&approved)), Verdict::Allow);
+        assert_eq!(judge(None, "a", "c", Some(&nothing_pending), Some(&nothing_pending)), Verdict::Allow);
+    }
+
+    #[test]
+    fn approving_with_nothing_pending_is_refused() {
+        let nothing_pending = install("Unapproved", json!([]));
+        let approved = install("Approved", json!([]));
+        match judge(None, "a", "c", Some(&nothing_pending), Some(&approved)) {
+            Verdict::Deny(message) => assert!(message.contains("no pending permissions to approve"), "{message}"),
+            other => panic!("unexpected {other:?}"),
+        }
     }
 
     #[test]
@@ -186,22 +134,6 @@ mod tests {
             judge(Some("status"), "mallory", "controller", Some(&object), Some(&object)),
             Verdict::Deny(_)
         ));
-    }
-
-    #[test]
-    fn checks_cover_each_verb_resource_and_namespace() {
-        let pending: Vec<PendingPermission> = serde_json::from_value(json!([
-            {"scope": "Namespaced", "namespaces": ["a", "b"], "verbs": ["get", "create"], "apiGroups": [""], "resources": ["secrets", "pods/log"]},
-            {"scope": "Cluster", "verbs": ["get"], "nonResourceURLs": ["/metrics"]},
-        ]))
-        .expect("pending");
-        let checks = access_checks(&pending);
-        assert_eq!(checks.len(), 2 * 2 * 2 + 1);
-        assert!(checks.iter().any(|(_, c)| c.namespace.as_deref() == Some("b")
-            && c.verb == "create"
-            && c.resource == "pods"
-            && c.subresource == "log"));
-        assert!(checks.iter().any(|(i, c)| *i == 1 && c.path.as_deref() == Some("/metrics") && c.namespace.is_none()));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::approval::AccessCheck;
+use crate::access::AccessCheck;
 
 /// The check an Operator write needs: `install` on the CatalogSource its new spec names, unless the write leaves
 /// `spec.updates` as it was (a label or a finalizer added by a controller names nothing new).

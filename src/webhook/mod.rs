@@ -1,10 +1,13 @@
-//! The validating admission webhook the binary serves over TLS: the approval check of Installs (`approval`), the
-//! CatalogSource use check of Operators (`catalog_use`), their ValidatingWebhookConfiguration and serving
-//! certificate (`configuration`), and the HTTPS server (`server`).
+//! The admission webhooks the binary serves over TLS: the approval check of Installs (`approval`), the CatalogSource
+//! use check of Operators (`catalog_use`), the records of who created and who changed them (`identity`), their
+//! webhook configurations and serving certificate (`configuration`), the routes (`handlers`) and the HTTPS server
+//! (`server`).
 
 pub mod approval;
 pub mod catalog_use;
 pub mod configuration;
+pub mod handlers;
+pub mod identity;
 pub mod server;
 
 use std::net::SocketAddr;

@@ -1,33 +1,24 @@
-//! The webhook's HTTPS server: TLS with rustls, one route per check, and the access reviews that check an approver
-//! with the requesting user's own identity (user, groups, uid, extra) as the API server reported it.
+//! The webhook's HTTPS server: TLS with rustls, one route per check (the handlers are in `handlers.rs`), and the
+//! webhook configurations pointing the API server at it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::State;
 use axum::routing::post;
-use axum::{Json, Router};
+use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use k8s_openapi::api::authentication::v1::{SelfSubjectReview, UserInfo};
-use k8s_openapi::api::authorization::v1::{
-    NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
-};
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
-use kube::core::DynamicObject;
 use kube::Client;
-use serde_json::Value;
 use tokio_rustls::rustls;
 
-use super::approval::{access_checks, denial, judge, AccessCheck, Verdict};
-use super::catalog_use::{catalog_use_check, catalog_use_denial};
-use super::configuration::{self, ServingCertificate, APPROVAL_PATH, CATALOG_USE_PATH, CONFIGURATION_NAME};
+use super::configuration::{
+    self, ServingCertificate, APPROVAL_PATH, CATALOG_USE_PATH, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME,
+    MUTATE_INSTALL_PATH, MUTATE_OPERATOR_PATH,
+};
+use super::handlers::{mutate_install, mutate_operator, review_install, review_operator, Checker};
 use super::{WebhookError, WebhookOptions};
-
-struct Checker {
-    client: Client,
-    controller_username: String,
-}
 
 /// A running webhook; it stops when dropped.
 pub struct RunningWebhook {
@@ -68,21 +59,30 @@ pub async fn start(
         .await
         .map_err(|source| WebhookError::Listen { address: options.address, source })?;
     let address = listener.local_addr().map_err(|source| WebhookError::Listen { address: options.address, source })?;
-    let checker = Arc::new(Checker { client: client.clone(), controller_username: controller_username.clone() });
+    let checker = Arc::new(Checker {
+        client: client.clone(),
+        controller_username: controller_username.clone(),
+        controller_namespace: controller_namespace.to_owned(),
+    });
     let router = Router::new()
         .route(APPROVAL_PATH, post(review_install))
         .route(CATALOG_USE_PATH, post(review_operator))
+        .route(MUTATE_INSTALL_PATH, post(mutate_install))
+        .route(MUTATE_OPERATOR_PATH, post(mutate_operator))
         .with_state(checker);
     let task = tokio::spawn(serve(listener, acceptor, router));
 
-    let body = configuration::configuration(
-        &namespace,
-        &options.service_name,
-        options.service_port,
-        certificate.ca_pem.as_deref(),
-    );
-    let api = Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(client);
-    api.patch(CONFIGURATION_NAME, &PatchParams::apply("olmv2-webhook").force(), &Patch::Apply(&body))
+    let ca = certificate.ca_pem.as_deref();
+    // The mutating configuration goes first: until it exists, the validating webhook refuses every create of an
+    // Install or Operator that does not record its creator.
+    let body = configuration::identity_configuration(&namespace, &options.service_name, options.service_port, ca);
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .patch(IDENTITY_CONFIGURATION_NAME, &PatchParams::apply("olmv2-webhook").force(), &Patch::Apply(&body))
+        .await
+        .map_err(|source| WebhookError::Configure { name: IDENTITY_CONFIGURATION_NAME.into(), source })?;
+    let body = configuration::configuration(&namespace, &options.service_name, options.service_port, ca);
+    Api::<ValidatingWebhookConfiguration>::all(client)
+        .patch(CONFIGURATION_NAME, &PatchParams::apply("olmv2-webhook").force(), &Patch::Apply(&body))
         .await
         .map_err(|source| WebhookError::Configure { name: CONFIGURATION_NAME.into(), source })?;
     tracing::info!(%address, service = %format!("{namespace}/{}", options.service_name), "serving the approval webhook");
@@ -132,129 +132,4 @@ async fn serve(listener: tokio::net::TcpListener, acceptor: tokio_rustls::TlsAcc
             }
         });
     }
-}
-
-/// A decoded review: the request, the allowing response to start from, and the old and new objects as JSON.
-struct Decoded {
-    request: AdmissionRequest<DynamicObject>,
-    response: AdmissionResponse,
-    old: Option<Value>,
-    new: Option<Value>,
-}
-
-/// Decodes a review; the error is the message of the answer to a review that is not one.
-fn decode(review: AdmissionReview<DynamicObject>) -> Result<Decoded, String> {
-    let request: AdmissionRequest<DynamicObject> = review.try_into().map_err(|error| format!("{error}"))?;
-    let response = AdmissionResponse::from(&request);
-    let as_value = |object: &Option<DynamicObject>| object.as_ref().and_then(|o| serde_json::to_value(o).ok());
-    let (old, new) = (as_value(&request.old_object), as_value(&request.object));
-    Ok(Decoded { request, response, old, new })
-}
-
-async fn review_install(
-    State(checker): State<Arc<Checker>>,
-    Json(review): Json<AdmissionReview<DynamicObject>>,
-) -> Json<AdmissionReview<DynamicObject>> {
-    let Decoded { request, response, old, new } = match decode(review) {
-        Ok(decoded) => decoded,
-        Err(message) => return Json(AdmissionResponse::invalid(message).into_review()),
-    };
-    let username = request.user_info.username.clone().unwrap_or_default();
-    let verdict =
-        judge(request.sub_resource.as_deref(), &username, &checker.controller_username, old.as_ref(), new.as_ref());
-    let response = match verdict {
-        Verdict::Allow => response,
-        Verdict::Deny(message) => forbid(response, message),
-        Verdict::RequireHeld(pending) => {
-            let mut lacking = Vec::new();
-            for (index, check) in access_checks(&pending) {
-                if lacking.contains(&index) {
-                    continue;
-                }
-                match allowed(&checker.client, &request.user_info, &check).await {
-                    Ok(true) => {}
-                    Ok(false) => lacking.push(index),
-                    Err(error) => {
-                        tracing::warn!(%error, "access review failed");
-                        return Json(
-                            forbid(response, format!("the approval could not be checked: {error}")).into_review(),
-                        );
-                    }
-                }
-            }
-            if lacking.is_empty() {
-                tracing::info!(install = %request.name, user = %username, rules = pending.len(), "approval allowed");
-                response
-            } else {
-                let rules: Vec<_> = lacking.iter().filter_map(|index| pending.get(*index)).collect();
-                tracing::info!(install = %request.name, user = %username, lacking = rules.len(), "approval denied");
-                forbid(response, denial(&username, &request.name, &rules))
-            }
-        }
-    };
-    Json(response.into_review())
-}
-
-async fn review_operator(
-    State(checker): State<Arc<Checker>>,
-    Json(review): Json<AdmissionReview<DynamicObject>>,
-) -> Json<AdmissionReview<DynamicObject>> {
-    let Decoded { request, response, old, new } = match decode(review) {
-        Ok(decoded) => decoded,
-        Err(message) => return Json(AdmissionResponse::invalid(message).into_review()),
-    };
-    let Some(check) = catalog_use_check(old.as_ref(), new.as_ref()) else {
-        return Json(response.into_review());
-    };
-    let username = request.user_info.username.clone().unwrap_or_default();
-    let response = match allowed(&checker.client, &request.user_info, &check).await {
-        Ok(true) => response,
-        Ok(false) => {
-            tracing::info!(operator = %request.name, user = %username, catalog = %check.name, "catalog use denied");
-            forbid(response, catalog_use_denial(&username, &check))
-        }
-        Err(error) => {
-            tracing::warn!(%error, "access review failed");
-            forbid(response, format!("the use of the CatalogSource could not be checked: {error}"))
-        }
-    };
-    Json(response.into_review())
-}
-
-fn forbid(response: AdmissionResponse, message: String) -> AdmissionResponse {
-    let mut response = response.deny(message);
-    response.result.code = 403;
-    response.result.reason = "Forbidden".into();
-    response
-}
-
-/// One SubjectAccessReview for the requesting user.
-async fn allowed(client: &Client, user: &UserInfo, check: &AccessCheck) -> Result<bool, kube::Error> {
-    let mut spec = SubjectAccessReviewSpec {
-        user: user.username.clone(),
-        groups: user.groups.clone(),
-        uid: user.uid.clone(),
-        extra: user.extra.clone(),
-        ..SubjectAccessReviewSpec::default()
-    };
-    match &check.path {
-        Some(path) => {
-            spec.non_resource_attributes =
-                Some(NonResourceAttributes { path: Some(path.clone()), verb: Some(check.verb.clone()) })
-        }
-        None => {
-            spec.resource_attributes = Some(ResourceAttributes {
-                namespace: check.namespace.clone(),
-                verb: Some(check.verb.clone()),
-                group: Some(check.group.clone()),
-                resource: Some(check.resource.clone()),
-                subresource: Some(check.subresource.clone()).filter(|s| !s.is_empty()),
-                name: Some(check.name.clone()).filter(|n| !n.is_empty()),
-                ..ResourceAttributes::default()
-            })
-        }
-    }
-    let review = SubjectAccessReview { spec, ..SubjectAccessReview::default() };
-    let answer = Api::<SubjectAccessReview>::all(client.clone()).create(&PostParams::default(), &review).await?;
-    Ok(answer.status.is_some_and(|status| status.allowed))
 }

@@ -12,6 +12,33 @@ use crate::api::union::{Member, UnionError};
 /// the Install of an Operator whose updates are approved by hand (`approval: Manual`).
 pub const MANUAL_APPROVAL_ANNOTATION: &str = "v2alpha1.operators.coreos.com/manual-approval";
 
+/// Who created an Install or an Operator, as the API server authenticated them (a JSON [`Requester`]): written by
+/// the controller's mutating webhook on create, immutable after. An OperatorGroup's ServiceAccount lends its
+/// existing rights to an Install only when this person may use that account.
+pub const CREATOR_ANNOTATION: &str = "v2alpha1.operators.coreos.com/creator";
+
+/// Set by the controller's mutating webhook when someone who does not hold what an Install's ServiceAccount was
+/// granted changes its content or namespaces (the value names them): the new content is applied only after a person
+/// holding everything it needs approves it. Only the controller removes it, once such content is applied.
+pub const CONTENT_CHANGED_BY_ANNOTATION: &str = "v2alpha1.operators.coreos.com/content-changed-by";
+
+/// A user as the API server authenticated them, in the fields access reviews take.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Requester {
+    /// The username.
+    #[serde(default)]
+    pub username: String,
+    /// The user's uid, when the authenticator gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// The user's groups.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+    /// Extra attributes the authenticator gave.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub extra: std::collections::BTreeMap<String, Vec<String>>,
+}
+
 /// Desired state of an Install: what to apply, where, and whether its pending permissions are approved.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
@@ -146,6 +173,15 @@ pub struct InstallStatus {
     /// The objects last applied: those a later content drops are pruned, and drift is measured against them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub applied: Vec<AppliedObject>,
+    /// The rules granted to the ServiceAccount for this Install, each approved by a person who held it. Someone who
+    /// does not hold them all cannot change the content without a new approval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub granted: Vec<PendingPermission>,
+    /// The content last let through the approval gate. Content that needs a person's approval (a Manual Operator's
+    /// update, a moved tag of such an Install, content changed by someone not holding `granted`) is applied only
+    /// once approved for its digests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approved_content: Vec<ResolvedContent>,
     /// The generation of the Install that this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
@@ -209,9 +245,26 @@ pub struct ResolvedContent {
 pub struct PendingPermissions {
     /// Number of rules in `permissions`.
     pub count: i64,
+    /// Why a person's approval is needed: `Permissions` (the ServiceAccount lacks them), `ManualApproval` (the
+    /// Operator approves updates by hand: every rule the content uses is listed) or `ContentChanged` (someone who
+    /// does not hold what was granted changed the content: every rule it uses is listed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<PendingReason>,
     /// The missing rules, compacted and in a stable order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub permissions: Vec<PendingPermission>,
+}
+
+/// Why an Install waits for a person.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PendingReason {
+    /// The ServiceAccount lacks the listed rules.
+    Permissions,
+    /// Updates are approved by hand; the listed rules are every rule the content uses.
+    ManualApproval,
+    /// The content was changed by someone who does not hold what was granted; the listed rules are every rule the
+    /// content uses.
+    ContentChanged,
 }
 
 /// Where a pending rule applies.

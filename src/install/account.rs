@@ -1,0 +1,204 @@
+//! Which ServiceAccount an Install runs as (DESIGN decision 3), and when that account's rights count as approved.
+//! Pure functions: the I/O is in `cluster.rs`.
+//!
+//! The controller's own account is an eponymous one: named after the Install *and its uid*, so no name an Install
+//! can take (`olmv2-controller`, `default`, the name of an Install deleted with `--cascade=orphan`) ever designates
+//! an account that already exists; the controller only ever creates it, and uses it only when it carries the
+//! Install's uid as its controlling owner. An OperatorGroup's account lends its existing rights only where the
+//! Install's creator may use that account themselves.
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use sha2::{Digest, Sha256};
+
+use crate::access::AccessCheck;
+use crate::api::v1::OperatorGroup;
+use crate::api::v2alpha1::ServiceAccountReference;
+
+/// Which ServiceAccount an Install runs as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Assignment {
+    /// An account the controller creates in its own namespace for this Install's uid, and owned by it.
+    Eponymous(ServiceAccountReference),
+    /// The `serviceAccountName` of the one OperatorGroup in the install namespace.
+    OperatorGroup { account: ServiceAccountReference, group: String },
+}
+
+impl Assignment {
+    pub fn account(&self) -> &ServiceAccountReference {
+        match self {
+            Self::Eponymous(account) | Self::OperatorGroup { account, .. } => account,
+        }
+    }
+}
+
+/// The name of the account the controller creates for an Install: the Install's name, cut to leave room, and ten
+/// hex digits of the hash of its uid. The uid makes it unique to this Install: a name an Install chooses can never
+/// equal an existing account's, and an Install created again under the same name gets a new account, never the
+/// orphaned one with its grants.
+pub fn eponymous_name(install: &str, uid: &str) -> String {
+    let digest = Sha256::digest(uid.as_bytes());
+    let hash: String = digest.iter().take(5).map(|byte| format!("{byte:02x}")).collect();
+    // ServiceAccount names are DNS subdomains; 63 keeps them usable as label values and in generated names too.
+    let mut prefix: String = install.chars().take(63 - 1 - hash.len()).collect();
+    while prefix.ends_with(['-', '.']) {
+        prefix.pop();
+    }
+    format!("{prefix}-{hash}")
+}
+
+/// DESIGN decision 3: the one OperatorGroup's `serviceAccountName` in the install namespace when exactly one group
+/// exists there and names one; otherwise the eponymous account. An OperatorGroup assignment recorded in the status
+/// stays (the rules granted to it were approved for it); an eponymous one is always the name derived from the uid,
+/// whatever an earlier version recorded.
+pub fn assign_service_account(
+    recorded: Option<&ServiceAccountReference>,
+    install: &str,
+    uid: &str,
+    install_namespace: &str,
+    groups: &[OperatorGroup],
+    controller_namespace: &str,
+) -> Assignment {
+    let eponymous =
+        ServiceAccountReference { name: eponymous_name(install, uid), namespace: controller_namespace.to_owned() };
+    if let Some(recorded) = recorded.filter(|recorded| recorded.namespace != controller_namespace) {
+        let group = groups
+            .iter()
+            .find(|g| g.spec.service_account_name.as_deref() == Some(recorded.name.as_str()))
+            .and_then(|g| g.metadata.name.clone())
+            .unwrap_or_default();
+        return Assignment::OperatorGroup { account: recorded.clone(), group };
+    }
+    if recorded.is_some() {
+        return Assignment::Eponymous(eponymous);
+    }
+    if let [group] = groups {
+        if let Some(name) = group.spec.service_account_name.as_deref().filter(|n| !n.is_empty()) {
+            let account = ServiceAccountReference { name: name.to_owned(), namespace: install_namespace.to_owned() };
+            return Assignment::OperatorGroup { account, group: group.metadata.name.clone().unwrap_or_default() };
+        }
+    }
+    Assignment::Eponymous(eponymous)
+}
+
+/// Whether an existing account is the one the controller created for the Install with `uid`: its controlling owner
+/// is that Install. Any other account of the same name is never adopted.
+pub fn created_for(account: &ServiceAccount, uid: &str) -> bool {
+    account.metadata.owner_references.iter().flatten().any(|owner| {
+        owner.uid == uid
+            && owner.kind == "Install"
+            && owner.api_version == "operators.coreos.com/v2alpha1"
+            && owner.controller == Some(true)
+    })
+}
+
+/// The access checks of which the creator of an Install must pass one for an OperatorGroup's account to lend it its
+/// existing rights: `create subscriptions` in the account's namespace (what OLM v0 asked of whoever installed with
+/// that account), or `impersonate` on the account itself (they could act as it anyway).
+pub fn operator_group_use_checks(account: &ServiceAccountReference) -> [AccessCheck; 2] {
+    [
+        AccessCheck::resource(Some(&account.namespace), "create", "operators.coreos.com", "subscriptions", ""),
+        AccessCheck::resource(Some(&account.namespace), "impersonate", "", "serviceaccounts", &account.name),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn group(name: &str, account: Option<&str>) -> OperatorGroup {
+        let mut group: OperatorGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": name, "namespace": "operators"}, "spec": {}
+        }))
+        .expect("group");
+        group.spec.service_account_name = account.map(str::to_owned);
+        group
+    }
+
+    fn reference(namespace: &str, name: &str) -> ServiceAccountReference {
+        ServiceAccountReference { namespace: namespace.into(), name: name.into() }
+    }
+
+    #[test]
+    fn the_eponymous_name_carries_the_uid_so_it_never_names_an_existing_account() {
+        let name = eponymous_name("olmv2-controller", "uid-1");
+        assert!(name.starts_with("olmv2-controller-") && name != "olmv2-controller", "{name}");
+        assert_eq!(name, eponymous_name("olmv2-controller", "uid-1"), "stable");
+        assert_ne!(name, eponymous_name("olmv2-controller", "uid-2"), "a new Install of the same name: a new account");
+        assert_ne!(eponymous_name("default", "u"), "default");
+        let long = eponymous_name(&"a".repeat(300), "u");
+        assert_eq!(long.len(), 63);
+        assert!(!eponymous_name("dotted.name.-", "u").contains(".-"));
+    }
+
+    #[test]
+    fn without_one_operator_group_naming_an_account_the_install_gets_its_own() {
+        let own = Assignment::Eponymous(reference("olmv2-system", &eponymous_name("plumbus", "u")));
+        assert_eq!(assign_service_account(None, "plumbus", "u", "operators", &[], "olmv2-system"), own);
+        let two = [group("a", Some("robot")), group("b", Some("robot"))];
+        assert_eq!(assign_service_account(None, "plumbus", "u", "operators", &two, "olmv2-system"), own);
+        let unnamed = [group("a", None)];
+        assert_eq!(assign_service_account(None, "plumbus", "u", "operators", &unnamed, "olmv2-system"), own);
+    }
+
+    #[test]
+    fn the_one_operator_group_naming_an_account_assigns_it() {
+        let groups = [group("og", Some("robot"))];
+        assert_eq!(
+            assign_service_account(None, "plumbus", "u", "operators", &groups, "olmv2-system"),
+            Assignment::OperatorGroup { account: reference("operators", "robot"), group: "og".into() }
+        );
+    }
+
+    #[test]
+    fn a_recorded_eponymous_assignment_is_always_the_uid_derived_name() {
+        // An earlier version named accounts after the Install alone; such a record is not trusted.
+        let old = reference("olmv2-system", "plumbus");
+        let assigned = assign_service_account(Some(&old), "plumbus", "u", "operators", &[], "olmv2-system");
+        assert_eq!(assigned, Assignment::Eponymous(reference("olmv2-system", &eponymous_name("plumbus", "u"))));
+        let groups = [group("og", Some("robot"))];
+        let kept = assign_service_account(Some(&old), "plumbus", "u", "operators", &groups, "olmv2-system");
+        assert!(matches!(kept, Assignment::Eponymous(_)), "a recorded assignment stays");
+    }
+
+    #[test]
+    fn a_recorded_operator_group_assignment_stays() {
+        let recorded = reference("operators", "robot");
+        let assigned = assign_service_account(Some(&recorded), "plumbus", "u", "operators", &[], "olmv2-system");
+        assert_eq!(assigned.account(), &recorded);
+    }
+
+    #[test]
+    fn only_an_account_controlled_by_the_install_uid_is_its_own() {
+        let owner = |uid: &str, kind: &str, controller: Option<bool>| OwnerReference {
+            api_version: "operators.coreos.com/v2alpha1".into(),
+            kind: kind.into(),
+            name: "plumbus".into(),
+            uid: uid.into(),
+            controller,
+            block_owner_deletion: None,
+        };
+        let mut account = ServiceAccount::default();
+        assert!(!created_for(&account, "u"), "an account nobody owns is never adopted");
+        account.metadata.owner_references = Some(vec![owner("u", "Install", Some(true))]);
+        assert!(created_for(&account, "u"));
+        assert!(!created_for(&account, "other"), "an orphan of an earlier Install of the same name");
+        account.metadata.owner_references = Some(vec![owner("u", "Install", None)]);
+        assert!(!created_for(&account, "u"), "not controlling");
+        account.metadata.owner_references = Some(vec![owner("u", "Operator", Some(true))]);
+        assert!(!created_for(&account, "u"));
+    }
+
+    #[test]
+    fn using_an_operator_group_account_takes_create_subscriptions_or_impersonating_it() {
+        let [subscriptions, impersonate] = operator_group_use_checks(&reference("operators", "robot"));
+        assert_eq!(
+            (subscriptions.namespace.as_deref(), subscriptions.verb.as_str(), subscriptions.resource.as_str()),
+            (Some("operators"), "create", "subscriptions")
+        );
+        assert_eq!(subscriptions.group, "operators.coreos.com");
+        assert_eq!((impersonate.verb.as_str(), impersonate.name.as_str()), ("impersonate", "robot"));
+        assert_eq!(impersonate.resource, "serviceaccounts");
+    }
+}

@@ -1,0 +1,91 @@
+//! The RBAC objects of a cluster as listed, and the part of them that one Install owns: the grants made for it, the
+//! only rights an Install's own ServiceAccount counts as approved (grants belong to one Install uid).
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::resolve::RbacSnapshot;
+
+/// Every Role, ClusterRole and binding read from a cluster.
+#[derive(Clone, Debug, Default)]
+pub struct RbacObjects {
+    pub roles: Vec<Role>,
+    pub cluster_roles: Vec<ClusterRole>,
+    pub role_bindings: Vec<RoleBinding>,
+    pub cluster_role_bindings: Vec<ClusterRoleBinding>,
+}
+
+fn controlled_by(metadata: &ObjectMeta, uid: &str) -> bool {
+    metadata.owner_references.iter().flatten().any(|owner| owner.uid == uid && owner.controller == Some(true))
+}
+
+impl RbacObjects {
+    /// The rules every subject holds, as the API server's authorizer resolves them.
+    pub fn snapshot(&self) -> RbacSnapshot {
+        RbacSnapshot::new(
+            &self.roles,
+            &self.cluster_roles,
+            self.role_bindings.clone(),
+            self.cluster_role_bindings.clone(),
+        )
+    }
+
+    /// Only the objects whose controlling owner has `uid`: a binding counts only with a role of the same owner, so
+    /// nobody's binding to some other role, and no binding left by an earlier owner of the same name, counts.
+    pub fn owned_by(&self, uid: &str) -> Self {
+        Self {
+            roles: self.roles.iter().filter(|o| controlled_by(&o.metadata, uid)).cloned().collect(),
+            cluster_roles: self.cluster_roles.iter().filter(|o| controlled_by(&o.metadata, uid)).cloned().collect(),
+            role_bindings: self.role_bindings.iter().filter(|o| controlled_by(&o.metadata, uid)).cloned().collect(),
+            cluster_role_bindings: self
+                .cluster_role_bindings
+                .iter()
+                .filter(|o| controlled_by(&o.metadata, uid))
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rbac::{Rule, UserInfo};
+    use serde_json::json;
+
+    fn owned(uid: Option<&str>) -> serde_json::Value {
+        match uid {
+            Some(uid) => {
+                json!([{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "name": "x", "uid": uid, "controller": true}])
+            }
+            None => json!([]),
+        }
+    }
+
+    fn objects(role_owner: Option<&str>, binding_owner: Option<&str>) -> RbacObjects {
+        let role: ClusterRole =
+            serde_json::from_value(json!({"metadata": {"name": "grant", "ownerReferences": owned(role_owner)},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]}))
+            .expect("role");
+        let binding: ClusterRoleBinding =
+            serde_json::from_value(json!({"metadata": {"name": "grant", "ownerReferences": owned(binding_owner)},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "grant"},
+            "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "olmv2-system"}]}))
+            .expect("binding");
+        RbacObjects { cluster_roles: vec![role], cluster_role_bindings: vec![binding], ..RbacObjects::default() }
+    }
+
+    fn holds(objects: &RbacObjects) -> bool {
+        let (rules, _) = objects.snapshot().cluster_rules_for(&UserInfo::service_account("olmv2-system", "sa"));
+        crate::rbac::covers(&rules, &[Rule::resource(&["get"], &[""], &["secrets"])])
+    }
+
+    #[test]
+    fn only_grants_owned_by_the_uid_count() {
+        assert!(holds(&objects(Some("u"), Some("u")).owned_by("u")));
+        assert!(!holds(&objects(Some("u"), Some("u")).owned_by("other")), "an earlier Install's grants");
+        assert!(!holds(&objects(None, None).owned_by("u")), "orphaned grants");
+        assert!(!holds(&objects(None, Some("u")).owned_by("u")), "a binding of ours to a role that is not");
+        assert!(holds(&objects(None, None)), "the whole cluster still counts where it should");
+    }
+}

@@ -1,0 +1,236 @@
+//! The webhook's routes: each decodes an AdmissionReview, takes the pure decision of `approval`, `identity` or
+//! `catalog_use`, asks the API server the access reviews that decision needs (in the requester's own identity), and
+//! answers allowed, denied, or allowed with a JSON patch. Every failure to check denies: the webhook fails closed.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::Json;
+use k8s_openapi::api::authentication::v1::UserInfo;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
+use kube::core::DynamicObject;
+use kube::Client;
+use serde_json::Value;
+
+use super::approval::{denial, judge, Verdict};
+use super::catalog_use::{catalog_use_check, catalog_use_denial};
+use super::identity::{content_change, marked, mutation, patch_operations, record_violation, ContentChange};
+use crate::access::{allowed, lacking};
+use crate::api::v2alpha1::Requester;
+use crate::install::account::operator_group_use_checks;
+
+/// What every route needs.
+pub struct Checker {
+    pub client: Client,
+    /// The username the API server knows the controller by: its writes are the controller's own.
+    pub controller_username: String,
+    /// Where the controller's own accounts live; an account elsewhere is an OperatorGroup's.
+    pub controller_namespace: String,
+}
+
+/// A decoded review: the request, the allowing response to start from, and the old and new objects as JSON.
+struct Decoded {
+    request: AdmissionRequest<DynamicObject>,
+    response: AdmissionResponse,
+    old: Option<Value>,
+    new: Option<Value>,
+}
+
+/// Decodes a review; the error is the message of the answer to a review that is not one.
+fn decode(review: AdmissionReview<DynamicObject>) -> Result<Decoded, String> {
+    let request: AdmissionRequest<DynamicObject> = review.try_into().map_err(|error| format!("{error}"))?;
+    let response = AdmissionResponse::from(&request);
+    let as_value = |object: &Option<DynamicObject>| object.as_ref().and_then(|o| serde_json::to_value(o).ok());
+    let (old, new) = (as_value(&request.old_object), as_value(&request.object));
+    Ok(Decoded { request, response, old, new })
+}
+
+/// The requester as the API server authenticated them.
+fn requester(user: &UserInfo) -> Requester {
+    Requester {
+        username: user.username.clone().unwrap_or_default(),
+        uid: user.uid.clone(),
+        groups: user.groups.clone().unwrap_or_default(),
+        extra: user.extra.clone().unwrap_or_default().into_iter().collect(),
+    }
+}
+
+fn forbid(response: AdmissionResponse, message: String) -> AdmissionResponse {
+    let mut response = response.deny(message);
+    response.result.code = 403;
+    response.result.reason = "Forbidden".into();
+    response
+}
+
+/// Whether `user` could make `change` with what they hold: every granted rule, and the use of the OperatorGroup
+/// account when the Install runs as one.
+async fn holds(client: &Client, user: &Requester, change: &ContentChange) -> Result<bool, kube::Error> {
+    if !lacking(client, user, &change.granted).await?.is_empty() {
+        return Ok(false);
+    }
+    if let Some(account) = &change.operator_group_account {
+        for check in operator_group_use_checks(account) {
+            if allowed(client, user, &check).await? {
+                return Ok(true);
+            }
+        }
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// The untrusted content change an update of an Install makes, if it makes one.
+async fn untrusted_change(checker: &Checker, user: &Requester, decoded: &Decoded) -> Result<bool, kube::Error> {
+    if user.username == checker.controller_username {
+        return Ok(false);
+    }
+    let Some(new) = &decoded.new else { return Ok(false) };
+    match content_change(decoded.old.as_ref(), new, &checker.controller_namespace) {
+        Some(change) => Ok(!holds(&checker.client, user, &change).await?),
+        None => Ok(false),
+    }
+}
+
+fn mutate(checker: &Checker, decoded: Decoded, untrusted: bool) -> AdmissionReview<DynamicObject> {
+    let Decoded { request, response, old, new } = decoded;
+    let Some(new) = new else { return response.into_review() };
+    let user = requester(&request.user_info);
+    let wanted = mutation(&user, &checker.controller_username, old.as_ref(), &new, untrusted);
+    let operations = patch_operations(&new, &wanted);
+    if operations.is_empty() {
+        return response.into_review();
+    }
+    if untrusted {
+        tracing::info!(install = %request.name, user = %user.username, "content changed by a user not holding its grants: marked for approval");
+    }
+    let patched = serde_json::from_value::<json_patch::Patch>(Value::Array(operations))
+        .map_err(|error| error.to_string())
+        .and_then(|patch| response.clone().with_patch(patch).map_err(|error| error.to_string()));
+    match patched {
+        Ok(response) => response.into_review(),
+        Err(message) => forbid(response, format!("the webhook could not write its records: {message}")).into_review(),
+    }
+}
+
+/// Records the creator of an Install, keeps its records on update, and marks content changes by users who could
+/// not have made them with what they hold.
+pub async fn mutate_install(
+    State(checker): State<Arc<Checker>>,
+    Json(review): Json<AdmissionReview<DynamicObject>>,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let decoded = match decode(review) {
+        Ok(decoded) => decoded,
+        Err(message) => return Json(AdmissionResponse::invalid(message).into_review()),
+    };
+    let user = requester(&decoded.request.user_info);
+    match untrusted_change(&checker, &user, &decoded).await {
+        Ok(untrusted) => Json(mutate(&checker, decoded, untrusted)),
+        Err(error) => {
+            tracing::warn!(%error, "access review failed");
+            let message = format!("the change of the content could not be checked: {error}");
+            Json(forbid(decoded.response, message).into_review())
+        }
+    }
+}
+
+/// Records the creator of an Operator and keeps it on update.
+pub async fn mutate_operator(
+    State(checker): State<Arc<Checker>>,
+    Json(review): Json<AdmissionReview<DynamicObject>>,
+) -> Json<AdmissionReview<DynamicObject>> {
+    match decode(review) {
+        Ok(decoded) => Json(mutate(&checker, decoded, false)),
+        Err(message) => Json(AdmissionResponse::invalid(message).into_review()),
+    }
+}
+
+pub async fn review_install(
+    State(checker): State<Arc<Checker>>,
+    Json(review): Json<AdmissionReview<DynamicObject>>,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let decoded = match decode(review) {
+        Ok(decoded) => decoded,
+        Err(message) => return Json(AdmissionResponse::invalid(message).into_review()),
+    };
+    let user = requester(&decoded.request.user_info);
+    let status_write = decoded.request.sub_resource.as_deref() == Some("status");
+    if let (false, Some(new)) = (status_write, &decoded.new) {
+        if let Some(message) =
+            record_violation(&user, &checker.controller_username, "Install", decoded.old.as_ref(), new)
+        {
+            return Json(forbid(decoded.response, message).into_review());
+        }
+        // A content change stands unmarked only for someone who could have made it with what they hold.
+        if !marked(new) {
+            match untrusted_change(&checker, &user, &decoded).await {
+                Ok(false) => {}
+                Ok(true) => {
+                    let message = format!(
+                        "Install {}: {} may change its content only with the content-change mark the controller's mutating webhook writes",
+                        decoded.request.name, user.username
+                    );
+                    return Json(forbid(decoded.response, message).into_review());
+                }
+                Err(error) => {
+                    let message = format!("the change of the content could not be checked: {error}");
+                    return Json(forbid(decoded.response, message).into_review());
+                }
+            }
+        }
+    }
+    let Decoded { request, response, old, new } = decoded;
+    let username = user.username.clone();
+    let verdict =
+        judge(request.sub_resource.as_deref(), &username, &checker.controller_username, old.as_ref(), new.as_ref());
+    let response = match verdict {
+        Verdict::Allow => response,
+        Verdict::Deny(message) => forbid(response, message),
+        Verdict::RequireHeld(pending) => match lacking(&checker.client, &user, &pending).await {
+            Ok(lacking) if lacking.is_empty() => {
+                tracing::info!(install = %request.name, user = %username, rules = pending.len(), "approval allowed");
+                response
+            }
+            Ok(lacking) => {
+                let rules: Vec<_> = lacking.iter().filter_map(|index| pending.get(*index)).collect();
+                tracing::info!(install = %request.name, user = %username, lacking = rules.len(), "approval denied");
+                forbid(response, denial(&username, &request.name, &rules))
+            }
+            Err(error) => {
+                tracing::warn!(%error, "access review failed");
+                forbid(response, format!("the approval could not be checked: {error}"))
+            }
+        },
+    };
+    Json(response.into_review())
+}
+
+pub async fn review_operator(
+    State(checker): State<Arc<Checker>>,
+    Json(review): Json<AdmissionReview<DynamicObject>>,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let Decoded { request, response, old, new } = match decode(review) {
+        Ok(decoded) => decoded,
+        Err(message) => return Json(AdmissionResponse::invalid(message).into_review()),
+    };
+    let user = requester(&request.user_info);
+    if let (Some(new), false) = (&new, request.sub_resource.as_deref() == Some("status")) {
+        if let Some(message) = record_violation(&user, &checker.controller_username, "Operator", old.as_ref(), new) {
+            return Json(forbid(response, message).into_review());
+        }
+    }
+    let Some(check) = catalog_use_check(old.as_ref(), new.as_ref()) else {
+        return Json(response.into_review());
+    };
+    let response = match allowed(&checker.client, &user, &check).await {
+        Ok(true) => response,
+        Ok(false) => {
+            tracing::info!(operator = %request.name, user = %user.username, catalog = %check.name, "catalog use denied");
+            forbid(response, catalog_use_denial(&user.username, &check))
+        }
+        Err(error) => {
+            tracing::warn!(%error, "access review failed");
+            forbid(response, format!("the use of the CatalogSource could not be checked: {error}"))
+        }
+    };
+    Json(response.into_review())
+}

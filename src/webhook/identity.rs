@@ -1,0 +1,311 @@
+//! Who did what to an Install or an Operator, recorded where nobody can rewrite it, as pure decisions of the
+//! mutating webhook (what to write) and the validating webhook (what to refuse):
+//!
+//! - the creator, as the API server authenticated them, in an annotation written on create and immutable after
+//!   (the controller creates an Operator's Install with the Operator's creator);
+//! - a change of an Install's content (or namespaces) by someone who does not hold what its ServiceAccount was
+//!   granted, or who may not use the OperatorGroup account it runs as: the change stands, but it is marked (the
+//!   approval goes back to Unapproved and an annotation names who made it), and the controller applies such
+//!   content only after a person holding every rule it uses approves it. Only the controller removes the mark.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use crate::api::v2alpha1::{
+    PendingPermission, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
+};
+
+/// The annotation value recording `requester`.
+pub fn creator_value(requester: &Requester) -> String {
+    serde_json::to_string(requester).unwrap_or_default()
+}
+
+fn annotation<'a>(object: Option<&'a Value>, key: &str) -> Option<&'a str> {
+    object?["metadata"]["annotations"][key].as_str()
+}
+
+fn parsed_creator(object: Option<&Value>) -> Option<Requester> {
+    serde_json::from_str(annotation(object, CREATOR_ANNOTATION)?).ok()
+}
+
+/// What a content change of an Install could borrow: the rules granted to its account (and those of an approval
+/// standing on the spec, about to be granted), and the OperatorGroup account whose existing rights it may use.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ContentChange {
+    pub granted: Vec<PendingPermission>,
+    pub operator_group_account: Option<ServiceAccountReference>,
+}
+
+/// The content change `old` → `new` of an Install makes, when it changes the content or the namespaces and the
+/// Install has anything to borrow. None for creates, for other changes and for Installs that hold nothing yet.
+pub fn content_change(old: Option<&Value>, new: &Value, controller_namespace: &str) -> Option<ContentChange> {
+    let old = old?;
+    let same =
+        old["spec"]["content"] == new["spec"]["content"] && old["spec"]["namespaces"] == new["spec"]["namespaces"];
+    if same {
+        return None;
+    }
+    let rules = |value: &Value| serde_json::from_value::<Vec<PendingPermission>>(value.clone()).unwrap_or_default();
+    let mut granted = rules(&old["status"]["granted"]);
+    if old["spec"]["approval"] == "Approved" {
+        granted.extend(rules(&old["status"]["pending"]["permissions"]));
+    }
+    granted.sort();
+    granted.dedup();
+    let operator_group_account =
+        serde_json::from_value::<ServiceAccountReference>(old["status"]["serviceAccountRef"].clone())
+            .ok()
+            .filter(|account| account.namespace != controller_namespace);
+    let change = ContentChange { granted, operator_group_account };
+    (change != ContentChange::default()).then_some(change)
+}
+
+/// What the mutating webhook writes on a create or an update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mutation {
+    /// Annotations to set (Some) or remove (None).
+    pub annotations: BTreeMap<&'static str, Option<String>>,
+    /// Set `spec.approval` to Unapproved.
+    pub unapprove: bool,
+}
+
+/// The mutation of a write by `requester`: on create the creator is recorded (the controller creating an Operator's
+/// Install passes the Operator's creator along); on update the creator and any content-change mark are put back
+/// as they were, whatever the request carried, and `untrusted_change` (a content change the requester could not
+/// have made with what they hold) marks the Install with their name.
+pub fn mutation(
+    requester: &Requester,
+    controller_username: &str,
+    old: Option<&Value>,
+    new: &Value,
+    untrusted_change: bool,
+) -> Mutation {
+    let mut annotations = BTreeMap::new();
+    let by_controller = requester.username == controller_username;
+    match old {
+        None => {
+            let passed_on = by_controller.then(|| annotation(Some(new), CREATOR_ANNOTATION)).flatten();
+            let creator = passed_on.map_or_else(|| creator_value(requester), str::to_owned);
+            annotations.insert(CREATOR_ANNOTATION, Some(creator));
+        }
+        Some(old) => {
+            annotations.insert(CREATOR_ANNOTATION, annotation(Some(old), CREATOR_ANNOTATION).map(str::to_owned));
+            if !by_controller {
+                let mark = if untrusted_change {
+                    Some(requester.username.clone())
+                } else {
+                    annotation(Some(old), CONTENT_CHANGED_BY_ANNOTATION).map(str::to_owned)
+                };
+                annotations.insert(CONTENT_CHANGED_BY_ANNOTATION, mark);
+            }
+        }
+    }
+    Mutation { annotations, unapprove: untrusted_change }
+}
+
+/// The JSON patch that applies `mutation` to `new`; empty when `new` already is so.
+pub fn patch_operations(new: &Value, mutation: &Mutation) -> Vec<Value> {
+    let mut operations = Vec::new();
+    let current = new["metadata"]["annotations"].as_object();
+    let mut whole = current.cloned().unwrap_or_default();
+    for (key, wanted) in &mutation.annotations {
+        let present = current.and_then(|map| map.get(*key)).and_then(Value::as_str);
+        if present == wanted.as_deref() && !(wanted.is_none() && current.is_some_and(|map| map.contains_key(*key))) {
+            continue;
+        }
+        let path = format!("/metadata/annotations/{}", key.replace('~', "~0").replace('/', "~1"));
+        match wanted {
+            Some(value) => {
+                whole.insert((*key).to_owned(), json!(value));
+                if current.is_some() {
+                    operations.push(json!({"op": "add", "path": path, "value": value}));
+                }
+            }
+            None => {
+                whole.remove(*key);
+                if current.is_some() {
+                    operations.push(json!({"op": "remove", "path": path}));
+                }
+            }
+        }
+    }
+    if current.is_none() && !whole.is_empty() {
+        operations.push(json!({"op": "add", "path": "/metadata/annotations", "value": whole}));
+    }
+    if mutation.unapprove && new["spec"]["approval"] != "Unapproved" {
+        operations.push(json!({"op": "add", "path": "/spec/approval", "value": "Unapproved"}));
+    }
+    operations
+}
+
+/// Why the validating webhook refuses a write for the records above, if it does: the mutating webhook makes every
+/// write through the API comply, so a refusal means it was bypassed or someone wrote after it.
+pub fn record_violation(
+    requester: &Requester,
+    controller_username: &str,
+    kind: &str,
+    old: Option<&Value>,
+    new: &Value,
+) -> Option<String> {
+    let by_controller = requester.username == controller_username;
+    let name = new["metadata"]["name"].as_str().unwrap_or_default();
+    match old {
+        None if !by_controller && parsed_creator(Some(new)).as_ref() != Some(requester) => Some(format!(
+            "{kind} {name}: the annotation {CREATOR_ANNOTATION} must record the user who creates it ({})",
+            requester.username
+        )),
+        None => None,
+        Some(old) => {
+            if annotation(Some(old), CREATOR_ANNOTATION) != annotation(Some(new), CREATOR_ANNOTATION) {
+                return Some(format!("{kind} {name}: the annotation {CREATOR_ANNOTATION} is immutable"));
+            }
+            let unmarked = annotation(Some(old), CONTENT_CHANGED_BY_ANNOTATION).is_some()
+                && annotation(Some(new), CONTENT_CHANGED_BY_ANNOTATION).is_none();
+            (unmarked && !by_controller).then(|| {
+                format!(
+                    "{kind} {name}: only the controller removes the annotation {CONTENT_CHANGED_BY_ANNOTATION}, once a person holding every rule of the changed content approved it"
+                )
+            })
+        }
+    }
+}
+
+/// Whether an update carries the content-change mark (so the controller will ask for a new approval).
+pub fn marked(new: &Value) -> bool {
+    annotation(Some(new), CONTENT_CHANGED_BY_ANNOTATION).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alice() -> Requester {
+        Requester { username: "alice".into(), groups: vec!["devs".into()], ..Requester::default() }
+    }
+
+    fn install(annotations: Value, approval: &str, image: &str, status: Value) -> Value {
+        json!({"metadata": {"name": "plumbus", "annotations": annotations},
+            "spec": {"approval": approval, "content": [{"type": "ManifestImage", "manifestImage": image}]},
+            "status": status})
+    }
+
+    fn granted_status() -> Value {
+        json!({"serviceAccountRef": {"namespace": "olmv2-system", "name": "plumbus-1"},
+            "granted": [{"scope": "Cluster", "verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]}]})
+    }
+
+    #[test]
+    fn a_create_records_its_creator() {
+        let new = json!({"metadata": {"name": "plumbus"}});
+        let mutation = mutation(&alice(), "controller", None, &new, false);
+        let operations = patch_operations(&new, &mutation);
+        assert_eq!(operations.len(), 1);
+        assert_eq!(operations[0]["path"], "/metadata/annotations");
+        let recorded: Requester =
+            serde_json::from_str(operations[0]["value"][CREATOR_ANNOTATION].as_str().unwrap()).unwrap();
+        assert_eq!(recorded, alice());
+    }
+
+    #[test]
+    fn a_creator_the_user_wrote_is_replaced_by_the_user() {
+        let forged = creator_value(&Requester { username: "cluster-admin".into(), ..Requester::default() });
+        let new = json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: forged}}});
+        let operations = patch_operations(&new, &mutation(&alice(), "controller", None, &new, false));
+        assert_eq!(operations[0]["path"], "/metadata/annotations/v2alpha1.operators.coreos.com~1creator");
+        assert_eq!(operations[0]["value"], creator_value(&alice()));
+    }
+
+    #[test]
+    fn the_controller_passes_an_operators_creator_on_to_its_install() {
+        let operator_creator = creator_value(&alice());
+        let new = json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: operator_creator}}});
+        let controller = Requester { username: "controller".into(), ..Requester::default() };
+        assert!(patch_operations(&new, &mutation(&controller, "controller", None, &new, false)).is_empty());
+    }
+
+    #[test]
+    fn an_update_puts_the_records_back() {
+        let old = install(
+            json!({CREATOR_ANNOTATION: creator_value(&alice()), CONTENT_CHANGED_BY_ANNOTATION: "bob"}),
+            "Unapproved",
+            "a",
+            json!({}),
+        );
+        // An apply that drops both annotations (server-side apply without them, or a replace).
+        let new = install(json!({}), "Unapproved", "a", json!({}));
+        let bob = Requester { username: "bob".into(), ..Requester::default() };
+        let operations = patch_operations(&new, &mutation(&bob, "controller", Some(&old), &new, false));
+        assert_eq!(operations.len(), 2, "{operations:?}");
+        let mut patched = new.clone();
+        let patch: json_patch::Patch = serde_json::from_value(json!(operations)).unwrap();
+        json_patch::patch(&mut patched, &patch.0).unwrap();
+        assert_eq!(patched["metadata"]["annotations"], old["metadata"]["annotations"]);
+    }
+
+    #[test]
+    fn an_untrusted_content_change_is_marked_and_unapproved() {
+        let old = install(json!({CREATOR_ANNOTATION: "x"}), "Approved", "a", granted_status());
+        let new = install(json!({CREATOR_ANNOTATION: "x"}), "Approved", "b", granted_status());
+        let bob = Requester { username: "bob".into(), ..Requester::default() };
+        let mut patched = new.clone();
+        let operations = patch_operations(&new, &mutation(&bob, "controller", Some(&old), &new, true));
+        let patch: json_patch::Patch = serde_json::from_value(json!(operations)).unwrap();
+        json_patch::patch(&mut patched, &patch.0).unwrap();
+        assert_eq!(patched["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "bob");
+        assert_eq!(patched["spec"]["approval"], "Unapproved");
+        assert!(marked(&patched));
+    }
+
+    #[test]
+    fn only_content_or_namespace_changes_of_an_install_holding_something_count() {
+        let old = install(json!({}), "Unapproved", "a", granted_status());
+        assert!(content_change(Some(&old), &old, "olmv2-system").is_none());
+        assert!(content_change(None, &old, "olmv2-system").is_none());
+        let moved = install(json!({}), "Unapproved", "b", granted_status());
+        let change = content_change(Some(&old), &moved, "olmv2-system").expect("a change");
+        assert_eq!(change.granted.len(), 1);
+        assert!(change.operator_group_account.is_none());
+        let mut mapped = old.clone();
+        mapped["spec"]["namespaces"] = json!([{"from": "default", "to": "kube-system"}]);
+        assert!(content_change(Some(&old), &mapped, "olmv2-system").is_some());
+        let nothing = install(json!({}), "Unapproved", "a", json!({}));
+        let other = install(json!({}), "Unapproved", "b", json!({}));
+        assert!(content_change(Some(&nothing), &other, "olmv2-system").is_none(), "nothing to borrow");
+    }
+
+    #[test]
+    fn an_approval_standing_on_the_spec_counts_as_granted() {
+        let status = json!({"pending": {"count": 1, "permissions": [{"scope": "Cluster", "verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}]}});
+        let old = install(json!({}), "Approved", "a", status);
+        let new = install(json!({}), "Approved", "b", json!({}));
+        assert_eq!(content_change(Some(&old), &new, "olmv2-system").expect("change").granted.len(), 1);
+    }
+
+    #[test]
+    fn an_operator_group_account_counts_as_something_to_borrow() {
+        let status = json!({"serviceAccountRef": {"namespace": "operators", "name": "robot"}});
+        let old = install(json!({}), "Unapproved", "a", status);
+        let new = install(json!({}), "Unapproved", "b", json!({}));
+        let change = content_change(Some(&old), &new, "olmv2-system").expect("change");
+        assert_eq!(change.operator_group_account.map(|a| a.name), Some("robot".into()));
+    }
+
+    #[test]
+    fn the_validating_webhook_refuses_what_bypassed_the_mutation() {
+        let controller = "controller";
+        let bob = Requester { username: "bob".into(), ..Requester::default() };
+        let unrecorded = json!({"metadata": {"name": "plumbus"}});
+        assert!(record_violation(&bob, controller, "Install", None, &unrecorded).is_some());
+        let recorded =
+            json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: creator_value(&bob)}}});
+        assert!(record_violation(&bob, controller, "Install", None, &recorded).is_none());
+        let other =
+            json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: creator_value(&alice())}}});
+        assert!(record_violation(&bob, controller, "Install", Some(&recorded), &other).is_some(), "immutable");
+        let marked = json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: creator_value(&bob), CONTENT_CHANGED_BY_ANNOTATION: "bob"}}});
+        assert!(record_violation(&bob, controller, "Install", Some(&marked), &recorded).is_some());
+        let by_controller = Requester { username: controller.into(), ..Requester::default() };
+        assert!(record_violation(&by_controller, controller, "Install", Some(&marked), &recorded).is_none());
+    }
+}
