@@ -1,4 +1,5 @@
-//! `olmv2 approve INSTALL`: shows the permissions an Install waits for as a table, asks for confirmation, and
+//! `olmv2 approve INSTALL`: shows the permissions an Install waits for as a table, with whom the content's bindings
+//! bind to which roles and which of its ClusterRoles gather or extend other roles' rules, asks for confirmation, and
 //! approves with the user's own credentials (KUBECONFIG), so the webhook judges the person, not the tool. The approval
 //! carries the resourceVersion of what was shown: if the pending set changed meanwhile, nothing is approved.
 //! Installed as `kubectl-olmv2` on the PATH, it runs as `kubectl olmv2 approve INSTALL`.
@@ -10,7 +11,12 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::json;
 
-use crate::api::v2alpha1::{Approval, Install, PendingPermission, PermissionScope};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+
+use crate::api::v2alpha1::{
+    AggregationType, Approval, BindingRule, Install, PendingAggregation, PendingBinding, PendingPermission,
+    PermissionScope,
+};
 use crate::bundle_command::table;
 use crate::error::Error;
 
@@ -50,10 +56,97 @@ pub fn pending_table(permissions: &[PendingPermission]) -> String {
     table(&["SCOPE", "NAMESPACES", "API GROUPS", "RESOURCES/URLS", "NAMES", "VERBS"], &rows)
 }
 
+/// The content's bindings as aligned columns: whom each binds to which role, and how many rules that role grants
+/// (the rules themselves are in `status.pending.bindings`).
+pub fn bindings_table(bindings: &[PendingBinding]) -> String {
+    let rows: Vec<Vec<String>> = bindings
+        .iter()
+        .map(|b| {
+            let subjects: Vec<String> = b
+                .subjects
+                .iter()
+                .map(|s| match &s.namespace {
+                    Some(namespace) => format!("{}/{namespace}/{}", s.kind, s.name),
+                    None => format!("{}/{}", s.kind, s.name),
+                })
+                .collect();
+            // A role that does not exist grants whatever someone later gives it: never "0 rules".
+            let rules = if !b.role_found {
+                "role not found".to_owned()
+            } else if b.rules.iter().any(grants_everything) {
+                format!("{} (every verb on every resource)", b.rules.len())
+            } else {
+                b.rules.len().to_string()
+            };
+            vec![
+                b.kind.clone(),
+                b.namespace.clone().unwrap_or_else(|| "*".to_owned()),
+                b.name.clone(),
+                format!("{}/{}", b.role_ref.kind, b.role_ref.name),
+                if subjects.is_empty() { "-".to_owned() } else { subjects.join(",") },
+                rules,
+            ]
+        })
+        .collect();
+    table(&["KIND", "NAMESPACE", "NAME", "ROLE", "SUBJECTS", "RULES"], &rows)
+}
+
+/// Whether a rule is cluster-admin's: every verb on every resource of every group, which a count of rules hides.
+fn grants_everything(rule: &BindingRule) -> bool {
+    let all = |items: &[String]| items.iter().any(|item| item == "*");
+    all(&rule.verbs) && all(&rule.api_groups) && all(&rule.resources)
+}
+
+/// A label selector as `kubectl` writes one (`key=value,key in (a,b),!key`); the empty selector selects everything.
+fn selector_text(selector: &LabelSelector) -> String {
+    let mut parts: Vec<String> =
+        selector.match_labels.iter().flatten().map(|(key, value)| format!("{key}={value}")).collect();
+    for requirement in selector.match_expressions.iter().flatten() {
+        let key = &requirement.key;
+        let values = requirement.values.as_deref().unwrap_or_default().join(",");
+        parts.push(match requirement.operator.as_str() {
+            "In" => format!("{key} in ({values})"),
+            "NotIn" => format!("{key} notin ({values})"),
+            "Exists" => key.clone(),
+            "DoesNotExist" => format!("!{key}"),
+            other => format!("{key} {other} ({values})"),
+        });
+    }
+    if parts.is_empty() {
+        "(every ClusterRole)".to_owned()
+    } else {
+        parts.join(",")
+    }
+}
+
+/// The ClusterRoles that gather or extend other roles' rules, as aligned columns.
+pub fn aggregations_table(aggregations: &[PendingAggregation]) -> String {
+    let names = |roles: &[String]| if roles.is_empty() { "(none yet)".to_owned() } else { roles.join(",") };
+    let rows: Vec<Vec<String>> = aggregations
+        .iter()
+        .map(|a| {
+            let (kind, roles, matching) = match a.aggregation_type {
+                AggregationType::Gathers => {
+                    let selectors: Vec<String> = a.selectors.iter().map(selector_text).collect();
+                    let selectors = if selectors.is_empty() { "(none)".to_owned() } else { selectors.join(" or ") };
+                    ("Gathers", names(&a.aggregated_roles), selectors)
+                }
+                AggregationType::Extends => {
+                    let labels: Vec<String> = a.labels.iter().map(|(key, value)| format!("{key}={value}")).collect();
+                    ("Extends", names(&a.aggregates_into), labels.join(","))
+                }
+            };
+            vec![a.cluster_role.clone(), kind.to_owned(), roles, matching]
+        })
+        .collect();
+    table(&["CLUSTERROLE", "TYPE", "ROLES", "SELECTORS/LABELS"], &rows)
+}
+
 /// What an Install waits for, for a person to read before approving.
 pub fn describe_pending(install: &Install) -> String {
     let status = install.status.clone().unwrap_or_default();
-    let permissions = status.pending.map(|p| p.permissions).unwrap_or_default();
+    let pending = status.pending.unwrap_or_default();
+    let permissions = pending.permissions;
     let account = status
         .service_account_ref
         .map_or_else(|| "(not assigned yet)".to_owned(), |a| format!("{}/{}", a.namespace, a.name));
@@ -62,6 +155,23 @@ pub fn describe_pending(install: &Install) -> String {
     let _ =
         writeln!(out, "Approving grants it these {} permissions, which you must hold yourself:\n", permissions.len());
     out.push_str(&pending_table(&permissions));
+    if !pending.bindings.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nApproving lets the content bind these subjects to these roles (a RoleBinding's rules hold in its \
+             namespace only; each role's rules are under status.pending.bindings):\n"
+        );
+        out.push_str(&bindings_table(&pending.bindings));
+    }
+    if !pending.aggregations.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nThese ClusterRoles gather or extend other roles' rules: one that Gathers holds the rules of every \
+             ClusterRole its selectors match, now and later; one that Extends adds its rules to the ROLES, and so to \
+             everyone bound to them:\n"
+        );
+        out.push_str(&aggregations_table(&pending.aggregations));
+    }
     out
 }
 
@@ -111,6 +221,111 @@ pub async fn run(options: ApproveOptions) -> Result<(), Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::v2alpha1::{InstallSpec, InstallStatus, PendingPermissions};
+
+    fn install_pending(pending: serde_json::Value) -> Install {
+        let spec: InstallSpec =
+            serde_json::from_value(json!({"content": [{"type": "Raw", "raw": "kind: Pod"}]})).expect("spec");
+        let mut install = Install::new("plumbus", spec);
+        let pending: PendingPermissions = serde_json::from_value(pending).expect("pending");
+        install.status = Some(InstallStatus { pending: Some(pending), ..InstallStatus::default() });
+        install
+    }
+
+    fn rbac_pending() -> Install {
+        install_pending(json!({
+            "count": 1,
+            "permissions": [{"scope": "Cluster", "verbs": ["create"], "apiGroups": ["rbac.authorization.k8s.io"], "resources": ["clusterrolebindings"]}],
+            "bindings": [
+                {"kind": "ClusterRoleBinding", "name": "own-the-cluster", "roleRef": {"kind": "ClusterRole", "name": "cluster-admin"},
+                 "subjects": [{"kind": "Group", "name": "devs"}, {"kind": "User", "name": "mallory"}],
+                 "roleFound": true, "rules": [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}, {"verbs": ["*"], "nonResourceURLs": ["*"]}]},
+                {"kind": "RoleBinding", "namespace": "operators", "name": "later", "roleRef": {"kind": "Role", "name": "ghost"},
+                 "subjects": [{"kind": "ServiceAccount", "namespace": "operators", "name": "plumbus"}], "roleFound": false},
+            ],
+            "aggregations": [
+                {"type": "Gathers", "clusterRole": "gatherer", "aggregatedRoles": ["view", "system:aggregate-to-view"],
+                 "selectors": [{"matchLabels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+                               {"matchExpressions": [{"key": "team", "operator": "In", "values": ["a", "b"]}]}]},
+                {"type": "Extends", "clusterRole": "plumbus-admin", "aggregatesInto": ["admin"],
+                 "labels": {"rbac.authorization.k8s.io/aggregate-to-admin": "true"}},
+                {"type": "Extends", "clusterRole": "sleeper", "labels": {"example.com/aggregate-to-root": "true"}},
+            ],
+        }))
+    }
+
+    #[test]
+    fn describe_pending_names_whom_the_bindings_bind_to_which_roles() {
+        let text = describe_pending(&rbac_pending());
+        let (_, bindings) =
+            text.split_once("Approving lets the content bind these subjects to these roles").expect(&text);
+        let lines: Vec<&str> = bindings.lines().filter(|line| line.starts_with("  ")).collect();
+        assert!(lines[0].starts_with("  KIND") && lines[0].contains("SUBJECTS"), "{text}");
+        assert!(
+            lines[1].contains("ClusterRoleBinding")
+                && lines[1].contains(" * ")
+                && lines[1].contains("ClusterRole/cluster-admin")
+                && lines[1].contains("Group/devs,User/mallory")
+                && lines[1].ends_with("2 (every verb on every resource)"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("operators")
+                && lines[2].contains("Role/ghost")
+                && lines[2].contains("ServiceAccount/operators/plumbus")
+                && lines[2].ends_with("role not found"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn describe_pending_shows_what_aggregating_cluster_roles_reach() {
+        let text = describe_pending(&rbac_pending());
+        let (_, aggregations) = text.split_once("These ClusterRoles gather or extend other roles' rules").expect(&text);
+        let lines: Vec<&str> = aggregations.lines().filter(|line| line.starts_with("  ")).collect();
+        assert!(lines[0].starts_with("  CLUSTERROLE") && lines[0].contains("SELECTORS/LABELS"), "{text}");
+        assert!(
+            lines[1].contains("gatherer")
+                && lines[1].contains("Gathers")
+                && lines[1].contains("view,system:aggregate-to-view")
+                && lines[1].ends_with("rbac.authorization.k8s.io/aggregate-to-view=true or team in (a,b)"),
+            "{text}"
+        );
+        assert!(
+            lines[2].contains("plumbus-admin")
+                && lines[2].contains("Extends")
+                && lines[2].contains(" admin ")
+                && lines[2].ends_with("rbac.authorization.k8s.io/aggregate-to-admin=true"),
+            "{text}"
+        );
+        assert!(lines[3].contains("sleeper") && lines[3].contains("(none yet)"), "{text}");
+    }
+
+    #[test]
+    fn describe_pending_without_rbac_content_shows_only_the_permissions() {
+        let text = describe_pending(&install_pending(json!({
+            "count": 1,
+            "permissions": [{"scope": "Cluster", "verbs": ["get"], "nonResourceURLs": ["/metrics"]}],
+        })));
+        assert!(text.contains("/metrics"), "{text}");
+        assert!(!text.contains("Approving lets the content bind"), "{text}");
+        assert!(!text.contains("gather or extend"), "{text}");
+    }
+
+    #[test]
+    fn selectors_read_as_kubectl_writes_them() {
+        let selector: LabelSelector = serde_json::from_value(json!({
+            "matchLabels": {"a": "1"},
+            "matchExpressions": [
+                {"key": "b", "operator": "NotIn", "values": ["2"]},
+                {"key": "c", "operator": "Exists"},
+                {"key": "d", "operator": "DoesNotExist"},
+            ],
+        }))
+        .expect("selector");
+        assert_eq!(selector_text(&selector), "a=1,b notin (2),c,!d");
+        assert_eq!(selector_text(&LabelSelector::default()), "(every ClusterRole)");
+    }
 
     #[test]
     fn pending_permissions_read_as_a_table() {

@@ -23,7 +23,7 @@ use crate::api::component::component_label_key;
 use crate::api::v2alpha1::{
     Install, InstallState, InstallStatus, PendingPermissions, CONTENT_CHANGED_BY_ANNOTATION, MANUAL_APPROVAL_ANNOTATION,
 };
-use crate::rbac::{missing_permissions, required_permissions, KindIndex, RbacSnapshot, UserInfo};
+use crate::rbac::{disclose, missing_permissions, required_permissions, KindIndex, RbacSnapshot, UserInfo};
 use crate::webhook::configuration::WebhookService;
 
 /// Installed reason while the approval webhook does not guard Installs.
@@ -197,6 +197,15 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
             return Ok(Action::requeue(ctx.options.resync));
         }
     };
+    // Whom the content's bindings bind and what its aggregated roles gather, shown beside the rules to approve.
+    let disclosure = match disclose(&objects, &snapshot.roles) {
+        Ok(disclosure) => disclosure,
+        Err(error) => {
+            let outcome = Outcome::Invalid { reason: error.category(), message: error.to_string() };
+            report(&ctx, &install, status, &outcome, None).await?;
+            return Ok(Action::requeue(ctx.options.resync));
+        }
+    };
     let account_user = UserInfo::service_account(&account.namespace, &account.name);
     let held = if lends_existing_rights { snapshot } else { rbac.owned_by(&uid).snapshot() };
     let missing = missing_permissions(&required, &held, &account_user);
@@ -235,8 +244,13 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
                 read_at = ctx.cluster.revoke_approval(&install).await?.resource_version();
             }
             let count = pending.len();
-            status.pending =
-                Some(PendingPermissions { count: count as i64, permissions: pending, reason: Some(reason) });
+            status.pending = Some(PendingPermissions {
+                count: count as i64,
+                permissions: pending,
+                reason: Some(reason),
+                bindings: disclosure.bindings,
+                aggregations: disclosure.aggregations,
+            });
             let outcome = Outcome::AwaitingApproval {
                 count,
                 reason,

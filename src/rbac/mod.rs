@@ -1,8 +1,10 @@
 //! The RBAC engine: which rules content needs (`required`), which a subject holds (`resolve`, `held`), and which
-//! are missing (`missing`), with Kubernetes' own rule-coverage semantics (`rule`). Pure functions over objects the
-//! controller has read; nothing here talks to the API server.
+//! are missing (`missing`), with Kubernetes' own rule-coverage semantics (`rule`); and what the content's bindings and
+//! aggregating ClusterRoles grant, and to whom, for the approver to read (`disclosure`). Pure functions over objects
+//! the controller has read; nothing here talks to the API server.
 
 pub mod compact;
+pub mod disclosure;
 pub mod held;
 pub mod kinds;
 pub mod missing;
@@ -12,6 +14,7 @@ pub mod resolve;
 pub mod rule;
 pub mod subject;
 
+pub use disclosure::{disclose, Disclosure};
 pub use kinds::KindIndex;
 pub use missing::{missing_permissions, MissingPermissions};
 pub use objects::RbacObjects;

@@ -61,6 +61,12 @@ impl Roles {
         overlaid
     }
 
+    /// Every ClusterRole as read (or overlaid), before aggregation: what aggregation selectors are evaluated
+    /// against.
+    pub fn cluster_role_objects(&self) -> &[ClusterRole] {
+        &self.raw_cluster_roles
+    }
+
     /// The rules of a Role, if it exists.
     pub fn role_rules(&self, namespace: &str, name: &str) -> Option<&[Rule]> {
         self.roles.get(&(namespace.to_owned(), name.to_owned())).map(Vec::as_slice)

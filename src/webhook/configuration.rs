@@ -151,6 +151,16 @@ pub fn configuration(namespace: &str, service: &str, port: i32, ca_pem: Option<&
     })
 }
 
+/// Whether a selector or a list selects everything, as the API server's defaults (`{}`, `{"matchLabels": {}}`) do.
+fn selects_all(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Object(map) => map.values().all(selects_all),
+        Value::Array(list) => list.is_empty(),
+        _ => false,
+    }
+}
+
 /// Where the webhook is reached, for checking that the configurations in the cluster still send Installs to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WebhookService {
@@ -185,20 +195,14 @@ pub fn guard_problems(service: &WebhookService, validating: Option<&Value>, muta
                 problems.push(format!("webhook {webhook_name} is missing from {name}"));
                 continue;
             };
-            let empty = |value: &Value| match value {
-                Value::Null => true,
-                Value::Object(map) => map.is_empty() || map.values().all(|v| v.as_array().is_some_and(Vec::is_empty)),
-                Value::Array(list) => list.is_empty(),
-                _ => false,
-            };
             let checks = [
                 ("failurePolicy", present["failurePolicy"] == webhook["failurePolicy"]),
                 ("rules", present["rules"] == webhook["rules"]),
                 ("clientConfig.service", present["clientConfig"]["service"] == webhook["clientConfig"]["service"]),
                 ("clientConfig.url", present["clientConfig"]["url"].is_null()),
-                ("objectSelector", empty(&present["objectSelector"])),
-                ("namespaceSelector", empty(&present["namespaceSelector"])),
-                ("matchConditions", empty(&present["matchConditions"])),
+                ("objectSelector", selects_all(&present["objectSelector"])),
+                ("namespaceSelector", selects_all(&present["namespaceSelector"])),
+                ("matchConditions", selects_all(&present["matchConditions"])),
                 ("matchPolicy", present["matchPolicy"].is_null() || present["matchPolicy"] == "Equivalent"),
             ];
             for (field, holds) in checks {

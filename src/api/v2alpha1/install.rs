@@ -1,7 +1,9 @@
 //! The `Install`: content to apply as a controller-assigned ServiceAccount, gated on approval of the
 //! permissions that ServiceAccount lacks.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -167,7 +169,8 @@ pub struct InstallStatus {
     /// The content as resolved, images pinned by digest, in the order of `spec.content`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resolved: Vec<ResolvedContent>,
-    /// Permissions the content needs that the ServiceAccount does not hold.
+    /// Permissions the content needs that the ServiceAccount does not hold, with whom the content's bindings bind and
+    /// which of its ClusterRoles take part in aggregation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<PendingPermissions>,
     /// The objects last applied: those a later content drops are pruned, and drift is measured against them.
@@ -240,8 +243,8 @@ pub struct ResolvedContent {
     pub digest: String,
 }
 
-/// Permissions waiting for approval.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+/// Permissions waiting for approval, and what the content's RBAC objects do with them.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct PendingPermissions {
     /// Number of rules in `permissions`.
     pub count: i64,
@@ -253,6 +256,117 @@ pub struct PendingPermissions {
     /// The missing rules, compacted and in a stable order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub permissions: Vec<PendingPermission>,
+    /// Every RoleBinding and ClusterRoleBinding of the content: whom it binds to which role, and the rules that role
+    /// grants them. `permissions` holds what creating a binding needs; this says who receives it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bindings: Vec<PendingBinding>,
+    /// Every ClusterRole of the content that gathers the rules of other ClusterRoles (an aggregationRule) or whose
+    /// rules are added to other ClusterRoles (labels their aggregationRules select, such as `aggregate-to-admin`):
+    /// such a role grants more, or reaches further, than its own rules say.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aggregations: Vec<PendingAggregation>,
+}
+
+/// A RoleBinding or ClusterRoleBinding of the content.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingBinding {
+    /// RoleBinding or ClusterRoleBinding.
+    pub kind: String,
+    /// Namespace of a RoleBinding, the only one its rules hold in; absent for a ClusterRoleBinding, whose rules hold
+    /// in every namespace and for cluster-scoped resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name of the binding.
+    pub name: String,
+    /// The role the subjects are bound to.
+    pub role_ref: PendingRoleRef,
+    /// Whom the binding grants the role's rules.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subjects: Vec<PendingSubject>,
+    /// Whether the role exists, in the cluster or in the content. When false, `rules` is unknown rather than empty:
+    /// the binding grants whatever a role of that name will hold once someone creates it.
+    pub role_found: bool,
+    /// The rules the role grants, aggregated ClusterRoles resolved, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<BindingRule>,
+}
+
+/// The role a binding refers to.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+pub struct PendingRoleRef {
+    /// Role (in the binding's namespace) or ClusterRole.
+    pub kind: String,
+    /// Name of the role.
+    pub name: String,
+}
+
+/// A subject a binding grants a role to.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+pub struct PendingSubject {
+    /// User, Group or ServiceAccount.
+    pub kind: String,
+    /// Namespace of a ServiceAccount (a RoleBinding's own when the subject names none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Name of the user, group or ServiceAccount.
+    pub name: String,
+}
+
+/// A rule a bound role grants, as in a PolicyRule.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingRule {
+    /// Verbs, as in a PolicyRule.
+    pub verbs: Vec<String>,
+    /// API groups, as in a PolicyRule; `""` is the core group.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_groups: Vec<String>,
+    /// Resources, as in a PolicyRule, with subresources as `resource/subresource`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<String>,
+    /// Resource names the rule is limited to; every name when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_names: Vec<String>,
+    /// Non-resource URLs, as in a PolicyRule.
+    #[serde(default, rename = "nonResourceURLs", skip_serializing_if = "Vec::is_empty")]
+    pub non_resource_urls: Vec<String>,
+}
+
+/// How a ClusterRole of the content takes part in aggregation.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
+pub enum AggregationType {
+    /// It carries an aggregationRule: it holds the rules of every ClusterRole its selectors match, now and later.
+    Gathers,
+    /// Other ClusterRoles' aggregationRules select its labels: its rules are added to theirs.
+    Extends,
+}
+
+/// A ClusterRole of the content that takes part in aggregation.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingAggregation {
+    /// Gathers (an aggregationRule) or Extends (labels selected by aggregationRules); a ClusterRole doing both is
+    /// listed twice.
+    #[serde(rename = "type")]
+    pub aggregation_type: AggregationType,
+    /// Name of the ClusterRole in the content.
+    pub cluster_role: String,
+    /// Gathers: the selectors of its aggregationRule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selectors: Vec<LabelSelector>,
+    /// Gathers: the ClusterRoles, in the cluster or the content, whose rules it holds now, directly or through
+    /// another aggregated ClusterRole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aggregated_roles: Vec<String>,
+    /// Extends: the ClusterRoles, in the cluster or the content, its rules are added to, directly or through
+    /// another aggregated ClusterRole (`edit` is itself aggregated into `admin`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aggregates_into: Vec<String>,
+    /// Extends: the ClusterRole's labels, which aggregationRules select, shown even when no ClusterRole selects them
+    /// yet: a key containing `aggregate-to-` asks for one that will.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Why an Install waits for a person.
