@@ -83,6 +83,24 @@ async fn a_mounted_certificate_serves_the_webhook_once_cert_manager_injects_its_
         None,
     );
     assert!(injected.status.success(), "{}", text(&injected));
+    let identity = harness.admin_kubectl(
+        &[
+            "patch",
+            "mutatingwebhookconfiguration",
+            "olmv2-install-identity",
+            "--type=json",
+            "--field-manager=cert-manager-cainjector",
+            "-p",
+            &Value::from(
+                (0..2)
+                    .map(|i| json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": bundle}))
+                    .collect::<Vec<_>>(),
+            )
+            .to_string(),
+        ],
+        None,
+    );
+    assert!(identity.status.success(), "{}", text(&identity));
 
     installs(&harness).create(&PostParams::default(), &install).await.unwrap();
     wait_state(&harness, "tuning", InstallState::PendingApproval).await;

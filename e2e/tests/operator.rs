@@ -258,7 +258,7 @@ async fn push_patch_release(harness: &Harness) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_manual_operator_waits_for_a_person_even_when_an_update_needs_no_new_permission() {
+async fn a_manual_operator_waits_for_a_person_holding_all_each_update_uses() {
     let harness = start("manual").await;
     let alpha = push_bundle(&harness, "2.0.0-alpha").await;
     push_catalog(
@@ -268,8 +268,9 @@ async fn a_manual_operator_waits_for_a_person_even_when_an_update_needs_no_new_p
     )
     .await;
     create_catalog_source(&harness).await;
-    // The Install's ServiceAccount already holds everything, so no permission is ever missing: only Manual holds
-    // the Install back.
+    // Manual: every update waits for a person holding every rule the content uses, even one needing nothing new.
+    // (An account bound to cluster-admin by hand would not change that: only what was approved for this Install
+    // counts.)
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "plumbus-admin"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
         "subjects": [{"kind": "ServiceAccount", "name": "plumbus", "namespace": "olmv2-system"}]});
@@ -312,7 +313,9 @@ async fn a_manual_operator_waits_for_a_person_even_when_an_update_needs_no_new_p
     let install = Api::<Install>::all(harness.admin.clone()).get("plumbus").await.unwrap();
     assert_eq!(install.spec.content[0].manifest_image.as_deref(), Some(patch.as_str()));
     assert_eq!(install.spec.approval, olmv2::api::v2alpha1::Approval::Unapproved, "reset with the new content");
-    assert_eq!(install.status.as_ref().unwrap().pending.as_ref().map(|p| p.count), Some(0), "no permission is missing");
+    let pending = install.status.as_ref().unwrap().pending.clone().unwrap();
+    assert_eq!(pending.reason, Some(olmv2::api::v2alpha1::PendingReason::ManualApproval));
+    assert!(pending.count > 0, "every rule the new content uses is for the approver to hold: {pending:?}");
 
     assert!(harness.admin_kubectl(&approve, None).status.success());
     let mut upgraded = false;

@@ -21,7 +21,8 @@ use super::grants::{grant_objects, GrantOwner};
 use super::resolve::{Resolved, Resolver, StoredCertificates};
 use crate::api::component::component_label_key;
 use crate::api::v2alpha1::{
-    Install, InstallState, InstallStatus, PendingPermissions, CONTENT_CHANGED_BY_ANNOTATION, MANUAL_APPROVAL_ANNOTATION,
+    Approval, Install, InstallState, InstallStatus, PendingPermissions, CONTENT_CHANGED_BY_ANNOTATION,
+    MANUAL_APPROVAL_ANNOTATION,
 };
 use crate::rbac::{disclose, missing_permissions, required_permissions, KindIndex, RbacSnapshot, UserInfo};
 use crate::webhook::configuration::WebhookService;
@@ -271,8 +272,14 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
             problems.join("; ")
         );
         tracing::warn!(install = %name, "{message}");
+        // An approval standing now may have been given while nothing checked it: it is void, and must be given
+        // again once the webhook guards (the revocation itself fails, and is retried, while the webhook is down).
+        let mut read_at = None;
+        if install.spec.approval == Approval::Approved {
+            read_at = ctx.cluster.revoke_approval(&install).await?.resource_version();
+        }
         let outcome = Outcome::ApplyFailed { reason: APPROVAL_WEBHOOK_UNAVAILABLE, message };
-        report(&ctx, &install, status, &outcome, None).await?;
+        report(&ctx, &install, status, &outcome, read_at.as_deref()).await?;
         return Ok(Action::requeue(ctx.options.retry));
     }
     let owner = GrantOwner { install: &name, uid: &uid, component_label: label.as_deref() };

@@ -6,7 +6,8 @@
 //! - a change of an Install's content (or namespaces) by someone who does not hold what its ServiceAccount was
 //!   granted, or who may not use the OperatorGroup account it runs as: the change stands, but it is marked (the
 //!   approval goes back to Unapproved and an annotation names who made it), and the controller applies such
-//!   content only after a person holding every rule it uses approves it. Only the controller removes the mark.
+//!   content only after a person holding every rule it uses approves it. Only the controller removes the mark;
+//! - an Install's manual-approval annotation (its Operator approves updates by hand) is lifted only by the controller.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +15,7 @@ use serde_json::{json, Value};
 
 use crate::api::v2alpha1::{
     PendingPermission, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
+    MANUAL_APPROVAL_ANNOTATION,
 };
 
 /// The annotation value recording `requester`.
@@ -92,6 +94,10 @@ pub fn mutation(
         Some(old) => {
             annotations.insert(CREATOR_ANNOTATION, annotation(Some(old), CREATOR_ANNOTATION).map(str::to_owned));
             if !by_controller {
+                // Manual approval is the Operator's choice: nobody but the controller lifts it.
+                if let Some(manual) = annotation(Some(old), MANUAL_APPROVAL_ANNOTATION) {
+                    annotations.insert(MANUAL_APPROVAL_ANNOTATION, Some(manual.to_owned()));
+                }
                 let mark = if untrusted_change {
                     Some(requester.username.clone())
                 } else {
@@ -160,12 +166,17 @@ pub fn record_violation(
             if annotation(Some(old), CREATOR_ANNOTATION) != annotation(Some(new), CREATOR_ANNOTATION) {
                 return Some(format!("{kind} {name}: the annotation {CREATOR_ANNOTATION} is immutable"));
             }
-            let unmarked = annotation(Some(old), CONTENT_CHANGED_BY_ANNOTATION).is_some()
-                && annotation(Some(new), CONTENT_CHANGED_BY_ANNOTATION).is_none();
-            (unmarked && !by_controller).then(|| {
-                format!(
+            let removed = |key: &str| annotation(Some(old), key).is_some() && annotation(Some(new), key).is_none();
+            if by_controller {
+                return None;
+            }
+            if removed(CONTENT_CHANGED_BY_ANNOTATION) {
+                return Some(format!(
                     "{kind} {name}: only the controller removes the annotation {CONTENT_CHANGED_BY_ANNOTATION}, once a person holding every rule of the changed content approved it"
-                )
+                ));
+            }
+            removed(MANUAL_APPROVAL_ANNOTATION).then(|| {
+                format!("{kind} {name}: only the controller removes the annotation {MANUAL_APPROVAL_ANNOTATION}, as its Operator's approval setting changes")
             })
         }
     }
@@ -307,5 +318,21 @@ mod tests {
         assert!(record_violation(&bob, controller, "Install", Some(&marked), &recorded).is_some());
         let by_controller = Requester { username: controller.into(), ..Requester::default() };
         assert!(record_violation(&by_controller, controller, "Install", Some(&marked), &recorded).is_none());
+        let manual = json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: creator_value(&bob), MANUAL_APPROVAL_ANNOTATION: "true"}}});
+        assert!(record_violation(&bob, controller, "Install", Some(&manual), &recorded).is_some(), "manual is sticky");
+        assert!(record_violation(&by_controller, controller, "Install", Some(&manual), &recorded).is_none());
+    }
+
+    #[test]
+    fn manual_approval_is_put_back_for_everyone_but_the_controller() {
+        let old =
+            install(json!({CREATOR_ANNOTATION: "x", MANUAL_APPROVAL_ANNOTATION: "true"}), "Unapproved", "a", json!({}));
+        let new = install(json!({CREATOR_ANNOTATION: "x"}), "Unapproved", "a", json!({}));
+        let bob = Requester { username: "bob".into(), ..Requester::default() };
+        let wanted = mutation(&bob, "controller", Some(&old), &new, false);
+        assert_eq!(wanted.annotations.get(MANUAL_APPROVAL_ANNOTATION), Some(&Some("true".to_owned())));
+        let controller = Requester { username: "controller".into(), ..Requester::default() };
+        let wanted = mutation(&controller, "controller", Some(&old), &new, false);
+        assert!(!wanted.annotations.contains_key(MANUAL_APPROVAL_ANNOTATION));
     }
 }

@@ -203,6 +203,23 @@ fn is_admission_configuration(target: &Target) -> bool {
     target.resource.group == "admissionregistration.k8s.io"
 }
 
+/// The bytes of a response's `patch`, a Go `[]byte`: a base64 string, or (as Go's JSON decoder also accepts for a
+/// byte slice, and kube-rs' webhooks send) an array of byte values. None when there is no patch.
+fn patch_bytes(patch: &Value) -> Option<Result<Vec<u8>, String>> {
+    use base64::Engine as _;
+    match patch {
+        Value::Null => None,
+        Value::String(text) => Some(base64::engine::general_purpose::STANDARD.decode(text).map_err(|e| e.to_string())),
+        Value::Array(items) => Some(
+            items
+                .iter()
+                .map(|item| item.as_u64().and_then(|byte| u8::try_from(byte).ok()).ok_or("not a byte".to_owned()))
+                .collect(),
+        ),
+        other => Some(Err(format!("a patch must be a base64 string, not {other}"))),
+    }
+}
+
 /// Runs the webhooks of one phase. Mutating webhooks return the object as they changed it.
 async fn run_phase(api: &ApiServer, mutating: bool, request: &Request<'_>) -> Result<Option<Value>, ApiError> {
     // kube-apiserver never sends webhook configurations themselves to webhooks, so a bad one can be removed.
@@ -237,9 +254,8 @@ async fn run_phase(api: &ApiServer, mutating: bool, request: &Request<'_>) -> Re
             return Err(denial(&name, &response["status"]));
         }
         if mutating {
-            if let (Some(patch), Some(current)) = (response["patch"].as_str(), object.as_ref()) {
-                use base64::Engine as _;
-                let decoded = base64::engine::general_purpose::STANDARD.decode(patch).map_err(|e| {
+            if let (Some(patch), Some(current)) = (patch_bytes(&response["patch"]), object.as_ref()) {
+                let decoded = patch.map_err(|e| {
                     ApiError::internal(format!(
                         "Internal error occurred: webhook \"{name}\" returned an invalid patch: {e}"
                     ))
@@ -284,6 +300,15 @@ mod tests {
         assert!(resource_matches("*/status", "operators", "status"));
         assert!(!resource_matches("installs", "installs", "status"));
         assert!(resource_matches("installs", "installs", ""));
+    }
+
+    #[test]
+    fn patches_are_base64_or_byte_arrays_as_go_decodes_them() {
+        assert_eq!(patch_bytes(&json!("W10=")), Some(Ok(b"[]".to_vec())));
+        assert_eq!(patch_bytes(&json!([91, 93])), Some(Ok(b"[]".to_vec())));
+        assert!(patch_bytes(&Value::Null).is_none());
+        assert!(matches!(patch_bytes(&json!([256])), Some(Err(_))));
+        assert!(matches!(patch_bytes(&json!(7)), Some(Err(_))));
     }
 
     #[test]
