@@ -338,6 +338,58 @@ fn never_written_by_account(harness: &Harness, install: &Install, resource: &str
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn changing_an_operators_source_without_holding_its_grants_waits_for_a_person() {
+    let harness = start("attack-operator").await;
+    let plumbus = push(&harness, "plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
+    let grumbo = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "v1.0.0").await;
+    let operator = format!(
+        "apiVersion: operators.coreos.com/v2alpha1\nkind: Operator\nmetadata:\n  name: plumbus\nspec:\n  updates:\n    type: ManifestImage\n    manifestImage: {plumbus}\n"
+    );
+    apply(&harness, &harness.plane.kubeconfig(), &operator);
+    wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
+    assert!(harness
+        .admin_kubectl(&["patch", "install", "plumbus", "--type", "merge", "-p", approve_patch()], None)
+        .status
+        .success());
+    wait_state(&harness, "plumbus", InstallState::Applying).await;
+    harness.roll_out("operators").await;
+    wait_state(&harness, "plumbus", InstallState::Installed).await;
+
+    // bob may edit Operators, and holds nothing plumbus's account was granted: he points it at another bundle.
+    for object in [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "operator-editor"},
+            "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["operators"], "verbs": ["get", "list", "update", "patch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "operator-editor-bob"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "operator-editor"},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "bob"}]}),
+    ] {
+        project::create(&harness.plane, &object).await.expect("created");
+    }
+    let bob = harness.plane.user_kubeconfig("bob", &[]);
+    let moved = json!({"spec": {"updates": {"type": "ManifestImage", "manifestImage": grumbo}}});
+    let patched =
+        harness.kubectl(&bob, &["patch", "operator", "plumbus", "--type", "merge", "-p", &moved.to_string()], None);
+    assert!(patched.status.success(), "{}", text(&patched));
+    // The controller moves the Install to the new bundle as its own update, but the mark comes along: it waits.
+    let waiting = pending_reason(&harness, "plumbus", PendingReason::ContentChanged).await;
+    assert_eq!(waiting.metadata.annotations.clone().unwrap()[CONTENT_CHANGED_BY_ANNOTATION], "bob");
+    assert_eq!(waiting.spec.content[0].manifest_image.as_deref(), Some(grumbo.as_str()));
+    let csvs = harness.admin_kubectl(&["get", "csv", "-n", "operators", "-o", "name"], None);
+    assert!(!text(&csvs).contains("grumbo"), "grumbo was not applied: {}", text(&csvs));
+    never_written(&harness, "deployments", "grumbo-operator");
+    // The Operator's mark went over to its Install.
+    let operators = Api::<olmv2::api::v2alpha1::Operator>::all(harness.admin.clone());
+    for _ in 0..100 {
+        let operator = operators.get("plumbus").await.unwrap();
+        if !operator.metadata.annotations.unwrap_or_default().contains_key(CONTENT_CHANGED_BY_ANNOTATION) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the Operator's mark was never carried over");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_moved_tag_of_a_manual_install_is_an_update_waiting_for_approval() {
     let harness = start("attack-manual").await;
     let tag = push(&harness, "plumbus/2.0.0-alpha", "stable").await;

@@ -5,7 +5,9 @@
 use serde_json::{json, Value};
 
 use crate::api::component::component_label_key;
-use crate::api::v2alpha1::{Install, InstallState, CREATOR_ANNOTATION, MANUAL_APPROVAL_ANNOTATION};
+use crate::api::v2alpha1::{
+    Install, InstallState, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION, MANUAL_APPROVAL_ANNOTATION,
+};
 
 /// The catalog bundle an Operator's Install holds.
 pub const BUNDLE_ANNOTATION: &str = "v2alpha1.operators.coreos.com/bundle";
@@ -20,6 +22,9 @@ pub struct Target {
     pub manual: bool,
     /// Where namespace-less bundle content goes.
     pub namespace: String,
+    /// Who changed the Operator's source without holding what its Install was granted (the webhook's mark on the
+    /// Operator): new content it brings is marked on the Install the same way, and waits for a person.
+    pub changed_by: Option<String>,
 }
 
 /// The bundle an Install holds, from its annotation.
@@ -111,14 +116,19 @@ pub fn install_patch(operator: &str, install: &Install, target: &Target) -> Opti
         return None;
     }
     let mut spec = spec_content(target);
+    let mut annotations = wanted_annotations;
     if target.manual && !same_image {
         spec["approval"] = json!("Unapproved");
+    }
+    if let (Some(changed_by), false) = (&target.changed_by, same_image) {
+        spec["approval"] = json!("Unapproved");
+        annotations[CONTENT_CHANGED_BY_ANNOTATION] = json!(changed_by);
     }
     Some(json!({
         "metadata": {
             "resourceVersion": install.metadata.resource_version,
             "labels": {label: ""},
-            "annotations": wanted_annotations,
+            "annotations": annotations,
         },
         "spec": spec,
     }))
@@ -130,7 +140,13 @@ mod tests {
     use crate::api::v2alpha1::{Approval, InstallStatus};
 
     fn target(image: &str, manual: bool) -> Target {
-        Target { image: image.into(), bundle: Some("plumbus.v2.0.0".into()), manual, namespace: "operators".into() }
+        Target {
+            image: image.into(),
+            bundle: Some("plumbus.v2.0.0".into()),
+            manual,
+            namespace: "operators".into(),
+            changed_by: None,
+        }
     }
 
     fn install_from(value: Value) -> Install {
@@ -138,6 +154,18 @@ mod tests {
         install.metadata.resource_version = Some("5".into());
         install.metadata.generation = Some(1);
         install
+    }
+
+    #[test]
+    fn a_source_changed_by_someone_not_holding_the_grants_marks_the_new_content() {
+        let install = install_from(new_install("plumbus", "uid-1", None, &target("old", false)));
+        let marked = Target { changed_by: Some("bob".into()), ..target("new", false) };
+        let patch = install_patch("plumbus", &install, &marked).expect("patch");
+        assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "bob");
+        assert_eq!(patch["spec"]["approval"], "Unapproved");
+        // The same content again carries no mark: nothing new is applied.
+        let same = Target { changed_by: Some("bob".into()), ..target("old", false) };
+        assert_eq!(install_patch("plumbus", &install, &same), None);
     }
 
     #[test]

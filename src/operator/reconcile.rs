@@ -19,7 +19,8 @@ use super::watch::{api_resource, lock, SharedIndex};
 use crate::api::component::component_label_key;
 use crate::api::v1alpha1::CatalogSource;
 use crate::api::v2alpha1::{
-    CatalogSourceUpdates, Install, Operator, OperatorStatus, UpdateApproval, UpdateSource, CREATOR_ANNOTATION,
+    CatalogSourceUpdates, Install, Operator, OperatorStatus, UpdateApproval, UpdateSource,
+    CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
 };
 use crate::catalog::resolve::{newer_in_other_channels, resolve, Selection};
 use crate::catalog::CatalogCache;
@@ -102,7 +103,13 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
     let install = match target_of(&operator, &source, &ctx.options) {
         Some(target) => {
             let creator = operator.annotations().get(CREATOR_ANNOTATION).map(String::as_str);
-            Some(bring_install(&installs, &name, &uid, creator, owned, &target).await?)
+            let before = owned.as_ref().and_then(installed_image).map(str::to_owned);
+            let install = bring_install(&installs, &name, &uid, creator, owned, &target).await?;
+            if target.changed_by.is_some() && before.as_deref().is_some_and(|image| image != target.image) {
+                // The mark went over to the Install with the content it brought; the Operator's has done its work.
+                clear_source_mark(&ctx.client, &operator).await;
+            }
+            Some(install)
         }
         None => owned,
     };
@@ -211,7 +218,27 @@ fn target_of(operator: &Operator, source: &SourceOutcome, options: &OperatorOpti
         .as_ref()
         .and_then(|updates| updates.catalog_source.as_ref())
         .is_some_and(|catalog| catalog.approval == UpdateApproval::Manual);
-    Some(Target { image: image.clone(), bundle: bundle.clone(), manual, namespace: options.install_namespace.clone() })
+    Some(Target {
+        image: image.clone(),
+        bundle: bundle.clone(),
+        manual,
+        namespace: options.install_namespace.clone(),
+        changed_by: operator.annotations().get(CONTENT_CHANGED_BY_ANNOTATION).cloned(),
+    })
+}
+
+/// Removes the webhook's mark from an Operator once it is carried over to its Install, only if the Operator did not
+/// change since it was read (a new source change would carry a new mark). A failure leaves the mark, which only
+/// makes the next content change wait for a person too.
+async fn clear_source_mark(client: &Client, operator: &Operator) {
+    let body = json!({"metadata": {"resourceVersion": operator.resource_version(),
+        "annotations": {CONTENT_CHANGED_BY_ANNOTATION: null}}});
+    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+    if let Err(error) =
+        Api::<Operator>::all(client.clone()).patch(&operator.name_any(), &params, &Patch::Merge(&body)).await
+    {
+        tracing::info!(operator = %operator.name_any(), %error, "the source-change mark stays for now");
+    }
 }
 
 /// Creates the Operator's Install, or patches it to `target`; returns it as it is now.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::Json;
 use k8s_openapi::api::authentication::v1::UserInfo;
+use kube::api::Api;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::core::DynamicObject;
 use kube::Client;
@@ -14,9 +15,12 @@ use serde_json::Value;
 
 use super::approval::{denial, judge, Verdict};
 use super::catalog_use::{catalog_use_check, catalog_use_denial};
-use super::identity::{content_change, marked, mutation, patch_operations, record_violation, ContentChange};
+use super::identity::{
+    borrowable, content_change, marked, mutation, operator_source_change, owned_install, patch_operations,
+    record_violation, ContentChange,
+};
 use crate::access::{allowed, lacking};
-use crate::api::v2alpha1::Requester;
+use crate::api::v2alpha1::{Install, Requester};
 use crate::install::account::operator_group_use_checks;
 
 /// What every route needs.
@@ -91,11 +95,33 @@ async fn untrusted_change(checker: &Checker, user: &Requester, decoded: &Decoded
     }
 }
 
-fn mutate(checker: &Checker, decoded: Decoded, untrusted: bool) -> AdmissionReview<DynamicObject> {
+/// Whether an update of an Operator changes its source in a way its updater could not have made to its Install.
+async fn untrusted_source_change(checker: &Checker, user: &Requester, decoded: &Decoded) -> Result<bool, kube::Error> {
+    if user.username == checker.controller_username {
+        return Ok(false);
+    }
+    let (Some(old), Some(new)) = (&decoded.old, &decoded.new) else { return Ok(false) };
+    if !operator_source_change(Some(old), new) {
+        return Ok(false);
+    }
+    let installs = Api::<Install>::all(checker.client.clone());
+    let Some(install) = installs.get_opt(&decoded.request.name).await? else { return Ok(false) };
+    let install = serde_json::to_value(install).unwrap_or_default();
+    if !owned_install(old, &install) {
+        return Ok(false);
+    }
+    match borrowable(&install, &checker.controller_namespace) {
+        Some(change) => Ok(!holds(&checker.client, user, &change).await?),
+        None => Ok(false),
+    }
+}
+
+fn mutate(checker: &Checker, decoded: Decoded, untrusted: bool, unapprove: bool) -> AdmissionReview<DynamicObject> {
     let Decoded { request, response, old, new } = decoded;
     let Some(new) = new else { return response.into_review() };
     let user = requester(&request.user_info);
-    let wanted = mutation(&user, &checker.controller_username, old.as_ref(), &new, untrusted);
+    let mut wanted = mutation(&user, &checker.controller_username, old.as_ref(), &new, untrusted);
+    wanted.unapprove &= unapprove;
     let operations = patch_operations(&new, &wanted);
     if operations.is_empty() {
         return response.into_review();
@@ -124,7 +150,7 @@ pub async fn mutate_install(
     };
     let user = requester(&decoded.request.user_info);
     match untrusted_change(&checker, &user, &decoded).await {
-        Ok(untrusted) => Json(mutate(&checker, decoded, untrusted)),
+        Ok(untrusted) => Json(mutate(&checker, decoded, untrusted, true)),
         Err(error) => {
             tracing::warn!(%error, "access review failed");
             let message = format!("the change of the content could not be checked: {error}");
@@ -133,14 +159,24 @@ pub async fn mutate_install(
     }
 }
 
-/// Records the creator of an Operator and keeps it on update.
+/// Records the creator of an Operator and keeps it on update; marks a change of its source by a user who could not
+/// have changed its Install's content unmarked (the controller carries the mark over to the Install).
 pub async fn mutate_operator(
     State(checker): State<Arc<Checker>>,
     Json(review): Json<AdmissionReview<DynamicObject>>,
 ) -> Json<AdmissionReview<DynamicObject>> {
-    match decode(review) {
-        Ok(decoded) => Json(mutate(&checker, decoded, false)),
-        Err(message) => Json(AdmissionResponse::invalid(message).into_review()),
+    let decoded = match decode(review) {
+        Ok(decoded) => decoded,
+        Err(message) => return Json(AdmissionResponse::invalid(message).into_review()),
+    };
+    let user = requester(&decoded.request.user_info);
+    match untrusted_source_change(&checker, &user, &decoded).await {
+        Ok(untrusted) => Json(mutate(&checker, decoded, untrusted, false)),
+        Err(error) => {
+            tracing::warn!(%error, "access review failed");
+            let message = format!("the change of the Operator's source could not be checked: {error}");
+            Json(forbid(decoded.response, message).into_review())
+        }
     }
 }
 

@@ -48,19 +48,40 @@ pub fn content_change(old: Option<&Value>, new: &Value, controller_namespace: &s
     if same {
         return None;
     }
+    borrowable(old, controller_namespace)
+}
+
+/// What changing the content of `install` could borrow; None when nothing.
+pub fn borrowable(install: &Value, controller_namespace: &str) -> Option<ContentChange> {
     let rules = |value: &Value| serde_json::from_value::<Vec<PendingPermission>>(value.clone()).unwrap_or_default();
-    let mut granted = rules(&old["status"]["granted"]);
-    if old["spec"]["approval"] == "Approved" {
-        granted.extend(rules(&old["status"]["pending"]["permissions"]));
+    let mut granted = rules(&install["status"]["granted"]);
+    if install["spec"]["approval"] == "Approved" {
+        granted.extend(rules(&install["status"]["pending"]["permissions"]));
     }
     granted.sort();
     granted.dedup();
     let operator_group_account =
-        serde_json::from_value::<ServiceAccountReference>(old["status"]["serviceAccountRef"].clone())
+        serde_json::from_value::<ServiceAccountReference>(install["status"]["serviceAccountRef"].clone())
             .ok()
             .filter(|account| account.namespace != controller_namespace);
     let change = ContentChange { granted, operator_group_account };
     (change != ContentChange::default()).then_some(change)
+}
+
+/// Whether an update of an Operator changes where its content comes from (`spec.updates`): the controller then
+/// changes its Install's content, which must not borrow what was granted for the old source.
+pub fn operator_source_change(old: Option<&Value>, new: &Value) -> bool {
+    old.is_some_and(|old| old["spec"]["updates"] != new["spec"]["updates"])
+}
+
+/// Whether `install` is the one the Operator `operator` (its JSON) owns.
+pub fn owned_install(operator: &Value, install: &Value) -> bool {
+    let uid = &operator["metadata"]["uid"];
+    install["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|owner| owner["kind"] == "Operator" && owner["uid"] == *uid && owner["controller"] == true)
 }
 
 /// What the mutating webhook writes on a create or an update.
@@ -291,6 +312,22 @@ mod tests {
         let old = install(json!({}), "Approved", "a", status);
         let new = install(json!({}), "Approved", "b", json!({}));
         assert_eq!(content_change(Some(&old), &new, "olmv2-system").expect("change").granted.len(), 1);
+    }
+
+    #[test]
+    fn an_operators_source_change_is_a_change_of_its_installs_content() {
+        let old =
+            json!({"metadata": {"uid": "op"}, "spec": {"updates": {"type": "ManifestImage", "manifestImage": "a"}}});
+        let mut new = old.clone();
+        assert!(!operator_source_change(Some(&old), &new));
+        assert!(!operator_source_change(None, &new), "a create borrows nothing");
+        new["spec"]["updates"]["manifestImage"] = json!("b");
+        assert!(operator_source_change(Some(&old), &new));
+        let install = json!({"metadata": {"ownerReferences": [{"kind": "Operator", "uid": "op", "controller": true}]}});
+        assert!(owned_install(&old, &install));
+        let foreign =
+            json!({"metadata": {"ownerReferences": [{"kind": "Operator", "uid": "other", "controller": true}]}});
+        assert!(!owned_install(&old, &foreign));
     }
 
     #[test]
