@@ -39,18 +39,25 @@ fn config_map(name: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
 }
 
-/// A user who may create, read and update Installs, and nothing else: the attacker of the issue.
-async fn install_author(harness: &Harness, name: &str) -> String {
+/// Gives `user` the verbs on a resource of `operators.coreos.com` cluster-wide; answers their kubeconfig.
+async fn may(harness: &Harness, user: &str, resource: &str, verbs: &[&str]) -> String {
+    let role = format!("{resource}-{}", verbs.join("-"));
     for object in [
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "install-author"},
-            "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["installs"], "verbs": ["create", "get", "list", "watch", "update", "patch"]}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": format!("install-author-{name}")},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "install-author"},
-            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": name}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": role},
+            "rules": [{"apiGroups": ["operators.coreos.com"], "resources": [resource], "verbs": verbs}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": format!("{role}-{user}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]}),
     ] {
+        // The role may exist already, for another user.
         let _ = project::create(&harness.plane, &object).await;
     }
-    harness.plane.user_kubeconfig(name, &[])
+    harness.plane.user_kubeconfig(user, &[])
+}
+
+/// A user who may create, read and update Installs, and nothing else: the attacker of the issue.
+async fn install_author(harness: &Harness, name: &str) -> String {
+    may(harness, name, "installs", &["create", "get", "list", "watch", "update", "patch"]).await
 }
 
 fn apply(harness: &Harness, kubeconfig: &str, manifest: &str) {
@@ -81,13 +88,18 @@ async fn not_bound(harness: &Harness, user: &str) {
     }
 }
 
-/// The controller still works: a fresh Install waits for approval, is approved by the admin and installed.
-async fn controller_healthy(harness: &Harness, name: &str) {
-    apply(harness, &harness.plane.kubeconfig(), &raw_install(name, &config_map(name, "ok"), "operators"));
+/// The admin applies a ConfigMap `name` through an Install of that name, approves it, and waits until it is installed.
+async fn installed_by_admin(harness: &Harness, name: &str, value: &str) -> Install {
+    apply(harness, &harness.plane.kubeconfig(), &raw_install(name, &config_map(name, value), "operators"));
     wait_state(harness, name, InstallState::PendingApproval).await;
     let approved = harness.admin_kubectl(&["patch", "install", name, "--type", "merge", "-p", approve_patch()], None);
     assert!(approved.status.success(), "{}", text(&approved));
-    wait_state(harness, name, InstallState::Installed).await;
+    wait_state(harness, name, InstallState::Installed).await
+}
+
+/// The controller still works: a fresh Install waits for approval, is approved by the admin and installed.
+async fn controller_healthy(harness: &Harness, name: &str) {
+    installed_by_admin(harness, name, "ok").await;
     let accounts = Api::<ServiceAccount>::namespaced(harness.admin.clone(), "olmv2-system");
     let controller = accounts.get("olmv2-controller").await.expect("the controller's own account is still there");
     assert!(controller.metadata.owner_references.unwrap_or_default().is_empty(), "nobody owns the controller");
@@ -136,6 +148,15 @@ async fn an_install_named_after_an_existing_account_gets_its_own_and_takes_over_
     // Deleting the Install takes nothing of the controller's with it.
     installs(&harness).delete("olmv2-controller", &DeleteParams::default()).await.unwrap();
     controller_healthy(&harness, "after-names").await;
+}
+
+/// The admin approves what `name` waits for, and the Install rolls out to Installed.
+async fn approve_and_roll_out(harness: &Harness, name: &str) -> Install {
+    let approved = harness.admin_kubectl(&["patch", "install", name, "--type", "merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "{}", text(&approved));
+    wait_state(harness, name, InstallState::Applying).await;
+    harness.roll_out("operators").await;
+    wait_state(harness, name, InstallState::Installed).await
 }
 
 async fn pending_install(harness: &Harness, name: &str) -> Install {
@@ -206,16 +227,7 @@ async fn an_operator_groups_account_lends_its_rights_only_to_creators_who_may_us
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn orphaned_grants_and_accounts_are_never_inherited() {
     let harness = start("attack-orphans").await;
-    apply(
-        &harness,
-        &harness.plane.kubeconfig(),
-        &raw_install("settings", &config_map("settings", "approved"), "operators"),
-    );
-    wait_state(&harness, "settings", InstallState::PendingApproval).await;
-    let approved =
-        harness.admin_kubectl(&["patch", "install", "settings", "--type", "merge", "-p", approve_patch()], None);
-    assert!(approved.status.success(), "{}", text(&approved));
-    let first = wait_state(&harness, "settings", InstallState::Installed).await;
+    let first = installed_by_admin(&harness, "settings", "approved").await;
     let first_account = first.status.unwrap().service_account_ref.unwrap();
 
     let orphaned = harness.admin_kubectl(&["delete", "install", "settings", "--cascade=orphan"], None);
@@ -250,17 +262,7 @@ async fn orphaned_grants_and_accounts_are_never_inherited() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn swapping_the_payload_of_an_approved_install_waits_for_a_person_holding_all_it_uses() {
     let harness = start("attack-swap").await;
-    apply(
-        &harness,
-        &harness.plane.kubeconfig(),
-        &raw_install("settings", &config_map("settings", "approved"), "operators"),
-    );
-    wait_state(&harness, "settings", InstallState::PendingApproval).await;
-    assert!(harness
-        .admin_kubectl(&["patch", "install", "settings", "--type", "merge", "-p", approve_patch()], None)
-        .status
-        .success());
-    wait_state(&harness, "settings", InstallState::Installed).await;
+    installed_by_admin(&harness, "settings", "approved").await;
 
     // bob may update Installs and holds nothing the account was granted: his content (same rules, other data) waits.
     let bob = install_editor(&harness, "bob").await;
@@ -347,25 +349,10 @@ async fn changing_an_operators_source_without_holding_its_grants_waits_for_a_per
     );
     apply(&harness, &harness.plane.kubeconfig(), &operator);
     wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
-    assert!(harness
-        .admin_kubectl(&["patch", "install", "plumbus", "--type", "merge", "-p", approve_patch()], None)
-        .status
-        .success());
-    wait_state(&harness, "plumbus", InstallState::Applying).await;
-    harness.roll_out("operators").await;
-    wait_state(&harness, "plumbus", InstallState::Installed).await;
+    approve_and_roll_out(&harness, "plumbus").await;
 
     // bob may edit Operators, and holds nothing plumbus's account was granted: he points it at another bundle.
-    for object in [
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "operator-editor"},
-            "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["operators"], "verbs": ["get", "list", "update", "patch"]}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "operator-editor-bob"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "operator-editor"},
-            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "bob"}]}),
-    ] {
-        project::create(&harness.plane, &object).await.expect("created");
-    }
-    let bob = harness.plane.user_kubeconfig("bob", &[]);
+    let bob = may(&harness, "bob", "operators", &["get", "list", "update", "patch"]).await;
     let moved = json!({"spec": {"updates": {"type": "ManifestImage", "manifestImage": grumbo}}});
     let patched =
         harness.kubectl(&bob, &["patch", "operator", "plumbus", "--type", "merge", "-p", &moved.to_string()], None);
@@ -398,13 +385,7 @@ async fn a_moved_tag_of_a_manual_install_is_an_update_waiting_for_approval() {
     );
     apply(&harness, &harness.plane.kubeconfig(), &manifest);
     pending_reason(&harness, "plumbus", PendingReason::ManualApproval).await;
-    assert!(harness
-        .admin_kubectl(&["patch", "install", "plumbus", "--type", "merge", "-p", approve_patch()], None)
-        .status
-        .success());
-    wait_state(&harness, "plumbus", InstallState::Applying).await;
-    harness.roll_out("operators").await;
-    let installed = wait_state(&harness, "plumbus", InstallState::Installed).await;
+    let installed = approve_and_roll_out(&harness, "plumbus").await;
     let first_digest = installed.status.unwrap().resolved[0].digest.clone();
 
     // The tag moves to another bundle: the image string is the same, the digest is not.
@@ -495,16 +476,7 @@ async fn an_approval_with_nothing_pending_is_refused_and_forgeries_are_refused()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_catalog_source_is_used_only_with_the_install_verb() {
     let harness = start("attack-catalog").await;
-    for object in [
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": "operator-author"},
-            "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["operators"], "verbs": ["create", "get", "list", "update", "patch"]}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "operator-author-mallory"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "operator-author"},
-            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "mallory"}]}),
-    ] {
-        project::create(&harness.plane, &object).await.expect("created");
-    }
-    let mallory = harness.plane.user_kubeconfig("mallory", &[]);
+    let mallory = may(&harness, "mallory", "operators", &["create", "get", "list", "update", "patch"]).await;
     let operator = "apiVersion: operators.coreos.com/v2alpha1\nkind: Operator\nmetadata:\n  name: plumbus\nspec:\n  updates:\n    type: CatalogSource\n    catalogSource:\n      ref:\n        name: community\n        namespace: olm\n      package: plumbus\n      channel: stable\n      approval: Automatic\n";
     let refused = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(operator));
     assert!(!refused.status.success());

@@ -138,46 +138,52 @@ fn mutate(checker: &Checker, decoded: Decoded, untrusted: bool, unapprove: bool)
     }
 }
 
-/// Records the creator of an Install, keeps its records on update, and marks content changes by users who could
-/// not have made them with what they hold.
-pub async fn mutate_install(
-    State(checker): State<Arc<Checker>>,
-    Json(review): Json<AdmissionReview<DynamicObject>>,
-) -> Json<AdmissionReview<DynamicObject>> {
+/// Which resource a mutating review is for.
+#[derive(Clone, Copy)]
+enum Mutated {
+    Install,
+    Operator,
+}
+
+/// Records the creator, keeps the records on update, and marks a change of the content (an Install's) or of the
+/// source (an Operator's) made by a user who could not have made it with what they hold.
+async fn mutate_reviewed(
+    checker: &Checker,
+    review: AdmissionReview<DynamicObject>,
+    kind: Mutated,
+) -> AdmissionReview<DynamicObject> {
     let decoded = match decode(review) {
         Ok(decoded) => decoded,
-        Err(message) => return Json(AdmissionResponse::invalid(message).into_review()),
+        Err(message) => return AdmissionResponse::invalid(message).into_review(),
     };
     let user = requester(&decoded.request.user_info);
-    match untrusted_change(&checker, &user, &decoded).await {
-        Ok(untrusted) => Json(mutate(&checker, decoded, untrusted, true)),
+    let untrusted = match kind {
+        Mutated::Install => untrusted_change(checker, &user, &decoded).await,
+        Mutated::Operator => untrusted_source_change(checker, &user, &decoded).await,
+    };
+    match untrusted {
+        // An Operator has no approval of its own: its mark makes its Install's next content wait.
+        Ok(untrusted) => mutate(checker, decoded, untrusted, matches!(kind, Mutated::Install)),
         Err(error) => {
             tracing::warn!(%error, "access review failed");
-            let message = format!("the change of the content could not be checked: {error}");
-            Json(forbid(decoded.response, message).into_review())
+            let message = format!("the change could not be checked: {error}");
+            forbid(decoded.response, message).into_review()
         }
     }
 }
 
-/// Records the creator of an Operator and keeps it on update; marks a change of its source by a user who could not
-/// have changed its Install's content unmarked (the controller carries the mark over to the Install).
+pub async fn mutate_install(
+    State(checker): State<Arc<Checker>>,
+    Json(review): Json<AdmissionReview<DynamicObject>>,
+) -> Json<AdmissionReview<DynamicObject>> {
+    Json(mutate_reviewed(&checker, review, Mutated::Install).await)
+}
+
 pub async fn mutate_operator(
     State(checker): State<Arc<Checker>>,
     Json(review): Json<AdmissionReview<DynamicObject>>,
 ) -> Json<AdmissionReview<DynamicObject>> {
-    let decoded = match decode(review) {
-        Ok(decoded) => decoded,
-        Err(message) => return Json(AdmissionResponse::invalid(message).into_review()),
-    };
-    let user = requester(&decoded.request.user_info);
-    match untrusted_source_change(&checker, &user, &decoded).await {
-        Ok(untrusted) => Json(mutate(&checker, decoded, untrusted, false)),
-        Err(error) => {
-            tracing::warn!(%error, "access review failed");
-            let message = format!("the change of the Operator's source could not be checked: {error}");
-            Json(forbid(decoded.response, message).into_review())
-        }
-    }
+    Json(mutate_reviewed(&checker, review, Mutated::Operator).await)
 }
 
 pub async fn review_install(
