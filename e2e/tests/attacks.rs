@@ -320,6 +320,16 @@ async fn swapping_the_payload_of_an_approved_install_waits_for_a_person_holding_
     })
     .await;
     assert_eq!(live.get("settings").await.unwrap().data.unwrap()["value"], "bob's");
+
+    // Moving the same content elsewhere (the digests unchanged) is a content change too.
+    let elsewhere = json!({"spec": {"namespaces": [{"from": "default", "to": "kube-system"}]}});
+    let patched =
+        harness.kubectl(&bob, &["patch", "install", "settings", "--type", "merge", "-p", &elsewhere.to_string()], None);
+    assert!(patched.status.success(), "{}", text(&patched));
+    pending_reason(&harness, "settings", PendingReason::ContentChanged).await;
+    never_written(&harness, "configmaps", "settings-in-kube-system");
+    let moved = Api::<ConfigMap>::namespaced(harness.admin.clone(), "kube-system").get_opt("settings").await.unwrap();
+    assert!(moved.is_none(), "nothing was applied in kube-system");
     controller_healthy(&harness, "after-swap").await;
 }
 
@@ -365,15 +375,51 @@ async fn changing_an_operators_source_without_holding_its_grants_waits_for_a_per
     assert!(!text(&csvs).contains("grumbo"), "grumbo was not applied: {}", text(&csvs));
     never_written(&harness, "deployments", "grumbo-operator");
     // The Operator's mark went over to its Install.
+    mark_carried_over(&harness, "plumbus").await;
+
+    // Loosening the Operator's hold on its Install (to stop the marks) is not an editor's to do.
+    let editor = install_editor(&harness, "carol").await;
+    let owners = waiting.metadata.owner_references.clone().unwrap();
+    let mut loosened = serde_json::to_value(&owners).unwrap();
+    loosened[0]["controller"] = json!(false);
+    let patch = json!({"metadata": {"ownerReferences": loosened}});
+    let refused =
+        harness.kubectl(&editor, &["patch", "install", "plumbus", "--type", "merge", "-p", &patch.to_string()], None);
+    assert!(text(&refused).contains("only the controller sets owner references"), "{}", text(&refused));
+    controller_healthy(&harness, "after-operator").await;
+}
+
+/// The Operator's source-change mark goes over to its Install.
+async fn mark_carried_over(harness: &Harness, name: &str) {
     let operators = Api::<olmv2::api::v2alpha1::Operator>::all(harness.admin.clone());
     for _ in 0..100 {
-        let operator = operators.get("plumbus").await.unwrap();
+        let operator = operators.get(name).await.unwrap();
         if !operator.metadata.annotations.unwrap_or_default().contains_key(CONTENT_CHANGED_BY_ANNOTATION) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("the Operator's mark was never carried over");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_source_set_before_the_operator_has_an_install_does_not_borrow_its_creators_standing() {
+    let harness = start("attack-early").await;
+    let grumbo = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "v1.0.0").await;
+    // The admin's Operator names a catalog that does not resolve (yet): it has no Install.
+    let operator = "apiVersion: operators.coreos.com/v2alpha1\nkind: Operator\nmetadata:\n  name: early\nspec:\n  updates:\n    type: CatalogSource\n    catalogSource:\n      ref:\n        name: missing\n        namespace: operators\n      package: plumbus\n      channel: stable\n      approval: Automatic\n";
+    apply(&harness, &harness.plane.kubeconfig(), operator);
+    let bob = may(&harness, "bob", "operators", &["get", "list", "update", "patch"]).await;
+    let moved = json!({"spec": {"updates": {"type": "ManifestImage", "manifestImage": grumbo, "catalogSource": null}}});
+    let patched =
+        harness.kubectl(&bob, &["patch", "operator", "early", "--type", "merge", "-p", &moved.to_string()], None);
+    assert!(patched.status.success(), "{}", text(&patched));
+    // Its first Install is bob's doing, not the admin's: it waits for a person holding all it uses.
+    let waiting = pending_reason(&harness, "early", PendingReason::ContentChanged).await;
+    assert_eq!(waiting.metadata.annotations.clone().unwrap()[CONTENT_CHANGED_BY_ANNOTATION], "bob");
+    mark_carried_over(&harness, "early").await;
+    never_written(&harness, "deployments", "grumbo-operator");
+    controller_healthy(&harness, "after-early").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -300,14 +300,14 @@ impl Cluster {
         }
     }
 
-    /// Writes the whole status of an Install with server-side apply.
+    /// Writes the whole status of an Install with server-side apply; answers the Install as written.
     /// With `precondition`, only if the Install is still at that resourceVersion.
     pub async fn write_status(
         &self,
         install: &Install,
         status: &InstallStatus,
         precondition: Option<&str>,
-    ) -> Result<(), ClusterError> {
+    ) -> Result<Install, ClusterError> {
         let api = Api::<Install>::all(self.client.clone());
         let mut body = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "status": status});
         if let Some(version) = precondition {
@@ -317,7 +317,7 @@ impl Cluster {
             .patch_status(&install.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(written) => Ok(written),
             Err(kube::Error::Api(response)) if precondition.is_some() && response.code == 409 => {
                 Err(ClusterError::InstallChanged { name: install.name_any() })
             }

@@ -62,7 +62,12 @@ pub fn gate(input: &GateInput<'_>) -> Gate {
             && covered_by(input.recorded_pending, wanted)
     };
     if let Some(person) = input.person {
-        if input.resolved != input.approved_content && !(input.needed.is_empty() && input.missing.is_empty()) {
+        // A Manual Install's approval binds to digests, so content already let through stays approved. A content
+        // change is marked until the controller applied what a person approved after it (the namespaces may have
+        // changed with the same digests), so the mark alone keeps it waiting.
+        let already_approved = person == PersonRequired::Manual && input.resolved == input.approved_content;
+        let nothing_to_approve = input.needed.is_empty() && input.missing.is_empty();
+        if !(already_approved || nothing_to_approve) {
             if approval_covers(input.needed) {
                 return Gate::Apply { grant: input.missing.to_vec() };
             }
@@ -292,6 +297,21 @@ mod tests {
         under.approved_content = &d1;
         under.person = Some(PersonRequired::ContentChanged);
         assert_eq!(gate(&under), awaits(&needed, PendingReason::ContentChanged, true));
+    }
+
+    #[test]
+    fn a_marked_change_waits_even_with_the_same_digests() {
+        // Only spec.namespaces changed: the digests are those approved before, the mark still holds it back.
+        let d1 = content("sha256:1");
+        let needed = vec![cluster(&["create"], &["configmaps"])];
+        let mut moved = input(Approval::Approved, &[], &d1, &[], &needed);
+        moved.approved_content = &d1;
+        moved.person = Some(PersonRequired::ContentChanged);
+        assert_eq!(gate(&moved), awaits(&needed, PendingReason::ContentChanged, true));
+        let mut approved = input(Approval::Approved, &needed, &d1, &[], &needed);
+        approved.approved_content = &d1;
+        approved.person = Some(PersonRequired::ContentChanged);
+        assert_eq!(gate(&approved), Gate::Apply { grant: vec![] });
     }
 
     #[test]

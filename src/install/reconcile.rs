@@ -88,26 +88,27 @@ fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
 
-/// Writes the status for `outcome` (only while the Install is at `precondition`, when given) and records its events.
+/// Writes the status for `outcome` (only while the Install is at `precondition`, when given) and records its events;
+/// answers the Install as written.
 async fn report(
     ctx: &Context,
     install: &Install,
     mut status: InstallStatus,
     outcome: &Outcome,
     precondition: Option<&str>,
-) -> Result<(), ReconcileError> {
+) -> Result<Install, ReconcileError> {
     let previous = install.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
     let generation = install.metadata.generation;
     status.conditions = conditions::conditions(outcome, &previous, generation, &now());
     status.state = Some(conditions::state(outcome));
     status.observed_generation = generation;
-    ctx.cluster.write_status(install, &status, precondition).await?;
+    let written = ctx.cluster.write_status(install, &status, precondition).await?;
     let transitions = conditions::transitions(&previous, &status.conditions);
     for transition in &transitions {
         tracing::info!(install = %install.name_any(), reason = %transition.reason, "{}", transition.note);
     }
     ctx.cluster.record(install, &transitions).await;
-    Ok(())
+    Ok(written)
 }
 
 /// Reconciles one Install.
@@ -208,7 +209,11 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         }
     };
     let account_user = UserInfo::service_account(&account.namespace, &account.name);
-    let held = if lends_existing_rights { snapshot } else { rbac.owned_by(&uid).snapshot() };
+    let owned = rbac.owned_by(&uid);
+    // What was granted for this Install, read from the grants themselves: a pass that failed after granting still
+    // leaves them counted, here and by the webhook.
+    status.granted = add_grants(&status.granted, &owned.granted_rules());
+    let held = if lends_existing_rights { snapshot } else { owned.snapshot() };
     let missing = missing_permissions(&required, &held, &account_user);
     let needed = missing_permissions(&required, &RbacSnapshot::default(), &account_user);
     let recorded_pending = previous.pending.as_ref().map(|p| p.permissions.clone()).unwrap_or_default();
@@ -289,7 +294,7 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         }
     }
     status.pending = Some(PendingPermissions::default());
-    status.granted = add_grants(&previous.granted, &grant);
+    status.granted = add_grants(&status.granted, &grant);
     status.approved_content = resolved_content;
 
     let settled = matches!(previous.state, Some(InstallState::Installed | InstallState::Applying));
@@ -345,10 +350,11 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         rolling_out,
         diverged,
     };
-    report(&ctx, &install, status, &outcome, None).await?;
+    let written = report(&ctx, &install, status, &outcome, None).await?;
     if changed_by.is_some() {
-        // The changed content was approved by a person holding all it uses, and is applied: the mark has done its work.
-        ctx.cluster.clear_content_change(&install).await?;
+        // The changed content was approved by a person holding all it uses, and is applied: the mark has done its
+        // work. Cleared only if nothing changed since the status was written (a new change brings a new mark).
+        ctx.cluster.clear_content_change(&written).await?;
     }
     Ok(Action::requeue(requeue))
 }

@@ -71,6 +71,10 @@ pub fn new_install(operator: &str, operator_uid: &str, creator: Option<&str>, ta
         if let Some(creator) = creator {
             map.insert(CREATOR_ANNOTATION.to_owned(), json!(creator));
         }
+        // A source set by someone who may not use the creator's standing: the first content waits for a person.
+        if let Some(changed_by) = &target.changed_by {
+            map.insert(CONTENT_CHANGED_BY_ANNOTATION.to_owned(), json!(changed_by));
+        }
     }
     let mut spec = spec_content(target);
     spec["approval"] = json!("Unapproved");
@@ -120,7 +124,9 @@ pub fn install_patch(operator: &str, install: &Install, target: &Target) -> Opti
     if target.manual && !same_image {
         spec["approval"] = json!("Unapproved");
     }
-    if let (Some(changed_by), false) = (&target.changed_by, same_image) {
+    // Whatever the marked source changes (the image, or the approval setting: a lifted Manual lets a moved tag in),
+    // the change is the updater's, not the controller's.
+    if let Some(changed_by) = &target.changed_by {
         spec["approval"] = json!("Unapproved");
         annotations[CONTENT_CHANGED_BY_ANNOTATION] = json!(changed_by);
     }
@@ -166,6 +172,14 @@ mod tests {
         // The same content again carries no mark: nothing new is applied.
         let same = Target { changed_by: Some("bob".into()), ..target("old", false) };
         assert_eq!(install_patch("plumbus", &install, &same), None);
+        // Lifting Manual is a change too: marked, so a moved tag does not slip in.
+        let manual = install_from(new_install("plumbus", "uid-1", None, &target("old", true)));
+        let lifted = Target { changed_by: Some("bob".into()), ..target("old", false) };
+        let patch = install_patch("plumbus", &manual, &lifted).expect("patch");
+        assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "bob");
+        // A new Install of a marked source is marked from the start.
+        let fresh = new_install("plumbus", "uid-1", None, &marked);
+        assert_eq!(fresh["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "bob");
     }
 
     #[test]

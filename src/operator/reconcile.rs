@@ -103,10 +103,11 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
     let install = match target_of(&operator, &source, &ctx.options) {
         Some(target) => {
             let creator = operator.annotations().get(CREATOR_ANNOTATION).map(String::as_str);
-            let before = owned.as_ref().and_then(installed_image).map(str::to_owned);
+            let before = owned.as_ref().map(|install| install.metadata.resource_version.clone());
             let install = bring_install(&installs, &name, &uid, creator, owned, &target).await?;
-            if target.changed_by.is_some() && before.as_deref().is_some_and(|image| image != target.image) {
-                // The mark went over to the Install with the content it brought; the Operator's has done its work.
+            let written = before.is_none_or(|version| version != install.metadata.resource_version);
+            if target.changed_by.is_some() && written {
+                // The mark went over to the Install with what the source changed; the Operator's has done its work.
                 clear_source_mark(&ctx.client, &operator).await;
             }
             Some(install)

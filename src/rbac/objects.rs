@@ -4,7 +4,13 @@
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use std::collections::BTreeMap;
+
+use super::missing::to_pending;
+use super::required::Scope;
 use super::resolve::RbacSnapshot;
+use super::rule::Rule;
+use crate::api::v2alpha1::PendingPermission;
 
 /// Every Role, ClusterRole and binding read from a cluster.
 #[derive(Clone, Debug, Default)]
@@ -20,6 +26,24 @@ fn controlled_by(metadata: &ObjectMeta, uid: &str) -> bool {
 }
 
 impl RbacObjects {
+    /// The rules of these objects' roles as granted rules: a ClusterRole's cluster-wide, a Role's in its namespace.
+    /// (For the grants of one Install: every role it owns is bound to its account.)
+    pub fn granted_rules(&self) -> Vec<PendingPermission> {
+        let mut uncovered: BTreeMap<Scope, Vec<Rule>> = BTreeMap::new();
+        for role in &self.cluster_roles {
+            uncovered.entry(Scope::Cluster).or_default().extend(role.rules.iter().flatten().map(Rule::from));
+        }
+        for role in &self.roles {
+            let namespace = role.metadata.namespace.clone().unwrap_or_default();
+            uncovered
+                .entry(Scope::Namespace(namespace))
+                .or_default()
+                .extend(role.rules.iter().flatten().map(Rule::from));
+        }
+        uncovered.retain(|_, rules| !rules.is_empty());
+        to_pending(uncovered)
+    }
+
     /// The rules every subject holds, as the API server's authorizer resolves them.
     pub fn snapshot(&self) -> RbacSnapshot {
         RbacSnapshot::new(
@@ -78,6 +102,24 @@ mod tests {
     fn holds(objects: &RbacObjects) -> bool {
         let (rules, _) = objects.snapshot().cluster_rules_for(&UserInfo::service_account("olmv2-system", "sa"));
         crate::rbac::covers(&rules, &[Rule::resource(&["get"], &[""], &["secrets"])])
+    }
+
+    #[test]
+    fn granted_rules_are_the_owned_roles_rules_where_they_apply() {
+        let mut objects = objects(Some("u"), Some("u"));
+        let role: Role = serde_json::from_value(
+            json!({"metadata": {"name": "r", "namespace": "team", "ownerReferences": owned(Some("u"))},
+            "rules": [{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["create"]}]}),
+        )
+        .expect("role");
+        objects.roles.push(role);
+        let granted = objects.owned_by("u").granted_rules();
+        assert_eq!(granted.len(), 2, "{granted:?}");
+        assert!(granted
+            .iter()
+            .any(|p| p.scope == crate::api::v2alpha1::PermissionScope::Cluster && p.resources == ["secrets"]));
+        assert!(granted.iter().any(|p| p.namespaces == ["team"] && p.resources == ["deployments"]));
+        assert!(objects.owned_by("other").granted_rules().is_empty());
     }
 
     #[test]

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::Json;
 use k8s_openapi::api::authentication::v1::UserInfo;
-use kube::api::Api;
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
+use kube::api::{Api, ListParams};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
 use kube::core::DynamicObject;
 use kube::Client;
@@ -16,12 +17,13 @@ use serde_json::Value;
 use super::approval::{denial, judge, Verdict};
 use super::catalog_use::{catalog_use_check, catalog_use_denial};
 use super::identity::{
-    borrowable, content_change, marked, mutation, operator_source_change, owned_install, patch_operations,
-    record_violation, ContentChange,
+    borrowable, content_change, marked, mutation, operator_creator_only, operator_source_change, owned_install,
+    patch_operations, record_violation, ContentChange,
 };
 use crate::access::{allowed, lacking};
 use crate::api::v2alpha1::{Install, Requester};
 use crate::install::account::operator_group_use_checks;
+use crate::rbac::RbacObjects;
 
 /// What every route needs.
 pub struct Checker {
@@ -67,8 +69,11 @@ fn forbid(response: AdmissionResponse, message: String) -> AdmissionResponse {
 }
 
 /// Whether `user` could make `change` with what they hold: every granted rule, and the use of the OperatorGroup
-/// account when the Install runs as one.
+/// account when the Install runs as one; while no account is assigned, only the creator could.
 async fn holds(client: &Client, user: &Requester, change: &ContentChange) -> Result<bool, kube::Error> {
+    if let Some(creator) = &change.creator_only {
+        return Ok(!creator.is_empty() && *creator == user.username);
+    }
     if !lacking(client, user, &change.granted).await?.is_empty() {
         return Ok(false);
     }
@@ -83,16 +88,34 @@ async fn holds(client: &Client, user: &Requester, change: &ContentChange) -> Res
     Ok(true)
 }
 
+/// What changing the content of `install` could borrow, the grants its uid owns read from the cluster: the status
+/// may not list a grant yet (a pass that failed after granting).
+async fn borrowable_now(checker: &Checker, install: &Value) -> Result<ContentChange, kube::Error> {
+    let mut change = borrowable(install, &checker.controller_namespace);
+    let uid = install["metadata"]["uid"].as_str().unwrap_or_default();
+    let params = ListParams::default();
+    let objects = RbacObjects {
+        roles: Api::<Role>::all(checker.client.clone()).list(&params).await?.items,
+        cluster_roles: Api::<ClusterRole>::all(checker.client.clone()).list(&params).await?.items,
+        ..RbacObjects::default()
+    };
+    change.granted.extend(objects.owned_by(uid).granted_rules());
+    change.granted.sort();
+    change.granted.dedup();
+    Ok(change)
+}
+
 /// The untrusted content change an update of an Install makes, if it makes one.
 async fn untrusted_change(checker: &Checker, user: &Requester, decoded: &Decoded) -> Result<bool, kube::Error> {
     if user.username == checker.controller_username {
         return Ok(false);
     }
-    let Some(new) = &decoded.new else { return Ok(false) };
-    match content_change(decoded.old.as_ref(), new, &checker.controller_namespace) {
-        Some(change) => Ok(!holds(&checker.client, user, &change).await?),
-        None => Ok(false),
+    let (Some(old), Some(new)) = (&decoded.old, &decoded.new) else { return Ok(false) };
+    if content_change(Some(old), new, &checker.controller_namespace).is_none() {
+        return Ok(false);
     }
+    let change = borrowable_now(checker, old).await?;
+    Ok(!holds(&checker.client, user, &change).await?)
 }
 
 /// Whether an update of an Operator changes its source in a way its updater could not have made to its Install.
@@ -105,15 +128,14 @@ async fn untrusted_source_change(checker: &Checker, user: &Requester, decoded: &
         return Ok(false);
     }
     let installs = Api::<Install>::all(checker.client.clone());
-    let Some(install) = installs.get_opt(&decoded.request.name).await? else { return Ok(false) };
-    let install = serde_json::to_value(install).unwrap_or_default();
-    if !owned_install(old, &install) {
-        return Ok(false);
-    }
-    match borrowable(&install, &checker.controller_namespace) {
-        Some(change) => Ok(!holds(&checker.client, user, &change).await?),
-        None => Ok(false),
-    }
+    let install = installs.get_opt(&decoded.request.name).await?.map(|i| serde_json::to_value(i).unwrap_or_default());
+    // Without its own Install (not created yet, or not its own), what the next Install borrows is the Operator's
+    // creator's standing.
+    let change = match install.filter(|install| owned_install(old, install)) {
+        Some(install) => borrowable_now(checker, &install).await?,
+        None => operator_creator_only(old),
+    };
+    Ok(!holds(&checker.client, user, &change).await?)
 }
 
 fn mutate(checker: &Checker, decoded: Decoded, untrusted: bool, unapprove: bool) -> AdmissionReview<DynamicObject> {

@@ -32,15 +32,18 @@ fn parsed_creator(object: Option<&Value>) -> Option<Requester> {
 }
 
 /// What a content change of an Install could borrow: the rules granted to its account (and those of an approval
-/// standing on the spec, about to be granted), and the OperatorGroup account whose existing rights it may use.
+/// standing on the spec, about to be granted), the OperatorGroup account whose existing rights it may use, and,
+/// while the controller has not assigned an account yet, its creator's standing (`creator_only`: only that user may
+/// change it unmarked, as nobody knows yet what it will run as).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ContentChange {
     pub granted: Vec<PendingPermission>,
     pub operator_group_account: Option<ServiceAccountReference>,
+    pub creator_only: Option<String>,
 }
 
-/// The content change `old` → `new` of an Install makes, when it changes the content or the namespaces and the
-/// Install has anything to borrow. None for creates, for other changes and for Installs that hold nothing yet.
+/// The content change `old` → `new` of an Install makes, when it changes the content or the namespaces: what it
+/// could borrow. None for creates and for other changes.
 pub fn content_change(old: Option<&Value>, new: &Value, controller_namespace: &str) -> Option<ContentChange> {
     let old = old?;
     let same =
@@ -48,11 +51,12 @@ pub fn content_change(old: Option<&Value>, new: &Value, controller_namespace: &s
     if same {
         return None;
     }
-    borrowable(old, controller_namespace)
+    Some(borrowable(old, controller_namespace))
 }
 
-/// What changing the content of `install` could borrow; None when nothing.
-pub fn borrowable(install: &Value, controller_namespace: &str) -> Option<ContentChange> {
+/// What changing the content of `install` could borrow, from its spec and status; the grants its uid owns are added
+/// by the caller, who reads them from the cluster (the status may lag behind them).
+pub fn borrowable(install: &Value, controller_namespace: &str) -> ContentChange {
     let rules = |value: &Value| serde_json::from_value::<Vec<PendingPermission>>(value.clone()).unwrap_or_default();
     let mut granted = rules(&install["status"]["granted"]);
     if install["spec"]["approval"] == "Approved" {
@@ -60,12 +64,12 @@ pub fn borrowable(install: &Value, controller_namespace: &str) -> Option<Content
     }
     granted.sort();
     granted.dedup();
-    let operator_group_account =
-        serde_json::from_value::<ServiceAccountReference>(install["status"]["serviceAccountRef"].clone())
-            .ok()
-            .filter(|account| account.namespace != controller_namespace);
-    let change = ContentChange { granted, operator_group_account };
-    (change != ContentChange::default()).then_some(change)
+    let assigned =
+        serde_json::from_value::<ServiceAccountReference>(install["status"]["serviceAccountRef"].clone()).ok();
+    let creator_only =
+        assigned.is_none().then(|| parsed_creator(Some(install)).map(|creator| creator.username).unwrap_or_default());
+    let operator_group_account = assigned.filter(|account| account.namespace != controller_namespace);
+    ContentChange { granted, operator_group_account, creator_only }
 }
 
 /// Whether an update of an Operator changes where its content comes from (`spec.updates`): the controller then
@@ -74,14 +78,21 @@ pub fn operator_source_change(old: Option<&Value>, new: &Value) -> bool {
     old.is_some_and(|old| old["spec"]["updates"] != new["spec"]["updates"])
 }
 
-/// Whether `install` is the one the Operator `operator` (its JSON) owns.
+/// Whether `install` is the one the Operator `operator` (its JSON) owns, as the Operator controller judges it.
 pub fn owned_install(operator: &Value, install: &Value) -> bool {
     let uid = &operator["metadata"]["uid"];
     install["metadata"]["ownerReferences"]
         .as_array()
         .into_iter()
         .flatten()
-        .any(|owner| owner["kind"] == "Operator" && owner["uid"] == *uid && owner["controller"] == true)
+        .any(|owner| owner["kind"] == "Operator" && owner["uid"] == *uid)
+}
+
+/// What changing an Operator's source could borrow, when its Install is not there, not its own, or not assigned an
+/// account yet: the Operator's creator's standing, which only they may use.
+pub fn operator_creator_only(operator: &Value) -> ContentChange {
+    let creator = parsed_creator(Some(operator)).map(|creator| creator.username).unwrap_or_default();
+    ContentChange { creator_only: Some(creator), ..ContentChange::default() }
 }
 
 /// What the mutating webhook writes on a create or an update.
@@ -107,10 +118,14 @@ pub fn mutation(
     let mut annotations = BTreeMap::new();
     let by_controller = requester.username == controller_username;
     match old {
+        // The controller creates an Operator's Install on behalf of the Operator's creator, passing them on; with
+        // none to pass on (an Operator older than these records), nobody is recorded: the controller itself may
+        // use every account, and must never stand as a creator.
+        None if by_controller => {
+            annotations.insert(CREATOR_ANNOTATION, annotation(Some(new), CREATOR_ANNOTATION).map(str::to_owned));
+        }
         None => {
-            let passed_on = by_controller.then(|| annotation(Some(new), CREATOR_ANNOTATION)).flatten();
-            let creator = passed_on.map_or_else(|| creator_value(requester), str::to_owned);
-            annotations.insert(CREATOR_ANNOTATION, Some(creator));
+            annotations.insert(CREATOR_ANNOTATION, Some(creator_value(requester)));
         }
         Some(old) => {
             annotations.insert(CREATOR_ANNOTATION, annotation(Some(old), CREATOR_ANNOTATION).map(str::to_owned));
@@ -191,16 +206,31 @@ pub fn record_violation(
             if by_controller {
                 return None;
             }
+            if !owners_only_removed(old, new) {
+                return Some(format!(
+                    "{kind} {name}: only the controller sets owner references; others may only remove them"
+                ));
+            }
+            let manual = annotation(Some(old), MANUAL_APPROVAL_ANNOTATION);
+            if manual.is_some() && manual != annotation(Some(new), MANUAL_APPROVAL_ANNOTATION) {
+                return Some(format!("{kind} {name}: only the controller changes the annotation {MANUAL_APPROVAL_ANNOTATION}, as its Operator's approval setting changes"));
+            }
             if removed(CONTENT_CHANGED_BY_ANNOTATION) {
                 return Some(format!(
                     "{kind} {name}: only the controller removes the annotation {CONTENT_CHANGED_BY_ANNOTATION}, once a person holding every rule of the changed content approved it"
                 ));
             }
-            removed(MANUAL_APPROVAL_ANNOTATION).then(|| {
-                format!("{kind} {name}: only the controller removes the annotation {MANUAL_APPROVAL_ANNOTATION}, as its Operator's approval setting changes")
-            })
+            None
         }
     }
+}
+
+/// Whether `new`'s owner references are `old`'s, or some of them: the garbage collector removes references (orphan
+/// deletion); adding or changing one (another owner, `controller: false`) would change who manages the object.
+fn owners_only_removed(old: &Value, new: &Value) -> bool {
+    let owners = |object: &Value| object["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
+    let before = owners(old);
+    owners(new).iter().all(|owner| before.contains(owner))
 }
 
 /// Whether an update carries the content-change mark (so the controller will ask for a new approval).
@@ -249,6 +279,31 @@ mod tests {
     }
 
     #[test]
+    fn the_controller_never_stands_as_a_creator() {
+        let new = json!({"metadata": {"name": "plumbus"}});
+        let controller = Requester { username: "controller".into(), ..Requester::default() };
+        let wanted = mutation(&controller, "controller", None, &new, false);
+        assert_eq!(wanted.annotations.get(CREATOR_ANNOTATION), Some(&None));
+        assert!(patch_operations(&new, &wanted).is_empty());
+    }
+
+    #[test]
+    fn owner_references_are_only_ever_removed_by_others() {
+        let bob = Requester { username: "bob".into(), ..Requester::default() };
+        let owner = json!({"kind": "Operator", "uid": "op", "controller": true, "name": "plumbus", "apiVersion": "operators.coreos.com/v2alpha1"});
+        let owned = json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: "x"}, "ownerReferences": [owner.clone()]}});
+        let mut loosened = owned.clone();
+        loosened["metadata"]["ownerReferences"][0]["controller"] = json!(false);
+        assert!(record_violation(&bob, "controller", "Install", Some(&owned), &loosened).is_some());
+        let mut foreign = owned.clone();
+        foreign["metadata"]["ownerReferences"] = json!([owner, {"kind": "Operator", "uid": "other", "name": "x"}]);
+        assert!(record_violation(&bob, "controller", "Install", Some(&owned), &foreign).is_some());
+        let mut orphaned = owned.clone();
+        orphaned["metadata"]["ownerReferences"] = json!([]);
+        assert!(record_violation(&bob, "controller", "Install", Some(&owned), &orphaned).is_none(), "GC's orphaning");
+    }
+
+    #[test]
     fn the_controller_passes_an_operators_creator_on_to_its_install() {
         let operator_creator = creator_value(&alice());
         let new = json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: operator_creator}}});
@@ -290,7 +345,7 @@ mod tests {
     }
 
     #[test]
-    fn only_content_or_namespace_changes_of_an_install_holding_something_count() {
+    fn only_content_or_namespace_changes_count() {
         let old = install(json!({}), "Unapproved", "a", granted_status());
         assert!(content_change(Some(&old), &old, "olmv2-system").is_none());
         assert!(content_change(None, &old, "olmv2-system").is_none());
@@ -298,12 +353,23 @@ mod tests {
         let change = content_change(Some(&old), &moved, "olmv2-system").expect("a change");
         assert_eq!(change.granted.len(), 1);
         assert!(change.operator_group_account.is_none());
+        assert!(change.creator_only.is_none(), "assigned: what was granted is what counts");
         let mut mapped = old.clone();
         mapped["spec"]["namespaces"] = json!([{"from": "default", "to": "kube-system"}]);
         assert!(content_change(Some(&old), &mapped, "olmv2-system").is_some());
-        let nothing = install(json!({}), "Unapproved", "a", json!({}));
-        let other = install(json!({}), "Unapproved", "b", json!({}));
-        assert!(content_change(Some(&nothing), &other, "olmv2-system").is_none(), "nothing to borrow");
+    }
+
+    #[test]
+    fn before_an_account_is_assigned_only_the_creator_changes_content_unmarked() {
+        let fresh = install(json!({CREATOR_ANNOTATION: creator_value(&alice())}), "Unapproved", "a", json!({}));
+        let other = install(json!({CREATOR_ANNOTATION: creator_value(&alice())}), "Unapproved", "b", json!({}));
+        let change = content_change(Some(&fresh), &other, "olmv2-system").expect("a change");
+        assert_eq!(change.creator_only.as_deref(), Some("alice"));
+        let unknown = install(json!({}), "Unapproved", "a", json!({}));
+        let change = content_change(Some(&unknown), &other, "olmv2-system").expect("a change");
+        assert_eq!(change.creator_only.as_deref(), Some(""), "no creator: nobody");
+        let operator = json!({"metadata": {"annotations": {CREATOR_ANNOTATION: creator_value(&alice())}}});
+        assert_eq!(operator_creator_only(&operator).creator_only.as_deref(), Some("alice"));
     }
 
     #[test]
@@ -357,6 +423,8 @@ mod tests {
         assert!(record_violation(&by_controller, controller, "Install", Some(&marked), &recorded).is_none());
         let manual = json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: creator_value(&bob), MANUAL_APPROVAL_ANNOTATION: "true"}}});
         assert!(record_violation(&bob, controller, "Install", Some(&manual), &recorded).is_some(), "manual is sticky");
+        let lifted = json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: creator_value(&bob), MANUAL_APPROVAL_ANNOTATION: "false"}}});
+        assert!(record_violation(&bob, controller, "Install", Some(&manual), &lifted).is_some(), "nor changed");
         assert!(record_violation(&by_controller, controller, "Install", Some(&manual), &recorded).is_none());
     }
 
