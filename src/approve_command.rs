@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use crate::api::v2alpha1::{
     AggregationType, Approval, BindingRule, Install, PendingAggregation, PendingBinding, PendingPermission,
-    PermissionScope,
+    PendingReason, PermissionScope, CONTENT_CHANGED_BY_ANNOTATION,
 };
 use crate::bundle_command::table;
 use crate::error::Error;
@@ -152,6 +152,27 @@ pub fn describe_pending(install: &Install) -> String {
         .map_or_else(|| "(not assigned yet)".to_owned(), |a| format!("{}/{}", a.namespace, a.name));
     let mut out = String::new();
     let _ = writeln!(out, "Install {} runs as ServiceAccount {account}.", install.name_any());
+    // The approval binds to this content: what is applied is what is shown here.
+    for content in &status.resolved {
+        match &content.manifest_image {
+            Some(image) => writeln!(out, "Content: bundle image {image}"),
+            None => writeln!(out, "Content: raw manifests {}", content.digest),
+        }
+        .unwrap_or_default();
+    }
+    let changed_by = install.annotations().get(CONTENT_CHANGED_BY_ANNOTATION);
+    let why = match (pending.reason, changed_by) {
+        (Some(PendingReason::ContentChanged), Some(user)) => Some(format!(
+            "{user} changed the content without holding what the ServiceAccount was granted: these are all the rules the new content uses."
+        )),
+        (Some(PendingReason::ManualApproval), _) => {
+            Some("Updates are approved by hand: these are all the rules this content uses.".to_owned())
+        }
+        _ => None,
+    };
+    if let Some(why) = why {
+        let _ = writeln!(out, "{why}");
+    }
     let _ =
         writeln!(out, "Approving grants it these {} permissions, which you must hold yourself:\n", permissions.len());
     out.push_str(&pending_table(&permissions));
@@ -299,6 +320,23 @@ mod tests {
             "{text}"
         );
         assert!(lines[3].contains("sleeper") && lines[3].contains("(none yet)"), "{text}");
+    }
+
+    #[test]
+    fn describe_pending_shows_the_content_and_who_changed_it() {
+        let mut install = install_pending(json!({"count": 1, "reason": "ContentChanged",
+            "permissions": [{"scope": "Cluster", "verbs": ["get"], "apiGroups": [""], "resources": ["nodes"]}]}));
+        install.annotations_mut().insert(CONTENT_CHANGED_BY_ANNOTATION.into(), "bob".into());
+        if let Some(status) = install.status.as_mut() {
+            status.resolved = vec![crate::api::v2alpha1::ResolvedContent {
+                content_type: crate::api::v2alpha1::ContentType::ManifestImage,
+                manifest_image: Some("registry.example/plumbus@sha256:abc".into()),
+                digest: "sha256:abc".into(),
+            }];
+        }
+        let text = describe_pending(&install);
+        assert!(text.contains("Content: bundle image registry.example/plumbus@sha256:abc"), "{text}");
+        assert!(text.contains("bob changed the content"), "{text}");
     }
 
     #[test]

@@ -213,7 +213,7 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     // What was granted for this Install, read from the grants themselves: a pass that failed after granting still
     // leaves them counted, here and by the webhook.
     status.granted = add_grants(&status.granted, &owned.granted_rules());
-    let held = if lends_existing_rights { snapshot } else { owned.snapshot() };
+    let held = if lends_existing_rights { rbac.without_other_installs(&uid).snapshot() } else { owned.snapshot() };
     let missing = missing_permissions(&required, &held, &account_user);
     let needed = missing_permissions(&required, &RbacSnapshot::default(), &account_user);
     let recorded_pending = previous.pending.as_ref().map(|p| p.permissions.clone()).unwrap_or_default();

@@ -54,6 +54,25 @@ impl RbacObjects {
         )
     }
 
+    /// These objects but the grants of other Installs: what an OperatorGroup's account holds of its own, which it may
+    /// lend to an Install whose creator may use it. Grants approved for one Install never count for another.
+    pub fn without_other_installs(&self, uid: &str) -> Self {
+        let keep = |metadata: &ObjectMeta| {
+            !metadata.owner_references.iter().flatten().any(|owner| {
+                owner.kind == "Install"
+                    && owner.api_version == "operators.coreos.com/v2alpha1"
+                    && owner.controller == Some(true)
+                    && owner.uid != uid
+            })
+        };
+        Self {
+            roles: self.roles.iter().filter(|o| keep(&o.metadata)).cloned().collect(),
+            cluster_roles: self.cluster_roles.iter().filter(|o| keep(&o.metadata)).cloned().collect(),
+            role_bindings: self.role_bindings.iter().filter(|o| keep(&o.metadata)).cloned().collect(),
+            cluster_role_bindings: self.cluster_role_bindings.iter().filter(|o| keep(&o.metadata)).cloned().collect(),
+        }
+    }
+
     /// Only the objects whose controlling owner has `uid`: a binding counts only with a role of the same owner, so
     /// nobody's binding to some other role, and no binding left by an earlier owner of the same name, counts.
     pub fn owned_by(&self, uid: &str) -> Self {
@@ -129,5 +148,12 @@ mod tests {
         assert!(!holds(&objects(None, None).owned_by("u")), "orphaned grants");
         assert!(!holds(&objects(None, Some("u")).owned_by("u")), "a binding of ours to a role that is not");
         assert!(holds(&objects(None, None)), "the whole cluster still counts where it should");
+    }
+
+    #[test]
+    fn another_installs_grants_never_count_for_this_one() {
+        assert!(!holds(&objects(Some("other"), Some("other")).without_other_installs("u")));
+        assert!(holds(&objects(Some("u"), Some("u")).without_other_installs("u")));
+        assert!(holds(&objects(None, None).without_other_installs("u")), "the account's own rights");
     }
 }

@@ -215,6 +215,14 @@ pub fn record_violation(
             if manual.is_some() && manual != annotation(Some(new), MANUAL_APPROVAL_ANNOTATION) {
                 return Some(format!("{kind} {name}: only the controller changes the annotation {MANUAL_APPROVAL_ANNOTATION}, as its Operator's approval setting changes"));
             }
+            let newly_marked = annotation(Some(new), CONTENT_CHANGED_BY_ANNOTATION).is_some()
+                && annotation(Some(old), CONTENT_CHANGED_BY_ANNOTATION)
+                    != annotation(Some(new), CONTENT_CHANGED_BY_ANNOTATION);
+            if kind == "Install" && newly_marked && new["spec"]["approval"] == "Approved" {
+                return Some(format!(
+                    "{kind} {name}: a content change marked for approval cannot be approved in the same write"
+                ));
+            }
             if removed(CONTENT_CHANGED_BY_ANNOTATION) {
                 return Some(format!(
                     "{kind} {name}: only the controller removes the annotation {CONTENT_CHANGED_BY_ANNOTATION}, once a person holding every rule of the changed content approved it"
@@ -285,6 +293,22 @@ mod tests {
         let wanted = mutation(&controller, "controller", None, &new, false);
         assert_eq!(wanted.annotations.get(CREATOR_ANNOTATION), Some(&None));
         assert!(patch_operations(&new, &wanted).is_empty());
+    }
+
+    #[test]
+    fn a_change_marked_in_a_write_is_not_approved_in_it() {
+        let bob = Requester { username: "bob".into(), ..Requester::default() };
+        let old = install(json!({CREATOR_ANNOTATION: "x"}), "Approved", "a", json!({}));
+        let approved =
+            install(json!({CREATOR_ANNOTATION: "x", CONTENT_CHANGED_BY_ANNOTATION: "bob"}), "Approved", "b", json!({}));
+        assert!(record_violation(&bob, "controller", "Install", Some(&old), &approved).is_some());
+        let unapproved = install(
+            json!({CREATOR_ANNOTATION: "x", CONTENT_CHANGED_BY_ANNOTATION: "bob"}),
+            "Unapproved",
+            "b",
+            json!({}),
+        );
+        assert!(record_violation(&bob, "controller", "Install", Some(&old), &unapproved).is_none());
     }
 
     #[test]
