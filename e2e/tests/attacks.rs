@@ -159,6 +159,31 @@ async fn approve_and_roll_out(harness: &Harness, name: &str) -> Install {
     wait_state(harness, name, InstallState::Installed).await
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn approved_content_never_takes_over_an_existing_object() {
+    let harness = start("attack-takeover").await;
+    // Content naming the controller's own account and an existing namespace: once approved (by someone holding
+    // everything), applying would make them the Install's, and deleting the Install would delete them.
+    let raw = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: olmv2-controller\n  namespace: olmv2-system\n";
+    let mallory = install_author(&harness, "mallory").await;
+    apply(&harness, &mallory, &raw_install("takeover", raw, "operators"));
+    wait_state(&harness, "takeover", InstallState::PendingApproval).await;
+    let approved =
+        harness.admin_kubectl(&["patch", "install", "takeover", "--type", "merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "{}", text(&approved));
+    let refused = wait(&harness, "takeover", "refused", |install| {
+        install
+            .status
+            .as_ref()
+            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Installed" && c.reason == "ObjectNotOwned"))
+    })
+    .await;
+    let message = refused.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Installed").unwrap().message;
+    assert!(message.contains("ServiceAccount olmv2-system/olmv2-controller exists"), "{message}");
+    installs(&harness).delete("takeover", &DeleteParams::default()).await.unwrap();
+    controller_healthy(&harness, "after-takeover").await;
+}
+
 async fn pending_install(harness: &Harness, name: &str) -> Install {
     installs(harness).get(name).await.unwrap()
 }

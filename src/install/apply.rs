@@ -41,6 +41,10 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
+    /// The content names an object that exists and was not created by this Install: applying it would take it over
+    /// (and deleting the Install would then remove it).
+    #[error("{object} exists and was not created by this Install; content never takes over an existing object")]
+    NotOwned { object: String },
     #[error("failed to prune {object} as {user}")]
     Prune {
         object: String,
@@ -56,6 +60,7 @@ impl ApplyError {
         match self {
             Self::BuildClient { .. } => "ImpersonationFailed",
             Self::UnknownKind { .. } => "ContentKindUnknown",
+            Self::NotOwned { .. } => "ObjectNotOwned",
             Self::InvalidObject { .. } => "ContentObjectInvalid",
             Self::Apply { source, .. } if is_forbidden(source) => "ApplyForbidden",
             Self::Apply { .. } => "ApplyFailed",

@@ -132,6 +132,16 @@ pub fn decorate(objects: &mut [Value], decoration: &Decoration<'_>) {
     }
 }
 
+/// Whether a live object was created by the Install `install` with `uid`: it carries an owner reference to that uid,
+/// or, for a CustomResourceDefinition (which carries none, so that it outlives the Install), the Install's
+/// annotation. Any other existing object is never taken over: applying over it would make it the Install's, and
+/// deleting the Install would delete it (a Namespace with everything in it, another operator's account).
+pub fn created_by(live: &Value, install: &str, uid: &str) -> bool {
+    let owned = live["metadata"]["ownerReferences"].as_array().into_iter().flatten().any(|owner| owner["uid"] == uid);
+    let annotated = live["metadata"]["annotations"][INSTALL_ANNOTATION].as_str() == Some(install);
+    owned || (live["kind"] == "CustomResourceDefinition" && annotated)
+}
+
 /// The CSV of a bundle as the record an Install applies beside the bundle's objects.
 pub fn csv_record(csv: &ClusterServiceVersion, namespace: &str, targets: &[String], install: &str) -> Value {
     let mut record = serde_json::to_value(csv).unwrap_or_else(|_| json!({}));
@@ -294,6 +304,21 @@ mod tests {
         assert_eq!(target_namespaces(&all, "operators", &[group(None, &[])]), vec![String::new()]);
         let two = [group(None, &["a"]), group(None, &["b"])];
         assert_eq!(target_namespaces(&all, "operators", &two), vec![String::new()]);
+    }
+
+    #[test]
+    fn only_what_an_install_created_is_its_own() {
+        let owned = json!({"kind": "ServiceAccount", "metadata": {"ownerReferences": [{"uid": "u"}]}});
+        assert!(created_by(&owned, "plumbus", "u"));
+        assert!(!created_by(&owned, "plumbus", "other"), "an orphan of an earlier Install of the name");
+        let existing = json!({"kind": "Namespace", "metadata": {"name": "operators"}});
+        assert!(!created_by(&existing, "plumbus", "u"));
+        let annotated = json!({"kind": "ServiceAccount", "metadata": {"annotations": {INSTALL_ANNOTATION: "plumbus"}}});
+        assert!(!created_by(&annotated, "plumbus", "u"), "an annotation anyone can write is not ownership");
+        let crd =
+            json!({"kind": "CustomResourceDefinition", "metadata": {"annotations": {INSTALL_ANNOTATION: "plumbus"}}});
+        assert!(created_by(&crd, "plumbus", "u"));
+        assert!(!created_by(&crd, "grumbo", "u"));
     }
 
     #[test]

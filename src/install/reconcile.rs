@@ -310,6 +310,16 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     let mut deployments = Vec::new();
     if !(same_content && settled && diverged.is_empty()) {
         for object in &objects {
+            let reference = content::applied_ref(object);
+            // What the Install applied before is its own; anything else that exists is never taken over.
+            if !previous.applied.contains(&reference) {
+                if let Some(live) = apply::get(&client, &kinds, &reference).await? {
+                    if !content::created_by(&live, &name, &uid) {
+                        let error = ApplyError::NotOwned { object: apply::describe(object) };
+                        return fail(&ctx, &install, status, error).await;
+                    }
+                }
+            }
             match apply::apply(&client, &user, &kinds, object).await {
                 Ok(live) => deployments.extend((live["kind"] == "Deployment").then_some(live)),
                 Err(error) => return fail(&ctx, &install, status, error).await,
