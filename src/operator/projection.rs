@@ -15,12 +15,27 @@ pub struct ProjectionTarget {
     pub name: String,
 }
 
+/// The kinds the controller labels, which `deploy/10-rbac.yaml` lets it patch. Others an InstallPlan may list
+/// (ServiceAccounts, ConfigMaps, Secrets, Services, webhook configurations) are left alone: the controller's own
+/// identity writes none of them (least privilege, `docs/security.md`).
+const PROJECTABLE: &[&str] = &[
+    "ClusterServiceVersion",
+    "InstallPlan",
+    "Deployment",
+    "CustomResourceDefinition",
+    "APIService",
+    "Role",
+    "RoleBinding",
+    "ClusterRole",
+    "ClusterRoleBinding",
+];
+
 fn component_kind(kind: &str) -> Option<ComponentKind> {
     COMPONENT_KINDS.iter().find(|known| known.kind == kind).copied()
 }
 
 fn target(kind: &str, namespace: Option<&str>, name: &str) -> Option<ProjectionTarget> {
-    let kind = component_kind(kind)?;
+    let kind = component_kind(kind).filter(|kind| PROJECTABLE.contains(&kind.kind))?;
     if name.is_empty() {
         return None;
     }
@@ -126,6 +141,8 @@ mod tests {
                 {"resource": {"kind": "ClusterRole", "name": "plumbus-cr"}},
                 {"resource": {"kind": "RoleBinding", "name": "plumbus-rb"}},
                 {"resource": {"kind": "PrometheusRule", "name": "unknown-kinds-are-skipped"}},
+                {"resource": {"kind": "Secret", "name": "the-controller-writes-no-secret"}},
+                {"resource": {"kind": "ServiceAccount", "name": "nor-any-account-outside-its-namespace"}},
             ]}
         });
         assert_eq!(
