@@ -270,7 +270,12 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         Gate::Apply { grant } => grant,
     };
 
-    let problems = ctx.cluster.approval_guard(&install, &ctx.options.webhook).await?;
+    // The guard matters where an approval lets something through: a grant, or content not let through before. A
+    // settled Install applying the same content again (drift, resync) relies on no approval, and skips the three
+    // requests.
+    let lets_through = !grant.is_empty() || resolved_content != previous.approved_content;
+    let problems =
+        if lets_through { ctx.cluster.approval_guard(&install, &ctx.options.webhook).await? } else { Vec::new() };
     if !problems.is_empty() {
         let message = format!(
             "refusing to grant or apply while the approval webhook does not guard Installs: {}",
