@@ -417,14 +417,11 @@ async fn changing_an_operators_source_without_holding_its_grants_waits_for_a_per
 /// The Operator's source-change mark goes over to its Install.
 async fn mark_carried_over(harness: &Harness, name: &str) {
     let operators = Api::<olmv2::api::v2alpha1::Operator>::all(harness.admin.clone());
-    for _ in 0..100 {
-        let operator = operators.get(name).await.unwrap();
-        if !operator.metadata.annotations.unwrap_or_default().contains_key(CONTENT_CHANGED_BY_ANNOTATION) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the Operator's mark was never carried over");
+    harness
+        .wait_for(&operators, name, "without its mark", |operator| {
+            !operator.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(CONTENT_CHANGED_BY_ANNOTATION))
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
