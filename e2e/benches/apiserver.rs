@@ -1,5 +1,6 @@
 //! Throughput of the control plane over HTTPS with 10,000 ConfigMaps stored: GETs and LISTs per second from
-//! concurrent kube clients, and watch fan-out (events delivered per second to 100 watchers while objects change).
+//! concurrent kube clients, creates per second with JSON and with protobuf bodies and answers (what kubectl's
+//! typed commands send), and watch fan-out (events delivered per second to 100 watchers while objects change).
 //! Prints figures; run with `cargo bench -p olmv2-e2e --bench apiserver`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
@@ -52,6 +53,38 @@ async fn load(client: &kube::Client, path_of: impl Fn(u64) -> String + Send + Sy
     (count / start.elapsed().as_secs_f64(), bytes.load(Ordering::Relaxed) as f64 / count.max(1.0))
 }
 
+/// Runs `CLIENTS` loops of creates for `PHASE`, each sending `body` as `content_type` and asking for `accept`;
+/// returns creates per second.
+async fn create_load(client: &kube::Client, content_type: &'static str, accept: &'static str, body: Vec<u8>) -> f64 {
+    let done = Arc::new(AtomicU64::new(0));
+    let body = Arc::new(body);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let (client, done, body) = (client.clone(), done.clone(), body.clone());
+        tasks.push(tokio::spawn(async move {
+            while start.elapsed() < PHASE {
+                let request = http::Request::post("/api/v1/namespaces/bench/configmaps")
+                    .header("content-type", content_type)
+                    .header("accept", accept)
+                    .body(kube::client::Body::from(body.as_ref().clone()))
+                    .expect("request");
+                let response = client.send(request).await.expect("sent");
+                assert_eq!(response.status(), 201);
+                assert!(response.headers()["content-type"]
+                    .as_bytes()
+                    .starts_with(accept.split(',').next().unwrap_or_default().as_bytes()));
+                response.into_body().collect().await.expect("body");
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("worker");
+    }
+    done.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+}
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("runtime");
     runtime.block_on(run());
@@ -84,6 +117,29 @@ async fn run() {
     println!("list:  {rate:>9.2} requests/s (1,000 of 10,000 by label selector, {size:.0} bytes each)");
     let (rate, size) = load(&client, |_| "/api/v1/namespaces/default/configmaps".to_owned()).await;
     println!("list:  {rate:>9.2} requests/s (all 10,000, {size:.0} bytes each)");
+
+    let namespaces = plane.api.resources().lookup("", "v1", "namespaces").cloned().expect("served");
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "bench"}});
+    let namespace_target = Target { resource: namespaces, namespace: String::new(), name: None, subresource: None };
+    plane.api.create(&namespace_target, namespace, &options).await.expect("namespace");
+    let created = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "created-", "labels": {"app": "bench", "tier": "one"}},
+        "data": {"key": "value", "config.yaml": "a: 1\nb: [x, y, z]\n"}});
+    let json_rate =
+        create_load(&client, "application/json", "application/json", created.to_string().into_bytes()).await;
+    let protobuf_body = olmv2_e2e::apiserver::protobuf::encode(&created).expect("a built-in kind").expect("encodes");
+    let protobuf_size = protobuf_body.len();
+    let protobuf_rate = create_load(
+        &client,
+        "application/vnd.kubernetes.protobuf",
+        "application/vnd.kubernetes.protobuf,application/json",
+        protobuf_body,
+    )
+    .await;
+    println!(
+        "create: {json_rate:>8.0} requests/s in JSON ({} bytes each), {protobuf_rate:.0} in protobuf ({protobuf_size} bytes each): protobuf/JSON {:.2}",
+        created.to_string().len(),
+        protobuf_rate / json_rate.max(1.0)
+    );
 
     let revision = plane.api.store.revision();
     let received = Arc::new(AtomicU64::new(0));

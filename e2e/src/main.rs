@@ -95,16 +95,14 @@ async fn start(cli: Cli) -> Result<(), String> {
     let bundles = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles");
     let registry = match cli.no_walkthrough {
         true => None,
-        false => match olmv2_e2e::registry::Registry::start("walkthrough-host") {
-            Ok(registry) => {
-                run.registry.insecure_registries.push(registry.host.clone());
-                Some(registry)
-            }
-            Err(error) => {
-                olmv2::output::write(&format!("skipping the walkthrough: {error}\n")).map_err(|e| e.to_string())?;
-                None
-            }
-        },
+        false => {
+            install_registry()?;
+            let registry = olmv2_e2e::registry::Registry::start("walkthrough-host").map_err(|e| {
+                format!("the walkthrough's registry did not start: {e} (or start with --no-walkthrough)")
+            })?;
+            run.registry.insecure_registries.push(registry.host.clone());
+            Some(registry)
+        }
     };
     let controller = tokio::spawn(olmv2::run::run_with_config(config, run));
     let _walkthrough = match registry {
@@ -120,5 +118,33 @@ async fn start(cli: Cli) -> Result<(), String> {
     match controller.await {
         Ok(result) => result.map_err(|e| olmv2::error::report(&e)),
         Err(error) => Err(error.to_string()),
+    }
+}
+
+/// The walkthrough pushes bundles to a real registry, Debian's `docker-registry`: installed here with
+/// `scripts/install-tools` when missing, so the main job needs nothing set up beforehand.
+fn install_registry() -> Result<(), String> {
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("docker-registry").is_file()));
+    if on_path {
+        return Ok(());
+    }
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install-tools");
+    olmv2::output::write(&format!(
+        "the walkthrough needs Debian's docker-registry: installing it with {}\n",
+        script.display()
+    ))
+    .map_err(|e| e.to_string())?;
+    let status = std::process::Command::new("bash")
+        .arg(&script)
+        .status()
+        .map_err(|e| format!("could not run {}: {e}", script.display()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} could not install docker-registry ({status}): install Debian's docker-registry package, or start with --no-walkthrough",
+            script.display()
+        ))
     }
 }

@@ -24,12 +24,14 @@ async fn seed(client: &kube::Client, count: usize) {
     }
 }
 
+/// The seeded ConfigMaps a list holds: every namespace also has kube-controller-manager's `kube-root-ca.crt`.
 fn names(list: &Value) -> Vec<String> {
     list["items"]
         .as_array()
         .expect("items")
         .iter()
         .map(|i| i["metadata"]["name"].as_str().expect("name").to_owned())
+        .filter(|name| name != "kube-root-ca.crt")
         .collect()
 }
 
@@ -47,13 +49,14 @@ async fn selectors_and_pages() {
     assert_eq!((code, status["message"].clone()), (400, json!("field label not supported: data.x")));
     let (_, first) = get(&client, &format!("{CMS}?limit=2")).await;
     assert_eq!(names(&first), ["cm-00", "cm-01"]);
-    assert_eq!(first["metadata"]["remainingItemCount"], 3);
+    assert_eq!(first["metadata"]["remainingItemCount"], 4, "three seeded and kube-root-ca.crt");
     let token = first["metadata"]["continue"].as_str().expect("continue");
     let (_, second) = get(&client, &format!("{CMS}?limit=2&continue={token}")).await;
     assert_eq!(names(&second), ["cm-02", "cm-03"]);
     let token = second["metadata"]["continue"].as_str().expect("continue");
     let (_, last) = get(&client, &format!("{CMS}?limit=2&continue={token}")).await;
     assert_eq!(names(&last), ["cm-04"]);
+    assert_eq!(last["items"][1]["metadata"]["name"], "kube-root-ca.crt");
     assert!(last["metadata"].get("continue").is_none());
     let (_, all) = get(&client, "/api/v1/configmaps").await;
     assert_eq!(names(&all).len(), 5, "cluster-wide list across namespaces");
@@ -105,14 +108,14 @@ async fn send_initial_events_ends_with_the_annotated_bookmark() {
     let seen = events(
         &client,
         &format!("{CMS}?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true"),
-        3,
+        4,
     )
     .await;
-    assert_eq!(
-        (seen[0]["type"].clone(), seen[1]["type"].clone(), seen[2]["type"].clone()),
-        (json!("ADDED"), json!("ADDED"), json!("BOOKMARK"))
-    );
-    assert_eq!(seen[2]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
+    let kinds: Vec<&Value> = seen.iter().map(|event| &event["type"]).collect();
+    assert_eq!(kinds, [&json!("ADDED"), &json!("ADDED"), &json!("ADDED"), &json!("BOOKMARK")]);
+    let added: Vec<&Value> = seen[..3].iter().map(|event| &event["object"]["metadata"]["name"]).collect();
+    assert_eq!(added, [&json!("cm-00"), &json!("cm-01"), &json!("kube-root-ca.crt")]);
+    assert_eq!(seen[3]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"], "true");
     let (code, status) = get(&client, &format!("{CMS}?watch=true&sendInitialEvents=true")).await;
     assert_eq!((code, status["reason"].clone()), (422, json!("Invalid")));
 }

@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use k8s_openapi::api::{admissionregistration::v1 as admission, apps::v1 as apps, coordination::v1 as coordination};
+use k8s_openapi::api::{batch::v1 as batch, networking::v1 as networking};
 use k8s_openapi::api::{core::v1 as core, events::v1 as events, rbac::v1 as rbac};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
@@ -33,6 +34,14 @@ pub fn decode(group: &str, kind: &str, value: &Value) -> Option<Result<Value, St
         ("", "Endpoints") => round_trip::<core::Endpoints>(value),
         ("apps", "Deployment") => round_trip::<apps::Deployment>(value),
         ("apps", "ReplicaSet") => round_trip::<apps::ReplicaSet>(value),
+        ("apps", "DaemonSet") => round_trip::<apps::DaemonSet>(value),
+        ("apps", "StatefulSet") => round_trip::<apps::StatefulSet>(value),
+        ("", "PersistentVolumeClaim") => round_trip::<core::PersistentVolumeClaim>(value),
+        ("", "PersistentVolume") => round_trip::<core::PersistentVolume>(value),
+        ("", "ReplicationController") => round_trip::<core::ReplicationController>(value),
+        ("batch", "Job") => round_trip::<batch::Job>(value),
+        ("batch", "CronJob") => round_trip::<batch::CronJob>(value),
+        ("networking.k8s.io", "Ingress") => round_trip::<networking::Ingress>(value),
         ("rbac.authorization.k8s.io", "Role") => round_trip::<rbac::Role>(value),
         ("rbac.authorization.k8s.io", "RoleBinding") => round_trip::<rbac::RoleBinding>(value),
         ("rbac.authorization.k8s.io", "ClusterRole") => round_trip::<rbac::ClusterRole>(value),
@@ -77,7 +86,10 @@ pub fn unknown_fields(original: &Value, decoded: &Value, path: &str, found: &mut
 pub fn tracks_generation(group: &str, resource: &str) -> bool {
     matches!(
         (group, resource),
-        ("apps", "deployments" | "replicasets")
+        ("apps", "deployments" | "replicasets" | "daemonsets" | "statefulsets")
+            | ("", "replicationcontrollers")
+            | ("batch", "jobs" | "cronjobs")
+            | ("networking.k8s.io", "ingresses")
             | ("apiextensions.k8s.io", "customresourcedefinitions")
             | ("admissionregistration.k8s.io", _)
     )
@@ -102,7 +114,10 @@ pub fn prepare_for_create(group: &str, kind: &str, object: &mut Value) {
         }
         ("", "Secret") if object.get("type").is_none() => object["type"] = json!("Opaque"),
         ("", "Service") if object["spec"].get("type").is_none() => object["spec"]["type"] = json!("ClusterIP"),
-        ("apps", "Deployment" | "ReplicaSet")
+        ("apps", "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet")
+        | ("", "ReplicationController" | "PersistentVolumeClaim")
+        | ("batch", "Job" | "CronJob")
+        | ("networking.k8s.io", "Ingress")
         | ("apiextensions.k8s.io", "CustomResourceDefinition")
         | ("apiregistration.k8s.io", "APIService") => {
             if let Some(map) = object.as_object_mut() {

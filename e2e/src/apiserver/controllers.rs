@@ -1,6 +1,6 @@
 //! The controllers a cluster runs beside kube-apiserver that the project depends on: the namespace controller
-//! (deletes a terminating namespace's content, then finalizes it; creates each namespace's `default`
-//! ServiceAccount), the CRD finalizer (deletes the custom resources of a deleted definition) and the garbage
+//! (deletes a terminating namespace's content, then finalizes it), what kube-controller-manager puts in every
+//! namespace (the `default` ServiceAccount, and the `kube-root-ca.crt` ConfigMap its root CA publisher keeps), the CRD finalizer (deletes the custom resources of a deleted definition) and the garbage
 //! collector (ownerReferences, with background, foreground and orphan propagation).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,10 +16,10 @@ use super::resources::ResourceType;
 use super::store::ResourceId;
 
 /// Runs the controllers until the server is dropped: a pass after each burst of changes, and every second.
-pub async fn run(api: Arc<ApiServer>) {
+pub async fn run(api: Arc<ApiServer>, root_ca: String) {
     let mut changes = api.store.subscribe();
     loop {
-        reconcile(&api).await;
+        reconcile(&api, &root_ca).await;
         let wait = tokio::time::timeout(Duration::from_secs(1), changes.recv()).await;
         if let Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) = wait {
             return;
@@ -30,11 +30,11 @@ pub async fn run(api: Arc<ApiServer>) {
     }
 }
 
-/// One pass of every controller.
-pub async fn reconcile(api: &ApiServer) {
+/// One pass of every controller. `root_ca` is the cluster's CA certificate, published in every namespace.
+pub async fn reconcile(api: &ApiServer, root_ca: &str) {
     super::policy::aggregate(&api.store);
     super::aggregator::check_api_services(api).await;
-    namespaces(api).await;
+    namespaces(api, root_ca).await;
     crd_cleanup(api).await;
     garbage_collect(api).await;
 }
@@ -77,7 +77,43 @@ async fn update_quietly(api: &ApiServer, resource: &ResourceType, object: Value,
     }
 }
 
-async fn namespaces(api: &ApiServer) {
+/// kube-controller-manager's root CA publisher: `kube-root-ca.crt` in every active namespace, created when missing
+/// and put back when its data or description is changed.
+async fn publish_root_ca(api: &ApiServer, namespace: &str, root_ca: &str) {
+    const NAME: &str = "kube-root-ca.crt";
+    const DESCRIPTION: &str = "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.";
+    let config_maps = ResourceId::new("", "configmaps");
+    let Some(config_map_type) = resource_type(api, &config_maps) else { return };
+    let options = WriteOptions::internal("kube-controller-manager");
+    let wanted_data = json!({"ca.crt": root_ca});
+    match api.store.get(&config_maps, namespace, NAME) {
+        Err(_) => {
+            let target =
+                Target { resource: config_map_type, namespace: namespace.to_owned(), name: None, subresource: None };
+            let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": NAME, "namespace": namespace, "annotations": {"kubernetes.io/description": DESCRIPTION}},
+                "data": wanted_data});
+            let _ = api.create(&target, object, &options).await;
+        }
+        Ok(existing) => {
+            let described = existing["metadata"]["annotations"]["kubernetes.io/description"] == DESCRIPTION;
+            if existing["data"] == wanted_data && described && existing["binaryData"].is_null() {
+                return;
+            }
+            let mut repaired = existing.clone();
+            repaired["data"] = wanted_data;
+            if let Some(map) = repaired.as_object_mut() {
+                map.remove("binaryData");
+            }
+            repaired["metadata"]["annotations"]["kubernetes.io/description"] = json!(DESCRIPTION);
+            if let Err(error) = api.update(&target_of(&config_map_type, &repaired), repaired, &options).await {
+                tracing::debug!(%error, "kube-root-ca.crt not repaired; retried on the next pass");
+            }
+        }
+    }
+}
+
+async fn namespaces(api: &ApiServer, root_ca: &str) {
     let namespace_ids = ResourceId::new("", "namespaces");
     let Some(namespace_type) = resource_type(api, &namespace_ids) else { return };
     let namespaced: Vec<(ResourceType, Vec<Value>)> = api
@@ -97,6 +133,7 @@ async fn namespaces(api: &ApiServer) {
                     let _ = api.create(&target, account, &controller_options()).await;
                 }
             }
+            publish_root_ca(api, &name, root_ca).await;
             continue;
         }
         let mut remaining = 0;
@@ -219,7 +256,13 @@ async fn orphan_dependents(
             .filter(|r| r["uid"] != owner_uid)
             .cloned()
             .collect();
-        object["metadata"]["ownerReferences"] = Value::Array(kept);
+        match object["metadata"].as_object_mut() {
+            // Kubernetes writes no empty list (`omitempty`): the last reference gone, the field is gone.
+            Some(metadata) if kept.is_empty() => {
+                metadata.remove("ownerReferences");
+            }
+            _ => object["metadata"]["ownerReferences"] = Value::Array(kept),
+        }
         update_quietly(api, &dependent.resource, object, None).await;
     }
     if let Some(owner) = nodes.get(owner_uid) {

@@ -21,7 +21,7 @@ use super::selectors::{selectable_field, FieldSelector, LabelSelector};
 use super::status::ApiError;
 use super::store::Filter;
 use super::table::{self, Include};
-use super::{aggregator, audit, reviews, scale};
+use super::{aggregator, audit, protobuf, reviews, scale};
 
 pub fn router(api: Arc<ApiServer>) -> axum::Router {
     axum::Router::new().fallback(handle).with_state(api)
@@ -85,9 +85,42 @@ async fn handle(
             error_response(&error)
         }
     };
+    let response = negotiate(&headers, watching, response).await;
     record.code = response.status().as_u16();
     api.audit.record(record);
     response
+}
+
+/// Answers in protobuf when the client prefers it and the object has a protobuf form (built-in kinds, their lists
+/// and Status), as kube-apiserver does; otherwise in JSON when the client takes JSON, else 406.
+async fn negotiate(headers: &HeaderMap, watching: bool, response: Response) -> Response {
+    let accept = headers.get("accept").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let is_json = response.headers().get("content-type").is_some_and(|v| v.as_bytes() == b"application/json");
+    if watching || !is_json || !protobuf::preferred(accept) {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return error_response(&ApiError::internal("the response could not be read for encoding"));
+    };
+    let value: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    match protobuf::encode(&value) {
+        Some(Ok(encoded)) => {
+            parts.headers.insert("content-type", HeaderValue::from_static(protobuf::MEDIA_TYPE));
+            Response::from_parts(parts, Body::from(encoded))
+        }
+        Some(Err(error)) => error_response(&ApiError::internal(format!("encoding the response in protobuf: {error}"))),
+        None if accept.split(',').any(|t| {
+            let media_type = t.split(';').next().unwrap_or_default().trim();
+            matches!(media_type, "application/json" | "*/*" | "application/*")
+        }) =>
+        {
+            Response::from_parts(parts, Body::from(bytes))
+        }
+        None => error_response(&ApiError::not_acceptable(
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        )),
+    }
 }
 
 fn segments(path: &str) -> Vec<String> {
@@ -237,23 +270,25 @@ fn review(
     let kind = (resource.group.as_str(), resource.plural.as_str(), target.subresource.as_deref());
     let answer = match kind {
         ("authorization.k8s.io", "subjectaccessreviews", None) => {
-            reviews::subject_access_review(api, parse_body(headers, body)?)?
+            reviews::subject_access_review(api, parse_body(headers, body, &target.resource)?)?
         }
         ("authorization.k8s.io", "localsubjectaccessreviews", None) => {
-            reviews::local_subject_access_review(api, &target.namespace, parse_body(headers, body)?)?
+            reviews::local_subject_access_review(api, &target.namespace, parse_body(headers, body, &target.resource)?)?
         }
         ("authorization.k8s.io", "selfsubjectaccessreviews", None) => {
-            reviews::self_subject_access_review(api, user, parse_body(headers, body)?)?
+            reviews::self_subject_access_review(api, user, parse_body(headers, body, &target.resource)?)?
         }
         ("authorization.k8s.io", "selfsubjectrulesreviews", None) => {
-            reviews::self_subject_rules_review(api, user, parse_body(headers, body)?)?
+            reviews::self_subject_rules_review(api, user, parse_body(headers, body, &target.resource)?)?
         }
         ("authentication.k8s.io", "selfsubjectreviews", None) => {
-            reviews::self_subject_review(user, parse_body(headers, body)?)
+            reviews::self_subject_review(user, parse_body(headers, body, &target.resource)?)
         }
-        ("authentication.k8s.io", "tokenreviews", None) => reviews::token_review(api, parse_body(headers, body)?),
+        ("authentication.k8s.io", "tokenreviews", None) => {
+            reviews::token_review(api, parse_body(headers, body, &target.resource)?)
+        }
         ("", "serviceaccounts", Some("token")) => {
-            reviews::token_request(api, &target.namespace, target.name(), parse_body(headers, body)?)?
+            reviews::token_request(api, &target.namespace, target.name(), parse_body(headers, body, &target.resource)?)?
         }
         _ => return Ok(None),
     };
@@ -317,15 +352,36 @@ pub(crate) fn wants_table(headers: &HeaderMap) -> bool {
         .is_some_and(|accept| accept.split(',').next().is_some_and(|first| first.contains("as=Table")))
 }
 
-fn parse_body(headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
+/// The body of a write. `resource` is what the URL addresses: protobuf is read only for built-in kinds, as
+/// kube-apiserver has no protobuf form of custom resources.
+fn parse_body(headers: &HeaderMap, body: &Bytes, resource: &ResourceType) -> Result<Value, ApiError> {
     let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("application/json");
+    let unknown_format = || {
+        ApiError::unsupported_media_type(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml",
+        )
+    };
     match content_type.split(';').next().unwrap_or_default().trim() {
-        "application/json" | "" => serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}"))),
-        "application/yaml" => serde_yaml_ng::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}"))),
-        "application/vnd.kubernetes.protobuf" => super::protobuf::decode(body).map_err(|e| {
-            ApiError::unsupported_media_type(format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml ({e})"))
+        "application/json" | "" => {
+            serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding JSON: {e}")))
+        }
+        "application/yaml" => {
+            serde_yaml_ng::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+        }
+        protobuf::MEDIA_TYPE if resource.schema.is_none() => protobuf::decode(body).map_err(|error| match error {
+            protobuf::DecodeError::Unsupported { .. } => unknown_format(),
+            protobuf::DecodeError::Malformed { api_version, kind, problem } => {
+                let (version, kind) = if kind.is_empty() {
+                    (resource.version.clone(), resource.kind.clone())
+                } else {
+                    (api_version.rsplit('/').next().unwrap_or_default().to_owned(), kind)
+                };
+                ApiError::bad_request(format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: {problem}"
+                ))
+            }
         }),
-        other => Err(ApiError::unsupported_media_type(format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"))),
+        _ => Err(unknown_format()),
     }
 }
 
@@ -404,12 +460,12 @@ async fn resource_request(
             if verb_not_allowed("create") {
                 return Err(ApiError::method_not_allowed("create", &target.resource.plural));
             }
-            let object = parse_body(headers, &body)?;
+            let object = parse_body(headers, &body, &target.resource)?;
             let result = api.create(&target, object, &write_options(query, headers, user)?).await?;
             Ok(written(result, headers, &target.resource, query))
         }
         ("PUT", false) => {
-            let object = parse_body(headers, &body)?;
+            let object = parse_body(headers, &body, &target.resource)?;
             let result = api.update(&target, object, &write_options(query, headers, user)?).await?;
             Ok(written(result, headers, &target.resource, query))
         }
@@ -422,8 +478,13 @@ async fn resource_request(
             Ok(written(result, headers, &target.resource, query))
         }
         ("DELETE", collection) => {
+            let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default();
             let options_body: Value = if body.is_empty() {
                 json!({})
+            } else if content_type.starts_with(protobuf::MEDIA_TYPE) {
+                // DeleteOptions are read in protobuf for every resource, custom ones included, as Kubernetes does.
+                protobuf::decode(&body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e:?}")))?
             } else {
                 serde_json::from_slice(&body)
                     .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
@@ -470,7 +531,7 @@ async fn scale_request(
             return Ok(json_response(200, &scale::scale_of(&target.resource, &object)?, &[]));
         }
         "PUT" => {
-            let wanted = parse_body(headers, body)?;
+            let wanted = parse_body(headers, body, &target.resource)?;
             scale::update(api, target, scale::ScaleChange::Replace(&wanted), &write_options(query, headers, user)?)
                 .await?
         }

@@ -140,6 +140,15 @@ fn builtins() -> Vec<ResourceType> {
             CRUD,
             &[],
         ),
+        // The other workload and storage kinds kubectl's `apply --prune` looks up by default.
+        R::builtin("", "PersistentVolumeClaim", "persistentvolumeclaims", true, &["status"], CRUD, &["pvc"]),
+        R::builtin("", "PersistentVolume", "persistentvolumes", false, &["status"], CRUD, &["pv"]),
+        R::builtin("", "ReplicationController", "replicationcontrollers", true, &["status", "scale"], CRUD, &["rc"]),
+        R::builtin("apps", "DaemonSet", "daemonsets", true, &["status"], CRUD, &["ds"]),
+        R::builtin("apps", "StatefulSet", "statefulsets", true, &["status", "scale"], CRUD, &["sts"]),
+        R::builtin("batch", "Job", "jobs", true, &["status"], CRUD, &[]),
+        R::builtin("batch", "CronJob", "cronjobs", true, &["status"], CRUD, &["cj"]),
+        R::builtin("networking.k8s.io", "Ingress", "ingresses", true, &["status"], CRUD, &["ing"]),
         R::builtin("coordination.k8s.io", "Lease", "leases", true, &[], CRUD, &[]),
         R::builtin("events.k8s.io", "Event", "events", true, &[], CRUD, &["ev"]),
         R::builtin("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews", false, &[], CREATE_ONLY, &[]),
@@ -513,12 +522,17 @@ mod tests {
         assert_eq!(
             names,
             [
+                "daemonsets",
+                "daemonsets/status",
                 "deployments",
                 "deployments/status",
                 "deployments/scale",
                 "replicasets",
                 "replicasets/status",
-                "replicasets/scale"
+                "replicasets/scale",
+                "statefulsets",
+                "statefulsets/status",
+                "statefulsets/scale"
             ]
         );
         let scale = apps.resources.iter().find(|r| r.name == "deployments/scale").expect("scale");

@@ -170,7 +170,7 @@ impl ControlPlane {
             server.endpoints.set(namespace, name, *address);
         }
         let api = Arc::new(server);
-        bootstrap(&api).await;
+        bootstrap(&api, &authority.ca_pem).await;
         let router = http::router(api.clone());
         let server = tokio::spawn(async move {
             loop {
@@ -195,7 +195,7 @@ impl ControlPlane {
                 });
             }
         });
-        let controllers = tokio::spawn(controllers::run(api.clone()));
+        let controllers = tokio::spawn(controllers::run(api.clone(), authority.ca_pem.clone()));
         Ok(Self {
             api,
             url: format!("https://{address}"),
@@ -293,7 +293,7 @@ impl ControlPlane {
 }
 
 /// The namespaces every cluster has, with their default ServiceAccounts, and the default RBAC policy.
-async fn bootstrap(api: &ApiServer) {
+async fn bootstrap(api: &ApiServer, root_ca: &str) {
     for role in policy::cluster_roles() {
         if let Err(error) = api.store.create(&policy::cluster_roles_id(), role) {
             tracing::warn!(%error, "could not create a default ClusterRole");
@@ -314,5 +314,5 @@ async fn bootstrap(api: &ApiServer) {
             tracing::warn!(%error, name, "could not create a start-up namespace");
         }
     }
-    controllers::reconcile(api).await;
+    controllers::reconcile(api, root_ca).await;
 }

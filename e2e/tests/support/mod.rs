@@ -7,6 +7,7 @@ use std::time::Duration;
 
 pub mod harness;
 pub mod installs;
+pub mod kubectl;
 pub mod workloads;
 
 use http_body_util::BodyExt;
