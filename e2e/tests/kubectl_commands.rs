@@ -185,6 +185,13 @@ async fn scale_and_rollout_status_follow_the_deployment() {
     assert_eq!(code, 200, "{body}");
     let said = kubectl.ok(&["rollout", "status", "deployment/web", "-n", "demo", "--timeout=10s"], None);
     assert_eq!(said.trim(), "deployment \"web\" successfully rolled out");
+
+    // `get all` lists the workload kinds of the `all` category.
+    kubectl.ok(&["run", "task", "-n", "demo", "--image=example.com/task:1"], None);
+    let all = kubectl.ok(&["get", "all", "-n", "demo"], None);
+    assert!(all.lines().any(|l| l.starts_with("pod/task ")), "{all}");
+    assert!(all.lines().any(|l| l.starts_with("deployment.apps/web ") && l.contains("3/3")), "{all}");
+    assert!(!all.contains("configmap"), "{all}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

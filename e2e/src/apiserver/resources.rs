@@ -67,6 +67,12 @@ impl ResourceType {
         }
     }
 
+    /// In kubectl's `all` category (`kubectl get all`), as kube-apiserver lists the workload kinds.
+    fn in_all(mut self) -> Self {
+        self.categories = vec!["all".to_owned()];
+        self
+    }
+
     pub fn has_status(&self) -> bool {
         self.subresources.iter().any(|s| s == "status")
     }
@@ -102,12 +108,12 @@ fn builtins() -> Vec<ResourceType> {
         R::builtin("", "ServiceAccount", "serviceaccounts", true, &["token"], CRUD, &["sa"]),
         R::builtin("", "Secret", "secrets", true, &[], CRUD, &[]),
         R::builtin("", "ConfigMap", "configmaps", true, &[], CRUD, &["cm"]),
-        R::builtin("", "Service", "services", true, &["status"], CRUD, &["svc"]),
-        R::builtin("", "Pod", "pods", true, &["status", "log"], CRUD, &["po"]),
+        R::builtin("", "Service", "services", true, &["status"], CRUD, &["svc"]).in_all(),
+        R::builtin("", "Pod", "pods", true, &["status", "log"], CRUD, &["po"]).in_all(),
         R::builtin("", "Event", "events", true, &[], CRUD, &["ev"]),
         R::builtin("", "Endpoints", "endpoints", true, &[], CRUD, &["ep"]),
-        R::builtin("apps", "Deployment", "deployments", true, &["status", "scale"], CRUD, &["deploy"]),
-        R::builtin("apps", "ReplicaSet", "replicasets", true, &["status", "scale"], CRUD, &["rs"]),
+        R::builtin("apps", "Deployment", "deployments", true, &["status", "scale"], CRUD, &["deploy"]).in_all(),
+        R::builtin("apps", "ReplicaSet", "replicasets", true, &["status", "scale"], CRUD, &["rs"]).in_all(),
         R::builtin("rbac.authorization.k8s.io", "Role", "roles", true, &[], CRUD, &[]),
         R::builtin("rbac.authorization.k8s.io", "RoleBinding", "rolebindings", true, &[], CRUD, &[]),
         R::builtin("rbac.authorization.k8s.io", "ClusterRole", "clusterroles", false, &[], CRUD, &[]),
@@ -143,11 +149,12 @@ fn builtins() -> Vec<ResourceType> {
         // The other workload and storage kinds kubectl's `apply --prune` looks up by default.
         R::builtin("", "PersistentVolumeClaim", "persistentvolumeclaims", true, &["status"], CRUD, &["pvc"]),
         R::builtin("", "PersistentVolume", "persistentvolumes", false, &["status"], CRUD, &["pv"]),
-        R::builtin("", "ReplicationController", "replicationcontrollers", true, &["status", "scale"], CRUD, &["rc"]),
-        R::builtin("apps", "DaemonSet", "daemonsets", true, &["status"], CRUD, &["ds"]),
-        R::builtin("apps", "StatefulSet", "statefulsets", true, &["status", "scale"], CRUD, &["sts"]),
-        R::builtin("batch", "Job", "jobs", true, &["status"], CRUD, &[]),
-        R::builtin("batch", "CronJob", "cronjobs", true, &["status"], CRUD, &["cj"]),
+        R::builtin("", "ReplicationController", "replicationcontrollers", true, &["status", "scale"], CRUD, &["rc"])
+            .in_all(),
+        R::builtin("apps", "DaemonSet", "daemonsets", true, &["status"], CRUD, &["ds"]).in_all(),
+        R::builtin("apps", "StatefulSet", "statefulsets", true, &["status", "scale"], CRUD, &["sts"]).in_all(),
+        R::builtin("batch", "Job", "jobs", true, &["status"], CRUD, &[]).in_all(),
+        R::builtin("batch", "CronJob", "cronjobs", true, &["status"], CRUD, &["cj"]).in_all(),
         R::builtin("networking.k8s.io", "Ingress", "ingresses", true, &["status"], CRUD, &["ing"]),
         R::builtin("coordination.k8s.io", "Lease", "leases", true, &[], CRUD, &[]),
         R::builtin("events.k8s.io", "Event", "events", true, &[], CRUD, &["ev"]),
