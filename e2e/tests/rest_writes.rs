@@ -42,8 +42,9 @@ async fn the_three_patch_types() {
     .await;
     assert_eq!(
         merged["spec"]["template"]["spec"]["containers"],
-        json!([{"name": "app", "image": "app:2"}]),
-        "a merge patch replaces lists"
+        json!([{"name": "app", "image": "app:2", "imagePullPolicy": "IfNotPresent",
+            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}]),
+        "a merge patch replaces lists (the env is gone); the new item gets kube's container defaults"
     );
     let (_, json_patched) = patch(
         &client,

@@ -12,11 +12,12 @@ use super::fieldset::Scope;
 use super::managed::{self, Writer};
 use super::patch::{self, PatchError};
 use super::resources::{ResourceType, Resources};
+use super::services::{self, Reservation};
 use super::shape::Shape;
 use super::status::ApiError;
 use super::store::{now, Filter, Store};
 use super::validation::{validate_metadata, validate_metadata_update, NameRule};
-use super::{admission, builtin, crds, schema};
+use super::{admission, builtin, crds, defaults, schema};
 use crate::structural::FieldError;
 
 /// What a request is about.
@@ -119,6 +120,8 @@ pub struct ApiServer {
     pub front_proxy: Option<super::outbound::ClientIdentity>,
     pub authenticator: super::authn::Authenticator,
     pub audit: super::audit::AuditLog,
+    /// Service addresses and node ports handed to writes not yet stored.
+    pub service_allocations: super::services::Allocations,
     resources: RwLock<Resources>,
     /// How often a watch that asked for bookmarks gets one.
     pub bookmark_interval: Duration,
@@ -158,6 +161,7 @@ impl ApiServer {
             front_proxy: None,
             authenticator: super::authn::Authenticator::default(),
             audit: super::audit::AuditLog::default(),
+            service_allocations: super::services::Allocations::default(),
             resources: RwLock::new(Resources::default()),
             bookmark_interval,
         }
@@ -343,19 +347,22 @@ impl ApiServer {
     ) -> Result<Value, ApiError> {
         let resource = &target.resource;
         let status_write = target.subresource.as_deref() == Some("status");
-        if let Some(schema) = &resource.schema {
-            schema::apply_defaults(&mut object, schema);
+        if operation == Operation::Create && object["metadata"]["name"].as_str().is_none_or(str::is_empty) {
+            // Named first, so that defaults derived from the name (a namespace's name label) see it.
+            if let Some(prefix) = object["metadata"]["generateName"].as_str().filter(|p| !p.is_empty()) {
+                object["metadata"]["name"] = json!(generated_name(prefix));
+            }
+        }
+        // Defaults, as decoding applies them in kube-apiserver: before admission, validation and field tracking.
+        match &resource.schema {
+            Some(schema) => schema::apply_defaults(&mut object, schema),
+            None => defaults::apply(&resource.group, &resource.kind, &mut object),
         }
         if resource.group.is_empty() && resource.kind == "Secret" {
             builtin::fold_string_data(&mut object);
         }
         match (operation, old) {
             (Operation::Create, _) => {
-                if object["metadata"]["name"].as_str().is_none_or(str::is_empty) {
-                    if let Some(prefix) = object["metadata"]["generateName"].as_str().filter(|p| !p.is_empty()) {
-                        object["metadata"]["name"] = json!(generated_name(prefix));
-                    }
-                }
                 builtin::prepare_for_create(&resource.group, &resource.kind, &mut object);
                 if resource.has_status() && resource.schema.is_some() {
                     if let Some(map) = object.as_object_mut() {
@@ -447,18 +454,21 @@ impl ApiServer {
         Ok(object)
     }
 
-    /// Admission of a prepared object, in kube-apiserver's order: mutating webhooks, validation (and RBAC
-    /// escalation checks), validating webhooks.
+    /// Admission of a prepared object, in kube-apiserver's order: mutating webhooks, the storage's own preparation
+    /// (a Service's cluster IPs and node ports), validation (and RBAC escalation checks), validating webhooks. What
+    /// the storage allocated stays reserved until the returned reservation is dropped, once the object is stored or
+    /// refused.
     pub(super) async fn admit(
         &self,
         target: &Target,
         old: Option<&Value>,
         object: Value,
         options: &WriteOptions,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<(Value, Reservation<'_>), ApiError> {
         let operation = if old.is_some() { admission::Operation::Update } else { admission::Operation::Create };
         let request = admission::Request { operation, target, object: Some(&object), old, options };
-        let object = admission::mutate(self, &request).await?.unwrap_or(object);
+        let mut object = admission::mutate(self, &request).await?.unwrap_or(object);
+        let reservation = services::begin_write(self, target, old, &mut object)?;
         self.validate(target, old, &object)?;
         let resource = &target.resource;
         if resource.group == "rbac.authorization.k8s.io" {
@@ -469,7 +479,7 @@ impl ApiServer {
         }
         admission::validate(self, &admission::Request { operation, target, object: Some(&object), old, options })
             .await?;
-        Ok(object)
+        Ok((object, reservation))
     }
 
     fn validate(&self, target: &Target, old: Option<&Value>, object: &Value) -> Result<(), ApiError> {
@@ -532,7 +542,7 @@ impl ApiServer {
         self.check_namespace(target, &name)?;
         crds::check_crd_accepts_writes(self, &target.resource)?;
         let object = self.prepare(target, Operation::Create, None, decoded, options, true)?;
-        let object = self.admit(target, None, object, options).await?;
+        let (object, _reservation) = self.admit(target, None, object, options).await?;
         let object = Self::storage_form(&target.resource, object);
         let object = if options.dry_run {
             object
@@ -598,7 +608,7 @@ impl ApiServer {
         let old = self.stored(target)?;
         let (decoded, warnings) = self.decode(target, body, options)?;
         let object = self.prepare(target, Operation::Update, Some(&old), decoded, options, true)?;
-        let object = self.admit(target, Some(&old), object, options).await?;
+        let (object, _reservation) = self.admit(target, Some(&old), object, options).await?;
         let stored = self.commit_update(target, object, options)?;
         Ok(Written { code: 200, object: self.present(&target.resource, stored), warnings })
     }
@@ -661,7 +671,7 @@ impl ApiServer {
             decoded["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
         }
         let object = self.prepare(target, Operation::Update, Some(&old), decoded, options, true)?;
-        let object = self.admit(target, Some(&old), object, options).await?;
+        let (object, _reservation) = self.admit(target, Some(&old), object, options).await?;
         let stored = self.commit_update(target, object, options)?;
         Ok(Written { code: 200, object: self.present(&target.resource, stored), warnings })
     }

@@ -71,7 +71,7 @@ pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &Writ
             api.check_namespace(target, target.name())?;
             crds::check_crd_accepts_writes(api, resource)?;
             let object = api.prepare(target, Operation::Create, None, merged, options, false)?;
-            let object = api.admit(target, None, object, options).await?;
+            let (object, _reservation) = api.admit(target, None, object, options).await?;
             let object = ApiServer::storage_form(resource, object);
             let object = if options.dry_run {
                 object
@@ -85,7 +85,7 @@ pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &Writ
             let mut merged = merged;
             merged["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"].clone();
             let object = api.prepare(target, Operation::Update, Some(&live), merged, options, false)?;
-            let object = api.admit(target, Some(&live), object, options).await?;
+            let (object, _reservation) = api.admit(target, Some(&live), object, options).await?;
             let stored = api.commit_update(target, object, options)?;
             Ok(Written { code: 200, object: api.present(resource, stored), warnings })
         }

@@ -1,7 +1,7 @@
 //! What kube-apiserver's registries do for the built-in kinds: decode into the Go type (here the k8s-openapi type),
-//! which drops unknown fields and refuses wrong types; the preparation strategies run on create (namespace phase,
-//! `stringData`, cleared status); which kinds track `metadata.generation`; which return the deleted object; and the
-//! few kind-specific validations the project depends on.
+//! which drops unknown fields and refuses wrong types; the preparation strategies run on create (namespace phase and
+//! finalizer, `stringData`, cleared status); which kinds track `metadata.generation`; which return the deleted
+//! object; and the few kind-specific validations the project depends on or that defaults make reachable.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -100,20 +100,18 @@ pub fn returns_deleted_object(group: &str, resource: &str) -> bool {
     matches!((group, resource), ("", "pods" | "serviceaccounts" | "namespaces"))
 }
 
-/// The create strategies that change what was sent.
+/// The create strategies that change what was sent (defaults are `defaults`' business).
 pub fn prepare_for_create(group: &str, kind: &str, object: &mut Value) {
     match (group, kind) {
         ("", "Namespace") => {
-            let name = object["metadata"]["name"].clone();
-            object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
             object["status"] = json!({"phase": "Active"});
             object["spec"]["finalizers"] = json!(["kubernetes"]);
         }
         ("", "Pod") => {
             object["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
         }
-        ("", "Secret") if object.get("type").is_none() => object["type"] = json!("Opaque"),
-        ("", "Service") if object["spec"].get("type").is_none() => object["spec"]["type"] = json!("ClusterIP"),
+        // An empty ServiceStatus, as Go writes it.
+        ("", "Service") => object["status"] = json!({"loadBalancer": {}}),
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet")
         | ("", "ReplicationController" | "PersistentVolumeClaim")
         | ("batch", "Job" | "CronJob")
@@ -125,15 +123,6 @@ pub fn prepare_for_create(group: &str, kind: &str, object: &mut Value) {
             }
         }
         _ => {}
-    }
-    if (group, kind) == ("apiextensions.k8s.io", "CustomResourceDefinition") {
-        let names = &mut object["spec"]["names"];
-        if names.get("singular").is_none() {
-            names["singular"] = json!(names["kind"].as_str().unwrap_or_default().to_lowercase());
-        }
-        if names.get("listKind").is_none() {
-            names["listKind"] = json!(format!("{}List", names["kind"].as_str().unwrap_or_default()));
-        }
     }
 }
 
@@ -238,6 +227,23 @@ pub fn validate(group: &str, kind: &str, object: &Value, old: Option<&Value>) ->
             if object["spec"]["template"]["spec"]["containers"].as_array().is_none_or(Vec::is_empty) {
                 errors.push(error("spec.template.spec.containers", ErrorType::Required, ""));
             }
+            // The rolling update defaults stay when an apply or patch switches to Recreate without removing them.
+            let strategy = &object["spec"]["strategy"];
+            if kind == "Deployment" && strategy["type"] == "Recreate" && strategy["rollingUpdate"].is_object() {
+                errors.push(error(
+                    "spec.strategy.rollingUpdate",
+                    ErrorType::Forbidden,
+                    "may not be specified when strategy `type` is 'Recreate'",
+                ));
+            }
+        }
+        ("", "Service") => {
+            if let Some(old) = old {
+                errors.extend(super::services::validate_update(&object["spec"], &old["spec"]));
+            }
+        }
+        ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration" | "MutatingWebhookConfiguration") => {
+            errors.extend(webhook_errors(object));
         }
         ("", "ConfigMap" | "Secret") => {
             for field in ["data", "binaryData"] {
@@ -251,6 +257,10 @@ pub fn validate(group: &str, kind: &str, object: &Value, old: Option<&Value>) ->
                 }
             }
             if let Some(old) = old {
+                if kind == "Secret" && old["type"] != object["type"] {
+                    let detail = format!("{}: field is immutable", compact_go(&object["type"]));
+                    errors.push(error("type", ErrorType::Invalid, detail));
+                }
                 if old["immutable"] == true
                     && (old["data"] != object["data"] || old["binaryData"] != object["binaryData"])
                 {
@@ -259,6 +269,43 @@ pub fn validate(group: &str, kind: &str, object: &Value, old: Option<&Value>) ->
             }
         }
         _ => {}
+    }
+    errors
+}
+
+/// What admissionregistration/v1 requires of each webhook and does not default: its side effects and the
+/// AdmissionReview versions it accepts.
+fn webhook_errors(object: &Value) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    for (index, webhook) in object["webhooks"].as_array().into_iter().flatten().enumerate() {
+        let field = |name: &str| format!("webhooks[{index}].{name}");
+        match webhook["sideEffects"].as_str().unwrap_or_default() {
+            "" => {
+                errors.push(error(&field("sideEffects"), ErrorType::Required, "must specify one of None, NoneOnDryRun"))
+            }
+            "None" | "NoneOnDryRun" => {}
+            other => errors.push(error(
+                &field("sideEffects"),
+                ErrorType::NotSupported,
+                format!("{other:?}: supported values: \"None\", \"NoneOnDryRun\""),
+            )),
+        }
+        let versions: Vec<&str> =
+            webhook["admissionReviewVersions"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        if versions.is_empty() {
+            errors.push(error(
+                &field("admissionReviewVersions"),
+                ErrorType::Required,
+                "must specify one of v1, v1beta1",
+            ));
+        } else if !versions.iter().any(|v| matches!(*v, "v1" | "v1beta1")) {
+            let listed: Vec<String> = versions.iter().map(|v| format!("{v:?}")).collect();
+            errors.push(error(
+                &field("admissionReviewVersions"),
+                ErrorType::Invalid,
+                format!("[]string{{{}}}: must include at least one of v1, v1beta1", listed.join(", ")),
+            ));
+        }
     }
     errors
 }
@@ -304,10 +351,10 @@ mod tests {
         let mut secret = json!({"metadata": {"name": "s"}, "stringData": {"a": "hello"}, "data": {"b": "eA=="}});
         prepare_for_create("", "Secret", &mut secret);
         fold_string_data(&mut secret);
-        assert_eq!(
-            secret,
-            json!({"metadata": {"name": "s"}, "type": "Opaque", "data": {"a": "aGVsbG8=", "b": "eA=="}})
-        );
+        assert_eq!(secret, json!({"metadata": {"name": "s"}, "data": {"a": "aGVsbG8=", "b": "eA=="}}));
+        let mut service = json!({"metadata": {"name": "s"}, "spec": {}, "status": {"loadBalancer": {"ingress": [{"ip": "1.2.3.4"}]}}});
+        prepare_for_create("", "Service", &mut service);
+        assert_eq!(service["status"], json!({"loadBalancer": {}}));
     }
 
     #[test]
@@ -329,5 +376,46 @@ mod tests {
         let messages: Vec<String> =
             validate("apps", "Deployment", &deployment, None).iter().map(ToString::to_string).collect();
         assert_eq!(messages, ["spec.template.metadata.labels: Invalid value: {\"app\":\"b\"}: `selector` does not match template `labels`"]);
+    }
+
+    fn messages(group: &str, kind: &str, object: &Value, old: Option<&Value>) -> Vec<String> {
+        validate(group, kind, object, old).iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn validations_defaults_make_reachable() {
+        let recreate = json!({"spec": {"selector": {"matchLabels": {"app": "a"}}, "template": {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c"}]}},
+            "strategy": {"type": "Recreate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}}});
+        assert_eq!(
+            messages("apps", "Deployment", &recreate, None),
+            ["spec.strategy.rollingUpdate: Forbidden: may not be specified when strategy `type` is 'Recreate'"]
+        );
+        let tls = json!({"type": "kubernetes.io/tls", "data": {}});
+        let opaque = json!({"type": "Opaque", "data": {}});
+        assert_eq!(
+            messages("", "Secret", &opaque, Some(&tls)),
+            ["type: Invalid value: \"Opaque\": field is immutable"]
+        );
+        assert!(messages("", "Secret", &tls, Some(&tls)).is_empty());
+        let old = json!({"spec": {"clusterIP": "10.96.0.10", "clusterIPs": ["10.96.0.10"]}});
+        let moved = json!({"spec": {"clusterIP": "10.96.0.11", "clusterIPs": ["10.96.0.11"]}});
+        assert_eq!(
+            messages("", "Service", &moved, Some(&old)),
+            ["spec.clusterIPs[0]: Invalid value: []string{\"10.96.0.11\"}: may not change once set"]
+        );
+        let webhooks = json!({"webhooks": [{"name": "a", "sideEffects": "", "admissionReviewVersions": []},
+            {"name": "b", "sideEffects": "Some", "admissionReviewVersions": ["v2"]},
+            {"name": "c", "sideEffects": "NoneOnDryRun", "admissionReviewVersions": ["v2", "v1"]}]});
+        for kind in ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"] {
+            assert_eq!(
+                messages("admissionregistration.k8s.io", kind, &webhooks, None),
+                [
+                    "webhooks[0].sideEffects: Required value: must specify one of None, NoneOnDryRun",
+                    "webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1",
+                    "webhooks[1].sideEffects: Unsupported value: \"Some\": supported values: \"None\", \"NoneOnDryRun\"",
+                    "webhooks[1].admissionReviewVersions: Invalid value: []string{\"v2\"}: must include at least one of v1, v1beta1",
+                ]
+            );
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! The Kubernetes API emulator. `store` keeps objects with kube-apiserver's storage semantics, `api` carries the
-//! request semantics (with `deletion`, `crds`, `managed`, `patch`, `schema`, `builtin`, `validation`), `http` the
-//! URL layout and wire format, `controllers` the cluster controllers tests depend on, and `server` starts it all
-//! over HTTPS.
+//! request semantics (with `deletion`, `crds`, `managed`, `patch`, `schema`, `builtin`, `defaults`, `services`,
+//! `validation`), `http` the URL layout and wire format, `controllers` the cluster controllers tests depend on, and
+//! `server` starts it all over HTTPS.
 
 pub mod admission;
 pub mod aggregator;
@@ -12,6 +12,7 @@ pub mod authn;
 pub mod builtin;
 pub mod controllers;
 pub mod crds;
+pub mod defaults;
 pub mod deletion;
 pub mod events;
 pub mod fieldset;
@@ -30,6 +31,7 @@ pub mod scale;
 pub mod schema;
 pub mod selectors;
 pub mod server;
+pub mod services;
 pub mod shape;
 pub mod status;
 pub mod store;
