@@ -172,13 +172,7 @@ async fn route(
         ["apis"] => return get_only(serde_json::to_value(api.resources().groups()).unwrap_or_default()),
         ["api", "v1"] => return discovery(api, method, "", "v1", path),
         ["apis", group, version] => return discovery(api, method, group, version, path),
-        ["openapi", "v3"] => return get_only(openapi::index(&api.resources())),
-        ["openapi", "v3", rest @ ..] => {
-            let document =
-                openapi::group_version_document(&api.resources(), rest).ok_or_else(|| ApiError::no_route(path))?;
-            return get_only(document);
-        }
-        ["openapi", "v2"] => return get_only(openapi::v2(&api.resources())),
+        ["openapi", rest @ ..] => return openapi::serve(api, method, path, rest, query, headers),
         _ => {}
     }
     let (group, version, rest): (&str, &str, &[&str]) = match parts.as_slice() {
