@@ -9,54 +9,14 @@
 mod support;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Duration;
 
 use olmv2_e2e::apiserver::api::{Target, WriteOptions};
 use olmv2_e2e::apiserver::{ControlPlane, Options};
 use serde_json::Value;
-
-struct Kubectl {
-    kubeconfig: PathBuf,
-}
-
-impl Kubectl {
-    fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new("kubectl");
-        command.args(args).env("KUBECONFIG", &self.kubeconfig).env_remove("KUBERNETES_SERVICE_HOST");
-        command
-    }
-
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        support::harness::run(&mut self.command(args), stdin)
-    }
-
-    /// Runs kubectl and returns its standard output, failing the test when kubectl fails.
-    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let output = self.run(args, stdin);
-        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "kubectl {args:?} failed:\n{stdout}\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        stdout
-    }
-
-    /// Runs kubectl expecting it to fail; returns its standard error.
-    fn fails(&self, args: &[&str], stdin: Option<&str>) -> String {
-        let output = self.run(args, stdin);
-        assert!(!output.status.success(), "kubectl {args:?} should fail");
-        String::from_utf8_lossy(&output.stderr).into_owned()
-    }
-
-    fn json(&self, args: &[&str]) -> Value {
-        let mut all = args.to_vec();
-        all.extend(["-o", "json"]);
-        serde_json::from_str(&self.ok(&all, None)).expect("kubectl -o json prints JSON")
-    }
-}
+use support::kubectl::{temp_dir, Kubectl};
 
 async fn setup(dir: &Path) -> (ControlPlane, Kubectl) {
     let plane = ControlPlane::start(Options::default()).await.expect("control plane starts");
@@ -78,12 +38,6 @@ async fn setup(dir: &Path) -> (ControlPlane, Kubectl) {
     let kubeconfig = dir.join("kubeconfig");
     plane.write_kubeconfig(&kubeconfig).expect("kubeconfig written");
     (plane, Kubectl { kubeconfig })
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("olmv2-kubectl-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 const MANIFESTS: &str = r#"

@@ -131,6 +131,11 @@ async fn a_token_from_kubectl_create_token_authenticates_as_its_service_account(
                 .is_ok_and(|cm| cm["data"]["ca.crt"].as_str() == Some(plane.ca_pem.as_str()))
     })
     .await;
+    // And the default namespace holds the `kubernetes` Service on the service CIDR's first address.
+    let service = kubectl.json(&["get", "service", "kubernetes", "-n", "default"]);
+    assert_eq!(service["spec"]["clusterIP"], "10.96.0.1");
+    assert_eq!(service["spec"]["ports"][0]["name"], "https");
+    assert_eq!(service["spec"]["ports"][0]["port"], 443);
     // Changed, it is put back.
     kubectl.ok(
         &[

@@ -170,7 +170,7 @@ impl ControlPlane {
             server.endpoints.set(namespace, name, *address);
         }
         let api = Arc::new(server);
-        bootstrap(&api, &authority.ca_pem).await;
+        bootstrap(&api, &authority.ca_pem, address).await;
         let router = http::router(api.clone());
         let server = tokio::spawn(async move {
             loop {
@@ -293,7 +293,7 @@ impl ControlPlane {
 }
 
 /// The namespaces every cluster has, with their default ServiceAccounts, and the default RBAC policy.
-async fn bootstrap(api: &ApiServer, root_ca: &str) {
+async fn bootstrap(api: &ApiServer, root_ca: &str, address: std::net::SocketAddr) {
     for role in policy::cluster_roles() {
         if let Err(error) = api.store.create(&policy::cluster_roles_id(), role) {
             tracing::warn!(%error, "could not create a default ClusterRole");
@@ -314,5 +314,26 @@ async fn bootstrap(api: &ApiServer, root_ca: &str) {
             tracing::warn!(%error, name, "could not create a start-up namespace");
         }
     }
+    publish_api_service(api, address).await;
     controllers::reconcile(api, root_ca).await;
+}
+
+/// The `kubernetes` Service of the `default` namespace, which kube-apiserver keeps on the service CIDR's first
+/// address, and its Endpoints: this server.
+async fn publish_api_service(api: &ApiServer, address: std::net::SocketAddr) {
+    let options = WriteOptions::internal("kube-apiserver");
+    let service = json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.1", "sessionAffinity": "None",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": address.port()}]}});
+    let endpoints = json!({"apiVersion": "v1", "kind": "Endpoints",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+        "subsets": [{"addresses": [{"ip": address.ip().to_string()}], "ports": [{"name": "https", "port": address.port(), "protocol": "TCP"}]}]});
+    for (plural, object) in [("services", service), ("endpoints", endpoints)] {
+        let Some(resource) = api.resources().lookup("", "v1", plural).cloned() else { continue };
+        let target = Target { resource, namespace: "default".to_owned(), name: None, subresource: None };
+        if let Err(error) = api.create(&target, object, &options).await {
+            tracing::warn!(%error, plural, "could not publish the kubernetes service");
+        }
+    }
 }
