@@ -1,6 +1,6 @@
-//! kube-apiserver's defaults of built-in kinds over HTTPS: what a Deployment and a Service read back with, that
-//! writes relying on them work (a JSON patch replacing a defaulted field), Service cluster IPs that are never shared
-//! and never change, and who owns defaulted fields in managedFields.
+//! kube-apiserver's defaults of built-in kinds over HTTPS: what a Deployment, a Service and each kind `kubectl apply
+//! --prune` looks up read back with, that writes relying on them work (a JSON patch replacing a defaulted field),
+//! Service cluster IPs that are never shared and never change, and who owns defaulted fields in managedFields.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
@@ -182,4 +182,144 @@ async fn webhook_configurations_are_defaulted_and_their_required_fields_checked(
         ),
         (&json!("Fail"), &json!("Equivalent"), &json!(10), &json!({}), &json!({}), &json!("*"))
     );
+}
+
+/// A pod template of one container, and what it reads back as.
+fn pods(restart_policy: &str) -> (Value, Value) {
+    let sent = json!({"metadata": {"labels": {"app": "db"}}, "spec": {"restartPolicy": restart_policy,
+        "containers": [{"name": "db", "image": "db:1"}]}});
+    let read = json!({"metadata": {"labels": {"app": "db"}}, "spec": {"restartPolicy": restart_policy,
+        "containers": [{"name": "db", "image": "db:1", "imagePullPolicy": "IfNotPresent",
+            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}],
+        "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler", "securityContext": {},
+        "terminationGracePeriodSeconds": 30}});
+    (sent, read)
+}
+
+#[tokio::test]
+async fn a_stateful_set_and_its_claim_templates_read_back_defaulted() {
+    let (_plane, client) = start().await;
+    let (template, defaulted_template) = pods("Always");
+    let stateful_set = json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db"},
+        "spec": {"serviceName": "db", "selector": {"matchLabels": {"app": "db"}}, "template": template,
+            "updateStrategy": {"rollingUpdate": {"partition": 0}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}}}]}});
+    let collection = "/apis/apps/v1/namespaces/default/statefulsets";
+    let (code, created) = post(&client, collection, &stateful_set).await;
+    assert_eq!(code, 201, "{created}");
+    let (_, read) = get(&client, &format!("{collection}/db")).await;
+    assert_eq!(
+        read["spec"],
+        json!({"serviceName": "db", "selector": {"matchLabels": {"app": "db"}}, "template": defaulted_template,
+            "replicas": 1, "revisionHistoryLimit": 10, "podManagementPolicy": "OrderedReady",
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 0}},
+            "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Retain", "whenScaled": "Retain"},
+            "volumeClaimTemplates": [{"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}, "volumeMode": "Filesystem"},
+                "status": {"phase": "Pending"}}]})
+    );
+}
+
+#[tokio::test]
+async fn a_cron_job_reads_back_with_its_defaults_and_its_job_templates_pods_only() {
+    let (_plane, client) = start().await;
+    let (template, defaulted_template) = pods("OnFailure");
+    let cron_job = json!({"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly"},
+        "spec": {"schedule": "0 3 * * *", "failedJobsHistoryLimit": 0, "jobTemplate": {"spec": {"template": template}}}});
+    let collection = "/apis/batch/v1/namespaces/default/cronjobs";
+    let (code, created) = post(&client, collection, &cron_job).await;
+    assert_eq!(code, 201, "{created}");
+    let (_, read) = get(&client, &format!("{collection}/nightly")).await;
+    assert_eq!(
+        read["spec"],
+        json!({"schedule": "0 3 * * *", "concurrencyPolicy": "Allow", "suspend": false,
+            "successfulJobsHistoryLimit": 3, "failedJobsHistoryLimit": 0,
+            "jobTemplate": {"spec": {"template": defaulted_template}}}),
+        "an explicit zero is kept; a job template gets no Job defaults"
+    );
+}
+
+#[tokio::test]
+async fn the_other_kinds_apply_prune_looks_up_read_back_with_their_key_defaults() {
+    let (_plane, client) = start().await;
+    let (template, _) = pods("Never");
+    let selector = json!({"matchLabels": {"app": "db"}});
+    let kinds = [
+        (
+            "/apis/apps/v1/namespaces/default/daemonsets",
+            json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+                "spec": {"selector": selector, "template": template}}),
+            vec![
+                (
+                    "/spec/updateStrategy",
+                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+                ),
+                ("/spec/revisionHistoryLimit", json!(10)),
+                ("/spec/template/spec/dnsPolicy", json!("ClusterFirst")),
+            ],
+        ),
+        (
+            "/apis/batch/v1/namespaces/default/jobs",
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "once"},
+                "spec": {"parallelism": 2, "template": template}}),
+            vec![
+                ("/spec/parallelism", json!(2)),
+                ("/spec/backoffLimit", json!(6)),
+                ("/spec/completionMode", json!("NonIndexed")),
+                ("/spec/suspend", json!(false)),
+                ("/spec/manualSelector", json!(false)),
+                ("/spec/podReplacementPolicy", json!("TerminatingOrFailed")),
+                ("/metadata/labels", json!({"app": "db"})),
+            ],
+        ),
+        (
+            "/api/v1/namespaces/default/replicationcontrollers",
+            json!({"apiVersion": "v1", "kind": "ReplicationController", "metadata": {"name": "legacy"},
+                "spec": {"template": template}}),
+            vec![
+                ("/spec/replicas", json!(1)),
+                ("/spec/selector", json!({"app": "db"})),
+                ("/metadata/labels", json!({"app": "db"})),
+            ],
+        ),
+        (
+            "/api/v1/namespaces/default/persistentvolumeclaims",
+            json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "data"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}),
+            vec![("/spec/volumeMode", json!("Filesystem"))],
+        ),
+        (
+            "/api/v1/persistentvolumes",
+            json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "disk"},
+                "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"}}}),
+            vec![
+                ("/spec/persistentVolumeReclaimPolicy", json!("Retain")),
+                ("/spec/volumeMode", json!("Filesystem")),
+                ("/spec/hostPath", json!({"path": "/data", "type": ""})),
+                ("/status/phase", json!("Pending")),
+            ],
+        ),
+        (
+            "/apis/networking.k8s.io/v1/namespaces/default/ingresses",
+            json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": {"name": "web"},
+                "spec": {"rules": [{"http": {"paths": [{"path": "/", "pathType": "Prefix",
+                    "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}}),
+            vec![(
+                "/spec",
+                json!({"rules": [{"http": {"paths": [{"path": "/", "pathType": "Prefix",
+                "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]}),
+            )],
+        ),
+    ];
+    for (collection, object, expected) in kinds {
+        let (code, created) = post(&client, collection, &object).await;
+        assert_eq!(code, 201, "{created}");
+        let name = object["metadata"]["name"].as_str().expect("a name");
+        let (_, read) = get(&client, &format!("{collection}/{name}")).await;
+        for (pointer, value) in expected {
+            assert_eq!(read.pointer(pointer), Some(&value), "{} {pointer}: {read}", object["kind"]);
+        }
+    }
 }

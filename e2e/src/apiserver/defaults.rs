@@ -1,7 +1,8 @@
 //! kube-apiserver's defaulting of the built-in kinds served here: what the `SetDefaults_*` functions of kubernetes'
 //! `pkg/apis/<group>/v1` packages and the `+default` markers of `k8s.io/api` fill in when an object is decoded, so
 //! on every create, update, patch and apply, before admission and validation. Pure functions over JSON: what needs
-//! the cluster's state (a Service's cluster IPs and node ports) is in `services`; pod specs are in `defaults::pod`.
+//! the cluster's state (a Service's cluster IPs and node ports) is in `services`; pod specs are in `defaults::pod`,
+//! the kinds holding pod templates in `defaults::workloads`, volumes and claims in `defaults::storage`.
 //!
 //! Go's types decide what counts as unset. An optional pointer field (`replicas`, `defaultMode`,
 //! `terminationGracePeriodSeconds`, ...) is defaulted only when absent, so an explicit `0`, `false` or `""` stays; a
@@ -11,6 +12,8 @@
 use serde_json::{json, Map, Value};
 
 mod pod;
+mod storage;
+mod workloads;
 
 /// Fills in the defaults of a built-in object of `group`/`kind` (a no-op for other kinds).
 pub fn apply(group: &str, kind: &str, object: &mut Value) {
@@ -20,8 +23,15 @@ pub fn apply(group: &str, kind: &str, object: &mut Value) {
         ("", "Secret") => set_if_zero(object, "type", json!("Opaque")),
         ("", "Namespace") => namespace(object),
         ("", "Endpoints") => endpoints(object),
-        ("apps", "Deployment") => deployment(object),
-        ("apps", "ReplicaSet") => replica_set(object),
+        ("", "ReplicationController") => workloads::replication_controller(object),
+        ("", "PersistentVolumeClaim") => storage::claim(object),
+        ("", "PersistentVolume") => storage::persistent_volume(object),
+        ("apps", "Deployment") => workloads::deployment(object),
+        ("apps", "ReplicaSet") => workloads::replica_set(object),
+        ("apps", "DaemonSet") => workloads::daemon_set(object),
+        ("apps", "StatefulSet") => workloads::stateful_set(object),
+        ("batch", "Job") => workloads::job(object),
+        ("batch", "CronJob") => workloads::cron_job(object),
         ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => binding(object),
         ("admissionregistration.k8s.io", "ValidatingWebhookConfiguration") => webhooks(object, false),
         ("admissionregistration.k8s.io", "MutatingWebhookConfiguration") => webhooks(object, true),
@@ -31,8 +41,8 @@ pub fn apply(group: &str, kind: &str, object: &mut Value) {
                 set_if_absent(service, "port", json!(443));
             }
         }
-        // ConfigMap (an empty `data` map, which is not serialized), ServiceAccount, Event, Lease and the RBAC roles
-        // have no defaults that show.
+        // ConfigMap (an empty `data` map, which is not serialized), ServiceAccount, Event, Lease, the RBAC roles and
+        // Ingress (networking.k8s.io/v1 defaults only NetworkPolicies and IngressClasses) have no defaults that show.
         _ => {}
     }
 }
@@ -93,31 +103,6 @@ pub(super) fn existing<'a>(object: &'a mut Value, path: &[&str]) -> Option<&'a m
 /// The items of the list at `key` (none when it is absent).
 pub(super) fn items<'a>(object: &'a mut Value, key: &str) -> impl Iterator<Item = &'a mut Value> {
     object.get_mut(key).and_then(Value::as_array_mut).into_iter().flatten()
-}
-
-/// `SetDefaults_Deployment` and the pod template's defaults.
-fn deployment(object: &mut Value) {
-    let Some(spec) = child(object, &["spec"]) else { return };
-    set_if_absent(spec, "replicas", json!(1));
-    if let Some(strategy) = child(spec, &["strategy"]) {
-        set_if_zero(strategy, "type", json!("RollingUpdate"));
-        if strategy["type"] == "RollingUpdate" {
-            if let Some(rolling) = child(strategy, &["rollingUpdate"]) {
-                set_if_absent(rolling, "maxUnavailable", json!("25%"));
-                set_if_absent(rolling, "maxSurge", json!("25%"));
-            }
-        }
-    }
-    set_if_absent(spec, "revisionHistoryLimit", json!(10));
-    set_if_absent(spec, "progressDeadlineSeconds", json!(600));
-    pod::template(spec);
-}
-
-/// `SetDefaults_ReplicaSet` and the pod template's defaults.
-fn replica_set(object: &mut Value) {
-    let Some(spec) = child(object, &["spec"]) else { return };
-    set_if_absent(spec, "replicas", json!(1));
-    pod::template(spec);
 }
 
 /// `SetDefaults_Service` and the ports' `+default` protocol. Cluster IPs, IP families and node ports are allocated

@@ -1,4 +1,4 @@
-//! The defaults of pod specs, shared by Pods and the pod templates of Deployments and ReplicaSets: kubernetes'
+//! The defaults of pod specs, shared by Pods and the pod templates of workloads (`workloads`): kubernetes'
 //! `SetDefaults_PodSpec`, `_Container`, `_Volume` and the volume sources', `_Probe`, `_HTTPGetAction` and
 //! `_ObjectFieldSelector`, the `+default` markers of ports, gRPC probes and in-tree volumes; `SetDefaults_Pod` on top
 //! for Pods alone (templates never get it); and the v1 conversion that keeps `serviceAccount` an alias of
@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use super::{child, existing, items, set_if_absent, set_if_zero};
+use super::{child, existing, items, set_if_absent, set_if_zero, storage};
 
 /// A Pod's defaults.
 pub fn pod(object: &mut Value) {
@@ -83,9 +83,7 @@ fn volume(volume: &mut Value) {
     if !has_source {
         set_if_absent(volume, "emptyDir", json!({}));
     }
-    if let Some(host_path) = existing(volume, &["hostPath"]) {
-        set_if_absent(host_path, "type", json!(""));
-    }
+    in_tree_sources(volume);
     for source in ["secret", "configMap", "downwardAPI", "projected"] {
         if let Some(source) = existing(volume, &[source]) {
             set_if_absent(source, "defaultMode", json!(0o644));
@@ -104,26 +102,35 @@ fn volume(volume: &mut Value) {
             }
         }
     }
-    if let Some(iscsi) = existing(volume, &["iscsi"]) {
+    if let Some(claim) = existing(volume, &["ephemeral", "volumeClaimTemplate", "spec"]) {
+        storage::claim_spec(claim);
+    }
+}
+
+/// The defaults of the in-tree sources a pod's volume or a PersistentVolume's spec (`holder`) may name: the host
+/// path's type, and the `+default` markers of iSCSI, RBD, Azure disk and ScaleIO sources (the same in their
+/// PersistentVolume forms).
+pub fn in_tree_sources(holder: &mut Value) {
+    if let Some(host_path) = existing(holder, &["hostPath"]) {
+        set_if_absent(host_path, "type", json!(""));
+    }
+    if let Some(iscsi) = existing(holder, &["iscsi"]) {
         set_if_zero(iscsi, "iscsiInterface", json!("default"));
     }
-    if let Some(rbd) = existing(volume, &["rbd"]) {
+    if let Some(rbd) = existing(holder, &["rbd"]) {
         set_if_zero(rbd, "pool", json!("rbd"));
         set_if_zero(rbd, "user", json!("admin"));
         set_if_zero(rbd, "keyring", json!("/etc/ceph/keyring"));
     }
-    if let Some(azure_disk) = existing(volume, &["azureDisk"]) {
+    if let Some(azure_disk) = existing(holder, &["azureDisk"]) {
         set_if_absent(azure_disk, "cachingMode", json!("ReadWrite"));
         set_if_absent(azure_disk, "fsType", json!("ext4"));
         set_if_absent(azure_disk, "readOnly", json!(false));
         set_if_absent(azure_disk, "kind", json!("Shared"));
     }
-    if let Some(scale_io) = existing(volume, &["scaleIO"]) {
+    if let Some(scale_io) = existing(holder, &["scaleIO"]) {
         set_if_zero(scale_io, "storageMode", json!("ThinProvisioned"));
         set_if_zero(scale_io, "fsType", json!("xfs"));
-    }
-    if let Some(claim) = existing(volume, &["ephemeral", "volumeClaimTemplate", "spec"]) {
-        set_if_absent(claim, "volumeMode", json!("Filesystem"));
     }
 }
 

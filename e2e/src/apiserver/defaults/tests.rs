@@ -1,24 +1,25 @@
-//! Each default of `defaults` (pod specs: `pod::tests`) against what kube-apiserver fills in, and what it leaves
-//! alone: explicit values of pointer fields (even `0`, `false` and `""`) and every kind without defaults.
+//! Each default of `defaults` (pod specs: `pod::tests`; the kinds added for `apply --prune`: `workloads::tests`,
+//! `storage::tests`) against what kube-apiserver fills in, and what it leaves alone: explicit values of pointer
+//! fields (even `0`, `false` and `""`) and every kind without defaults.
 
 use serde_json::{json, Value};
 
 use super::apply;
 
-fn defaulted(group: &str, kind: &str, mut object: Value) -> Value {
+pub(super) fn defaulted(group: &str, kind: &str, mut object: Value) -> Value {
     apply(group, kind, &mut object);
     object
 }
 
 /// The pod spec kube gives a template of one container `app` running `image`.
-fn defaulted_pod_spec(image: &str, pull: &str) -> Value {
+pub(super) fn defaulted_pod_spec(image: &str, pull: &str) -> Value {
     json!({"containers": [{"name": "app", "image": image, "imagePullPolicy": pull,
             "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}],
         "dnsPolicy": "ClusterFirst", "restartPolicy": "Always", "schedulerName": "default-scheduler",
         "securityContext": {}, "terminationGracePeriodSeconds": 30})
 }
 
-fn template(spec: Value) -> Value {
+pub(super) fn template(spec: Value) -> Value {
     json!({"metadata": {"labels": {"app": "web"}}, "spec": spec})
 }
 
@@ -254,6 +255,7 @@ fn kinds_without_defaults_and_custom_resources_are_left_alone_and_defaulting_is_
         ("", "Event"),
         ("coordination.k8s.io", "Lease"),
         ("rbac.authorization.k8s.io", "Role"),
+        ("networking.k8s.io", "Ingress"),
         ("example.com", "Widget"),
     ] {
         let object = json!({"metadata": {"name": "x"}, "data": {}, "spec": {}});

@@ -10,6 +10,7 @@ use std::sync::OnceLock;
 
 use k8s_openapi::api::{admissionregistration::v1 as admission, apps::v1 as apps, authentication::v1 as authn};
 use k8s_openapi::api::{authorization::v1 as authz, autoscaling::v1 as autoscaling, coordination::v1 as coordination};
+use k8s_openapi::api::{batch::v1 as batch, networking::v1 as networking};
 use k8s_openapi::api::{core::v1 as core, events::v1 as events, rbac::v1 as rbac};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
@@ -46,9 +47,17 @@ const KINDS: &[(&str, &str, Generate, bool)] = &[
     ("", "Pod", of::<core::Pod>, true),
     ("", "Event", of::<core::Event>, true),
     ("", "Endpoints", of::<core::Endpoints>, true),
+    ("", "PersistentVolumeClaim", of::<core::PersistentVolumeClaim>, true),
+    ("", "PersistentVolume", of::<core::PersistentVolume>, true),
+    ("", "ReplicationController", of::<core::ReplicationController>, true),
     ("", "Status", of::<meta::Status>, false),
     ("apps", "Deployment", of::<apps::Deployment>, true),
     ("apps", "ReplicaSet", of::<apps::ReplicaSet>, true),
+    ("apps", "DaemonSet", of::<apps::DaemonSet>, true),
+    ("apps", "StatefulSet", of::<apps::StatefulSet>, true),
+    ("batch", "Job", of::<batch::Job>, true),
+    ("batch", "CronJob", of::<batch::CronJob>, true),
+    ("networking.k8s.io", "Ingress", of::<networking::Ingress>, true),
     ("rbac.authorization.k8s.io", "Role", of::<rbac::Role>, true),
     ("rbac.authorization.k8s.io", "RoleBinding", of::<rbac::RoleBinding>, true),
     ("rbac.authorization.k8s.io", "ClusterRole", of::<rbac::ClusterRole>, true),

@@ -22,7 +22,8 @@ const NONE: Ext = Ext { list_type: None, map_keys: &[], map_type: None, merge_ke
 const ATOMIC: Ext = Ext { list_type: Some("atomic"), ..NONE };
 const ATOMIC_MAP: Ext = Ext { map_type: Some("atomic"), ..NONE };
 const RETAIN_KEYS: Ext = Ext { strategy: Some("retainKeys"), ..NONE };
-const MERGED_SET: Ext = Ext { list_type: Some("set"), strategy: Some("merge"), ..NONE };
+const SET: Ext = Ext { list_type: Some("set"), ..NONE };
+const MERGED_SET: Ext = Ext { strategy: Some("merge"), ..SET };
 
 /// An associative list, not merged by strategic merge patch (no patch strategy).
 const fn keyed(keys: &'static [&'static str]) -> Ext {
@@ -54,9 +55,12 @@ const FIELDS: &[(&str, &[(&str, Ext)])] = &[
         &[("admissionReviewVersions", ATOMIC), ("matchConditions", merged(&["name"])), ("rules", ATOMIC)],
     ),
     ("io.k8s.api.admissionregistration.v1.ValidatingWebhookConfiguration", &[("webhooks", merged(&["name"]))]),
+    ("io.k8s.api.apps.v1.DaemonSetStatus", &[("conditions", merged(&["type"]))]),
     ("io.k8s.api.apps.v1.DeploymentSpec", &[("strategy", RETAIN_KEYS)]),
     ("io.k8s.api.apps.v1.DeploymentStatus", &[("conditions", merged(&["type"]))]),
     ("io.k8s.api.apps.v1.ReplicaSetStatus", &[("conditions", merged(&["type"]))]),
+    ("io.k8s.api.apps.v1.StatefulSetSpec", &[("volumeClaimTemplates", ATOMIC)]),
+    ("io.k8s.api.apps.v1.StatefulSetStatus", &[("conditions", merged(&["type"]))]),
     ("io.k8s.api.authentication.v1.TokenRequestSpec", &[("audiences", ATOMIC)]),
     ("io.k8s.api.authentication.v1.TokenReviewSpec", &[("audiences", ATOMIC)]),
     ("io.k8s.api.authentication.v1.TokenReviewStatus", &[("audiences", ATOMIC)]),
@@ -73,7 +77,18 @@ const FIELDS: &[(&str, &[(&str, Ext)])] = &[
         "io.k8s.api.authorization.v1.SubjectRulesReviewStatus",
         &[("nonResourceRules", ATOMIC), ("resourceRules", ATOMIC)],
     ),
+    ("io.k8s.api.batch.v1.CronJobStatus", &[("active", ATOMIC)]),
+    (
+        "io.k8s.api.batch.v1.JobStatus",
+        &[("conditions", Ext { merge_key: Some("type"), strategy: Some("merge"), ..ATOMIC })],
+    ),
+    ("io.k8s.api.batch.v1.PodFailurePolicy", &[("rules", ATOMIC)]),
+    ("io.k8s.api.batch.v1.PodFailurePolicyOnExitCodesRequirement", &[("values", SET)]),
+    ("io.k8s.api.batch.v1.PodFailurePolicyRule", &[("onPodConditions", ATOMIC)]),
+    ("io.k8s.api.batch.v1.SuccessPolicy", &[("rules", ATOMIC)]),
+    ("io.k8s.api.batch.v1.UncountedTerminatedPods", &[("failed", SET), ("succeeded", SET)]),
     ("io.k8s.api.core.v1.Capabilities", &[("add", ATOMIC), ("drop", ATOMIC)]),
+    ("io.k8s.api.core.v1.CephFSPersistentVolumeSource", &[("monitors", ATOMIC)]),
     ("io.k8s.api.core.v1.CephFSVolumeSource", &[("monitors", ATOMIC)]),
     ("io.k8s.api.core.v1.ConfigMapKeySelector", &[("", ATOMIC_MAP)]),
     ("io.k8s.api.core.v1.ConfigMapProjection", &[("items", ATOMIC)]),
@@ -118,6 +133,7 @@ const FIELDS: &[(&str, &[(&str, Ext)])] = &[
     ("io.k8s.api.core.v1.FCVolumeSource", &[("targetWWNs", ATOMIC), ("wwids", ATOMIC)]),
     ("io.k8s.api.core.v1.HTTPGetAction", &[("httpHeaders", ATOMIC)]),
     ("io.k8s.api.core.v1.HostAlias", &[("hostnames", ATOMIC)]),
+    ("io.k8s.api.core.v1.ISCSIPersistentVolumeSource", &[("portals", ATOMIC)]),
     ("io.k8s.api.core.v1.ISCSIVolumeSource", &[("portals", ATOMIC)]),
     ("io.k8s.api.core.v1.LinuxContainerUser", &[("supplementalGroups", ATOMIC)]),
     ("io.k8s.api.core.v1.LoadBalancerIngress", &[("ports", ATOMIC)]),
@@ -132,6 +148,15 @@ const FIELDS: &[(&str, &[(&str, Ext)])] = &[
     ("io.k8s.api.core.v1.ObjectFieldSelector", &[("", ATOMIC_MAP)]),
     ("io.k8s.api.core.v1.ObjectReference", &[("", ATOMIC_MAP)]),
     ("io.k8s.api.core.v1.PersistentVolumeClaimSpec", &[("accessModes", ATOMIC)]),
+    (
+        "io.k8s.api.core.v1.PersistentVolumeClaimStatus",
+        &[
+            ("accessModes", ATOMIC),
+            ("allocatedResourceStatuses", Ext { map_type: Some("granular"), ..NONE }),
+            ("conditions", merged(&["type"])),
+        ],
+    ),
+    ("io.k8s.api.core.v1.PersistentVolumeSpec", &[("accessModes", ATOMIC), ("mountOptions", ATOMIC)]),
     (
         "io.k8s.api.core.v1.PodAffinity",
         &[
@@ -182,12 +207,16 @@ const FIELDS: &[(&str, &[(&str, Ext)])] = &[
         ],
     ),
     ("io.k8s.api.core.v1.ProjectedVolumeSource", &[("sources", ATOMIC)]),
+    ("io.k8s.api.core.v1.RBDPersistentVolumeSource", &[("monitors", ATOMIC)]),
     ("io.k8s.api.core.v1.RBDVolumeSource", &[("monitors", ATOMIC)]),
+    ("io.k8s.api.core.v1.ReplicationControllerSpec", &[("selector", ATOMIC_MAP)]),
+    ("io.k8s.api.core.v1.ReplicationControllerStatus", &[("conditions", merged(&["type"]))]),
     ("io.k8s.api.core.v1.ResourceFieldSelector", &[("", ATOMIC_MAP)]),
     ("io.k8s.api.core.v1.ResourceRequirements", &[("claims", keyed(&["name"]))]),
     ("io.k8s.api.core.v1.ResourceStatus", &[("resources", keyed(&["resourceID"]))]),
     ("io.k8s.api.core.v1.SecretKeySelector", &[("", ATOMIC_MAP)]),
     ("io.k8s.api.core.v1.SecretProjection", &[("items", ATOMIC)]),
+    ("io.k8s.api.core.v1.SecretReference", &[("", ATOMIC_MAP)]),
     ("io.k8s.api.core.v1.SecretVolumeSource", &[("items", ATOMIC)]),
     ("io.k8s.api.core.v1.ServiceAccount", &[("imagePullSecrets", ATOMIC), ("secrets", merged(&["name"]))]),
     (
@@ -204,6 +233,12 @@ const FIELDS: &[(&str, &[(&str, Ext)])] = &[
     ("io.k8s.api.core.v1.ServiceStatus", &[("conditions", merged(&["type"]))]),
     ("io.k8s.api.core.v1.TopologySpreadConstraint", &[("matchLabelKeys", ATOMIC)]),
     ("io.k8s.api.core.v1.TypedLocalObjectReference", &[("", ATOMIC_MAP)]),
+    ("io.k8s.api.networking.v1.HTTPIngressRuleValue", &[("paths", ATOMIC)]),
+    ("io.k8s.api.networking.v1.IngressLoadBalancerIngress", &[("ports", ATOMIC)]),
+    ("io.k8s.api.networking.v1.IngressLoadBalancerStatus", &[("ingress", ATOMIC)]),
+    ("io.k8s.api.networking.v1.IngressSpec", &[("rules", ATOMIC), ("tls", ATOMIC)]),
+    ("io.k8s.api.networking.v1.IngressTLS", &[("hosts", ATOMIC)]),
+    ("io.k8s.api.networking.v1.ServiceBackendPort", &[("", ATOMIC_MAP)]),
     ("io.k8s.api.rbac.v1.AggregationRule", &[("clusterRoleSelectors", ATOMIC)]),
     ("io.k8s.api.rbac.v1.ClusterRole", &[("rules", ATOMIC)]),
     ("io.k8s.api.rbac.v1.ClusterRoleBinding", &[("subjects", ATOMIC)]),

@@ -8,7 +8,7 @@ use axum::http::{HeaderMap, HeaderValue, Method};
 use prost::Message;
 use serde_json::{json, Value};
 
-use super::definitions::Builtin;
+use super::definitions::{gvk, Builtin};
 use super::gnostic;
 use super::*;
 
@@ -268,4 +268,103 @@ fn every_builtin_kind_served_has_its_definition() {
     for resource in crate::apiserver::resources::Resources::default().all() {
         assert!(builtin.kind(&resource.group, &resource.kind).is_some(), "{} {}", resource.group, resource.kind);
     }
+}
+
+#[test]
+fn the_kinds_apply_prune_looks_up_have_definitions_lists_and_their_go_types_markers() {
+    let builtin = Builtin::get();
+    for (group, kind, name) in [
+        ("", "PersistentVolumeClaim", "io.k8s.api.core.v1.PersistentVolumeClaim"),
+        ("", "PersistentVolume", "io.k8s.api.core.v1.PersistentVolume"),
+        ("", "ReplicationController", "io.k8s.api.core.v1.ReplicationController"),
+        ("apps", "DaemonSet", "io.k8s.api.apps.v1.DaemonSet"),
+        ("apps", "StatefulSet", "io.k8s.api.apps.v1.StatefulSet"),
+        ("batch", "Job", "io.k8s.api.batch.v1.Job"),
+        ("batch", "CronJob", "io.k8s.api.batch.v1.CronJob"),
+        ("networking.k8s.io", "Ingress", "io.k8s.api.networking.v1.Ingress"),
+    ] {
+        assert_eq!(builtin.kind(group, kind), Some(name));
+        assert_eq!(builtin.definitions[name]["x-kubernetes-group-version-kind"], json!([gvk(group, "v1", kind)]));
+        assert!(builtin.definitions[name].get("required").is_none(), "{name}: metadata is optional");
+        assert_eq!(builtin.kind(group, &format!("{kind}List")), Some(format!("{name}List").as_str()));
+    }
+    let atomic = json!({"x-kubernetes-list-type": "atomic"});
+    let merged_by_type = json!({"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+        "x-kubernetes-patch-merge-key": "type", "x-kubernetes-patch-strategy": "merge"});
+    let set = json!({"x-kubernetes-list-type": "set"});
+    let atomic_map = json!({"x-kubernetes-map-type": "atomic"});
+    let expected = [
+        ("apps.v1.DaemonSetStatus", "conditions", &merged_by_type),
+        ("apps.v1.StatefulSetSpec", "volumeClaimTemplates", &atomic),
+        ("apps.v1.StatefulSetStatus", "conditions", &merged_by_type),
+        ("batch.v1.CronJobStatus", "active", &atomic),
+        ("batch.v1.PodFailurePolicy", "rules", &atomic),
+        ("batch.v1.PodFailurePolicyRule", "onPodConditions", &atomic),
+        ("batch.v1.PodFailurePolicyOnExitCodesRequirement", "values", &set),
+        ("batch.v1.SuccessPolicy", "rules", &atomic),
+        ("batch.v1.UncountedTerminatedPods", "succeeded", &set),
+        ("batch.v1.UncountedTerminatedPods", "failed", &set),
+        ("core.v1.PersistentVolumeClaimStatus", "conditions", &merged_by_type),
+        ("core.v1.PersistentVolumeClaimStatus", "accessModes", &atomic),
+        ("core.v1.PersistentVolumeSpec", "accessModes", &atomic),
+        ("core.v1.PersistentVolumeSpec", "mountOptions", &atomic),
+        ("core.v1.RBDPersistentVolumeSource", "monitors", &atomic),
+        ("core.v1.ReplicationControllerSpec", "selector", &atomic_map),
+        ("core.v1.ReplicationControllerStatus", "conditions", &merged_by_type),
+        ("networking.v1.IngressSpec", "rules", &atomic),
+        ("networking.v1.IngressSpec", "tls", &atomic),
+        ("networking.v1.HTTPIngressRuleValue", "paths", &atomic),
+        ("networking.v1.IngressTLS", "hosts", &atomic),
+        ("networking.v1.IngressLoadBalancerStatus", "ingress", &atomic),
+    ];
+    let markers = |schema: &Value| -> Value {
+        schema.as_object().map_or(json!({}), |s| {
+            s.iter().filter(|(key, _)| key.starts_with("x-kubernetes-")).map(|(k, v)| (k.clone(), v.clone())).collect()
+        })
+    };
+    for (definition, field, markers_expected) in expected {
+        let schema = &builtin.definitions[&format!("io.k8s.api.{definition}")]["properties"][field];
+        assert_eq!(&markers(schema), markers_expected, "{definition}.{field}");
+    }
+    // A Job's conditions: atomic for server-side apply, yet merged by type by a strategic merge patch.
+    let job_conditions = &builtin.definitions["io.k8s.api.batch.v1.JobStatus"]["properties"]["conditions"];
+    assert_eq!(
+        markers(job_conditions),
+        json!({"x-kubernetes-list-type": "atomic", "x-kubernetes-patch-merge-key": "type",
+            "x-kubernetes-patch-strategy": "merge"})
+    );
+    let granular = &builtin.definitions["io.k8s.api.core.v1.PersistentVolumeClaimStatus"]["properties"]
+        ["allocatedResourceStatuses"];
+    assert_eq!(markers(granular), json!({"x-kubernetes-map-type": "granular"}));
+    for structure in ["core.v1.SecretReference", "networking.v1.ServiceBackendPort"] {
+        assert_eq!(builtin.definitions[&format!("io.k8s.api.{structure}")]["x-kubernetes-map-type"], "atomic");
+    }
+    for (definition, field) in
+        [("apps.v1.DaemonSetSpec", "updateStrategy"), ("apps.v1.StatefulSetSpec", "updateStrategy")]
+    {
+        let schema = &builtin.definitions[&format!("io.k8s.api.{definition}")]["properties"][field];
+        assert_eq!(markers(schema), json!({}), "{definition}.{field}: no patch strategy, unlike a Deployment's");
+    }
+}
+
+#[tokio::test]
+async fn the_batch_and_networking_documents_have_their_kinds_operations() {
+    let api = api();
+    let batch = get(&api, "/openapi/v3/apis/batch/v1", &[]).await.json();
+    let cron_job = &batch["paths"]["/apis/batch/v1/namespaces/{namespace}/cronjobs/{name}"]["patch"];
+    assert_eq!(cron_job["x-kubernetes-group-version-kind"], gvk("batch", "v1", "CronJob"));
+    let schemas = &batch["components"]["schemas"];
+    assert_eq!(
+        schemas["io.k8s.api.batch.v1.JobTemplateSpec"]["properties"]["spec"]["allOf"][0]["$ref"],
+        "#/components/schemas/io.k8s.api.batch.v1.JobSpec"
+    );
+    assert_eq!(
+        schemas["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"]["x-kubernetes-patch-merge-key"],
+        "name"
+    );
+    let networking = get(&api, "/openapi/v3/apis/networking.k8s.io/v1", &[]).await.json();
+    let status = &networking["paths"]["/apis/networking.k8s.io/v1/namespaces/{namespace}/ingresses/{name}/status"];
+    assert_eq!(status["get"]["x-kubernetes-group-version-kind"], gvk("networking.k8s.io", "v1", "Ingress"));
+    let core = get(&api, "/openapi/v3/api/v1", &[]).await.json();
+    assert!(core["paths"]["/api/v1/persistentvolumes/{name}"]["put"].is_object(), "PersistentVolumes are cluster-wide");
 }
