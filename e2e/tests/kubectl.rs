@@ -1,8 +1,8 @@
 //! The real kubectl against the control plane: apply (client-side, again with a change, server-side with a
-//! conflict), get in every output the project documents (yaml, json, wide with printer columns, watch), the three
-//! patch types, label and annotate, wait for a condition, and cascading delete; and what kubectl reads from the
-//! OpenAPI documents: explain, client-side validation of a `kind: List`, strict validation, the `get -o yaml` to
-//! `apply` round trip and the strategic merge patch of client-side apply.
+//! conflict), get in every output the project documents (yaml, json, wide with printer columns, the columns and
+//! cells of built-in kinds, watch), the three patch types, label and annotate, wait for a condition, and cascading
+//! delete; and what kubectl reads from the OpenAPI documents: explain, client-side validation of a `kind: List`,
+//! strict validation, the `get -o yaml` to `apply` round trip and the strategic merge patch of client-side apply.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
@@ -500,5 +500,177 @@ async fn get_yaml_applies_back_and_client_side_apply_merges_with_the_v3_schemas(
     let records = plane.api.audit.records();
     assert!(records[from..].iter().any(|r| r.path.starts_with("/openapi/v3")), "kubectl reads the v3 documents");
     assert!(!records[from..].iter().any(|r| r.path == "/openapi/v2"), "and needs no fallback to v2");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// Services of every type, a ServiceAccount, a Role and two RoleBindings, in YAML and JSON.
+const PRINTED: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: printers}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: printers}
+spec:
+  clusterIP: 10.96.100.10
+  selector: {app: web, tier: front}
+  ports: [{name: http, port: 80, targetPort: 8080}, {name: dns, port: 53, protocol: UDP}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: nodes, namespace: printers}
+spec:
+  type: NodePort
+  clusterIP: 10.96.100.11
+  externalIPs: [192.0.2.10]
+  ports: [{port: 443, nodePort: 30443}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: lb, namespace: printers}
+spec:
+  type: LoadBalancer
+  clusterIP: 10.96.100.12
+  selector: {app: lb}
+  ports: [{port: 8443, nodePort: 31443}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: db, namespace: printers}
+spec:
+  clusterIP: None
+  selector: {app: db}
+  ports: [{port: 5432}]
+---
+{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "alias", "namespace": "printers"},
+ "spec": {"type": "ExternalName", "externalName": "db.example.com"}}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: builder, namespace: printers}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: reader, namespace: printers}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: readers, namespace: printers}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: reader}
+subjects:
+- {kind: User, name: alice}
+- {kind: Group, name: team}
+- {kind: User, name: bob}
+- {kind: ServiceAccount, name: builder, namespace: printers}
+---
+{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+ "metadata": {"name": "viewers", "namespace": "printers"},
+ "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+ "subjects": [{"kind": "ServiceAccount", "name": "default"}]}
+"#;
+
+/// The tables kubectl prints, one per kind: each a header and rows of cells, cut where the header's columns start
+/// (kubectl aligns every cell of a column with its header, at least three spaces after the previous one).
+fn printed_tables(output: &str) -> Vec<(Vec<String>, Vec<Vec<String>>)> {
+    output
+        .split("\n\n")
+        .filter(|block| !block.trim().is_empty())
+        .map(|block| {
+            let mut lines = block.lines();
+            let header = lines.next().expect("a header");
+            let starts: Vec<usize> = (0..header.len())
+                .filter(|&i| header.as_bytes()[i] != b' ' && (i == 0 || header[..i].ends_with("  ")))
+                .collect();
+            let cut = |line: &str| -> Vec<String> {
+                starts
+                    .iter()
+                    .enumerate()
+                    .map(|(n, &start)| {
+                        let end = starts.get(n + 1).copied().unwrap_or(line.len()).min(line.len());
+                        line.get(start.min(end)..end).unwrap_or_default().trim().to_owned()
+                    })
+                    .collect()
+            };
+            (cut(header), lines.map(cut).collect())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_wide_prints_the_columns_and_cells_a_cluster_prints() {
+    let dir = temp_dir("printers");
+    let (_plane, kubectl) = setup(&dir).await;
+    kubectl.ok(&["apply", "-f", "-"], Some(PRINTED));
+    let output = kubectl.ok(&["get", "svc,sa,role,rolebinding", "-n", "printers", "-o", "wide"], None);
+    let tables = printed_tables(&output);
+    assert_eq!(tables.len(), 4, "{output}");
+    // Objects created a moment ago: their age is in seconds.
+    let ages = |rows: &[Vec<String>], column: usize| {
+        for row in rows {
+            let age = &row[column];
+            assert!(age.ends_with('s') && age[..age.len() - 1].parse::<u32>().is_ok(), "{age}\n{output}");
+        }
+    };
+    let without = |rows: &[Vec<String>], column: usize| -> Vec<Vec<String>> {
+        rows.iter()
+            .map(|row| row.iter().enumerate().filter(|(i, _)| *i != column).map(|(_, c)| c.clone()).collect())
+            .collect()
+    };
+    let expect = |rows: &[&[&str]]| -> Vec<Vec<String>> {
+        rows.iter().map(|row| row.iter().map(|c| (*c).to_owned()).collect()).collect()
+    };
+
+    let (header, rows) = &tables[0];
+    assert_eq!(header, &["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE", "SELECTOR"], "{output}");
+    ages(rows, 5);
+    assert_eq!(
+        without(rows, 5),
+        expect(&[
+            &["service/alias", "ExternalName", "<none>", "db.example.com", "<none>", "<none>"],
+            &["service/db", "ClusterIP", "None", "<none>", "5432/TCP", "app=db"],
+            &["service/lb", "LoadBalancer", "10.96.100.12", "<pending>", "8443:31443/TCP", "app=lb"],
+            &["service/nodes", "NodePort", "10.96.100.11", "192.0.2.10", "443:30443/TCP", "<none>"],
+            &["service/web", "ClusterIP", "10.96.100.10", "<none>", "80/TCP,53/UDP", "app=web,tier=front"],
+        ]),
+        "{output}"
+    );
+
+    let (header, rows) = &tables[1];
+    assert_eq!(header, &["NAME", "SECRETS", "AGE"], "{output}");
+    ages(rows, 2);
+    assert_eq!(
+        without(rows, 2),
+        expect(&[&["serviceaccount/builder", "0"], &["serviceaccount/default", "0"]]),
+        "{output}"
+    );
+
+    let created = kubectl.json(&["get", "role", "reader", "-n", "printers"])["metadata"]["creationTimestamp"].clone();
+    let (header, rows) = &tables[2];
+    assert_eq!(header, &["NAME", "CREATED AT"], "{output}");
+    assert_eq!(
+        rows,
+        &expect(&[&["role.rbac.authorization.k8s.io/reader", created.as_str().expect("time")]]),
+        "{output}"
+    );
+
+    let (header, rows) = &tables[3];
+    assert_eq!(header, &["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"], "{output}");
+    ages(rows, 2);
+    assert_eq!(
+        without(rows, 2),
+        expect(&[
+            &["rolebinding.rbac.authorization.k8s.io/readers", "Role/reader", "alice, bob", "team", "printers/builder"],
+            &["rolebinding.rbac.authorization.k8s.io/viewers", "ClusterRole/view", "", "", "/default"],
+        ]),
+        "{output}"
+    );
+
+    // Without `-o wide`, the columns of priority 1 are left out.
+    let narrow = kubectl.ok(&["get", "rolebindings,services", "-n", "printers"], None);
+    let tables = printed_tables(&narrow);
+    assert_eq!(tables[0].0, ["NAME", "ROLE", "AGE"], "{narrow}");
+    assert_eq!(tables[1].0, ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"], "{narrow}");
     std::fs::remove_dir_all(&dir).ok();
 }
