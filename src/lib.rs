@@ -1,13 +1,12 @@
 //! The operator-lifecycle controller: the `operators.coreos.com/v2alpha1` Operator and Install APIs, and OLM v0's
-//! legacy loops for compatibility. The binary in `main.rs` only wires these modules together.
+//! legacy loops for compatibility. The subcommands of the binary are in `cmd`, on top of the other modules, which
+//! never read them; `main.rs` only parses the command line and dispatches to them.
 
 pub mod access;
 pub mod api;
-pub mod approve_command;
 pub mod bundle;
-pub mod bundle_command;
 pub mod catalog;
-pub mod cli;
+pub mod cmd;
 pub mod controller;
 pub mod crdgen;
 pub mod error;
@@ -17,7 +16,6 @@ pub mod metrics;
 pub mod operator;
 pub mod output;
 pub mod rbac;
-pub mod run;
 pub mod server;
 pub mod telemetry;
 pub mod webhook;

@@ -1,12 +1,37 @@
-//! Entry point of the `olmv2` binary: parse the command line, set up logging, dispatch.
+//! Entry point of the `olmv2` binary: parse the command line, set up logging, dispatch to the subcommand in
+//! `olmv2::cmd`.
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use olmv2::cli::{Cli, Command, CrdsCommand};
+use clap::{Parser, Subcommand};
+use olmv2::cmd::{approve, bundle, crds, run};
 use olmv2::error::{report, Error};
-use olmv2::telemetry::LogFormat;
-use olmv2::{approve_command, bundle_command, crdgen, output, run, telemetry};
+use olmv2::telemetry::{self, LogFormat};
+
+/// The operator-lifecycle controller for the operators.coreos.com/v2alpha1 Operator and Install APIs.
+#[derive(Debug, Parser)]
+#[command(name = "olmv2", version, about)]
+struct Cli {
+    /// Log format; the level is set with RUST_LOG (default `info`).
+    #[arg(long, global = true, env = "OLMV2_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the controllers against the cluster in KUBECONFIG, or the in-cluster configuration.
+    Run(run::RunOptions),
+    /// Generate or check the CustomResourceDefinitions.
+    #[command(subcommand)]
+    Crds(crds::CrdsCommand),
+    /// Show the permissions an Install waits for, and approve them with your own credentials.
+    Approve(approve::ApproveOptions),
+    /// Build, push, pull, inspect and render operator bundles.
+    #[command(subcommand)]
+    Bundle(bundle::BundleCommand),
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -35,30 +60,8 @@ fn main() -> ExitCode {
 async fn dispatch(command: Command) -> Result<(), Error> {
     match command {
         Command::Run(options) => run::run(options).await,
-        Command::Bundle(command) => bundle_command::run(command).await,
-        Command::Approve(options) => approve_command::run(options).await,
-        Command::Crds(CrdsCommand::Print) => {
-            output::write(&crdgen::all_as_yaml_stream()?)?;
-            Ok(())
-        }
-        Command::Crds(CrdsCommand::Write { dir }) => {
-            for path in crdgen::write_all(&dir)? {
-                output::write(&format!("wrote {}\n", path.display()))?;
-            }
-            Ok(())
-        }
-        Command::Crds(CrdsCommand::Check { dir }) => {
-            let staleness = crdgen::check(&dir)?;
-            if staleness.is_fresh() {
-                output::write(&format!("the CRDs in {} are up to date\n", dir.display()))?;
-                Ok(())
-            } else {
-                Err(Error::StaleCrds {
-                    dir: dir.display().to_string(),
-                    outdated: staleness.outdated,
-                    unexpected: staleness.unexpected,
-                })
-            }
-        }
+        Command::Bundle(command) => bundle::run(command).await,
+        Command::Approve(options) => approve::run(options).await,
+        Command::Crds(command) => crds::run(command),
     }
 }

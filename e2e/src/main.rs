@@ -36,7 +36,7 @@ struct Cli {
 #[derive(Debug, Parser)]
 struct RunCommand {
     #[command(flatten)]
-    options: olmv2::run::RunOptions,
+    options: olmv2::cmd::run::RunOptions,
 }
 
 fn main() -> ExitCode {
@@ -104,7 +104,7 @@ async fn start(cli: Cli) -> Result<(), String> {
             Some(registry)
         }
     };
-    let controller = tokio::spawn(olmv2::run::run_with_config(config, run));
+    let controller = tokio::spawn(olmv2::cmd::run::run_with_config(config, run));
     let _walkthrough = match registry {
         Some(registry) => match walkthrough::run(admin, &bundles, registry).await {
             Ok(registry) => Some(registry),

@@ -111,7 +111,7 @@ pub async fn run(admin: kube::Client, bundles: &Path, registry: Registry) -> Res
     let pending =
         wait_for(&installs, "plumbus", "PendingApproval", |i| state(i) == Some(InstallState::PendingApproval)).await?;
     say("3. The controller pulled the bundle, assigned a ServiceAccount and computed what it lacks (kubectl get install plumbus; olmv2 approve plumbus):\n");
-    say(&olmv2::approve_command::describe_pending(&pending));
+    say(&olmv2::cmd::approve::describe_pending(&pending));
 
     say("4. The cluster admin, who holds all of these, approves (kubectl patch install plumbus --type merge -p '{\"spec\":{\"approval\":\"Approved\"}}').");
     say("   The webhook checks each rule with a SubjectAccessReview for the admin; a user lacking any would be refused.\n");
@@ -124,7 +124,7 @@ pub async fn run(admin: kube::Client, bundles: &Path, registry: Registry) -> Res
         .iter()
         .map(|o| vec![o.kind.clone(), o.namespace.clone().unwrap_or_else(|| "-".into()), o.name.clone()])
         .collect();
-    say(&olmv2::bundle_command::table(&["KIND", "NAMESPACE", "NAME"], &rows));
+    say(&olmv2::output::table(&["KIND", "NAMESPACE", "NAME"], &rows));
     for condition in &status.conditions {
         say(&format!("   {:<20} {:<8} {}", condition.type_, condition.status, condition.reason));
     }
@@ -153,7 +153,7 @@ async fn operator(admin: &kube::Client, bundles: &Path, registry: &Registry) -> 
     let pending =
         wait_for(&installs, "grumbo", "PendingApproval", |i| state(i) == Some(InstallState::PendingApproval)).await?;
     say("7. It made an Install of the same name, which waits for approval like any other (kubectl get operator grumbo shows\n   InstallPendingApproval; olmv2 approve grumbo):\n");
-    say(&olmv2::approve_command::describe_pending(&pending));
+    say(&olmv2::cmd::approve::describe_pending(&pending));
     approve_and_roll_out(admin, "grumbo").await?;
     let installed =
         wait_for(&operators, "grumbo", "Installed", |o| operator_state(o) == Some(OperatorState::Installed)).await?;
@@ -176,7 +176,7 @@ async fn operator(admin: &kube::Client, bundles: &Path, registry: &Registry) -> 
             vec![r.kind, r.namespace.unwrap_or_else(|| "-".into()), r.name, condition]
         })
         .collect();
-    say(&olmv2::bundle_command::table(&["KIND", "NAMESPACE", "NAME", "CONDITION"], &rows));
+    say(&olmv2::output::table(&["KIND", "NAMESPACE", "NAME", "CONDITION"], &rows));
     for condition in &status.conditions {
         say(&format!("   {:<22} {:<8} {}", condition.type_, condition.status, condition.reason));
     }

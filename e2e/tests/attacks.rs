@@ -132,7 +132,7 @@ async fn an_install_named_after_an_existing_account_gets_its_own_and_takes_over_
         let binding = pending.bindings.iter().find(|b| b.name == "mallory-is-admin").expect("disclosed");
         assert_eq!(binding.role_ref.name, "cluster-admin");
         assert!(binding.subjects.iter().any(|s| s.kind == "User" && s.name == "mallory"), "{binding:?}");
-        let shown = olmv2::approve_command::describe_pending(&pending_install(&harness, name).await);
+        let shown = olmv2::cmd::approve::describe_pending(&pending_install(&harness, name).await);
         assert!(shown.contains("mallory") && shown.contains("cluster-admin"), "{shown}");
         // The creator is recorded as the API server authenticated them.
         let creator = pending_install(&harness, name).await.metadata.annotations.unwrap()[CREATOR_ANNOTATION].clone();

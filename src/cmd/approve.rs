@@ -17,8 +17,8 @@ use crate::api::v2alpha1::{
     AggregationType, Approval, BindingRule, Install, PendingAggregation, PendingBinding, PendingPermission,
     PendingReason, PermissionScope, CONTENT_CHANGED_BY_ANNOTATION,
 };
-use crate::bundle_command::table;
 use crate::error::Error;
+use crate::output::table;
 
 /// Options of `approve`.
 #[derive(Debug, Clone, clap::Args)]

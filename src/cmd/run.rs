@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::info;
 
-use crate::cli::RegistryArgs;
+use super::registry::{cache_dir, registry_options, RegistryArgs};
 use crate::controller::{self, ControllerOptions, Controllers};
 use crate::error::Error;
 use crate::server::{router, Health};
@@ -48,8 +48,8 @@ impl RunOptions {
         Ok(ControllerOptions {
             namespace: self.namespace.clone(),
             webhook: self.webhook.clone(),
-            registry: crate::bundle_command::registry_options(&self.registry)?,
-            cache: crate::bundle_command::cache_dir(&self.registry),
+            registry: registry_options(&self.registry)?,
+            cache: cache_dir(&self.registry),
             resync: Duration::from_secs(self.resync_seconds.max(1)),
             retry: Duration::from_secs(self.retry_seconds.max(1)),
             operator_namespace: self.operator_namespace.clone(),

@@ -1,20 +1,70 @@
-//! The `bundle` subcommands: thin I/O around `bundle` and `rbac`, with the summaries they print built by plain
-//! functions.
+//! The `bundle` subcommands (`build`, `pull`, `inspect`, `render`): thin I/O around `bundle` and `rbac`, with the
+//! summaries they print built by plain functions.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use clap::Subcommand;
 use serde::Serialize;
 
+use super::registry::{cache_dir, registry_options, RegistryArgs};
 use crate::api::v1alpha1::{InstallModeType, StrategyDeploymentPermissions};
 use crate::bundle::certs::GeneratedAuthority;
-use crate::bundle::credentials::DockerCredentials;
-use crate::bundle::image::{ImageClient, RegistryOptions};
+use crate::bundle::image::ImageClient;
 use crate::bundle::unpack::UnpackLimits;
 use crate::bundle::{render, Bundle, RenderOptions};
-use crate::cli::{BundleCommand, InspectFormat, RegistryArgs};
 use crate::error::Error;
-use crate::output;
+use crate::output::{self, table};
+
+#[derive(Debug, Subcommand)]
+pub enum BundleCommand {
+    /// Build a bundle image from DIR (manifests/ and metadata/) and push it to REF.
+    Build {
+        dir: PathBuf,
+        #[arg(long, value_name = "REF")]
+        push: String,
+        /// Push even if DIR is not a valid bundle (for testing error handling).
+        #[arg(long)]
+        allow_invalid: bool,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Pull and unpack a bundle image into the cache; print its pinned reference and where it is.
+    Pull {
+        reference: String,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Show a bundle's contents, install modes and the permissions its operator asks for.
+    Inspect {
+        /// A bundle directory or image reference.
+        source: String,
+        #[arg(short, long, value_enum, default_value_t = InspectFormat::Table)]
+        output: InspectFormat,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+    /// Print the plain manifests a bundle installs as.
+    Render {
+        /// A bundle directory or image reference.
+        source: String,
+        /// The namespace to install into.
+        #[arg(long, short)]
+        namespace: String,
+        /// A namespace the operator watches; repeatable. Default: all namespaces when supported, else NAMESPACE.
+        #[arg(long = "watch", value_name = "NAMESPACE")]
+        watch: Vec<String>,
+        #[command(flatten)]
+        registry: RegistryArgs,
+    },
+}
+
+/// Output formats of `bundle inspect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InspectFormat {
+    Table,
+    Yaml,
+}
 
 const MODES: [InstallModeType; 4] = [
     InstallModeType::OwnNamespace,
@@ -22,33 +72,6 @@ const MODES: [InstallModeType; 4] = [
     InstallModeType::MultiNamespace,
     InstallModeType::AllNamespaces,
 ];
-
-fn default_docker_config() -> Option<PathBuf> {
-    let dir = std::env::var_os("DOCKER_CONFIG")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".docker")))?;
-    Some(dir.join("config.json")).filter(|path| path.is_file())
-}
-
-pub fn registry_options(args: &RegistryArgs) -> Result<RegistryOptions, Error> {
-    let mut credentials = DockerCredentials::default();
-    if let Some(path) = args.docker_config.clone().or_else(default_docker_config) {
-        let bytes = std::fs::read(&path).map_err(|source| Error::ReadFile { path: path.clone(), source })?;
-        credentials =
-            DockerCredentials::from_config_json(&bytes).map_err(|source| Error::Credentials { path, source })?;
-    }
-    Ok(RegistryOptions { insecure_registries: args.insecure_registries.clone(), credentials })
-}
-
-pub fn cache_dir(args: &RegistryArgs) -> PathBuf {
-    args.cache.clone().unwrap_or_else(|| {
-        std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
-            .unwrap_or_else(std::env::temp_dir)
-            .join("olmv2/bundles")
-    })
-}
 
 /// A bundle from a directory, or pulled from an image reference.
 async fn load(source: &str, args: &RegistryArgs) -> Result<(Bundle, String), Error> {
@@ -241,25 +264,5 @@ pub fn summary_table(summary: &BundleSummary) -> String {
         })
         .collect();
     out.push_str(&table(&["SCOPE", "SERVICE ACCOUNT", "API GROUPS", "RESOURCES/URLS", "NAMES", "VERBS"], &rows));
-    out
-}
-
-/// Left-aligned columns separated by two spaces.
-pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    let line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells.iter().zip(&widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
-        format!("  {}\n", padded.join("  ").trim_end())
-    };
-    out.push_str(&line(headers.to_vec()));
-    for row in rows {
-        out.push_str(&line(row.iter().map(String::as_str).collect()));
-    }
     out
 }
