@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use olmv2::bundle::certs::GeneratedAuthority;
 use olmv2::bundle::unpack::{unpack_layer, Compression, Totals, UnpackLimits};
 use olmv2::bundle::{render, Bundle, RenderOptions};
+use olmv2::tls::CertificateAuthority;
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("olmv2-fuzz-{name}-{}", std::process::id()));
@@ -80,7 +80,7 @@ pub fn load_bundle_input(data: &[u8]) {
         std::fs::write(path, content).expect("write");
     }
     if let Ok(bundle) = Bundle::load(&sandbox) {
-        let authority = GeneratedAuthority::new("fuzz").expect("CA");
+        let authority = CertificateAuthority::new("fuzz").expect("CA");
         for targets in [vec![String::new()], vec!["operators".to_owned()]] {
             let options =
                 RenderOptions { install_namespace: "operators", target_namespaces: &targets, certificates: &authority };

@@ -36,7 +36,7 @@ pub enum Error {
     #[error(transparent)]
     PushImage(#[from] crate::bundle::image::PushError),
     #[error(transparent)]
-    IssueCertificate(#[from] crate::bundle::certs::CertificateError),
+    IssueCertificate(#[from] crate::tls::CertificateError),
     #[error("failed to read {path}")]
     ReadFile {
         path: std::path::PathBuf,

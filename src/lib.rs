@@ -18,4 +18,5 @@ pub mod output;
 pub mod rbac;
 pub mod server;
 pub mod telemetry;
+pub mod tls;
 pub mod webhook;

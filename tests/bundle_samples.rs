@@ -7,10 +7,10 @@
 use std::path::{Path, PathBuf};
 
 use olmv2::api::v2alpha1::PermissionScope;
-use olmv2::bundle::certs::GeneratedAuthority;
 use olmv2::bundle::{map_namespaces, render, Bundle, RenderOptions};
 use olmv2::rbac::missing::rule_of;
 use olmv2::rbac::{covers, missing_permissions, required_permissions, KindIndex, RbacSnapshot, UserInfo};
+use olmv2::tls::CertificateAuthority;
 use serde_json::{json, Value};
 
 fn sample(path: &str) -> PathBuf {
@@ -19,7 +19,7 @@ fn sample(path: &str) -> PathBuf {
 
 fn rendered(path: &str, targets: &[&str]) -> Vec<Value> {
     let bundle = Bundle::load(&sample(path)).expect("loads");
-    let authority = GeneratedAuthority::new("samples").expect("CA");
+    let authority = CertificateAuthority::new("samples").expect("CA");
     let targets: Vec<String> = targets.iter().map(|t| (*t).to_owned()).collect();
     render(
         &bundle,

@@ -6,8 +6,8 @@
 mod support;
 
 use olmv2::api::v1alpha1::InstallModeType;
-use olmv2::bundle::certs::GeneratedAuthority;
 use olmv2::bundle::{render, Bundle, ConvertError, RenderOptions};
+use olmv2::tls::CertificateAuthority;
 use serde_json::Value;
 use support::{is_invalid_testdata_bundle, testdata_bundles, INVALID_TESTDATA_BUNDLE};
 
@@ -111,7 +111,7 @@ fn check_rendered(bundle: &Bundle, objects: &[Value], mode: InstallModeType) -> 
 
 #[test]
 fn every_bundle_converts_for_each_supported_install_mode() {
-    let authority = GeneratedAuthority::new("olmv2-test").expect("CA");
+    let authority = CertificateAuthority::new("olmv2-test").expect("CA");
     let bundles = testdata_bundles();
     assert!(bundles.len() >= 120, "found {}", bundles.len());
     let mut failures = Vec::new();

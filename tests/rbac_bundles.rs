@@ -11,13 +11,13 @@ use std::path::Path;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{APIResource, APIResourceList};
 use olmv2::api::v1alpha1::{ClusterServiceVersion, InstallModeType};
 use olmv2::api::v2alpha1::PermissionScope;
-use olmv2::bundle::certs::GeneratedAuthority;
 use olmv2::bundle::{render, Bundle, RenderOptions};
 use olmv2::rbac::missing::rule_of;
 use olmv2::rbac::{
     covers, missing_permissions, required_permissions, KindIndex, RbacSnapshot, RequiredPermissionsError, Rule,
     UserInfo,
 };
+use olmv2::tls::CertificateAuthority;
 use serde_json::Value;
 use support::{is_invalid_testdata_bundle, testdata_bundles};
 
@@ -36,7 +36,7 @@ fn content(bundle_dir: &Path) -> Option<(ClusterServiceVersion, Vec<Value>)> {
     } else {
         vec!["team-a".to_owned()]
     };
-    let authority = GeneratedAuthority::new("test").expect("CA");
+    let authority = CertificateAuthority::new("test").expect("CA");
     let options =
         RenderOptions { install_namespace: INSTALL_NAMESPACE, target_namespaces: &targets, certificates: &authority };
     let objects = render(&bundle, &options).unwrap_or_else(|e| panic!("{}: {e}", bundle_dir.display()));

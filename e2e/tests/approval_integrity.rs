@@ -66,7 +66,7 @@ async fn a_mounted_certificate_serves_the_webhook_once_cert_manager_injects_its_
 
     // cert-manager's CA injector writes the CA into every webhook of the configuration.
     let ca = std::fs::read_to_string(harness.dir.join("webhook-cert/ca.crt")).unwrap();
-    let bundle = olmv2::install::resolve::ca_bundle(&ca);
+    let bundle = olmv2::tls::ca_bundle(&ca);
     let injection: Vec<Value> = (0..webhooks.len())
         .map(|i| json!({"op": "add", "path": format!("/webhooks/{i}/clientConfig/caBundle"), "value": bundle}))
         .collect();

@@ -7,10 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::certs::{CertificateError, CertificateIssuer};
 use super::model::Bundle;
 use crate::api::v1::{OPERATOR_NAMESPACE_ANNOTATION, TARGET_NAMESPACES_ANNOTATION};
 use crate::api::v1alpha1::{InstallModeType, StrategyDeploymentPermissions, WebhookAdmissionType, WebhookDescription};
+use crate::tls::{self, CertificateError, CertificateIssuer};
 
 /// Where to install, and which namespaces the operator watches: empty or `[""]` for all namespaces.
 pub struct RenderOptions<'a> {
@@ -291,9 +291,8 @@ fn render_webhooks(
     for (deployment_name, served) in by_deployment {
         let service = format!("{deployment_name}-service");
         let secret = format!("{service}-cert");
-        let names = vec![format!("{service}.{namespace}.svc"), format!("{service}.{namespace}.svc.cluster.local")];
-        let certificate = issuer.issue(&names)?;
-        let ca_bundle = base64_encode(certificate.ca_pem.as_bytes());
+        let certificate = issuer.issue(&tls::service_dns_names(&service, namespace))?;
+        let ca_bundle = certificate.ca_pem.as_deref().map(tls::ca_bundle);
         let deployment =
             deployments.get_mut(deployment_name).ok_or_else(|| ConvertError::WebhookDeploymentMissing {
                 webhook: served[0].generate_name.clone(),
@@ -309,15 +308,22 @@ fn render_webhooks(
                 webhook.target_port.as_ref().map_or(json!(port), |t| serde_json::to_value(t).unwrap_or(json!(port)));
             ports.insert(port, json!({"name": format!("{port}"), "port": port, "targetPort": target}));
         }
+        let mut string_data = json!({"tls.crt": certificate.cert_pem, "tls.key": certificate.key_pem});
+        // Without a CA (an issuer whose CA someone else injects), the Secret and the caBundles name none.
+        if let Some(ca_pem) = &certificate.ca_pem {
+            string_data["ca.crt"] = json!(ca_pem);
+        }
         objects.push(json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
-            "metadata": {"name": secret, "namespace": namespace},
-            "stringData": {"tls.crt": certificate.cert_pem, "tls.key": certificate.key_pem, "ca.crt": certificate.ca_pem}}));
+            "metadata": {"name": secret, "namespace": namespace}, "stringData": string_data}));
         objects
             .push(json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": service, "namespace": namespace},
             "spec": {"selector": selector, "ports": ports.into_values().collect::<Vec<_>>()}}));
 
         for webhook in served {
-            let client_config = json!({"service": {"namespace": namespace, "name": service, "path": webhook.webhook_path, "port": webhook.container_port.unwrap_or(443)}, "caBundle": ca_bundle});
+            let mut client_config = json!({"service": {"namespace": namespace, "name": service, "path": webhook.webhook_path, "port": webhook.container_port.unwrap_or(443)}});
+            if let Some(ca_bundle) = &ca_bundle {
+                client_config["caBundle"] = json!(ca_bundle);
+            }
             match webhook.webhook_type {
                 WebhookAdmissionType::ConversionWebhook => {
                     for crd_name in &webhook.conversion_crds {
@@ -410,23 +416,6 @@ fn mount_serving_certificate(deployment: &mut Value, secret: &str) {
             container["volumeMounts"] = Value::Array(mounts);
         }
     }
-}
-
-fn base64_encode(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [chunk[0], *chunk.get(1).unwrap_or(&0), *chunk.get(2).unwrap_or(&0)];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (i, shift) in [18, 12, 6, 0].iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(char::from(ALPHABET[((n >> shift) & 63) as usize]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
 }
 
 /// Replaces namespaces named in `mapping` (from → to) in every namespace field of `objects`: metadata, binding

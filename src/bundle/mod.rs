@@ -1,8 +1,7 @@
 //! Operator bundles: the registry+v1 format (`model`), conversion into plain manifests (`convert`) with serving
-//! certificates for webhooks (`certs`), safe unpacking of image layers (`unpack`), and pulling, building and pushing
-//! bundle images (`image`).
+//! certificates for webhooks (issued by `tls`), safe unpacking of image layers (`unpack`), and pulling, building and
+//! pushing bundle images (`image`).
 
-pub mod certs;
 pub mod convert;
 pub mod credentials;
 pub mod image;

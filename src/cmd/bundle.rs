@@ -9,12 +9,12 @@ use serde::Serialize;
 
 use super::registry::{cache_dir, registry_options, RegistryArgs};
 use crate::api::v1alpha1::{InstallModeType, StrategyDeploymentPermissions};
-use crate::bundle::certs::GeneratedAuthority;
 use crate::bundle::image::ImageClient;
 use crate::bundle::unpack::UnpackLimits;
 use crate::bundle::{render, Bundle, RenderOptions};
 use crate::error::Error;
 use crate::output::{self, table};
+use crate::tls::CertificateAuthority;
 
 #[derive(Debug, Subcommand)]
 pub enum BundleCommand {
@@ -107,7 +107,7 @@ pub async fn run(command: BundleCommand) -> Result<(), Error> {
         BundleCommand::Render { source, namespace, watch, registry } => {
             let (bundle, _) = load(&source, &registry).await?;
             let targets = if watch.is_empty() { default_targets(&bundle, &namespace) } else { watch };
-            let authority = GeneratedAuthority::new(&format!("olmv2-{}", bundle.name()))?;
+            let authority = CertificateAuthority::new(&format!("olmv2-{}", bundle.name()))?;
             let options =
                 RenderOptions { install_namespace: &namespace, target_namespaces: &targets, certificates: &authority };
             for object in render(&bundle, &options)? {

@@ -6,18 +6,17 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use base64::Engine as _;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::content::{csv_record, install_namespace, parse_raw, place_raw, target_namespaces};
 use crate::api::v1::OperatorGroup;
 use crate::api::v2alpha1::{ContentSource, ContentType, Install, ResolvedContent};
-use crate::bundle::certs::{CertificateError, CertificateIssuer, GeneratedAuthority, ServingCertificate};
 use crate::bundle::image::{ImageClient, PullError};
 use crate::bundle::unpack::UnpackLimits;
 use crate::bundle::{render, Bundle, BundleError, ConvertError, RenderOptions};
 use crate::rbac::KindIndex;
+use crate::tls::{self, CertificateAuthority, CertificateError, CertificateIssuer, ServingCertificate};
 
 /// Why content did not resolve.
 #[derive(Debug, thiserror::Error)]
@@ -98,8 +97,8 @@ impl StoredCertificates {
             let Some(service) = name.strip_suffix("-cert") else { continue };
             let text = |key: &str| data.get(key).and_then(|bytes| String::from_utf8(bytes.0.clone()).ok());
             if let (Some(cert_pem), Some(key_pem), Some(ca_pem)) = (text("tls.crt"), text("tls.key"), text("ca.crt")) {
-                by_first_name
-                    .insert(format!("{service}.{namespace}.svc"), ServingCertificate { ca_pem, cert_pem, key_pem });
+                let certificate = ServingCertificate { cert_pem, key_pem, ca_pem: Some(ca_pem) };
+                by_first_name.insert(tls::service_host(service, namespace), certificate);
             }
         }
         Self { by_first_name }
@@ -112,7 +111,7 @@ impl CertificateIssuer for StoredCertificates {
             return Ok(stored.clone());
         }
         let name = dns_names.first().map_or("olmv2-webhook-ca", String::as_str);
-        GeneratedAuthority::new(name)?.issue(dns_names)
+        CertificateAuthority::new(name)?.issue(dns_names)
     }
 }
 
@@ -175,11 +174,6 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A PEM as the base64 of a `caBundle` field.
-pub fn ca_bundle(pem: &str) -> String {
-    base64::engine::general_purpose::STANDARD.encode(pem)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,7 +194,10 @@ mod tests {
         let stored = StoredCertificates::from_secrets(&[secret]);
         let names = vec!["plumbus-service.operators.svc".to_owned()];
         let issued = stored.issue(&names).expect("issued");
-        assert_eq!(issued, ServingCertificate { ca_pem: "CA".into(), cert_pem: "CERT".into(), key_pem: "KEY".into() });
+        assert_eq!(
+            issued,
+            ServingCertificate { ca_pem: Some("CA".into()), cert_pem: "CERT".into(), key_pem: "KEY".into() }
+        );
         let fresh = stored.issue(&["other-service.operators.svc".to_owned()]).expect("issued");
         assert!(fresh.cert_pem.contains("BEGIN CERTIFICATE"));
     }

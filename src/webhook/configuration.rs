@@ -1,12 +1,10 @@
-//! The webhook's ValidatingWebhookConfiguration and its serving certificate: generated at start (a CA and a leaf
-//! for the Service's DNS names, the CA going into `caBundle`), or read from a mounted cert-manager Secret.
+//! The webhook's configurations (validating and mutating) and its serving certificate: generated at start (a CA
+//! and a leaf for the Service's DNS names, the CA going into `caBundle`), or read from a mounted cert-manager Secret
+//! (`tls::ServingCertificate::read_mounted`), whose CA cert-manager's injector writes instead.
 
-use std::path::Path;
-
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use serde_json::{json, Value};
 
-use super::WebhookError;
+use crate::tls::{self, CertificateAuthority, CertificateError, CertificateIssuer, ServingCertificate};
 
 /// Name of the configuration the controller writes.
 pub const CONFIGURATION_NAME: &str = "olmv2-install-approval";
@@ -18,52 +16,15 @@ pub const IDENTITY_CONFIGURATION_NAME: &str = "olmv2-install-identity";
 pub const MUTATE_INSTALL_PATH: &str = "/mutate-install";
 pub const MUTATE_OPERATOR_PATH: &str = "/mutate-operator";
 
-/// A serving certificate; `ca_pem` is set when the controller generated it.
-pub struct ServingCertificate {
-    pub cert_pem: String,
-    pub key_pem: String,
-    pub ca_pem: Option<String>,
-}
-
-/// A CA and a certificate it signs for `service.namespace.svc` (and its longer forms).
-pub fn generate(service: &str, namespace: &str) -> Result<ServingCertificate, WebhookError> {
-    let ca_key = KeyPair::generate().map_err(WebhookError::Certificate)?;
-    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(WebhookError::Certificate)?;
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.distinguished_name.push(DnType::CommonName, "olmv2-webhook-ca");
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-    let ca_pem = ca.self_signed(&ca_key).map_err(WebhookError::Certificate)?.pem();
-    let names = dns_names(service, namespace);
-    let key = KeyPair::generate().map_err(WebhookError::Certificate)?;
-    let mut leaf = CertificateParams::new(names.clone()).map_err(WebhookError::Certificate)?;
-    leaf.distinguished_name.push(DnType::CommonName, names[0].as_str());
-    leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-    let cert_pem = leaf.signed_by(&key, &Issuer::from_params(&ca, &ca_key)).map_err(WebhookError::Certificate)?.pem();
-    Ok(ServingCertificate { cert_pem, key_pem: key.serialize_pem(), ca_pem: Some(ca_pem) })
-}
-
-/// The DNS names the API server uses for a Service.
-pub fn dns_names(service: &str, namespace: &str) -> Vec<String> {
-    vec![
-        format!("{service}.{namespace}.svc"),
-        format!("{service}.{namespace}.svc.cluster.local"),
-        format!("{service}.{namespace}"),
-    ]
-}
-
-/// `tls.crt` and `tls.key` of a mounted Secret.
-pub fn read(dir: &Path) -> Result<ServingCertificate, WebhookError> {
-    let read = |file: &str| {
-        let path = dir.join(file);
-        std::fs::read_to_string(&path).map_err(|source| WebhookError::ReadCertificate { path, source })
-    };
-    Ok(ServingCertificate { cert_pem: read("tls.crt")?, key_pem: read("tls.key")?, ca_pem: None })
+/// A CA and a certificate it signs for the Service's DNS names (`service.namespace.svc` and its other forms).
+pub fn generate(service: &str, namespace: &str) -> Result<ServingCertificate, CertificateError> {
+    CertificateAuthority::new("olmv2-webhook-ca")?.issue(&tls::service_dns_names(service, namespace))
 }
 
 fn client_config(namespace: &str, service: &str, port: i32, ca_pem: Option<&str>, path: &str) -> Value {
     let mut config = json!({"service": {"namespace": namespace, "name": service, "path": path, "port": port}});
     if let Some(ca) = ca_pem {
-        config["caBundle"] = json!(crate::install::resolve::ca_bundle(ca));
+        config["caBundle"] = json!(tls::ca_bundle(ca));
     }
     config
 }
@@ -302,11 +263,5 @@ mod tests {
         let value = configuration("olmv2-system", "olmv2-webhook", 443, None);
         assert!(value["webhooks"][0]["clientConfig"].get("caBundle").is_none());
         assert_eq!(value["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "olmv2-system/olmv2-webhook");
-    }
-
-    #[test]
-    fn a_missing_certificate_directory_is_an_error_naming_the_file() {
-        let error = read(Path::new("/nonexistent-olmv2-certs")).err().expect("fails");
-        assert!(error.to_string().contains("tls.crt"), "{error}");
     }
 }

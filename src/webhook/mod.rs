@@ -1,7 +1,7 @@
 //! The admission webhooks the binary serves over TLS: the approval check of Installs (`approval`), the CatalogSource
 //! use check of Operators (`catalog_use`), the records of who created and who changed them (`identity`), their
-//! webhook configurations and serving certificate (`configuration`), the routes (`handlers`) and the HTTPS server
-//! (`server`).
+//! webhook configurations and serving certificate (`configuration`), the routes (`handlers`) and their start on the
+//! HTTPS server of `tls` (`server`).
 
 pub mod approval;
 pub mod catalog_use;
@@ -40,21 +40,11 @@ pub enum WebhookError {
     #[error("failed to learn the controller's own username (SelfSubjectReview)")]
     Identify(#[source] kube::Error),
     #[error("failed to generate the webhook's serving certificate")]
-    Certificate(#[source] rcgen::Error),
-    #[error("failed to read the webhook certificate in {path}")]
-    ReadCertificate {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("the webhook certificate is not usable: {reason}")]
-    Tls { reason: String },
-    #[error("failed to listen on {address}")]
-    Listen {
-        address: SocketAddr,
-        #[source]
-        source: std::io::Error,
-    },
+    Certificate(#[source] crate::tls::CertificateError),
+    #[error("failed to read the webhook's mounted certificate")]
+    ReadCertificate(#[source] crate::tls::ReadCertificateError),
+    #[error("failed to serve the webhook")]
+    Serve(#[source] crate::tls::ServeError),
     #[error("failed to write ValidatingWebhookConfiguration {name}")]
     Configure {
         name: String,
@@ -67,8 +57,9 @@ impl WebhookError {
     pub fn category(&self) -> &'static str {
         match self {
             Self::Identify(_) => "SelfSubjectReviewFailed",
-            Self::Certificate(_) | Self::ReadCertificate { .. } | Self::Tls { .. } => "WebhookCertificateInvalid",
-            Self::Listen { .. } => "WebhookListenFailed",
+            Self::Certificate(_) | Self::ReadCertificate(_) => "WebhookCertificateInvalid",
+            Self::Serve(crate::tls::ServeError::Certificate { .. }) => "WebhookCertificateInvalid",
+            Self::Serve(crate::tls::ServeError::Listen { .. }) => "WebhookListenFailed",
             Self::Configure { .. } => "WebhookConfigurationFailed",
         }
     }

@@ -1,0 +1,59 @@
+//! Certificates and the HTTPS server that presents them. One certificate authority type issues serving certificates
+//! (`authority`): the approval webhook's at start, and those of the webhooks bundles bring; a certificate can also be
+//! read from a mounted Secret (cert-manager's). One HTTPS server (`server`) serves an axum router with such a
+//! certificate: the webhook's routes today, an aggregated API server's next. The DNS names a Service is reached by
+//! and the `caBundle` form clients trust a CA in are built here, so every certificate and every client
+//! configuration agree on them. rcgen makes the certificates; rustls with aws-lc-rs, the crypto provider of the
+//! whole binary, serves them.
+
+pub mod authority;
+pub mod server;
+
+use base64::Engine as _;
+
+pub use authority::{
+    CertificateAuthority, CertificateError, CertificateIssuer, ReadCertificateError, ServingCertificate,
+};
+pub use server::{HttpsServer, ServeError};
+
+/// The name the API server reaches a Service by, `<service>.<namespace>.svc`: what webhook and APIService
+/// `service` references resolve to, and so the first name of its serving certificate.
+pub fn service_host(service: &str, namespace: &str) -> String {
+    format!("{service}.{namespace}.svc")
+}
+
+/// Every DNS name a Service answers to inside the cluster, [`service_host`] first: the names its serving certificate
+/// carries.
+pub fn service_dns_names(service: &str, namespace: &str) -> Vec<String> {
+    let host = service_host(service, namespace);
+    let cluster_local = format!("{host}.cluster.local");
+    vec![host, cluster_local, format!("{service}.{namespace}")]
+}
+
+/// A PEM as the base64 of a `caBundle` field (webhook configurations, CRD conversion, APIServices).
+pub fn ca_bundle(pem: &str) -> String {
+    base64::engine::general_purpose::STANDARD.encode(pem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_service_is_named_by_its_svc_host_first() {
+        assert_eq!(
+            service_dns_names("olmv2-webhook", "olmv2-system"),
+            [
+                "olmv2-webhook.olmv2-system.svc",
+                "olmv2-webhook.olmv2-system.svc.cluster.local",
+                "olmv2-webhook.olmv2-system"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_ca_bundle_is_the_standard_base64_of_the_pem() {
+        assert_eq!(ca_bundle("ab"), "YWI=");
+        assert_eq!(ca_bundle("abcd"), "YWJjZA==");
+    }
+}
