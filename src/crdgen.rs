@@ -15,7 +15,8 @@ use crate::api::{v1, v1alpha1, v2alpha1};
 /// Where the generated YAML lives, relative to the repository root.
 pub const CRD_DIR: &str = "crds";
 
-/// Longest Operator name: its component label key's name segment is at most 63 characters (DESIGN decision 2).
+/// Longest Operator name: its component label key's name segment is at most 63 characters (docs/design.md, 'The
+/// component label').
 pub const OPERATOR_NAME_MAX_LENGTH: i64 = 63;
 
 /// Operator names are both DNS subdomains (object names) and label name segments: lowercase alphanumerics,

@@ -1,4 +1,4 @@
-//! The label that ties a component to its Operator (DESIGN decision 2).
+//! The label that ties a component to its Operator (docs/design.md, 'The component label').
 
 /// Prefix of the component label key; the Operator's name follows it.
 pub const COMPONENT_LABEL_PREFIX: &str = "v2alpha1.operators.coreos.com/";

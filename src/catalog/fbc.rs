@@ -1,6 +1,6 @@
-//! File-Based Catalogs (DESIGN decision 7): the `olm.package`, `olm.channel` and `olm.bundle` blobs of a catalog
-//! directory, read into packages with their channels and bundles. Blobs of other schemas are kept out of the way,
-//! as `opm` does, so a catalog carrying extensions still loads.
+//! File-Based Catalogs (docs/design.md, 'Catalogs'): the `olm.package`, `olm.channel` and `olm.bundle` blobs of a
+//! catalog directory, read into packages with their channels and bundles. Blobs of other schemas are kept out of the
+//! way, as `opm` does, so a catalog carrying extensions still loads.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

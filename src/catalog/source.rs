@@ -1,5 +1,5 @@
-//! Catalog images: a CatalogSource's File-Based Catalog image, pulled with the bundle code (DESIGN decision 7) and
-//! kept loaded per digest. A tag is looked up again at most once per poll interval, so many Operators reconciling
+//! Catalog images: a CatalogSource's File-Based Catalog image, pulled with the bundle code (docs/design.md, 'Catalogs')
+//! and kept loaded per digest. A tag is looked up again at most once per poll interval, so many Operators reconciling
 //! against one catalog cost the registry one digest request per interval, not one per reconcile.
 
 use std::collections::HashMap;

@@ -1,5 +1,5 @@
-//! Which ServiceAccount an Install runs as (DESIGN decision 3), and when that account's rights count as approved.
-//! Pure functions: the I/O is in `cluster.rs`.
+//! Which ServiceAccount an Install runs as (docs/design.md, 'Who an Install runs as'), and when that account's rights
+//! count as approved. Pure functions: the I/O is in `cluster.rs`.
 //!
 //! The controller's own account is an eponymous one: named after the Install *and its uid*, so no name an Install
 //! can take (`olmv2-controller`, `default`, the name of an Install deleted with `--cascade=orphan`) ever designates
@@ -46,10 +46,10 @@ pub fn eponymous_name(install: &str, uid: &str) -> String {
     format!("{prefix}-{hash}")
 }
 
-/// DESIGN decision 3: the one OperatorGroup's `serviceAccountName` in the install namespace when exactly one group
-/// exists there and names one; otherwise the eponymous account. An OperatorGroup assignment recorded in the status
-/// stays (the rules granted to it were approved for it); an eponymous one is always the name derived from the uid,
-/// whatever an earlier version recorded.
+/// docs/design.md, 'Who an Install runs as': the one OperatorGroup's `serviceAccountName` in the install namespace when
+/// exactly one group exists there and names one; otherwise the eponymous account. An OperatorGroup assignment recorded
+/// in the status stays (the rules granted to it were approved for it); an eponymous one is always the name derived from
+/// the uid, whatever an earlier version recorded.
 pub fn assign_service_account(
     recorded: Option<&ServiceAccountReference>,
     install: &str,

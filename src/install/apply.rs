@@ -1,6 +1,6 @@
-//! Writing content as the ServiceAccount (DESIGN decision 4): clients that impersonate an account, server-side apply
-//! of untyped objects, reads of live state and pruning. The API server judges every write with the account's RBAC,
-//! so nothing the content brings is written with the controller's own identity.
+//! Writing content as the ServiceAccount (docs/design.md, 'How content is applied'): clients that impersonate an
+//! account, server-side apply of untyped objects, reads of live state and pruning. The API server judges every write
+//! with the account's RBAC, so nothing the content brings is written with the controller's own identity.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

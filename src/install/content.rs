@@ -1,6 +1,7 @@
 //! From an Install's content to the plain objects it applies: where namespace-less objects land, how the namespace
-//! mapping is applied, which namespaces a bundle's operator watches, which ServiceAccount applies them (DESIGN
-//! decision 3), and the labels, annotations and owner references every applied object carries. Pure functions.
+//! mapping is applied, which namespaces a bundle's operator watches, which ServiceAccount applies them (docs/design.md,
+//! 'Who an Install runs as'), and the labels, annotations and owner references every applied object carries. Pure
+//! functions.
 
 use serde_json::{json, Value};
 

@@ -1,7 +1,7 @@
-//! The approval gate (DESIGN decision 6): whether an Install's content may be applied now, and which rules must be
-//! granted first. An approval covers the pending set and the content recorded in the status when it was given (what
-//! the webhook checked the approver against): anything needed beyond that set, or other content (a moved tag, a new
-//! image) sends the Install back to Unapproved.
+//! The approval gate (docs/design.md, 'Approval'): whether an Install's content may be applied now, and which rules
+//! must be granted first. An approval covers the pending set and the content recorded in the status when it was given
+//! (what the webhook checked the approver against): anything needed beyond that set, or other content (a moved tag, a
+//! new image) sends the Install back to Unapproved.
 //!
 //! Two kinds of wait: the ServiceAccount lacks rules (a person holding them approves the missing ones), or the
 //! content itself needs a person (a Manual Operator's update, content changed by someone who does not hold what the

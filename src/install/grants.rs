@@ -1,7 +1,7 @@
-//! The RBAC objects that hold exactly the approved rules for an Install's ServiceAccount (DESIGN decision 4): a
-//! ClusterRole and ClusterRoleBinding for the cluster-wide rules, a Role and RoleBinding in each namespace for the
-//! others. They are owned by the Install, so garbage collection removes them with it, and named after their rules, so
-//! a retried grant after a crash writes the same objects again instead of new ones.
+//! The RBAC objects that hold exactly the approved rules for an Install's ServiceAccount (docs/design.md, 'How content
+//! is applied'): a ClusterRole and ClusterRoleBinding for the cluster-wide rules, a Role and RoleBinding in each
+//! namespace for the others. They are owned by the Install, so garbage collection removes them with it, and named after
+//! their rules, so a retried grant after a crash writes the same objects again instead of new ones.
 
 use std::collections::BTreeMap;
 

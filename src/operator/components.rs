@@ -1,6 +1,6 @@
-//! Components (DESIGN decision 2): the kinds an Operator gathers by its label, and what its status says of each
-//! one — a reference, and the conditions worth a person's attention, copied from the component where it has them
-//! (a ClusterServiceVersion's phase becomes one condition, as OLM v0 shows it).
+//! Components (docs/design.md, 'The component label'): the kinds an Operator gathers by its label, and what its status
+//! says of each one — a reference, and the conditions worth a person's attention, copied from the component where it
+//! has them (a ClusterServiceVersion's phase becomes one condition, as OLM v0 shows it).
 
 use std::collections::BTreeMap;
 

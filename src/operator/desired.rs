@@ -1,6 +1,6 @@
 //! The Install an Operator owns: one per Operator, named after it, holding the one bundle image its source resolved
 //! to. Upgrades change that Install's content, so the Install's approval gate decides whether an update needs a
-//! person again (DESIGN decision 6), and a Manual Operator resets the approval in the same write.
+//! person again (docs/design.md, 'Approval'), and a Manual Operator resets the approval in the same write.
 
 use serde_json::{json, Value};
 

@@ -1,6 +1,7 @@
-//! The permissions the API server will demand of a ServiceAccount that applies some plain manifests (DESIGN
-//! decision 5): the verbs of applying each object, and, for every Role, ClusterRole and binding among them, the rules
-//! it grants, which Kubernetes' escalation prevention requires the applier to hold unless it may `escalate` or `bind`.
+//! The permissions the API server will demand of a ServiceAccount that applies some plain manifests (docs/design.md,
+//! 'Required permissions'): the verbs of applying each object, and, for every Role, ClusterRole and binding among them,
+//! the rules it grants, which Kubernetes' escalation prevention requires the applier to hold unless it may `escalate`
+//! or `bind`.
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! What the approval webhook decides about a write to an Install (DESIGN decision 6), as pure functions: which
+//! What the approval webhook decides about a write to an Install (docs/design.md, 'Approval'), as pure functions: which
 //! writes need the approver checked, the single access checks that make up the pending rules, and the denial text.
 //! Setting `spec.approval: Approved` needs every rule pending in the status the write replaces; the status itself,
 //! where the pending set is recorded, is written only by the controller.

@@ -1,4 +1,4 @@
-//! Use of CatalogSources (DESIGN decision 7): naming a CatalogSource in an Operator's `spec.updates` needs the
+//! Use of CatalogSources (docs/design.md, 'Catalogs'): naming a CatalogSource in an Operator's `spec.updates` needs the
 //! custom verb `install` on it. Pure: decides which access check a create or update of an Operator needs.
 
 use serde_json::Value;

@@ -1,4 +1,5 @@
-//! The CatalogSource: a File-Based Catalog shipped in an OCI image (DESIGN decision 7), from which packages resolve.
+//! The CatalogSource: a File-Based Catalog shipped in an OCI image (docs/design.md, 'Catalogs'), from which packages
+//! resolve.
 
 use std::collections::BTreeMap;
 
