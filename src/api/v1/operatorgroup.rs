@@ -5,6 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector, T
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use crate::api::nullable::null_as_default;
 
@@ -18,6 +19,7 @@ pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
 pub const PROVIDED_APIS_ANNOTATION: &str = "olm.providedAPIs";
 
 /// Desired state of an OperatorGroup.
+#[skip_serializing_none]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "operators.coreos.com",
@@ -33,13 +35,13 @@ pub const PROVIDED_APIS_ANNOTATION: &str = "olm.providedAPIs";
 #[serde(rename_all = "camelCase")]
 pub struct OperatorGroupSpec {
     /// Selects target namespaces by label; ignored when `targetNamespaces` is set. Empty or absent selects all.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub selector: Option<LabelSelector>,
     /// Explicit target namespaces.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub target_namespaces: Vec<String>,
     /// The ServiceAccount, in the group's namespace, that operators of the group are installed as.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub service_account_name: Option<String>,
     /// Whether `olm.providedAPIs` is set by hand and never changed by OLM.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -68,6 +70,7 @@ pub enum UpgradeStrategyName {
 }
 
 /// Observed state of an OperatorGroup.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorGroupStatus {
@@ -75,10 +78,10 @@ pub struct OperatorGroupStatus {
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<String>,
     /// The ServiceAccount found for `spec.serviceAccountName`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub service_account_ref: Option<ObjectReference>,
     /// When the status last changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_updated: Option<Time>,
     /// Conditions such as MultipleOperatorGroup and OperatorGroupServiceAccount.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]

@@ -8,12 +8,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use crate::api::nullable::null_as_default;
 
 use super::Icon;
 
 /// Desired state of a CatalogSource.
+#[skip_serializing_none]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "operators.coreos.com",
@@ -34,37 +36,37 @@ pub struct CatalogSourceSpec {
     /// How the catalog is served: `grpc` with `image` (a File-Based Catalog image), `configmap`, or `internal`.
     pub source_type: SourceType,
     /// The catalog image.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub image: Option<String>,
     /// Address of an existing catalog server, for `grpc` without `image`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub address: Option<String>,
     /// Name of a ConfigMap holding the catalog, for `configmap` and `internal`.
-    #[serde(default, rename = "configMap", skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "configMap")]
     pub config_map: Option<String>,
     /// Pull secrets for the catalog image and its bundles, in the CatalogSource's namespace.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<String>,
     /// How often the image is polled for a new digest.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub update_strategy: Option<UpdateStrategy>,
     /// Scheduling of a catalog server pod.
-    #[serde(default, rename = "grpcPodConfig", skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "grpcPodConfig")]
     pub grpc_pod_config: Option<GrpcPodConfig>,
     /// Human-readable name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub display_name: Option<String>,
     /// Description.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub description: Option<String>,
     /// Publisher.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub publisher: Option<String>,
     /// Priority among catalogs; higher wins ties.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub priority: Option<i32>,
     /// Icon of the catalog.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub icon: Option<Icon>,
 }
 
@@ -82,58 +84,62 @@ pub enum SourceType {
 }
 
 /// Polling of the catalog image.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UpdateStrategy {
     /// Poll the registry at an interval.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub registry_poll: Option<RegistryPoll>,
 }
 
 /// Registry polling interval.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct RegistryPoll {
     /// A Go duration such as `10m`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub interval: Option<String>,
 }
 
 /// Scheduling of a catalog server pod.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GrpcPodConfig {
     /// Node selector.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub node_selector: Option<BTreeMap<String, String>>,
     /// Tolerations.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub tolerations: Option<Vec<Toleration>>,
     /// Priority class.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub priority_class_name: Option<String>,
     /// `legacy` or `restricted`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub security_context_config: Option<String>,
 }
 
 /// Observed state of a CatalogSource.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogSourceStatus {
     /// Human-readable detail.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub message: Option<String>,
     /// Machine-readable reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reason: Option<String>,
     /// The catalog image pinned by the digest last pulled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub resolved_image: Option<String>,
     /// The ConfigMap a configmap catalog was read from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub config_map_reference: Option<ObjectReference>,
     /// When the image was last polled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub latest_image_registry_poll: Option<Time>,
     /// Conditions of the catalog.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]

@@ -11,12 +11,14 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use crate::api::nullable::null_as_default;
 
 use super::arbitrary_json;
 
 /// Desired state of a ClusterServiceVersion, as written by the operator's author.
+#[skip_serializing_none]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "operators.coreos.com",
@@ -38,16 +40,16 @@ pub struct ClusterServiceVersionSpec {
     /// How the operator is installed: its deployments and the permissions they need.
     pub install: NamedInstallStrategy,
     /// Semantic version of the operator.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub version: Option<String>,
     /// Maturity of the operator (alpha, beta, stable, ...).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub maturity: Option<String>,
     /// CRDs the operator owns and requires.
-    #[serde(default, rename = "customresourcedefinitions", skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "customresourcedefinitions")]
     pub custom_resource_definitions: Option<CustomResourceDefinitions>,
     /// APIServices the operator owns and requires.
-    #[serde(default, rename = "apiservicedefinitions", skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "apiservicedefinitions")]
     pub api_service_definitions: Option<ApiServiceDefinitions>,
     /// Admission and conversion webhooks the operator serves.
     #[serde(
@@ -66,13 +68,13 @@ pub struct ClusterServiceVersionSpec {
     )]
     pub native_apis: Vec<GroupVersionKind>,
     /// The lowest Kubernetes version the operator runs on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub min_kube_version: Option<String>,
     /// Human-readable name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub display_name: Option<String>,
     /// Description, in Markdown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub description: Option<String>,
     /// Search keywords.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
@@ -81,7 +83,7 @@ pub struct ClusterServiceVersionSpec {
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub maintainers: Vec<Maintainer>,
     /// Who publishes the operator.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub provider: Option<AppLink>,
     /// Links to documentation and sources.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
@@ -93,7 +95,7 @@ pub struct ClusterServiceVersionSpec {
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub install_modes: Vec<InstallMode>,
     /// The name of the CSV this one upgrades.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub replaces: Option<String>,
     /// Names of CSVs this one may upgrade directly, skipping them.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
@@ -105,13 +107,13 @@ pub struct ClusterServiceVersionSpec {
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
     /// Selects the operator's resources.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub selector: Option<LabelSelector>,
     /// Images the operator uses, for disconnected mirroring.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub related_images: Vec<RelatedImage>,
     /// Whether OLM deletes the operator's custom resources when the CSV goes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub cleanup: Option<CleanupSpec>,
 }
 
@@ -141,6 +143,7 @@ pub struct StrategyDetailsDeployment {
 }
 
 /// One Deployment of the operator.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct StrategyDeploymentSpec {
     /// Name of the Deployment.
@@ -148,7 +151,7 @@ pub struct StrategyDeploymentSpec {
     /// The Deployment's spec.
     pub spec: DeploymentSpec,
     /// Labels of the Deployment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub label: Option<BTreeMap<String, String>>,
 }
 
@@ -176,6 +179,7 @@ pub struct CustomResourceDefinitions {
 }
 
 /// A CRD the operator owns or requires.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CrdDescription {
@@ -186,10 +190,10 @@ pub struct CrdDescription {
     /// Kind of the API.
     pub kind: String,
     /// Human-readable name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub display_name: Option<String>,
     /// Description.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub description: Option<String>,
     /// Kinds the operator creates for instances of this API.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
@@ -217,6 +221,7 @@ pub struct ApiServiceDefinitions {
 }
 
 /// An aggregated API the operator serves or needs.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApiServiceDescription {
@@ -229,16 +234,16 @@ pub struct ApiServiceDescription {
     /// Kind.
     pub kind: String,
     /// The Deployment that serves the API.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub deployment_name: Option<String>,
     /// The port the serving container listens on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub container_port: Option<i32>,
     /// Human-readable name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub display_name: Option<String>,
     /// Description.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub description: Option<String>,
     /// Kinds the operator creates for instances of this API.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
@@ -270,16 +275,17 @@ pub struct ApiResourceReference {
 }
 
 /// A spec, status or action descriptor: how a user interface presents a field.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Descriptor {
     /// JSON path of the field, relative to spec or status.
     pub path: String,
     /// Human-readable name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub display_name: Option<String>,
     /// Description.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub description: Option<String>,
     /// Descriptor URNs such as `urn:alm:descriptor:com.tectonic.ui:text`.
     #[serde(
@@ -290,7 +296,7 @@ pub struct Descriptor {
     )]
     pub x_descriptors: Vec<String>,
     /// A sample value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "arbitrary_json")]
     pub value: Option<serde_json::Value>,
 }
@@ -304,6 +310,7 @@ pub enum WebhookAdmissionType {
 }
 
 /// A webhook the operator serves from one of its Deployments.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookDescription {
@@ -315,37 +322,37 @@ pub struct WebhookDescription {
     /// The Deployment that serves the webhook.
     pub deployment_name: String,
     /// Port of the webhook Service; 443 when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub container_port: Option<i32>,
     /// Port the container listens on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub target_port: Option<IntOrString>,
     /// Operations and resources the webhook intercepts.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<RuleWithOperations>,
     /// Fail or Ignore.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub failure_policy: Option<String>,
     /// Exact or Equivalent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub match_policy: Option<String>,
     /// Selects the objects the webhook sees.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub object_selector: Option<LabelSelector>,
     /// None or NoneOnDryRun.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub side_effects: Option<String>,
     /// Timeout of a call, in seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub timeout_seconds: Option<i32>,
     /// AdmissionReview versions the webhook accepts.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub admission_review_versions: Vec<String>,
     /// Never or IfNeeded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reinvocation_policy: Option<String>,
     /// HTTP path of the webhook.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub webhook_path: Option<String>,
     /// CRDs whose conversion the webhook serves.
     #[serde(
@@ -370,24 +377,26 @@ pub struct GroupVersionKind {
 }
 
 /// A maintainer of the operator.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct Maintainer {
     /// Name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub name: Option<String>,
     /// Email address.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub email: Option<String>,
 }
 
 /// A named link.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct AppLink {
     /// Name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub name: Option<String>,
     /// URL.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub url: Option<String>,
 }
 
@@ -461,6 +470,7 @@ pub enum CsvPhase {
 }
 
 /// Observed state of a ClusterServiceVersion.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterServiceVersionStatus {
@@ -468,16 +478,16 @@ pub struct ClusterServiceVersionStatus {
     #[serde(default)]
     pub phase: CsvPhase,
     /// Human-readable detail of the phase.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub message: Option<String>,
     /// Machine-readable reason of the phase.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reason: Option<String>,
     /// When the status was last updated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_update_time: Option<Time>,
     /// When the phase last changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_transition_time: Option<Time>,
     /// History of phase transitions, newest last, at most 20.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
@@ -486,17 +496,18 @@ pub struct ClusterServiceVersionStatus {
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub requirement_status: Vec<RequirementStatus>,
     /// When webhook and APIService serving certificates were last issued.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub certs_last_updated: Option<Time>,
     /// When serving certificates are due to be rotated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub certs_rotate_at: Option<Time>,
     /// Custom resources awaiting deletion when cleanup is enabled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub cleanup: Option<CleanupStatus>,
 }
 
 /// One entry of a CSV's phase history.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CsvCondition {
@@ -504,20 +515,21 @@ pub struct CsvCondition {
     #[serde(default)]
     pub phase: CsvPhase,
     /// Human-readable detail.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub message: Option<String>,
     /// Machine-readable reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reason: Option<String>,
     /// When the entry was last updated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_update_time: Option<Time>,
     /// When the phase was entered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_transition_time: Option<Time>,
 }
 
 /// Status of one requirement of a CSV.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct RequirementStatus {
     /// API group of the required object.
@@ -539,7 +551,7 @@ pub struct RequirementStatus {
     #[serde(default)]
     pub message: String,
     /// UID of the object found.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub uuid: Option<String>,
     /// Status of what the requirement depends on (a ServiceAccount's rules).
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
@@ -547,6 +559,7 @@ pub struct RequirementStatus {
 }
 
 /// Status of something a requirement depends on.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct DependentStatus {
     /// API group.
@@ -562,10 +575,10 @@ pub struct DependentStatus {
     #[serde(default)]
     pub status: String,
     /// UID of the object found.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub uuid: Option<String>,
     /// Detail, such as `namespaced rule:{...}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub message: Option<String>,
 }
 
@@ -593,12 +606,13 @@ pub struct ResourceList {
 }
 
 /// One instance pending deletion.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct ResourceInstance {
     /// Name.
     pub name: String,
     /// Namespace; absent for cluster-scoped kinds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub namespace: Option<String>,
 }
 

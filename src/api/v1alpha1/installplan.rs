@@ -5,12 +5,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use crate::api::nullable::null_as_default;
 
 use super::InstallPlanApproval;
 
 /// Desired state of an InstallPlan.
+#[skip_serializing_none]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "operators.coreos.com",
@@ -28,10 +30,10 @@ use super::InstallPlanApproval;
 #[serde(rename_all = "camelCase")]
 pub struct InstallPlanSpec {
     /// Name of the CatalogSource the plan was resolved from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub catalog_source: Option<String>,
     /// Namespace of that CatalogSource.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub catalog_source_namespace: Option<String>,
     /// CSVs the plan installs.
     pub cluster_service_version_names: Vec<String>,
@@ -40,7 +42,7 @@ pub struct InstallPlanSpec {
     /// Whether the plan may run.
     pub approved: bool,
     /// Generation of the plan in its namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub generation: Option<i64>,
 }
 
@@ -58,6 +60,7 @@ pub enum InstallPlanPhase {
 }
 
 /// Observed state of an InstallPlan.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstallPlanStatus {
@@ -77,17 +80,18 @@ pub struct InstallPlanStatus {
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub bundle_lookups: Vec<BundleLookup>,
     /// The ServiceAccount the plan's steps are applied as.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub attenuated_service_account_ref: Option<ObjectReference>,
     /// When the plan started installing.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub start_time: Option<Time>,
     /// Human-readable detail.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub message: Option<String>,
 }
 
 /// A condition of an InstallPlan.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstallPlanCondition {
@@ -98,16 +102,16 @@ pub struct InstallPlanCondition {
     #[serde(default)]
     pub status: String,
     /// When the condition was last updated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_update_time: Option<Time>,
     /// When the condition last changed status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_transition_time: Option<Time>,
     /// Machine-readable reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reason: Option<String>,
     /// Human-readable message.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub message: Option<String>,
 }
 
@@ -128,6 +132,7 @@ pub struct Step {
 }
 
 /// The object of a step.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StepResource {
@@ -150,11 +155,12 @@ pub struct StepResource {
     #[serde(default)]
     pub name: String,
     /// The object as JSON, or a reference to a ConfigMap holding it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub manifest: Option<String>,
 }
 
 /// A bundle being unpacked.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BundleLookup {
@@ -171,6 +177,6 @@ pub struct BundleLookup {
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<InstallPlanCondition>,
     /// The bundle's properties as JSON.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub properties: Option<String>,
 }

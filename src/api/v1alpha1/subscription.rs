@@ -9,10 +9,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use crate::api::nullable::null_as_default;
 
 /// Desired state of a Subscription.
+#[skip_serializing_none]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "operators.coreos.com",
@@ -37,16 +39,16 @@ pub struct SubscriptionSpec {
     /// Name of the package.
     pub name: String,
     /// Channel of the package to follow; the default channel when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub channel: Option<String>,
     /// The CSV to install first.
-    #[serde(rename = "startingCSV", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "startingCSV", default)]
     pub starting_csv: Option<String>,
     /// Automatic or Manual approval of InstallPlans.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub install_plan_approval: Option<InstallPlanApproval>,
     /// Overrides applied to the operator's Deployments.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub config: Option<SubscriptionConfig>,
 }
 
@@ -61,38 +63,39 @@ pub enum InstallPlanApproval {
 }
 
 /// Overrides applied to the Deployments of a subscribed operator.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionConfig {
     /// Selects the pods to configure.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub selector: Option<LabelSelector>,
     /// Node selector of the pods.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub node_selector: Option<BTreeMap<String, String>>,
     /// Tolerations of the pods.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub tolerations: Option<Vec<Toleration>>,
     /// Resource requirements of the containers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub resources: Option<ResourceRequirements>,
     /// Environment sources added to the containers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub env_from: Option<Vec<EnvFromSource>>,
     /// Environment variables added to the containers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub env: Option<Vec<EnvVar>>,
     /// Volumes added to the pods.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub volumes: Option<Vec<Volume>>,
     /// Volume mounts added to the containers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub volume_mounts: Option<Vec<VolumeMount>>,
     /// Affinity of the pods.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub affinity: Option<Affinity>,
     /// Annotations added to the Deployments and pods.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub annotations: Option<BTreeMap<String, String>>,
 }
 
@@ -109,29 +112,30 @@ pub enum SubscriptionState {
 }
 
 /// Observed state of a Subscription.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionStatus {
     /// The CSV resolved as current.
-    #[serde(rename = "currentCSV", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "currentCSV", default)]
     pub current_csv: Option<String>,
     /// The CSV installed.
-    #[serde(rename = "installedCSV", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "installedCSV", default)]
     pub installed_csv: Option<String>,
     /// State of the subscription.
     #[serde(default)]
     pub state: SubscriptionState,
     /// Reason of the state.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reason: Option<String>,
     /// The current InstallPlan.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub install_plan_ref: Option<ObjectReference>,
     /// Generation of the current InstallPlan.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub install_plan_generation: Option<i64>,
     /// The current InstallPlan, as OLM first recorded it.
-    #[serde(default, rename = "installplan", skip_serializing_if = "Option::is_none")]
+    #[serde(default, rename = "installplan")]
     pub install_plan: Option<InstallPlanReference>,
     /// Conditions of the subscription.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
@@ -140,7 +144,7 @@ pub struct SubscriptionStatus {
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     pub catalog_health: Vec<SubscriptionCatalogHealth>,
     /// When the status was last updated.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_updated: Option<Time>,
 }
 
@@ -163,6 +167,7 @@ pub struct InstallPlanReference {
 }
 
 /// A condition of a Subscription.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionCondition {
@@ -172,27 +177,28 @@ pub struct SubscriptionCondition {
     /// True, False or Unknown.
     pub status: String,
     /// Machine-readable reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reason: Option<String>,
     /// Human-readable message.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub message: Option<String>,
     /// When the condition was last probed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_heartbeat_time: Option<Time>,
     /// When the condition last changed status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_transition_time: Option<Time>,
 }
 
 /// Health of one CatalogSource.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionCatalogHealth {
     /// The CatalogSource.
     pub catalog_source_ref: ObjectReference,
     /// When its health was last checked.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_updated: Option<Time>,
     /// Whether it is healthy.
     pub healthy: bool,

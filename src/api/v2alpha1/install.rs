@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use crate::api::union::{Member, UnionError};
 
@@ -25,13 +26,14 @@ pub const CREATOR_ANNOTATION: &str = "v2alpha1.operators.coreos.com/creator";
 pub const CONTENT_CHANGED_BY_ANNOTATION: &str = "v2alpha1.operators.coreos.com/content-changed-by";
 
 /// A user as the API server authenticated them, in the fields access reviews take.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct Requester {
     /// The username.
     #[serde(default)]
     pub username: String,
     /// The user's uid, when the authenticator gives one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub uid: Option<String>,
     /// The user's groups.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -101,6 +103,7 @@ pub enum ContentType {
 }
 
 /// A union: `type` names the one member that is set.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Content {
@@ -108,11 +111,11 @@ pub struct Content {
     #[serde(rename = "type")]
     pub content_type: ContentType,
     /// A fully qualified bundle image reference (registry included).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(length(min = 1))]
     pub manifest_image: Option<String>,
     /// One or more Kubernetes objects as YAML or JSON documents.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(length(min = 1))]
     pub raw: Option<String>,
 }
@@ -153,14 +156,15 @@ impl Content {
 }
 
 /// Observed state of an Install.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstallStatus {
     /// A one-word summary of the conditions, for `kubectl get`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub state: Option<InstallState>,
     /// The ServiceAccount the content is applied as. The controller assigns it; requesters never name one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub service_account_ref: Option<ServiceAccountReference>,
     /// Conditions: PendingApproval, ContentImportError, InvalidContent, Installed, Progressing, ComponentsDiverge.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -171,7 +175,7 @@ pub struct InstallStatus {
     pub resolved: Vec<ResolvedContent>,
     /// Permissions the content needs that the ServiceAccount does not hold, with whom the content's bindings bind and
     /// which of its ClusterRoles take part in aggregation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub pending: Option<PendingPermissions>,
     /// The objects last applied: those a later content drops are pruned, and drift is measured against them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -186,7 +190,7 @@ pub struct InstallStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approved_content: Vec<ResolvedContent>,
     /// The generation of the Install that this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub observed_generation: Option<i64>,
 }
 
@@ -206,6 +210,7 @@ pub enum InstallState {
 }
 
 /// An object an Install applied.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppliedObject {
@@ -214,7 +219,7 @@ pub struct AppliedObject {
     /// Kind of the object.
     pub kind: String,
     /// Namespace of the object; absent for cluster-scoped kinds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub namespace: Option<String>,
     /// Name of the object.
     pub name: String,
@@ -230,6 +235,7 @@ pub struct ServiceAccountReference {
 }
 
 /// A content item as resolved: an image pinned by digest, or the digest of raw manifests.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResolvedContent {
@@ -237,13 +243,14 @@ pub struct ResolvedContent {
     #[serde(rename = "type")]
     pub content_type: ContentType,
     /// The image reference pinned by digest, for ManifestImage content.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub manifest_image: Option<String>,
     /// The digest of the content (the image manifest's, or the sha256 of raw manifests).
     pub digest: String,
 }
 
 /// Permissions waiting for approval, and what the content's RBAC objects do with them.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct PendingPermissions {
     /// Number of rules in `permissions`.
@@ -251,7 +258,7 @@ pub struct PendingPermissions {
     /// Why a person's approval is needed: `Permissions` (the ServiceAccount lacks them), `ManualApproval` (the
     /// Operator approves updates by hand: every rule the content uses is listed) or `ContentChanged` (someone who
     /// does not hold what was granted changed the content: every rule it uses is listed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reason: Option<PendingReason>,
     /// The missing rules, compacted and in a stable order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -268,6 +275,7 @@ pub struct PendingPermissions {
 }
 
 /// A RoleBinding or ClusterRoleBinding of the content.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingBinding {
@@ -275,7 +283,7 @@ pub struct PendingBinding {
     pub kind: String,
     /// Namespace of a RoleBinding, the only one its rules hold in; absent for a ClusterRoleBinding, whose rules hold
     /// in every namespace and for cluster-scoped resources.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub namespace: Option<String>,
     /// Name of the binding.
     pub name: String,
@@ -302,12 +310,13 @@ pub struct PendingRoleRef {
 }
 
 /// A subject a binding grants a role to.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
 pub struct PendingSubject {
     /// User, Group or ServiceAccount.
     pub kind: String,
     /// Namespace of a ServiceAccount (a RoleBinding's own when the subject names none).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub namespace: Option<String>,
     /// Name of the user, group or ServiceAccount.
     pub name: String,

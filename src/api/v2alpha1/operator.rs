@@ -6,10 +6,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use crate::api::union::{Member, UnionError};
 
 /// Desired state of an Operator: where its content comes from and how it is updated.
+#[skip_serializing_none]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "operators.coreos.com",
@@ -30,7 +32,7 @@ use crate::api::union::{Member, UnionError};
 pub struct OperatorSpec {
     /// Where the operator's content is installed and updated from. Without it the Operator only gathers the
     /// components already labelled for it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub updates: Option<Updates>,
 }
 
@@ -44,6 +46,7 @@ pub enum UpdateSourceType {
 }
 
 /// A union: `type` names the one member that is set.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Updates {
@@ -51,10 +54,10 @@ pub struct Updates {
     #[serde(rename = "type")]
     pub source_type: UpdateSourceType,
     /// Resolve content from a package and channel of a CatalogSource.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub catalog_source: Option<CatalogSourceUpdates>,
     /// A fully qualified bundle image reference (registry included), preferably pinned by digest.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(length(min = 1))]
     pub manifest_image: Option<String>,
 }
@@ -107,17 +110,18 @@ pub enum UpdateApproval {
 }
 
 /// A package and channel of a CatalogSource to install from and follow.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogSourceUpdates {
     /// The package to install. Omit it with `channel` to install only `entrypoint`, without following updates.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub package: Option<String>,
     /// The channel of the package to follow.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub channel: Option<String>,
     /// The name of the first bundle to install; the channel head when omitted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub entrypoint: Option<String>,
     /// Whether updates are installed automatically or wait for a person.
     #[serde(default)]
@@ -139,17 +143,18 @@ pub struct CatalogSourceReference {
 }
 
 /// Observed state of an Operator, aggregated from its components.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorStatus {
     /// A one-word summary of the conditions, for `kubectl get`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub state: Option<OperatorState>,
     /// What the newest successful ClusterServiceVersion among the components says of the operator.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub metadata: Option<OperatorMetadata>,
     /// Updates found for the operator outside what it follows.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub updates: Option<UpdatesStatus>,
     /// Top-level conditions that summarize abnormal state: UpdateAvailable, ComponentsDiverge,
     /// InstallPendingApproval and ContentImportError.
@@ -157,10 +162,10 @@ pub struct OperatorStatus {
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
     /// The components gathered by the operator's label, with their status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub components: Option<Components>,
     /// The generation of the Operator that this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub observed_generation: Option<i64>,
 }
 
@@ -180,20 +185,21 @@ pub enum OperatorState {
 }
 
 /// What the operator's ClusterServiceVersion says about it.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorMetadata {
     /// Human-readable name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub display_name: Option<String>,
     /// Description of the operator.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub description: Option<String>,
     /// Version of the operator.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub version: Option<String>,
     /// APIs the operator provides and requires.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub apis: Option<OperatorApis>,
 }
 
@@ -209,6 +215,7 @@ pub struct OperatorApis {
 }
 
 /// An API identified by group, version and kind, with its resource names.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
 pub struct ApiReference {
     /// API group.
@@ -219,10 +226,10 @@ pub struct ApiReference {
     /// Kind.
     pub kind: String,
     /// Plural resource name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub plural: Option<String>,
     /// Singular resource name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub singular: Option<String>,
 }
 
@@ -235,6 +242,7 @@ pub struct UpdatesStatus {
 }
 
 /// A channel that holds a newer version of the operator.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
 pub struct AvailableUpdate {
     /// The package.
@@ -242,7 +250,7 @@ pub struct AvailableUpdate {
     /// The channel holding the newer version.
     pub channel: String,
     /// The newest version in that channel.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub version: Option<String>,
 }
 
@@ -259,6 +267,7 @@ pub struct Components {
 }
 
 /// A reference to one component, enriched with its relevant conditions.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ComponentRef {
@@ -267,15 +276,15 @@ pub struct ComponentRef {
     /// API version of the component.
     pub api_version: String,
     /// Namespace of the component; absent for cluster-scoped kinds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub namespace: Option<String>,
     /// Name of the component.
     pub name: String,
     /// UID of the component.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub uid: Option<String>,
     /// The resourceVersion the conditions were read at.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub resource_version: Option<String>,
     /// Abnormal or informative conditions, copied from the component where it has them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -284,6 +293,7 @@ pub struct ComponentRef {
 
 /// A condition of a component. Fields are optional because they are copied from kinds whose conditions
 /// do not all carry a reason or a transition time (Pods, Deployments).
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ComponentCondition {
@@ -293,13 +303,13 @@ pub struct ComponentCondition {
     /// True, False or Unknown.
     pub status: String,
     /// Machine-readable reason of the last transition.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub reason: Option<String>,
     /// Human-readable message.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub message: Option<String>,
     /// When the condition last changed status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_transition_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
