@@ -6,7 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
-use super::components::{component_of, operators_of, Component, ComponentKind};
+use super::components::{component_of, operators_of, Component};
+use super::kinds::ComponentKind;
 
 /// Identifies one object: its kind, namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -147,7 +148,7 @@ impl ComponentIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::operator::components::COMPONENT_KINDS;
+    use crate::operator::kinds::COMPONENT_KINDS;
     use serde_json::json;
 
     fn kind(name: &str) -> &'static ComponentKind {

@@ -6,6 +6,7 @@
 pub mod components;
 pub mod desired;
 pub mod index;
+pub mod kinds;
 pub mod projection;
 pub mod reconcile;
 pub mod status;

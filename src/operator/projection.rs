@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::components::{ComponentKind, COMPONENT_KINDS};
+use super::kinds::{component_kind, ComponentKind};
 
 /// An object that should carry the same component label.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -29,10 +29,6 @@ const PROJECTABLE: &[&str] = &[
     "ClusterRole",
     "ClusterRoleBinding",
 ];
-
-fn component_kind(kind: &str) -> Option<ComponentKind> {
-    COMPONENT_KINDS.iter().find(|known| known.kind == kind).copied()
-}
 
 fn target(kind: &str, namespace: Option<&str>, name: &str) -> Option<ProjectionTarget> {
     let kind = component_kind(kind).filter(|kind| PROJECTABLE.contains(&kind.kind))?;

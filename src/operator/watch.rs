@@ -12,8 +12,8 @@ use kube::runtime::WatchStreamExt;
 use kube::Client;
 use serde_json::Value;
 
-use super::components::{ComponentKind, COMPONENT_KINDS};
 use super::index::ComponentIndex;
+use super::kinds::{ComponentKind, COMPONENT_KINDS};
 use crate::api::v2alpha1::Operator;
 
 /// The index shared by the watches (writers) and reconciles (readers).
