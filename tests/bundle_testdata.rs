@@ -8,6 +8,7 @@ mod support;
 use olmv2::api::v1alpha1::InstallModeType;
 use olmv2::bundle::certs::GeneratedAuthority;
 use olmv2::bundle::{render, Bundle, ConvertError, RenderOptions};
+use olmv2::error::Categorized;
 use serde_json::Value;
 use support::{is_invalid_testdata_bundle, testdata_bundles, INVALID_TESTDATA_BUNDLE};
 

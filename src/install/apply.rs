@@ -11,6 +11,7 @@ use kube::Client;
 use serde_json::Value;
 
 use crate::api::v2alpha1::{AppliedObject, ServiceAccountReference};
+use crate::error::Categorized;
 use crate::rbac::KindIndex;
 
 /// The field manager of everything the Install controller applies.
@@ -54,9 +55,8 @@ pub enum ApplyError {
     },
 }
 
-impl ApplyError {
-    /// Static category, for condition reasons, event reasons and metric labels.
-    pub fn category(&self) -> &'static str {
+impl Categorized for ApplyError {
+    fn category(&self) -> &'static str {
         match self {
             Self::BuildClient { .. } => "ImpersonationFailed",
             Self::UnknownKind { .. } => "ContentKindUnknown",

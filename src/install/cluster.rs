@@ -23,6 +23,7 @@ use crate::api::v1::OperatorGroup;
 use crate::api::v2alpha1::{
     Install, InstallStatus, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
 };
+use crate::error::Categorized;
 use crate::rbac::{KindIndex, RbacObjects};
 use crate::webhook::configuration::{guard_problems, WebhookService, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME};
 
@@ -81,8 +82,8 @@ pub enum ClusterError {
     InstallChanged { name: String },
 }
 
-impl ClusterError {
-    pub fn category(&self) -> &'static str {
+impl Categorized for ClusterError {
+    fn category(&self) -> &'static str {
         match self {
             Self::Discover(_) => "DiscoveryFailed",
             Self::List { .. } => "ListFailed",
@@ -97,8 +98,8 @@ impl ClusterError {
         }
     }
 
-    /// Whether the error is only the Install moving on under the reconcile, which is expected and retried.
-    pub fn is_install_changed(&self) -> bool {
+    /// Only the Install moving on under the reconcile, which is expected and retried.
+    fn is_conflict(&self) -> bool {
         matches!(self, Self::InstallChanged { .. })
     }
 }

@@ -25,6 +25,7 @@ use kube::runtime::watcher;
 use kube::ResourceExt;
 
 use crate::api::v2alpha1::Install;
+use crate::error::Categorized;
 use crate::metrics::{ControllerLabels, FailureLabels};
 use reconcile::{Context, ReconcileError};
 
@@ -60,7 +61,7 @@ async fn measured(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, Re
 fn error_policy(install: Arc<Install>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
     let category = error.category();
     ctx.metrics.metrics.reconcile_failures.get_or_create(&FailureLabels { controller: CONTROLLER, category }).inc();
-    if error.is_install_changed() {
+    if error.is_conflict() {
         tracing::info!(install = %install.name_any(), category, "{error}");
         return Action::requeue(std::time::Duration::from_millis(200));
     }

@@ -24,6 +24,7 @@ use crate::api::v2alpha1::{
     Approval, Install, InstallState, InstallStatus, PendingPermissions, CONTENT_CHANGED_BY_ANNOTATION,
     MANUAL_APPROVAL_ANNOTATION,
 };
+use crate::error::Categorized;
 use crate::rbac::{disclose, missing_permissions, required_permissions, KindIndex, RbacSnapshot, UserInfo};
 use crate::webhook::configuration::WebhookService;
 
@@ -61,17 +62,17 @@ pub enum ReconcileError {
     Apply(#[from] ApplyError),
 }
 
-impl ReconcileError {
-    pub fn category(&self) -> &'static str {
+impl Categorized for ReconcileError {
+    fn category(&self) -> &'static str {
         match self {
             Self::Cluster(error) => error.category(),
             Self::Apply(error) => error.category(),
         }
     }
 
-    /// Whether the reconcile only lost a race with a change of the Install, which the next one sees.
-    pub fn is_install_changed(&self) -> bool {
-        matches!(self, Self::Cluster(error) if error.is_install_changed())
+    /// The reconcile only lost a race with a change of the Install, which the next one sees.
+    fn is_conflict(&self) -> bool {
+        matches!(self, Self::Cluster(error) if error.is_conflict())
     }
 }
 

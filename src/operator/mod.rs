@@ -21,6 +21,7 @@ use kube::runtime::watcher;
 use kube::ResourceExt;
 
 use crate::api::v2alpha1::Operator;
+use crate::error::Categorized;
 use crate::metrics::{ControllerLabels, FailureLabels};
 use reconcile::{Context, ReconcileError};
 

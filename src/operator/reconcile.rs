@@ -24,6 +24,7 @@ use crate::api::v2alpha1::{
 };
 use crate::catalog::resolve::{newer_in_other_channels, resolve, Selection};
 use crate::catalog::CatalogCache;
+use crate::error::Categorized;
 
 /// The field manager of the Operator controller's writes.
 pub const FIELD_MANAGER: &str = "olmv2-operator";
@@ -71,8 +72,8 @@ pub enum ReconcileError {
     },
 }
 
-impl ReconcileError {
-    pub fn category(&self) -> &'static str {
+impl Categorized for ReconcileError {
+    fn category(&self) -> &'static str {
         match self {
             Self::ReadInstall { .. } => "InstallReadFailed",
             Self::WriteInstall { .. } => "InstallWriteFailed",
