@@ -11,18 +11,17 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
 
 use super::account::{created_for, operator_group_use_checks};
 use super::apply::FIELD_MANAGER;
-use super::conditions::Transition;
 use super::grants::INSTALL_ANNOTATION;
 use crate::api::v1::OperatorGroup;
 use crate::api::v2alpha1::{
     Install, InstallStatus, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
 };
+use crate::controller::events::Events;
 use crate::error::Categorized;
 use crate::rbac::{KindIndex, RbacObjects};
 use crate::webhook::configuration::{guard_problems, WebhookService, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME};
@@ -107,7 +106,7 @@ impl Categorized for ClusterError {
 /// The controller's own view of the cluster.
 pub struct Cluster {
     pub client: Client,
-    recorder: Recorder,
+    pub events: Events,
     discovery: Mutex<Option<(Instant, KindIndex)>>,
 }
 
@@ -117,9 +116,7 @@ fn list_error(what: &'static str) -> impl FnOnce(kube::Error) -> ClusterError {
 
 impl Cluster {
     pub fn new(client: Client) -> Self {
-        let reporter =
-            kube::runtime::events::Reporter { controller: "olmv2-install-controller".into(), instance: None };
-        Self { recorder: Recorder::new(client.clone(), reporter), client, discovery: Mutex::new(None) }
+        Self { events: Events::new(client.clone(), "olmv2-install-controller"), client, discovery: Mutex::new(None) }
     }
 
     /// Every kind the cluster serves, from discovery, cached for a while unless `refresh`.
@@ -360,23 +357,6 @@ impl Cluster {
             |source| ClusterError::WriteStatus { what: format!("ClusterServiceVersion {namespace}/{name}"), source },
         )?;
         Ok(())
-    }
-
-    /// Records events; a failure to record one is logged, never fatal.
-    pub async fn record(&self, install: &Install, transitions: &[Transition]) {
-        let reference = install.object_ref(&());
-        for transition in transitions {
-            let event = Event {
-                type_: if transition.warning { EventType::Warning } else { EventType::Normal },
-                reason: transition.reason.clone(),
-                note: Some(transition.note.chars().take(1000).collect()),
-                action: "Reconcile".into(),
-                secondary: None,
-            };
-            if let Err(error) = self.recorder.publish(&event, &reference).await {
-                tracing::warn!(install = %install.name_any(), %error, "failed to record an event");
-            }
-        }
     }
 }
 

@@ -104,11 +104,7 @@ async fn report(
     status.state = Some(conditions::state(outcome));
     status.observed_generation = generation;
     let written = ctx.cluster.write_status(install, &status, precondition).await?;
-    let transitions = conditions::transitions(&previous, &status.conditions);
-    for transition in &transitions {
-        tracing::info!(install = %install.name_any(), reason = %transition.reason, "{}", transition.note);
-    }
-    ctx.cluster.record(install, &transitions).await;
+    ctx.cluster.events.publish(install, &conditions::transitions(&previous, &status.conditions)).await;
     Ok(written)
 }
 

@@ -5,16 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
-use kube::{Client, Resource, ResourceExt};
+use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::components::Component;
 use super::desired::{install_patch, installed_bundle, installed_image, new_install, settled, Target};
-use super::status::{status, Observed, SourceOutcome};
+use super::status::{status, Observed, SourceOutcome, EVENTS};
 use super::watch::{api_resource, lock, SharedIndex};
 use crate::api::component::component_label_key;
 use crate::api::v1alpha1::CatalogSource;
@@ -24,6 +23,8 @@ use crate::api::v2alpha1::{
 };
 use crate::catalog::resolve::{newer_in_other_channels, resolve, Selection};
 use crate::catalog::CatalogCache;
+use crate::controller::conditions::transitions;
+use crate::controller::events::Events;
 use crate::error::Categorized;
 
 /// The field manager of the Operator controller's writes.
@@ -43,7 +44,7 @@ pub struct OperatorOptions {
 /// What a reconcile needs.
 pub struct Context {
     pub client: Client,
-    pub recorder: Recorder,
+    pub events: Events,
     pub index: SharedIndex,
     pub catalogs: CatalogCache,
     pub options: OperatorOptions,
@@ -131,7 +132,7 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
     let next = status(&observed, &Time(k8s_openapi::jiff::Timestamp::now()));
     if next != previous {
         write_status(&ctx.client, &name, &next).await?;
-        record(&ctx.recorder, &operator, &previous.conditions, &next.conditions).await;
+        ctx.events.publish(&*operator, &transitions(&previous.conditions, &next.conditions, &EVENTS)).await;
     }
     Ok(Action::requeue(ctx.options.resync))
 }
@@ -315,29 +316,4 @@ async fn write_status(client: &Client, name: &str, status: &OperatorStatus) -> R
         .await
         .map_err(|source| ReconcileError::WriteStatus { name: name.to_owned(), source })?;
     Ok(())
-}
-
-/// One event per top-level condition whose status or reason changed; True is abnormal for all four types.
-async fn record(recorder: &Recorder, operator: &Operator, previous: &[Condition], current: &[Condition]) {
-    let reference = operator.object_ref(&());
-    for condition in current {
-        let changed = !previous
-            .iter()
-            .any(|p| p.type_ == condition.type_ && p.status == condition.status && p.reason == condition.reason);
-        let first_and_normal = !previous.iter().any(|p| p.type_ == condition.type_) && condition.status != "True";
-        if !changed || first_and_normal || condition.status == "Unknown" {
-            continue;
-        }
-        let warning = condition.status == "True" && condition.type_ != super::status::UPDATE_AVAILABLE;
-        let event = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
-            reason: condition.reason.clone(),
-            note: Some(condition.message.chars().take(1000).collect()),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        if let Err(error) = recorder.publish(&event, &reference).await {
-            tracing::warn!(operator = %operator.name_any(), %error, "failed to record an event");
-        }
-    }
 }

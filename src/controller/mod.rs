@@ -1,6 +1,9 @@
 //! Starting the controllers of one process: the approval webhook first (so no Install write goes unchecked), then
 //! the Install controller. Tests start them in-process with [`start`]; the `run` command adds health and signals.
 
+pub mod conditions;
+pub mod events;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -76,10 +79,7 @@ pub async fn start(
     let images = Arc::new(ImageClient::new(options.registry.clone()));
     let operator_context = Arc::new(crate::operator::reconcile::Context {
         client: client.clone(),
-        recorder: kube::runtime::events::Recorder::new(
-            client.clone(),
-            kube::runtime::events::Reporter { controller: "olmv2-operator-controller".into(), instance: None },
-        ),
+        events: crate::controller::events::Events::new(client.clone(), "olmv2-operator-controller"),
         index: Arc::default(),
         catalogs: CatalogCache::new(images, options.cache.join("catalogs"), options.catalog_poll),
         options: OperatorOptions {
