@@ -1,6 +1,7 @@
 //! Starting the controllers of one process: the approval webhook first (so no Install write goes unchecked), then
 //! the Install controller. Tests start them in-process with [`start`]; the `run` command adds health and signals.
 
+pub mod client;
 pub mod conditions;
 pub mod events;
 
@@ -11,7 +12,6 @@ use std::time::Duration;
 use crate::bundle::image::{ImageClient, RegistryOptions};
 use crate::bundle::unpack::UnpackLimits;
 use crate::catalog::CatalogCache;
-use crate::install::apply::Impersonation;
 use crate::install::cluster::Cluster;
 use crate::install::reconcile::{Context, InstallOptions};
 use crate::install::resolve::Resolver;
@@ -78,7 +78,10 @@ pub async fn start(
     let webhook = crate::webhook::server::start(client.clone(), &options.webhook, &options.namespace).await?;
     let images = Arc::new(ImageClient::new(options.registry.clone()));
     let operator_context = Arc::new(crate::operator::reconcile::Context {
-        client: client.clone(),
+        client: crate::controller::client::ControllerClient::new(
+            client.clone(),
+            crate::operator::reconcile::FIELD_MANAGER,
+        ),
         events: crate::controller::events::Events::new(client.clone(), "olmv2-operator-controller"),
         index: Arc::default(),
         catalogs: CatalogCache::new(images, options.cache.join("catalogs"), options.catalog_poll),
@@ -90,8 +93,7 @@ pub async fn start(
         metrics: health.clone(),
     });
     let context = Arc::new(Context {
-        cluster: Cluster::new(client),
-        impersonation: Impersonation::new(config),
+        cluster: Cluster::new(client, config),
         resolver: Resolver {
             images: ImageClient::new(options.registry.clone()),
             cache: options.cache.clone(),

@@ -34,7 +34,7 @@ const CONTROLLER: &str = "install";
 /// Reconciles every Install until `shutdown` completes. Deployments an Install applied wake it when they change,
 /// so rollouts and drift show without waiting for the resync.
 pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
-    let client = ctx.cluster.client.clone();
+    let client = ctx.cluster.client.kube().clone();
     Controller::new(Api::<Install>::all(client.clone()), watcher::Config::default())
         .watches(Api::<Deployment>::all(client), watcher::Config::default(), |deployment| {
             deployment.annotations().get(grants::INSTALL_ANNOTATION).map(|name| ObjectRef::<Install>::new(name))

@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use serde_json::Value;
 
 use super::account::{assign_service_account, Assignment};
-use super::apply::{self, service_account_user, ApplyError, Impersonation};
+use super::apply::{self, service_account_user, ApplyError};
 use super::cluster::{Cluster, ClusterError};
 use super::conditions::{self, Outcome};
 use super::content::{self, decorate, install_namespace, sort_for_apply, Decoration};
@@ -48,7 +48,6 @@ pub struct InstallOptions {
 /// What a reconcile needs.
 pub struct Context {
     pub cluster: Cluster,
-    pub impersonation: Impersonation,
     pub resolver: Resolver,
     pub options: InstallOptions,
     pub metrics: Arc<crate::server::Health>,
@@ -161,7 +160,7 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     let user = service_account_user(&account);
 
     let kinds = ctx.cluster.kinds(false).await?;
-    let client = ctx.impersonation.client_for(&account)?;
+    let client = ctx.cluster.as_account(&account)?;
     let certificates = StoredCertificates::from_secrets(&apply::applied_secrets(&client, &previous.applied).await);
     let resolved = match ctx.resolver.resolve(&install, &kinds, &groups, &certificates).await {
         Ok(resolved) => resolved,

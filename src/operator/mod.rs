@@ -29,7 +29,7 @@ const CONTROLLER: &str = "operator";
 
 /// Reconciles every Operator until `shutdown` completes. Changes of any component wake the Operators it belongs to.
 pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
-    let client = ctx.client.clone();
+    let client = ctx.client.kube().clone();
     let triggers = watch::component_triggers(client.clone(), ctx.index.clone());
     Controller::new(Api::<Operator>::all(client), watcher::Config::default())
         .reconcile_on(triggers)
