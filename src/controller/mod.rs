@@ -1,25 +1,34 @@
-//! Starting the controllers of one process: the approval webhook first (so no Install write goes unchecked), then
-//! the Install controller. Tests start them in-process with [`start`]; the `run` command adds health and signals.
+//! The controller pattern every reconciler follows, and the controllers of one process. `runner` drives a
+//! reconciler (metrics, error policy, logs, shutdown); `client` is the reads and writes they all make; `conditions`
+//! the Kubernetes condition conventions and the events their transitions make, which `events` publishes.
+//!
+//! [`start`] starts the approval webhook first (so no Install write goes unchecked), then every controller of
+//! [`CONTROLLERS`]. Tests start them in-process; the `run` command adds health and signals.
 
 pub mod client;
 pub mod conditions;
 pub mod events;
+pub mod runner;
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::bundle::image::{ImageClient, RegistryOptions};
-use crate::bundle::unpack::UnpackLimits;
-use crate::catalog::CatalogCache;
-use crate::install::cluster::Cluster;
-use crate::install::reconcile::{Context, InstallOptions};
-use crate::install::resolve::Resolver;
-use crate::operator::reconcile::OperatorOptions;
+use futures_util::future::{BoxFuture, FutureExt, Shared};
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+
+use crate::bundle::image::RegistryOptions;
+use crate::metrics::Metrics;
 use crate::server::Health;
-use crate::webhook::configuration::WebhookService;
 use crate::webhook::server::RunningWebhook;
 use crate::webhook::{WebhookError, WebhookOptions};
+
+/// Every controller of the process. A controller is a module whose `controller` function builds its context (a
+/// [`runner::Reconciler`]) and the kube-runtime `Controller` that wakes it, and returns [`runner::run`] of both.
+pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] =
+    &[crate::install::controller, crate::operator::controller];
 
 /// What the controllers need to know.
 #[derive(Clone, Debug)]
@@ -40,12 +49,33 @@ pub struct ControllerOptions {
     pub catalog_poll: Duration,
 }
 
-/// Running controllers; they stop when dropped or with [`Controllers::stop`].
+/// What every controller of the process is built from.
+pub struct Process {
+    /// The cluster's configuration, for clients of other identities (impersonation).
+    pub config: kube::Config,
+    /// A client with the controller's own identity.
+    pub client: kube::Client,
+    pub options: ControllerOptions,
+    pub metrics: Arc<Metrics>,
+    stopped: Shared<oneshot::Receiver<()>>,
+}
+
+impl Process {
+    /// Completes when the process stops its controllers.
+    pub fn shutdown(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
+        let stopped = self.stopped.clone();
+        async move {
+            let _ = stopped.await;
+        }
+    }
+}
+
+/// Running controllers; dropping them aborts them where they are, as a killed process would, and
+/// [`Controllers::stop`] stops them cleanly.
 pub struct Controllers {
     pub webhook: RunningWebhook,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    install: tokio::task::JoinHandle<()>,
-    operator: tokio::task::JoinHandle<()>,
+    stop: Option<oneshot::Sender<()>>,
+    running: JoinSet<()>,
 }
 
 impl Controllers {
@@ -54,21 +84,11 @@ impl Controllers {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
-        let install = std::mem::replace(&mut self.install, tokio::spawn(async {}));
-        let operator = std::mem::replace(&mut self.operator, tokio::spawn(async {}));
-        let _ = install.await;
-        let _ = operator.await;
+        while self.running.join_next().await.is_some() {}
     }
 }
 
-impl Drop for Controllers {
-    fn drop(&mut self) {
-        self.install.abort();
-        self.operator.abort();
-    }
-}
-
-/// Starts the webhook and the Install controller against the cluster `config` describes.
+/// Starts the webhook and every controller against the cluster `config` describes.
 pub async fn start(
     config: kube::Config,
     options: ControllerOptions,
@@ -76,50 +96,12 @@ pub async fn start(
 ) -> Result<Controllers, WebhookError> {
     let client = kube::Client::try_from(config.clone()).map_err(WebhookError::Identify)?;
     let webhook = crate::webhook::server::start(client.clone(), &options.webhook, &options.namespace).await?;
-    let images = Arc::new(ImageClient::new(options.registry.clone()));
-    let operator_context = Arc::new(crate::operator::reconcile::Context {
-        client: crate::controller::client::ControllerClient::new(
-            client.clone(),
-            crate::operator::reconcile::FIELD_MANAGER,
-        ),
-        events: crate::controller::events::Events::new(client.clone(), "olmv2-operator-controller"),
-        index: Arc::default(),
-        catalogs: CatalogCache::new(images, options.cache.join("catalogs"), options.catalog_poll),
-        options: OperatorOptions {
-            install_namespace: options.operator_namespace.clone(),
-            resync: options.resync,
-            retry: options.retry,
-        },
-        metrics: health.clone(),
-    });
-    let context = Arc::new(Context {
-        cluster: Cluster::new(client, config),
-        resolver: Resolver {
-            images: ImageClient::new(options.registry.clone()),
-            cache: options.cache.clone(),
-            limits: UnpackLimits::default(),
-        },
-        options: InstallOptions {
-            controller_namespace: options.namespace.clone(),
-            resync: options.resync,
-            retry: options.retry,
-            webhook: WebhookService {
-                namespace: options.webhook.service_namespace.clone().unwrap_or_else(|| options.namespace.clone()),
-                name: options.webhook.service_name.clone(),
-                port: options.webhook.service_port,
-            },
-        },
-        metrics: health,
-    });
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let stopped = futures_util::FutureExt::shared(stopped);
-    let install_stopped = stopped.clone();
-    let install = tokio::spawn(crate::install::run(context, async move {
-        let _ = install_stopped.await;
-    }));
-    let operator = tokio::spawn(crate::operator::run(operator_context, async move {
-        let _ = stopped.await;
-    }));
-    tracing::info!(namespace = %options.namespace, "install and operator controllers started");
-    Ok(Controllers { webhook, stop: Some(stop), install, operator })
+    let (stop, stopped) = oneshot::channel::<()>();
+    let process = Process { config, client, options, metrics: health.metrics.clone(), stopped: stopped.shared() };
+    let mut running = JoinSet::new();
+    for controller in CONTROLLERS {
+        running.spawn(controller(&process));
+    }
+    tracing::info!(namespace = %process.options.namespace, count = CONTROLLERS.len(), "controllers started");
+    Ok(Controllers { webhook, stop: Some(stop), running })
 }

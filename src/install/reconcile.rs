@@ -50,7 +50,7 @@ pub struct Context {
     pub cluster: Cluster,
     pub resolver: Resolver,
     pub options: InstallOptions,
-    pub metrics: Arc<crate::server::Health>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 #[derive(Debug, thiserror::Error)]

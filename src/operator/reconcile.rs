@@ -48,7 +48,7 @@ pub struct Context {
     pub index: SharedIndex,
     pub catalogs: CatalogCache,
     pub options: OperatorOptions,
-    pub metrics: Arc<crate::server::Health>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 #[derive(Debug, thiserror::Error)]
