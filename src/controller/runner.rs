@@ -48,7 +48,7 @@ pub trait Reconciler: Send + Sync + 'static {
 }
 
 /// Drives `controller` with `reconciler` until `shutdown` completes, letting running reconciles finish.
-#[instrument(skip_all, fields(controller = R::NAME))]
+#[instrument(name = "controller", skip_all, fields(controller = R::NAME))]
 pub async fn run<R: Reconciler>(
     controller: Controller<R::Object>,
     reconciler: Arc<R>,
