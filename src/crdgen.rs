@@ -11,6 +11,7 @@ use kube::CustomResourceExt;
 
 use crate::api::union::{require_exactly_named_member, Member};
 use crate::api::{v1, v1alpha1, v2alpha1};
+use crate::error::Categorized;
 
 /// Where the generated YAML lives, relative to the repository root.
 pub const CRD_DIR: &str = "crds";
@@ -45,9 +46,8 @@ pub enum CrdGenError {
     },
 }
 
-impl CrdGenError {
-    /// Static category, for logs and exit messages.
-    pub fn category(&self) -> &'static str {
+impl Categorized for CrdGenError {
+    fn category(&self) -> &'static str {
         match self {
             Self::Serialize { .. } => "CrdSerializeFailed",
             Self::Write { .. } => "CrdWriteFailed",

@@ -1,5 +1,7 @@
 //! Prometheus metrics shared by the controllers: reconcile counts, failures by error category, and durations.
 
+use std::time::Instant;
+
 use prometheus_client::encoding::{text::encode, EncodeLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -57,11 +59,36 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts a reconcile of `controller` as started; its duration is recorded when the answer is dropped, however
+    /// the reconcile ends (an answer, an error, or cancelled at shutdown).
+    pub fn reconcile(&self, controller: &'static str) -> ReconcileTimer {
+        let labels = ControllerLabels { controller };
+        self.reconciles.get_or_create(&labels).inc();
+        ReconcileTimer { duration: self.reconcile_duration.get_or_create(&labels).clone(), started: Instant::now() }
+    }
+
+    /// Counts a failed reconcile of `controller`, by the error's static category.
+    pub fn reconcile_failed(&self, controller: &'static str, category: &'static str) {
+        self.reconcile_failures.get_or_create(&FailureLabels { controller, category }).inc();
+    }
+
     /// The OpenMetrics text exposition of every metric.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let mut text = String::new();
         encode(&mut text, &self.registry)?;
         Ok(text)
+    }
+}
+
+/// Records the duration of one reconcile when dropped.
+pub struct ReconcileTimer {
+    duration: Histogram,
+    started: Instant,
+}
+
+impl Drop for ReconcileTimer {
+    fn drop(&mut self) {
+        self.duration.observe(self.started.elapsed().as_secs_f64());
     }
 }
 
@@ -80,5 +107,17 @@ mod tests {
         assert!(text.contains(&format!("olmv2_build_info{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION"))));
         assert!(text.contains("olmv2_reconcile_failures_total{controller=\"install\",category=\"PullFailed\"} 1"));
         assert!(text.contains("# EOF"));
+    }
+
+    #[test]
+    fn a_reconcile_is_counted_at_its_start_and_measured_when_it_ends() {
+        let metrics = Metrics::default();
+        let timer = metrics.reconcile("operator");
+        let text = metrics.encode().expect("encode");
+        assert!(text.contains("olmv2_reconciles_total{controller=\"operator\"} 1"), "{text}");
+        assert!(text.contains("olmv2_reconcile_duration_seconds_count{controller=\"operator\"} 0"), "{text}");
+        drop(timer);
+        let text = metrics.encode().expect("encode");
+        assert!(text.contains("olmv2_reconcile_duration_seconds_count{controller=\"operator\"} 1"), "{text}");
     }
 }

@@ -15,7 +15,8 @@ use crate::metrics::Metrics;
 #[derive(Default)]
 pub struct Health {
     ready: AtomicBool,
-    pub metrics: Metrics,
+    /// Shared with the controllers, which record into it.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Health {

@@ -15,6 +15,8 @@ use oci_client::{Client, Reference};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use crate::error::Categorized;
+
 use super::credentials::DockerCredentials;
 use super::model::{Bundle, BundleError};
 use super::unpack::{hex, unpack_layer, Compression, Totals, UnpackError, UnpackLimits};
@@ -100,9 +102,8 @@ pub enum PullError {
     },
 }
 
-impl PullError {
-    /// Static category, for event reasons and metric labels.
-    pub fn category(&self) -> &'static str {
+impl Categorized for PullError {
+    fn category(&self) -> &'static str {
         match self {
             Self::InvalidReference { .. } => "ImageReferenceInvalid",
             Self::Resolve { .. } | Self::Download { .. } => "ManifestImagePullFailed",
@@ -135,8 +136,8 @@ pub enum PushError {
     },
 }
 
-impl PushError {
-    pub fn category(&self) -> &'static str {
+impl Categorized for PushError {
+    fn category(&self) -> &'static str {
         match self {
             Self::InvalidBundle(error) => error.category(),
             Self::InvalidReference { .. } => "ImageReferenceInvalid",

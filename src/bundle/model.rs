@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::api::v1alpha1::ClusterServiceVersion;
+use crate::error::Categorized;
 
 /// Annotation keys of `metadata/annotations.yaml`, which are also the labels of a bundle image.
 pub const MEDIATYPE_ANNOTATION: &str = "operators.operatorframework.io.bundle.mediatype.v1";
@@ -109,9 +110,8 @@ pub enum BundleError {
     InvalidMetadata { file: String, what: &'static str, reason: String },
 }
 
-impl BundleError {
-    /// Static category, for event reasons and metric labels.
-    pub fn category(&self) -> &'static str {
+impl Categorized for BundleError {
+    fn category(&self) -> &'static str {
         match self {
             Self::Unreadable { .. } => "BundleFileUnreadable",
             Self::Missing { .. } => "BundleFileMissing",

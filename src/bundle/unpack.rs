@@ -12,6 +12,8 @@ use flate2::read::GzDecoder;
 use sha2::{Digest, Sha256};
 use tar::EntryType;
 
+use crate::error::Categorized;
+
 /// Limits on what one image may unpack to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct UnpackLimits {
@@ -70,9 +72,8 @@ pub enum UnpackError {
     },
 }
 
-impl UnpackError {
-    /// Static category, for event reasons and metric labels.
-    pub fn category(&self) -> &'static str {
+impl Categorized for UnpackError {
+    fn category(&self) -> &'static str {
         match self {
             Self::AbsolutePath { .. }
             | Self::PathEscapes { .. }

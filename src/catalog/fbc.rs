@@ -9,6 +9,8 @@ use semver::Version;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::error::Categorized;
+
 /// A catalog: every package it holds, by name.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Catalog {
@@ -67,9 +69,8 @@ pub enum CatalogError {
     Empty { path: PathBuf },
 }
 
-impl CatalogError {
-    /// Static category, for event reasons and metric labels.
-    pub fn category(&self) -> &'static str {
+impl Categorized for CatalogError {
+    fn category(&self) -> &'static str {
         match self {
             Self::Read { .. } => "CatalogReadFailed",
             Self::Parse { .. } | Self::InvalidBlob { .. } => "InvalidCatalog",

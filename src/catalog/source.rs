@@ -11,6 +11,7 @@ use super::fbc::{Catalog, CatalogError};
 use crate::api::v1alpha1::{CatalogSource, SourceType};
 use crate::bundle::image::{ImageClient, PullError, CATALOG_CONFIGS_LABEL};
 use crate::bundle::unpack::UnpackLimits;
+use crate::error::Categorized;
 
 /// Why a CatalogSource's catalog is not available.
 #[derive(Debug, thiserror::Error)]
@@ -31,9 +32,8 @@ pub enum CatalogSourceError {
     },
 }
 
-impl CatalogSourceError {
-    /// Static category, for condition and event reasons and metric labels.
-    pub fn category(&self) -> &'static str {
+impl Categorized for CatalogSourceError {
+    fn category(&self) -> &'static str {
         match self {
             Self::NoImage { .. } => "CatalogSourceUnsupported",
             Self::Pull { .. } => "CatalogImagePullFailed",

@@ -11,7 +11,7 @@ use tracing::info;
 
 use super::registry::{cache_dir, registry_options, RegistryArgs};
 use crate::controller::{self, ControllerOptions, Controllers};
-use crate::error::Error;
+use crate::error::{Categorized, Error};
 use crate::server::{router, Health};
 use crate::webhook::WebhookOptions;
 

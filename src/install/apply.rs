@@ -1,16 +1,14 @@
-//! Writing content as the ServiceAccount (docs/design.md, 'How content is applied'): clients that impersonate an
-//! account, server-side apply of untyped objects, reads of live state and pruning. The API server judges every write
-//! with the account's RBAC, so nothing the content brings is written with the controller's own identity.
+//! Writing content as the ServiceAccount (docs/design.md, 'How content is applied'), with a client impersonating it
+//! (`cluster`): server-side apply of untyped objects, reads of live state and pruning. The API server judges every
+//! write with the account's RBAC, so nothing the content brings is written with the controller's own identity.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::DynamicObject;
 use kube::core::{ApiResource, GroupVersionKind};
-use kube::Client;
 use serde_json::Value;
 
 use crate::api::v2alpha1::{AppliedObject, ServiceAccountReference};
+use crate::controller::client::{ClientError, ControllerClient, Objects};
+use crate::error::Categorized;
 use crate::rbac::KindIndex;
 
 /// The field manager of everything the Install controller applies.
@@ -18,12 +16,6 @@ pub const FIELD_MANAGER: &str = "olmv2-install";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
-    #[error("failed to build a client impersonating {user}")]
-    BuildClient {
-        user: String,
-        #[source]
-        source: kube::Error,
-    },
     #[error("{kind} ({api_version}) is not served by the cluster")]
     UnknownKind { api_version: String, kind: String },
     #[error("{object} is not a valid object: {reason}")]
@@ -33,13 +25,13 @@ pub enum ApplyError {
         object: String,
         user: String,
         #[source]
-        source: kube::Error,
+        source: ClientError,
     },
     #[error("failed to read {object}")]
     Read {
         object: String,
         #[source]
-        source: kube::Error,
+        source: ClientError,
     },
     /// The content names an object that exists and was not created by this Install: applying it would take it over
     /// (and deleting the Install would then remove it).
@@ -50,19 +42,17 @@ pub enum ApplyError {
         object: String,
         user: String,
         #[source]
-        source: kube::Error,
+        source: ClientError,
     },
 }
 
-impl ApplyError {
-    /// Static category, for condition reasons, event reasons and metric labels.
-    pub fn category(&self) -> &'static str {
+impl Categorized for ApplyError {
+    fn category(&self) -> &'static str {
         match self {
-            Self::BuildClient { .. } => "ImpersonationFailed",
             Self::UnknownKind { .. } => "ContentKindUnknown",
             Self::NotOwned { .. } => "ObjectNotOwned",
             Self::InvalidObject { .. } => "ContentObjectInvalid",
-            Self::Apply { source, .. } if is_forbidden(source) => "ApplyForbidden",
+            Self::Apply { source, .. } if source.is_forbidden() => "ApplyForbidden",
             Self::Apply { .. } => "ApplyFailed",
             Self::Read { .. } => "ReadFailed",
             Self::Prune { .. } => "PruneFailed",
@@ -70,45 +60,9 @@ impl ApplyError {
     }
 }
 
-fn is_forbidden(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 403)
-}
-
 /// The username Kubernetes gives a ServiceAccount.
 pub fn service_account_user(account: &ServiceAccountReference) -> String {
     format!("system:serviceaccount:{}:{}", account.namespace, account.name)
-}
-
-/// Clients impersonating ServiceAccounts, built from the controller's configuration and kept per account. No groups
-/// are named: the API server then gives the account its own groups, as it would to a token of the account.
-pub struct Impersonation {
-    config: kube::Config,
-    clients: Mutex<HashMap<String, Client>>,
-}
-
-impl Impersonation {
-    pub fn new(config: kube::Config) -> Self {
-        Self { config, clients: Mutex::new(HashMap::new()) }
-    }
-
-    pub fn client_for(&self, account: &ServiceAccountReference) -> Result<Client, ApplyError> {
-        let user = service_account_user(account);
-        if let Some(client) = self.clients.lock().ok().and_then(|clients| clients.get(&user).cloned()) {
-            return Ok(client);
-        }
-        let mut config = self.config.clone();
-        config.auth_info.impersonate = Some(user.clone());
-        config.auth_info.impersonate_groups = None;
-        // Only the user is impersonated: nothing of the controller's own configuration rides along.
-        config.auth_info.impersonate_uid = None;
-        config.auth_info.impersonate_user_extra = None;
-        let client =
-            Client::try_from(config).map_err(|source| ApplyError::BuildClient { user: user.clone(), source })?;
-        if let Ok(mut clients) = self.clients.lock() {
-            clients.insert(user, client.clone());
-        }
-        Ok(client)
-    }
 }
 
 /// `Kind namespace/name` of an object, for messages.
@@ -129,7 +83,11 @@ pub fn describe_ref(object: &AppliedObject) -> String {
     }
 }
 
-fn api_for(client: &Client, kinds: &KindIndex, reference: &AppliedObject) -> Result<Api<DynamicObject>, ApplyError> {
+fn objects_for(
+    client: &ControllerClient,
+    kinds: &KindIndex,
+    reference: &AppliedObject,
+) -> Result<Objects<DynamicObject>, ApplyError> {
     let info = kinds.resolve(&reference.api_version, &reference.kind).ok_or_else(|| ApplyError::UnknownKind {
         api_version: reference.api_version.clone(),
         kind: reference.kind.clone(),
@@ -137,20 +95,21 @@ fn api_for(client: &Client, kinds: &KindIndex, reference: &AppliedObject) -> Res
     let version = reference.api_version.rsplit('/').next().unwrap_or_default();
     let gvk = GroupVersionKind::gvk(&info.group, version, &reference.kind);
     let resource = ApiResource::from_gvk_with_plural(&gvk, &info.plural);
-    Ok(match (&reference.namespace, info.namespaced) {
-        (Some(namespace), true) => Api::namespaced_with(client.clone(), namespace, &resource),
-        _ => Api::all_with(client.clone(), &resource),
-    })
+    let namespace = reference.namespace.as_deref().filter(|_| info.namespaced);
+    Ok(client.dynamic(&resource, namespace))
 }
 
 /// Applies `object` with server-side apply, taking over fields others changed (repairing drift), and returns the
 /// live object the server answered.
-pub async fn apply(client: &Client, user: &str, kinds: &KindIndex, object: &Value) -> Result<Value, ApplyError> {
+pub async fn apply(
+    client: &ControllerClient,
+    user: &str,
+    kinds: &KindIndex,
+    object: &Value,
+) -> Result<Value, ApplyError> {
     let reference = super::content::applied_ref(object);
-    let api = api_for(client, kinds, &reference)?;
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    let applied = api
-        .patch(&reference.name, &params, &Patch::Apply(object))
+    let applied = objects_for(client, kinds, &reference)?
+        .apply(&reference.name, object, None)
         .await
         .map_err(|source| ApplyError::Apply { object: describe(object), user: user.to_owned(), source })?;
     serde_json::to_value(applied)
@@ -158,9 +117,12 @@ pub async fn apply(client: &Client, user: &str, kinds: &KindIndex, object: &Valu
 }
 
 /// The live object, if it exists.
-pub async fn get(client: &Client, kinds: &KindIndex, reference: &AppliedObject) -> Result<Option<Value>, ApplyError> {
-    let api = api_for(client, kinds, reference)?;
-    let found = api
+pub async fn get(
+    client: &ControllerClient,
+    kinds: &KindIndex,
+    reference: &AppliedObject,
+) -> Result<Option<Value>, ApplyError> {
+    let found = objects_for(client, kinds, reference)?
         .get_opt(&reference.name)
         .await
         .map_err(|source| ApplyError::Read { object: describe_ref(reference), source })?;
@@ -173,12 +135,14 @@ pub async fn get(client: &Client, kinds: &KindIndex, reference: &AppliedObject) 
 /// The Secrets an Install applied, read as its ServiceAccount (which was granted `get` on exactly those names), so
 /// that rendering again reuses their serving certificates. The controller itself reads no Secret. One that cannot
 /// be read only costs a certificate rotation.
-pub async fn applied_secrets(client: &Client, applied: &[AppliedObject]) -> Vec<k8s_openapi::api::core::v1::Secret> {
+pub async fn applied_secrets(
+    client: &ControllerClient,
+    applied: &[AppliedObject],
+) -> Vec<k8s_openapi::api::core::v1::Secret> {
     let mut secrets = Vec::new();
     for reference in applied.iter().filter(|r| r.kind == "Secret" && r.api_version == "v1") {
         let Some(namespace) = reference.namespace.as_deref() else { continue };
-        let api = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), namespace);
-        match api.get_opt(&reference.name).await {
+        match client.namespaced::<k8s_openapi::api::core::v1::Secret>(namespace).get_opt(&reference.name).await {
             Ok(found) => secrets.extend(found),
             Err(error) => tracing::debug!(%error, secret = %describe_ref(reference), "serving certificate not read"),
         }
@@ -189,21 +153,21 @@ pub async fn applied_secrets(client: &Client, applied: &[AppliedObject]) -> Vec<
 /// Deletes an object the content no longer has; one already gone is fine. Kinds no longer served are skipped:
 /// their objects went with their definition.
 pub async fn prune(
-    client: &Client,
+    client: &ControllerClient,
     user: &str,
     kinds: &KindIndex,
     reference: &AppliedObject,
 ) -> Result<(), ApplyError> {
-    let api = match api_for(client, kinds, reference) {
-        Ok(api) => api,
+    let objects = match objects_for(client, kinds, reference) {
+        Ok(objects) => objects,
         Err(ApplyError::UnknownKind { .. }) => return Ok(()),
         Err(error) => return Err(error),
     };
-    match api.delete(&reference.name, &DeleteParams::background()).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(source) => Err(ApplyError::Prune { object: describe_ref(reference), user: user.to_owned(), source }),
-    }
+    objects.ensure_deleted(&reference.name).await.map_err(|source| ApplyError::Prune {
+        object: describe_ref(reference),
+        user: user.to_owned(),
+        source,
+    })
 }
 
 /// Whether a live Deployment is available at its current generation.

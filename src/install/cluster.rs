@@ -1,8 +1,11 @@
-//! What the Install controller reads and writes with its own identity: discovery (cached), the cluster's RBAC
-//! objects, OperatorGroups, the approval webhook's configurations, access reviews of an Install's creator; and the
-//! writes that are its own: eponymous ServiceAccounts (created, never adopted), the approved grants, Install status,
-//! approval revocation and the content-change mark, CSV record status, events.
+//! The Install controller's view of the cluster, on top of the shared client (`controller::client`). With its own
+//! identity: discovery (cached), the cluster's RBAC objects, OperatorGroups, access reviews of an Install's creator,
+//! the approval guard (the webhook's configurations, and a dry-run write it must answer); and the writes that are its
+//! own: eponymous ServiceAccounts (created, never adopted), Install status, approval revocation and the
+//! content-change mark, CSV record status, events. And the clients that impersonate an Install's account, with which
+//! everything the content brings is read and written (`apply`).
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -10,19 +13,21 @@ use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Recorder};
-use kube::{Client, Resource, ResourceExt};
+use kube::api::{Api, Patch, PatchParams};
+use kube::ResourceExt;
 use serde_json::{json, Value};
 
 use super::account::{created_for, operator_group_use_checks};
-use super::apply::FIELD_MANAGER;
-use super::conditions::Transition;
+use super::apply::{service_account_user, FIELD_MANAGER};
 use super::grants::INSTALL_ANNOTATION;
 use crate::api::v1::OperatorGroup;
+use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::api::v2alpha1::{
     Install, InstallStatus, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
 };
+use crate::controller::client::{ClientError, ControllerClient};
+use crate::controller::events::Events;
+use crate::error::Categorized;
 use crate::rbac::{KindIndex, RbacObjects};
 use crate::webhook::configuration::{guard_problems, WebhookService, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME};
 
@@ -33,18 +38,24 @@ const DISCOVERY_TTL: Duration = Duration::from_secs(30);
 pub enum ClusterError {
     #[error("failed to discover the cluster's API resources")]
     Discover(#[source] kube::Error),
+    #[error("failed to build a client impersonating {user}")]
+    Impersonate {
+        user: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("failed to list {what}")]
     List {
         what: &'static str,
         #[source]
-        source: kube::Error,
+        source: ClientError,
     },
     #[error("failed to create ServiceAccount {namespace}/{name}")]
     EnsureServiceAccount {
         namespace: String,
         name: String,
         #[source]
-        source: kube::Error,
+        source: ClientError,
     },
     /// An account of the name meant for this Install exists and was not created for it: it is never adopted.
     #[error("ServiceAccount {namespace}/{name} exists and was not created for this Install; it is never adopted")]
@@ -60,31 +71,32 @@ pub enum ClusterError {
     ClearContentChange {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ClientError,
     },
     #[error("failed to read the approval webhook's configuration")]
-    ReadWebhookConfiguration(#[source] kube::Error),
+    ReadWebhookConfiguration(#[source] ClientError),
     #[error("failed to write the status of {what}")]
     WriteStatus {
         what: String,
         #[source]
-        source: kube::Error,
+        source: ClientError,
     },
     #[error("failed to reset the approval of Install {name}")]
     RevokeApproval {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ClientError,
     },
     /// The Install changed after it was read (an approval, a spec edit): what was decided is decided again.
     #[error("Install {name} changed while it was reconciled; it is reconciled again")]
     InstallChanged { name: String },
 }
 
-impl ClusterError {
-    pub fn category(&self) -> &'static str {
+impl Categorized for ClusterError {
+    fn category(&self) -> &'static str {
         match self {
             Self::Discover(_) => "DiscoveryFailed",
+            Self::Impersonate { .. } => "ImpersonationFailed",
             Self::List { .. } => "ListFailed",
             Self::EnsureServiceAccount { .. } => "ServiceAccountCreateFailed",
             Self::ServiceAccountTaken { .. } => "ServiceAccountNameTaken",
@@ -97,28 +109,51 @@ impl ClusterError {
         }
     }
 
-    /// Whether the error is only the Install moving on under the reconcile, which is expected and retried.
-    pub fn is_install_changed(&self) -> bool {
+    /// Only the Install moving on under the reconcile, which is expected and retried.
+    fn is_conflict(&self) -> bool {
         matches!(self, Self::InstallChanged { .. })
     }
 }
 
-/// The controller's own view of the cluster.
+/// The Install controller's view of the cluster.
 pub struct Cluster {
-    pub client: Client,
-    recorder: Recorder,
+    /// The controller's own identity.
+    pub client: ControllerClient,
+    pub events: Events,
     discovery: Mutex<Option<(Instant, KindIndex)>>,
+    impersonation: Impersonation,
 }
 
-fn list_error(what: &'static str) -> impl FnOnce(kube::Error) -> ClusterError {
+fn list_error(what: &'static str) -> impl FnOnce(ClientError) -> ClusterError {
     move |source| ClusterError::List { what, source }
 }
 
+/// An error of a write made only while the Install is at the resourceVersion it was read at: a failed precondition
+/// is the Install having moved on, anything else the write's own failure.
+fn install_write_error<'a>(
+    install: &'a Install,
+    failed: impl FnOnce(ClientError) -> ClusterError + 'a,
+) -> impl FnOnce(ClientError) -> ClusterError + 'a {
+    move |error| match error {
+        ClientError::Changed(_) => ClusterError::InstallChanged { name: install.name_any() },
+        error => failed(error),
+    }
+}
+
 impl Cluster {
-    pub fn new(client: Client) -> Self {
-        let reporter =
-            kube::runtime::events::Reporter { controller: "olmv2-install-controller".into(), instance: None };
-        Self { recorder: Recorder::new(client.clone(), reporter), client, discovery: Mutex::new(None) }
+    /// The view of the cluster `config` describes, as the identity it names.
+    pub fn new(client: kube::Client, config: kube::Config) -> Self {
+        Self {
+            events: Events::new(client.clone(), "olmv2-install-controller"),
+            client: ControllerClient::new(client, FIELD_MANAGER),
+            discovery: Mutex::new(None),
+            impersonation: Impersonation::new(config),
+        }
+    }
+
+    /// A client acting as `account`, for everything the content of an Install brings.
+    pub fn as_account(&self, account: &ServiceAccountReference) -> Result<ControllerClient, ClusterError> {
+        self.impersonation.client_for(account)
     }
 
     /// Every kind the cluster serves, from discovery, cached for a while unless `refresh`.
@@ -130,13 +165,14 @@ impl Cluster {
                 }
             }
         }
+        let client = self.client.kube();
         let mut lists: Vec<APIResourceList> = Vec::new();
-        for version in self.client.list_core_api_versions().await.map_err(ClusterError::Discover)?.versions {
-            lists.push(self.client.list_core_api_resources(&version).await.map_err(ClusterError::Discover)?);
+        for version in client.list_core_api_versions().await.map_err(ClusterError::Discover)?.versions {
+            lists.push(client.list_core_api_resources(&version).await.map_err(ClusterError::Discover)?);
         }
-        for group in self.client.list_api_groups().await.map_err(ClusterError::Discover)?.groups {
+        for group in client.list_api_groups().await.map_err(ClusterError::Discover)?.groups {
             for version in &group.versions {
-                match self.client.list_api_group_resources(&version.group_version).await {
+                match client.list_api_group_resources(&version.group_version).await {
                     Ok(list) => lists.push(list),
                     // An aggregated API that is down must not stop every Install.
                     Err(error) => tracing::debug!(group_version = %version.group_version, %error, "discovery skipped"),
@@ -152,21 +188,16 @@ impl Cluster {
 
     /// Every Role, ClusterRole and binding of the cluster.
     pub async fn rbac_objects(&self) -> Result<RbacObjects, ClusterError> {
-        let params = ListParams::default();
-        let roles = Api::<Role>::all(self.client.clone()).list(&params).await.map_err(list_error("Roles"))?;
-        let cluster_roles =
-            Api::<ClusterRole>::all(self.client.clone()).list(&params).await.map_err(list_error("ClusterRoles"))?;
-        let role_bindings =
-            Api::<RoleBinding>::all(self.client.clone()).list(&params).await.map_err(list_error("RoleBindings"))?;
-        let cluster_role_bindings = Api::<ClusterRoleBinding>::all(self.client.clone())
-            .list(&params)
-            .await
-            .map_err(list_error("ClusterRoleBindings"))?;
         Ok(RbacObjects {
-            roles: roles.items,
-            cluster_roles: cluster_roles.items,
-            role_bindings: role_bindings.items,
-            cluster_role_bindings: cluster_role_bindings.items,
+            roles: self.client.all::<Role>().list().await.map_err(list_error("Roles"))?,
+            cluster_roles: self.client.all::<ClusterRole>().list().await.map_err(list_error("ClusterRoles"))?,
+            role_bindings: self.client.all::<RoleBinding>().list().await.map_err(list_error("RoleBindings"))?,
+            cluster_role_bindings: self
+                .client
+                .all::<ClusterRoleBinding>()
+                .list()
+                .await
+                .map_err(list_error("ClusterRoleBindings"))?,
         })
     }
 
@@ -179,7 +210,7 @@ impl Cluster {
     ) -> Result<bool, ClusterError> {
         let Some(creator) = creator_of(install) else { return Ok(false) };
         for check in operator_group_use_checks(account) {
-            let allowed = crate::access::allowed(&self.client, &creator, &check).await.map_err(|source| {
+            let allowed = crate::access::allowed(self.client.kube(), &creator, &check).await.map_err(|source| {
                 ClusterError::ReviewCreator {
                     install: install.name_any(),
                     account: format!("{}/{}", account.namespace, account.name),
@@ -194,8 +225,7 @@ impl Cluster {
     }
 
     pub async fn operator_groups(&self, namespace: &str) -> Result<Vec<OperatorGroup>, ClusterError> {
-        let api = Api::<OperatorGroup>::namespaced(self.client.clone(), namespace);
-        Ok(api.list(&ListParams::default()).await.map_err(list_error("OperatorGroups"))?.items)
+        self.client.namespaced::<OperatorGroup>(namespace).list().await.map_err(list_error("OperatorGroups"))
     }
 
     /// Creates the eponymous ServiceAccount an Install runs as, controlled by the Install. An account of that name
@@ -207,13 +237,13 @@ impl Cluster {
         account: &ServiceAccountReference,
         component_label: Option<&str>,
     ) -> Result<(), ClusterError> {
-        let api = Api::<ServiceAccount>::namespaced(self.client.clone(), &account.namespace);
+        let accounts = self.client.namespaced::<ServiceAccount>(&account.namespace);
         let ensure_error = |source| ClusterError::EnsureServiceAccount {
             namespace: account.namespace.clone(),
             name: account.name.clone(),
             source,
         };
-        let existing = api.get_opt(&account.name).await.map_err(ensure_error)?;
+        let existing = accounts.get_opt(&account.name).await.map_err(ensure_error)?;
         let existing = match existing {
             Some(existing) => existing,
             None => {
@@ -227,12 +257,13 @@ impl Cluster {
                     body["metadata"]["labels"] = json!({label: ""});
                 }
                 let object: ServiceAccount =
-                    serde_json::from_value(body).map_err(|error| ensure_error(kube::Error::SerdeError(error)))?;
-                match api.create(&PostParams::default(), &object).await {
+                    serde_json::from_value(body).map_err(|error| ensure_error(ClientError::Encode(error)))?;
+                // Created, never applied: an apply would adopt an account of the name that exists.
+                match accounts.create(&object).await {
                     Ok(created) => created,
                     // Created meanwhile, by a pass of ours or by someone else: judged below like any existing one.
-                    Err(kube::Error::Api(response)) if response.code == 409 => {
-                        api.get(&account.name).await.map_err(ensure_error)?
+                    Err(error) if error.code() == Some(409) => {
+                        accounts.get(&account.name).await.map_err(ensure_error)?
                     }
                     Err(source) => return Err(ensure_error(source)),
                 }
@@ -253,12 +284,12 @@ impl Cluster {
         install: &Install,
         service: &WebhookService,
     ) -> Result<Vec<String>, ClusterError> {
-        let read = |error| ClusterError::ReadWebhookConfiguration(error);
-        let validating = Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
-            .get_opt(CONFIGURATION_NAME)
-            .await
-            .map_err(read)?;
-        let mutating = Api::<MutatingWebhookConfiguration>::all(self.client.clone())
+        let read = ClusterError::ReadWebhookConfiguration;
+        let validating =
+            self.client.all::<ValidatingWebhookConfiguration>().get_opt(CONFIGURATION_NAME).await.map_err(read)?;
+        let mutating = self
+            .client
+            .all::<MutatingWebhookConfiguration>()
             .get_opt(IDENTITY_CONFIGURATION_NAME)
             .await
             .map_err(read)?;
@@ -266,9 +297,10 @@ impl Cluster {
         let mutating = mutating.and_then(|c| serde_json::to_value(c).ok());
         let mut problems = guard_problems(service, validating.as_ref(), mutating.as_ref());
         if problems.is_empty() {
+            // A dry run: it goes through admission, so the webhook must answer, and writes nothing.
             let params = PatchParams { dry_run: true, ..PatchParams::default() };
             let probe = json!({"metadata": {"resourceVersion": install.resource_version()}});
-            match Api::<Install>::all(self.client.clone())
+            match Api::<Install>::all(self.client.kube().clone())
                 .patch(&install.name_any(), &params, &Patch::Merge(&probe))
                 .await
             {
@@ -288,16 +320,14 @@ impl Cluster {
     /// Removes the content-change mark once the content it marked was approved and applied, only if the Install did
     /// not change since it was read (a new change would carry a new mark).
     pub async fn clear_content_change(&self, install: &Install) -> Result<(), ClusterError> {
-        let api = Api::<Install>::all(self.client.clone());
-        let body = json!({"metadata": {"resourceVersion": install.resource_version(),
-            "annotations": {CONTENT_CHANGED_BY_ANNOTATION: null}}});
-        match api.patch(&install.name_any(), &PatchParams::default(), &Patch::Merge(&body)).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(response)) if response.code == 409 => {
-                Err(ClusterError::InstallChanged { name: install.name_any() })
-            }
-            Err(source) => Err(ClusterError::ClearContentChange { name: install.name_any(), source }),
-        }
+        let body = json!({"metadata": {"annotations": {CONTENT_CHANGED_BY_ANNOTATION: null}}});
+        let failed = |source| ClusterError::ClearContentChange { name: install.name_any(), source };
+        self.client
+            .all::<Install>()
+            .merge_patch(&install.name_any(), &body, install.resource_version().as_deref())
+            .await
+            .map_err(install_write_error(install, failed))?;
+        Ok(())
     }
 
     /// Writes the whole status of an Install with server-side apply; answers the Install as written.
@@ -308,38 +338,25 @@ impl Cluster {
         status: &InstallStatus,
         precondition: Option<&str>,
     ) -> Result<Install, ClusterError> {
-        let api = Api::<Install>::all(self.client.clone());
-        let mut body = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "status": status});
-        if let Some(version) = precondition {
-            body["metadata"] = json!({"resourceVersion": version});
-        }
-        match api
-            .patch_status(&install.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+        let failed = |source| ClusterError::WriteStatus { what: format!("Install {}", install.name_any()), source };
+        self.client
+            .all::<Install>()
+            .apply_status(&install.name_any(), status, precondition)
             .await
-        {
-            Ok(written) => Ok(written),
-            Err(kube::Error::Api(response)) if precondition.is_some() && response.code == 409 => {
-                Err(ClusterError::InstallChanged { name: install.name_any() })
-            }
-            Err(source) => Err(ClusterError::WriteStatus { what: format!("Install {}", install.name_any()), source }),
-        }
+            .map_err(install_write_error(install, failed))
     }
 
     /// Sets `spec.approval` back to Unapproved, only if the Install did not change since it was read: an approval
     /// given meanwhile was given for what the status showed then, and is judged again on the next reconcile.
     /// Answers the Install as revoked.
     pub async fn revoke_approval(&self, install: &Install) -> Result<Install, ClusterError> {
-        let api = Api::<Install>::all(self.client.clone());
-        let body =
-            json!({"metadata": {"resourceVersion": install.resource_version()}, "spec": {"approval": "Unapproved"}});
-        api.patch(&install.name_any(), &PatchParams::default(), &Patch::Merge(&body)).await.map_err(|source| {
-            match source {
-                kube::Error::Api(response) if response.code == 409 => {
-                    ClusterError::InstallChanged { name: install.name_any() }
-                }
-                source => ClusterError::RevokeApproval { name: install.name_any(), source },
-            }
-        })
+        let body = json!({"spec": {"approval": "Unapproved"}});
+        let failed = |source| ClusterError::RevokeApproval { name: install.name_any(), source };
+        self.client
+            .all::<Install>()
+            .merge_patch(&install.name_any(), &body, install.resource_version().as_deref())
+            .await
+            .map_err(install_write_error(install, failed))
     }
 
     /// Writes the phase of a CSV record from the health of what the Install applied.
@@ -351,31 +368,44 @@ impl Cluster {
         reason: &str,
         message: &str,
     ) -> Result<(), ClusterError> {
-        let api = Api::<crate::api::v1alpha1::ClusterServiceVersion>::namespaced(self.client.clone(), namespace);
-        let now = jiff_now();
-        let body = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
-            "status": {"phase": phase, "reason": reason, "message": message, "lastUpdateTime": now}});
-        api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body)).await.map_err(
+        let status = json!({"phase": phase, "reason": reason, "message": message, "lastUpdateTime": jiff_now()});
+        self.client.namespaced::<ClusterServiceVersion>(namespace).apply_status(name, &status, None).await.map_err(
             |source| ClusterError::WriteStatus { what: format!("ClusterServiceVersion {namespace}/{name}"), source },
         )?;
         Ok(())
     }
+}
 
-    /// Records events; a failure to record one is logged, never fatal.
-    pub async fn record(&self, install: &Install, transitions: &[Transition]) {
-        let reference = install.object_ref(&());
-        for transition in transitions {
-            let event = Event {
-                type_: if transition.warning { EventType::Warning } else { EventType::Normal },
-                reason: transition.reason.clone(),
-                note: Some(transition.note.chars().take(1000).collect()),
-                action: "Reconcile".into(),
-                secondary: None,
-            };
-            if let Err(error) = self.recorder.publish(&event, &reference).await {
-                tracing::warn!(install = %install.name_any(), %error, "failed to record an event");
-            }
+/// Clients impersonating ServiceAccounts, built from the controller's configuration and kept per account. No groups
+/// are named: the API server then gives the account its own groups, as it would to a token of the account.
+struct Impersonation {
+    config: kube::Config,
+    clients: Mutex<HashMap<String, ControllerClient>>,
+}
+
+impl Impersonation {
+    fn new(config: kube::Config) -> Self {
+        Self { config, clients: Mutex::new(HashMap::new()) }
+    }
+
+    fn client_for(&self, account: &ServiceAccountReference) -> Result<ControllerClient, ClusterError> {
+        let user = service_account_user(account);
+        if let Some(client) = self.clients.lock().ok().and_then(|clients| clients.get(&user).cloned()) {
+            return Ok(client);
         }
+        let mut config = self.config.clone();
+        config.auth_info.impersonate = Some(user.clone());
+        config.auth_info.impersonate_groups = None;
+        // Only the user is impersonated: nothing of the controller's own configuration rides along.
+        config.auth_info.impersonate_uid = None;
+        config.auth_info.impersonate_user_extra = None;
+        let client = kube::Client::try_from(config)
+            .map_err(|source| ClusterError::Impersonate { user: user.clone(), source })?;
+        let client = ControllerClient::new(client, FIELD_MANAGER);
+        if let Ok(mut clients) = self.clients.lock() {
+            clients.insert(user, client.clone());
+        }
+        Ok(client)
     }
 }
 

@@ -1,22 +1,18 @@
-//! An Install's conditions, state and events, from the outcome of one reconcile. Conditions follow Kubernetes
-//! conventions: every type is always present, `lastTransitionTime` moves only when the status does, and each
-//! condition carries the generation it describes. A change of status or reason is an event.
+//! An Install's conditions, state and events, from the outcome of one reconcile: which conditions each outcome
+//! reports, and which of them are abnormal. The conventions (every type always present, transition times,
+//! events from changes) are `controller::conditions`'.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::v2alpha1::{InstallState, PendingReason};
-
-pub const PENDING_APPROVAL: &str = "PendingApproval";
-pub const CONTENT_IMPORT_ERROR: &str = "ContentImportError";
-pub const INVALID_CONTENT: &str = "InvalidContent";
-pub const INSTALLED: &str = "Installed";
-pub const PROGRESSING: &str = "Progressing";
-pub const COMPONENTS_DIVERGE: &str = "ComponentsDiverge";
+use crate::controller::conditions::v2alpha1::{
+    COMPONENTS_DIVERGE, CONTENT_IMPORT_ERROR, INSTALLED, INVALID_CONTENT, PENDING_APPROVAL, PROGRESSING,
+    UPDATE_APPROVAL_REQUIRED,
+};
+use crate::controller::conditions::{self as shared, EventPolicy, Transition, Wanted, FALSE, TRUE};
 
 /// The reason seed 004 gives for pending permissions.
 pub const UNSATISFIED_PERMISSIONS: &str = "UnsatisfiedPermissions";
-/// PendingApproval reason of an Install whose Operator approves updates by hand.
-pub const UPDATE_APPROVAL_REQUIRED: &str = "UpdateApprovalRequired";
 /// PendingApproval reason of an Install whose content someone changed without holding what its account was granted.
 pub const CONTENT_CHANGE_APPROVAL_REQUIRED: &str = "ContentChangeApprovalRequired";
 /// The reason seed 004 gives for a failed image pull.
@@ -48,7 +44,7 @@ pub enum Outcome {
 }
 
 /// `(type, status, reason, message)` of every condition for `outcome`.
-fn wanted(outcome: &Outcome) -> [(&'static str, &'static str, String, String); 6] {
+fn wanted(outcome: &Outcome) -> [Wanted; 6] {
     let unresolved = || ("Unknown", "ContentUnresolved".to_owned(), "the content has not been resolved".to_owned());
     match outcome {
         Outcome::ImportFailed { message } => {
@@ -168,24 +164,7 @@ fn wanted(outcome: &Outcome) -> [(&'static str, &'static str, String, String); 6
 
 /// The conditions for `outcome`, keeping each transition time when its status did not change.
 pub fn conditions(outcome: &Outcome, previous: &[Condition], generation: Option<i64>, now: &Time) -> Vec<Condition> {
-    wanted(outcome)
-        .into_iter()
-        .map(|(type_, status, reason, message)| {
-            let before = previous.iter().find(|c| c.type_ == type_);
-            let last_transition_time = match before {
-                Some(before) if before.status == status => before.last_transition_time.clone(),
-                _ => now.clone(),
-            };
-            Condition {
-                type_: type_.to_owned(),
-                status: status.to_owned(),
-                reason,
-                message,
-                last_transition_time,
-                observed_generation: generation,
-            }
-        })
-        .collect()
+    shared::conditions(wanted(outcome), previous, generation, now)
 }
 
 /// The one-word state for `kubectl get`.
@@ -198,39 +177,21 @@ pub fn state(outcome: &Outcome) -> InstallState {
     }
 }
 
-/// An event to record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Transition {
-    pub warning: bool,
-    pub reason: String,
-    pub note: String,
-}
+/// An Install's abnormal states: a failure, or permissions waiting for a person (a Normal event: nothing is wrong).
+const EVENTS: EventPolicy = EventPolicy { abnormal, normal_types: &[PENDING_APPROVAL] };
 
 /// One event per condition whose status or reason changed; abnormal states are warnings.
 pub fn transitions(previous: &[Condition], current: &[Condition]) -> Vec<Transition> {
-    current
-        .iter()
-        .filter(|condition| condition.status != "Unknown")
-        .filter(|condition| {
-            !previous
-                .iter()
-                .any(|p| p.type_ == condition.type_ && p.status == condition.status && p.reason == condition.reason)
-        })
-        .filter(|condition| previous.iter().any(|p| p.type_ == condition.type_) || abnormal(condition))
-        .map(|condition| Transition {
-            warning: abnormal(condition) && condition.type_ != PENDING_APPROVAL,
-            reason: condition.reason.clone(),
-            note: condition.message.clone(),
-        })
-        .chain(first_install(previous, current))
-        .collect()
+    let mut transitions = shared::transitions(previous, current, &EVENTS);
+    transitions.extend(first_install(previous, current));
+    transitions
 }
 
 fn abnormal(condition: &Condition) -> bool {
     match condition.type_.as_str() {
-        INSTALLED => condition.status == "False" && condition.reason != "AwaitingApproval",
+        INSTALLED => condition.status == FALSE && condition.reason != "AwaitingApproval",
         PROGRESSING => false,
-        _ => condition.status == "True",
+        _ => condition.status == TRUE,
     }
 }
 

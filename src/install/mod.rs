@@ -1,6 +1,6 @@
 //! The Install controller: content applied as a controller-assigned ServiceAccount once a person holding the
 //! permissions it lacks approved them. `account`, `content`, `gate`, `grants`, `conditions` and `drift` decide; `resolve`,
-//! `apply` and `cluster` read and write; `reconcile` sequences one pass; `run` drives it for every Install.
+//! `apply` and `cluster` read and write; `reconcile` sequences one pass; [`controller`] runs it for every Install.
 
 pub mod account;
 pub mod apply;
@@ -14,9 +14,8 @@ pub mod reconcile;
 pub mod resolve;
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use futures_util::StreamExt;
+use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
@@ -25,45 +24,64 @@ use kube::runtime::watcher;
 use kube::ResourceExt;
 
 use crate::api::v2alpha1::Install;
-use crate::metrics::{ControllerLabels, FailureLabels};
-use reconcile::{Context, ReconcileError};
+use crate::bundle::image::ImageClient;
+use crate::bundle::unpack::UnpackLimits;
+use crate::controller::runner::{self, Reconciler};
+use crate::controller::Process;
+use crate::metrics::Metrics;
+use crate::webhook::configuration::WebhookService;
+use cluster::Cluster;
+use reconcile::{Context, InstallOptions, ReconcileError};
+use resolve::Resolver;
 
-const CONTROLLER: &str = "install";
-
-/// Reconciles every Install until `shutdown` completes. Deployments an Install applied wake it when they change,
-/// so rollouts and drift show without waiting for the resync.
-pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
-    let client = ctx.cluster.client.clone();
-    Controller::new(Api::<Install>::all(client.clone()), watcher::Config::default())
-        .watches(Api::<Deployment>::all(client), watcher::Config::default(), |deployment| {
+/// Starts the Install controller: every Install, woken also by the Deployments it applied when they change, so
+/// that rollouts and drift show without waiting for the resync.
+pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
+    let options = &process.options;
+    let context = Arc::new(Context {
+        cluster: Cluster::new(process.client.clone(), process.config.clone()),
+        resolver: Resolver {
+            images: ImageClient::new(options.registry.clone()),
+            cache: options.cache.clone(),
+            limits: UnpackLimits::default(),
+        },
+        options: InstallOptions {
+            controller_namespace: options.namespace.clone(),
+            resync: options.resync,
+            retry: options.retry,
+            webhook: WebhookService {
+                namespace: options.webhook.service_namespace.clone().unwrap_or_else(|| options.namespace.clone()),
+                name: options.webhook.service_name.clone(),
+                port: options.webhook.service_port,
+            },
+        },
+        metrics: process.metrics.clone(),
+    });
+    let client = process.client.clone();
+    let controller = Controller::new(Api::<Install>::all(client.clone()), watcher::Config::default()).watches(
+        Api::<Deployment>::all(client),
+        watcher::Config::default(),
+        |deployment| {
             deployment.annotations().get(grants::INSTALL_ANNOTATION).map(|name| ObjectRef::<Install>::new(name))
-        })
-        .graceful_shutdown_on(shutdown)
-        .run(measured, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "install controller event");
-            }
-        })
-        .await;
+        },
+    );
+    runner::run(controller, context, process.shutdown()).boxed()
 }
 
-async fn measured(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    let labels = ControllerLabels { controller: CONTROLLER };
-    ctx.metrics.metrics.reconciles.get_or_create(&labels).inc();
-    let started = Instant::now();
-    let result = reconcile::reconcile(install, ctx.clone()).await;
-    ctx.metrics.metrics.reconcile_duration.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
-    result
-}
+impl Reconciler for Context {
+    type Object = Install;
+    type Error = ReconcileError;
+    const NAME: &'static str = "install";
 
-fn error_policy(install: Arc<Install>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let category = error.category();
-    ctx.metrics.metrics.reconcile_failures.get_or_create(&FailureLabels { controller: CONTROLLER, category }).inc();
-    if error.is_install_changed() {
-        tracing::info!(install = %install.name_any(), category, "{error}");
-        return Action::requeue(std::time::Duration::from_millis(200));
+    async fn reconcile(self: Arc<Self>, install: Arc<Install>) -> Result<Action, ReconcileError> {
+        reconcile::reconcile(install, self).await
     }
-    tracing::warn!(install = %install.name_any(), category, "{}", crate::error::report(error));
-    Action::requeue(ctx.options.retry)
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn retry(&self) -> std::time::Duration {
+        self.options.retry
+    }
 }

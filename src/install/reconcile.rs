@@ -11,7 +11,7 @@ use kube::ResourceExt;
 use serde_json::Value;
 
 use super::account::{assign_service_account, Assignment};
-use super::apply::{self, service_account_user, ApplyError, Impersonation};
+use super::apply::{self, service_account_user, ApplyError};
 use super::cluster::{Cluster, ClusterError};
 use super::conditions::{self, Outcome};
 use super::content::{self, decorate, install_namespace, sort_for_apply, Decoration};
@@ -24,6 +24,7 @@ use crate::api::v2alpha1::{
     Approval, Install, InstallState, InstallStatus, PendingPermissions, CONTENT_CHANGED_BY_ANNOTATION,
     MANUAL_APPROVAL_ANNOTATION,
 };
+use crate::error::Categorized;
 use crate::rbac::{disclose, missing_permissions, required_permissions, KindIndex, RbacSnapshot, UserInfo};
 use crate::webhook::configuration::WebhookService;
 
@@ -47,10 +48,9 @@ pub struct InstallOptions {
 /// What a reconcile needs.
 pub struct Context {
     pub cluster: Cluster,
-    pub impersonation: Impersonation,
     pub resolver: Resolver,
     pub options: InstallOptions,
-    pub metrics: Arc<crate::server::Health>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,17 +61,17 @@ pub enum ReconcileError {
     Apply(#[from] ApplyError),
 }
 
-impl ReconcileError {
-    pub fn category(&self) -> &'static str {
+impl Categorized for ReconcileError {
+    fn category(&self) -> &'static str {
         match self {
             Self::Cluster(error) => error.category(),
             Self::Apply(error) => error.category(),
         }
     }
 
-    /// Whether the reconcile only lost a race with a change of the Install, which the next one sees.
-    pub fn is_install_changed(&self) -> bool {
-        matches!(self, Self::Cluster(error) if error.is_install_changed())
+    /// The reconcile only lost a race with a change of the Install, which the next one sees.
+    fn is_conflict(&self) -> bool {
+        matches!(self, Self::Cluster(error) if error.is_conflict())
     }
 }
 
@@ -103,11 +103,7 @@ async fn report(
     status.state = Some(conditions::state(outcome));
     status.observed_generation = generation;
     let written = ctx.cluster.write_status(install, &status, precondition).await?;
-    let transitions = conditions::transitions(&previous, &status.conditions);
-    for transition in &transitions {
-        tracing::info!(install = %install.name_any(), reason = %transition.reason, "{}", transition.note);
-    }
-    ctx.cluster.record(install, &transitions).await;
+    ctx.cluster.events.publish(install, &conditions::transitions(&previous, &status.conditions)).await;
     Ok(written)
 }
 
@@ -164,7 +160,7 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     let user = service_account_user(&account);
 
     let kinds = ctx.cluster.kinds(false).await?;
-    let client = ctx.impersonation.client_for(&account)?;
+    let client = ctx.cluster.as_account(&account)?;
     let certificates = StoredCertificates::from_secrets(&apply::applied_secrets(&client, &previous.applied).await);
     let resolved = match ctx.resolver.resolve(&install, &kinds, &groups, &certificates).await {
         Ok(resolved) => resolved,

@@ -15,6 +15,7 @@ use crate::api::v2alpha1::{ContentSource, ContentType, Install, ResolvedContent}
 use crate::bundle::image::{ImageClient, PullError};
 use crate::bundle::unpack::UnpackLimits;
 use crate::bundle::{render, Bundle, BundleError, ConvertError, RenderOptions};
+use crate::error::Categorized;
 use crate::rbac::KindIndex;
 use crate::tls::{self, CertificateAuthority, CertificateError, CertificateIssuer, ServingCertificate};
 
@@ -45,9 +46,8 @@ pub enum ResolveError {
     ParseRaw(#[source] BundleError),
 }
 
-impl ResolveError {
-    /// Static category, for condition reasons, event reasons and metric labels.
-    pub fn category(&self) -> &'static str {
+impl Categorized for ResolveError {
+    fn category(&self) -> &'static str {
         match self {
             Self::PullImage { .. } => "ManifestImagePullFailed",
             Self::InvalidUnion { .. } => "InvalidContentUnion",
@@ -56,7 +56,9 @@ impl ResolveError {
             Self::ParseRaw(source) => source.category(),
         }
     }
+}
 
+impl ResolveError {
     /// Whether the content could not be fetched (retry), rather than being unusable as it is.
     pub fn is_import_failure(&self) -> bool {
         matches!(self, Self::PullImage { .. })

@@ -1,7 +1,7 @@
 //! The Operator controller: the single entry point users apply. `components`, `index`, `status` and `desired`
 //! decide; `watch` keeps the component index from one watch per component kind; `reconcile` reads the source,
 //! brings the Operator's Install to what it resolved, and writes the status; `projection` carries component labels
-//! onto what OLM v0's loops generate; `run` drives them.
+//! onto what OLM v0's loops generate; [`controller`] runs them for every Operator.
 
 pub mod components;
 pub mod desired;
@@ -13,48 +13,58 @@ pub mod status;
 pub mod watch;
 
 use std::sync::Arc;
-use std::time::Instant;
 
-use futures_util::StreamExt;
+use futures_util::future::{BoxFuture, FutureExt};
 use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
-use kube::ResourceExt;
 
 use crate::api::v2alpha1::Operator;
-use crate::metrics::{ControllerLabels, FailureLabels};
-use reconcile::{Context, ReconcileError};
+use crate::bundle::image::ImageClient;
+use crate::catalog::CatalogCache;
+use crate::controller::client::ControllerClient;
+use crate::controller::events::Events;
+use crate::controller::runner::{self, Reconciler};
+use crate::controller::Process;
+use crate::metrics::Metrics;
+use reconcile::{Context, OperatorOptions, ReconcileError, FIELD_MANAGER};
 
-const CONTROLLER: &str = "operator";
-
-/// Reconciles every Operator until `shutdown` completes. Changes of any component wake the Operators it belongs to.
-pub async fn run(ctx: Arc<Context>, shutdown: impl std::future::Future<Output = ()> + Send + Sync + 'static) {
-    let client = ctx.client.clone();
-    let triggers = watch::component_triggers(client.clone(), ctx.index.clone());
-    Controller::new(Api::<Operator>::all(client), watcher::Config::default())
-        .reconcile_on(triggers)
-        .graceful_shutdown_on(shutdown)
-        .run(measured, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(error) = result {
-                tracing::debug!(%error, "operator controller event");
-            }
-        })
-        .await;
+/// Starts the Operator controller: every Operator, woken also by any change of its components.
+pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
+    let options = &process.options;
+    let client = process.client.clone();
+    let images = Arc::new(ImageClient::new(options.registry.clone()));
+    let context = Arc::new(Context {
+        client: ControllerClient::new(client.clone(), FIELD_MANAGER),
+        events: Events::new(client.clone(), "olmv2-operator-controller"),
+        index: Arc::default(),
+        catalogs: CatalogCache::new(images, options.cache.join("catalogs"), options.catalog_poll),
+        options: OperatorOptions {
+            install_namespace: options.operator_namespace.clone(),
+            resync: options.resync,
+            retry: options.retry,
+        },
+        metrics: process.metrics.clone(),
+    });
+    let triggers = watch::component_triggers(client.clone(), context.index.clone());
+    let controller = Controller::new(Api::<Operator>::all(client), watcher::Config::default()).reconcile_on(triggers);
+    runner::run(controller, context, process.shutdown()).boxed()
 }
 
-async fn measured(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
-    let labels = ControllerLabels { controller: CONTROLLER };
-    ctx.metrics.metrics.reconciles.get_or_create(&labels).inc();
-    let started = Instant::now();
-    let result = reconcile::reconcile(operator, ctx.clone()).await;
-    ctx.metrics.metrics.reconcile_duration.get_or_create(&labels).observe(started.elapsed().as_secs_f64());
-    result
-}
+impl Reconciler for Context {
+    type Object = Operator;
+    type Error = ReconcileError;
+    const NAME: &'static str = "operator";
 
-fn error_policy(operator: Arc<Operator>, error: &ReconcileError, ctx: Arc<Context>) -> Action {
-    let category = error.category();
-    ctx.metrics.metrics.reconcile_failures.get_or_create(&FailureLabels { controller: CONTROLLER, category }).inc();
-    tracing::warn!(operator = %operator.name_any(), category, "{}", crate::error::report(error));
-    Action::requeue(ctx.options.retry)
+    async fn reconcile(self: Arc<Self>, operator: Arc<Operator>) -> Result<Action, ReconcileError> {
+        reconcile::reconcile(operator, self).await
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn retry(&self) -> std::time::Duration {
+        self.options.retry
+    }
 }

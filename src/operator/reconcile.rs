@@ -5,16 +5,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType, Recorder};
-use kube::{Client, Resource, ResourceExt};
+use kube::ResourceExt;
 use serde_json::json;
 
 use super::components::Component;
 use super::desired::{install_patch, installed_bundle, installed_image, new_install, settled, Target};
-use super::status::{status, Observed, SourceOutcome};
+use super::status::{status, Observed, SourceOutcome, EVENTS};
 use super::watch::{api_resource, lock, SharedIndex};
 use crate::api::component::component_label_key;
 use crate::api::v1alpha1::CatalogSource;
@@ -24,6 +22,10 @@ use crate::api::v2alpha1::{
 };
 use crate::catalog::resolve::{newer_in_other_channels, resolve, Selection};
 use crate::catalog::CatalogCache;
+use crate::controller::client::{ClientError, ControllerClient, Objects};
+use crate::controller::conditions::transitions;
+use crate::controller::events::Events;
+use crate::error::Categorized;
 
 /// The field manager of the Operator controller's writes.
 pub const FIELD_MANAGER: &str = "olmv2-operator";
@@ -41,12 +43,12 @@ pub struct OperatorOptions {
 
 /// What a reconcile needs.
 pub struct Context {
-    pub client: Client,
-    pub recorder: Recorder,
+    pub client: ControllerClient,
+    pub events: Events,
     pub index: SharedIndex,
     pub catalogs: CatalogCache,
     pub options: OperatorOptions,
-    pub metrics: Arc<crate::server::Health>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,24 +57,24 @@ pub enum ReconcileError {
     ReadInstall {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ClientError,
     },
     #[error("failed to write Install {name}")]
     WriteInstall {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ClientError,
     },
     #[error("failed to write the status of Operator {name}")]
     WriteStatus {
         name: String,
         #[source]
-        source: kube::Error,
+        source: ClientError,
     },
 }
 
-impl ReconcileError {
-    pub fn category(&self) -> &'static str {
+impl Categorized for ReconcileError {
+    fn category(&self) -> &'static str {
         match self {
             Self::ReadInstall { .. } => "InstallReadFailed",
             Self::WriteInstall { .. } => "InstallWriteFailed",
@@ -86,7 +88,7 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
         return Ok(Action::await_change());
     }
     let name = operator.name_any();
-    let installs = Api::<Install>::all(ctx.client.clone());
+    let installs = ctx.client.all::<Install>();
     let install =
         installs.get_opt(&name).await.map_err(|source| ReconcileError::ReadInstall { name: name.clone(), source })?;
     let uid = operator.uid().unwrap_or_default();
@@ -130,7 +132,7 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
     let next = status(&observed, &Time(k8s_openapi::jiff::Timestamp::now()));
     if next != previous {
         write_status(&ctx.client, &name, &next).await?;
-        record(&ctx.recorder, &operator, &previous.conditions, &next.conditions).await;
+        ctx.events.publish(&*operator, &transitions(&previous.conditions, &next.conditions, &EVENTS)).await;
     }
     Ok(Action::requeue(ctx.options.resync))
 }
@@ -154,7 +156,7 @@ async fn source_outcome(ctx: &Context, operator: &Operator, install: Option<&Ins
 
 async fn catalog_outcome(ctx: &Context, updates: &CatalogSourceUpdates, install: Option<&Install>) -> SourceOutcome {
     let reference = &updates.catalog_ref;
-    let sources = Api::<CatalogSource>::namespaced(ctx.client.clone(), &reference.namespace);
+    let sources = ctx.client.namespaced::<CatalogSource>(&reference.namespace);
     let source = match sources.get_opt(&reference.name).await {
         Ok(Some(source)) => source,
         Ok(None) => {
@@ -231,12 +233,10 @@ fn target_of(operator: &Operator, source: &SourceOutcome, options: &OperatorOpti
 /// Removes the webhook's mark from an Operator once it is carried over to its Install, only if the Operator did not
 /// change since it was read (a new source change would carry a new mark). A failure leaves the mark, which only
 /// makes the next content change wait for a person too.
-async fn clear_source_mark(client: &Client, operator: &Operator) {
-    let body = json!({"metadata": {"resourceVersion": operator.resource_version(),
-        "annotations": {CONTENT_CHANGED_BY_ANNOTATION: null}}});
-    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+async fn clear_source_mark(client: &ControllerClient, operator: &Operator) {
+    let body = json!({"metadata": {"annotations": {CONTENT_CHANGED_BY_ANNOTATION: null}}});
     if let Err(error) =
-        Api::<Operator>::all(client.clone()).patch(&operator.name_any(), &params, &Patch::Merge(&body)).await
+        client.all::<Operator>().merge_patch(&operator.name_any(), &body, operator.resource_version().as_deref()).await
     {
         tracing::info!(operator = %operator.name_any(), %error, "the source-change mark stays for now");
     }
@@ -244,7 +244,7 @@ async fn clear_source_mark(client: &Client, operator: &Operator) {
 
 /// Creates the Operator's Install, or patches it to `target`; returns it as it is now.
 async fn bring_install(
-    installs: &Api<Install>,
+    installs: &Objects<Install>,
     name: &str,
     uid: &str,
     creator: Option<&str>,
@@ -255,19 +255,15 @@ async fn bring_install(
     match current {
         None => {
             let body: Install = serde_json::from_value(new_install(name, uid, creator, target))
-                .map_err(|error| write_error(kube::Error::SerdeError(error)))?;
-            let created = installs
-                .create(&PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &body)
-                .await
-                .map_err(write_error)?;
+                .map_err(|error| write_error(ClientError::Encode(error)))?;
+            let created = installs.create(&body).await.map_err(write_error)?;
             tracing::info!(operator = name, image = %target.image, "created the Operator's Install");
             Ok(created)
         }
         Some(install) => match install_patch(name, &install, target) {
             None => Ok(install),
             Some(patch) => {
-                let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-                let patched = installs.patch(name, &params, &Patch::Merge(&patch)).await.map_err(write_error)?;
+                let patched = installs.merge_patch(name, &patch, None).await.map_err(write_error)?;
                 tracing::info!(operator = name, image = %target.image, "moved the Operator's Install to new content");
                 Ok(patched)
             }
@@ -277,10 +273,9 @@ async fn bring_install(
 
 /// Labels what the legacy loops generated from this Operator's components. A target that is gone or refuses the
 /// write is logged and tried again on the next reconcile; its labelling wakes this Operator through the index.
-async fn project_labels(client: &Client, name: &str, components: &[Component]) {
+async fn project_labels(client: &ControllerClient, name: &str, components: &[Component]) {
     let label = component_label_key(name);
     let patch = json!({"metadata": {"labels": {label: ""}}});
-    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
     for target in components.iter().flat_map(|component| &component.projects_to) {
         let labelled = components.iter().any(|component| {
             let reference = &component.reference;
@@ -291,12 +286,8 @@ async fn project_labels(client: &Client, name: &str, components: &[Component]) {
         if labelled {
             continue;
         }
-        let resource = api_resource(&target.kind);
-        let api = match &target.namespace {
-            Some(namespace) => Api::<DynamicObject>::namespaced_with(client.clone(), namespace, &resource),
-            None => Api::<DynamicObject>::all_with(client.clone(), &resource),
-        };
-        match api.patch(&target.name, &params, &Patch::Merge(&patch)).await {
+        let objects = client.dynamic(&api_resource(&target.kind), target.namespace.as_deref());
+        match objects.merge_patch(&target.name, &patch, None).await {
             Ok(_) => {
                 tracing::info!(operator = name, kind = target.kind.kind, object = %target.name, "projected the component label")
             }
@@ -307,36 +298,11 @@ async fn project_labels(client: &Client, name: &str, components: &[Component]) {
     }
 }
 
-async fn write_status(client: &Client, name: &str, status: &OperatorStatus) -> Result<(), ReconcileError> {
-    let api = Api::<Operator>::all(client.clone());
-    let body = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "status": status});
-    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&body))
+async fn write_status(client: &ControllerClient, name: &str, status: &OperatorStatus) -> Result<(), ReconcileError> {
+    client
+        .all::<Operator>()
+        .apply_status(name, status, None)
         .await
         .map_err(|source| ReconcileError::WriteStatus { name: name.to_owned(), source })?;
     Ok(())
-}
-
-/// One event per top-level condition whose status or reason changed; True is abnormal for all four types.
-async fn record(recorder: &Recorder, operator: &Operator, previous: &[Condition], current: &[Condition]) {
-    let reference = operator.object_ref(&());
-    for condition in current {
-        let changed = !previous
-            .iter()
-            .any(|p| p.type_ == condition.type_ && p.status == condition.status && p.reason == condition.reason);
-        let first_and_normal = !previous.iter().any(|p| p.type_ == condition.type_) && condition.status != "True";
-        if !changed || first_and_normal || condition.status == "Unknown" {
-            continue;
-        }
-        let warning = condition.status == "True" && condition.type_ != super::status::UPDATE_AVAILABLE;
-        let event = Event {
-            type_: if warning { EventType::Warning } else { EventType::Normal },
-            reason: condition.reason.clone(),
-            note: Some(condition.message.chars().take(1000).collect()),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        if let Err(error) = recorder.publish(&event, &reference).await {
-            tracing::warn!(operator = %operator.name_any(), %error, "failed to record an event");
-        }
-    }
 }

@@ -11,9 +11,10 @@ use crate::api::v2alpha1::{
     AvailableUpdate, ComponentRef, Components, Install, InstallState, OperatorApis, OperatorMetadata, OperatorState,
     OperatorStatus, UpdatesStatus,
 };
-use crate::install::conditions::{
+use crate::controller::conditions::v2alpha1::{
     COMPONENTS_DIVERGE, CONTENT_IMPORT_ERROR, PENDING_APPROVAL, UPDATE_APPROVAL_REQUIRED,
 };
+use crate::controller::conditions::{self, EventPolicy, Wanted, TRUE};
 
 pub const UPDATE_AVAILABLE: &str = "UpdateAvailable";
 pub const INSTALL_PENDING_APPROVAL: &str = "InstallPendingApproval";
@@ -21,6 +22,10 @@ pub const PRIVILEGE_ESCALATION_REQUIRED: &str = "PrivilegeEscalationRequired";
 pub const UPDATE_FOUND_IN_ANOTHER_CHANNEL: &str = "UpdateFoundInAnotherChannel";
 pub const UPDATE_FOUND_IN_CHANNEL: &str = "UpdateFoundInChannel";
 pub const COMPONENTS_DIVERGE_FROM_INSTALL: &str = "ComponentsDivergeFromInstall";
+
+/// An Operator's four conditions are abnormal when True; an update found is still a Normal event.
+pub const EVENTS: EventPolicy =
+    EventPolicy { abnormal: |condition| condition.status == TRUE, normal_types: &[UPDATE_AVAILABLE] };
 
 /// What the update source said this reconcile.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,24 +53,7 @@ pub struct Observed<'a> {
 
 pub fn status(observed: &Observed<'_>, now: &Time) -> OperatorStatus {
     let refs: Vec<ComponentRef> = observed.components.iter().map(|c| c.reference.clone()).collect();
-    let wanted = wanted_conditions(observed);
-    let conditions = wanted
-        .iter()
-        .map(|(type_, status, reason, message)| {
-            let before = observed.previous.iter().find(|c| c.type_ == *type_);
-            Condition {
-                type_: (*type_).to_owned(),
-                status: (*status).to_owned(),
-                reason: reason.clone(),
-                message: message.clone(),
-                last_transition_time: match before {
-                    Some(before) if before.status == *status => before.last_transition_time.clone(),
-                    _ => now.clone(),
-                },
-                observed_generation: observed.generation,
-            }
-        })
-        .collect();
+    let conditions = conditions::conditions(wanted_conditions(observed), observed.previous, observed.generation, now);
     let available = match observed.source {
         SourceOutcome::Resolved { available, .. } if !available.is_empty() => {
             Some(UpdatesStatus { available: available.clone() })
@@ -110,8 +98,6 @@ fn install_condition<'a>(install: Option<&'a Install>, type_: &str) -> Option<&'
 fn install_state(install: Option<&Install>) -> Option<InstallState> {
     install?.status.as_ref()?.state
 }
-
-type Wanted = (&'static str, &'static str, String, String);
 
 fn wanted_conditions(observed: &Observed<'_>) -> [Wanted; 4] {
     [update_available(observed), components_diverge(observed), pending_approval(observed), import_error(observed)]
@@ -269,7 +255,7 @@ fn state(observed: &Observed<'_>) -> OperatorState {
 mod tests {
     use super::*;
     use crate::api::v2alpha1::{AppliedObject, InstallStatus};
-    use crate::install::conditions::INSTALLED;
+    use crate::controller::conditions::v2alpha1::INSTALLED;
     use crate::operator::components::CsvFacts;
     use semver::Version;
 

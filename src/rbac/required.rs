@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleRef};
 use serde_json::Value;
 
+use crate::error::Categorized;
+
 use super::kinds::{group_of, KindIndex};
 use super::resolve::Roles;
 use super::rule::Rule;
@@ -69,9 +71,8 @@ pub enum RequiredPermissionsError {
     InvalidRbacObject { kind: String, name: String, reason: String },
 }
 
-impl RequiredPermissionsError {
-    /// Static category, for event reasons and metric labels.
-    pub fn category(&self) -> &'static str {
+impl Categorized for RequiredPermissionsError {
+    fn category(&self) -> &'static str {
         match self {
             Self::MissingType { .. } => "ContentObjectUntyped",
             Self::UnknownKind { .. } => "ContentKindUnknown",

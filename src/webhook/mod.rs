@@ -53,8 +53,8 @@ pub enum WebhookError {
     },
 }
 
-impl WebhookError {
-    pub fn category(&self) -> &'static str {
+impl crate::error::Categorized for WebhookError {
+    fn category(&self) -> &'static str {
         match self {
             Self::Identify(_) => "SelfSubjectReviewFailed",
             Self::Certificate(_) | Self::ReadCertificate(_) => "WebhookCertificateInvalid",

@@ -1,0 +1,172 @@
+//! The one way every controller runs. A controller's context implements [`Reconciler`] (what it reconciles, one
+//! pass, its name); its module builds a kube-runtime `Controller` with the watches that wake it and hands both to
+//! [`run`], which adds what every controller shares: the reconcile counted and timed, failures counted by their
+//! static category and retried, a log span naming the controller, and a clean stop.
+//!
+//! kube-runtime already wraps each reconcile, and the error policy after it, in a span naming the object
+//! (`reconciling object`, with `object.ref` and `object.reason`): the runner adds none of its own per reconcile.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use kube::runtime::controller::{Action, Controller};
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use tracing::instrument;
+
+use crate::error::{report, Categorized};
+use crate::metrics::Metrics;
+
+/// How soon a reconcile that only lost a race with a change of its object runs again: the change is there to be
+/// seen at once.
+const CONFLICT_RETRY: Duration = Duration::from_millis(200);
+
+/// One controller's reconciliation, implemented by its context.
+pub trait Reconciler: Send + Sync + 'static {
+    /// The kind reconciled.
+    type Object: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static;
+    /// Why a pass failed; its category labels the failure metric and the log line.
+    type Error: Categorized + Send + Sync + 'static;
+
+    /// The controller's name: the `controller` label of its metrics and field of its logs.
+    const NAME: &'static str;
+
+    /// One pass over `object`: read, decide (the pure functions of the controller's modules), write.
+    fn reconcile(
+        self: Arc<Self>,
+        object: Arc<Self::Object>,
+    ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+
+    /// Where reconciles are counted and timed.
+    fn metrics(&self) -> &Metrics;
+
+    /// How soon a failed pass is tried again.
+    fn retry(&self) -> Duration;
+}
+
+/// Drives `controller` with `reconciler` until `shutdown` completes, letting running reconciles finish.
+#[instrument(name = "controller", skip_all, fields(controller = R::NAME))]
+pub async fn run<R: Reconciler>(
+    controller: Controller<R::Object>,
+    reconciler: Arc<R>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    tracing::info!("controller started");
+    controller
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, reconciler)
+        .for_each(|result| async move {
+            if let Err(error) = result {
+                tracing::debug!(%error, "controller event");
+            }
+        })
+        .await;
+    tracing::info!("controller stopped");
+}
+
+async fn reconcile<R: Reconciler>(object: Arc<R::Object>, reconciler: Arc<R>) -> Result<Action, R::Error> {
+    let _timer = reconciler.metrics().reconcile(R::NAME);
+    reconciler.reconcile(object).await
+}
+
+/// Counts the failure and retries: at once when the object only changed under the pass, after the controller's
+/// retry interval otherwise.
+fn error_policy<R: Reconciler>(_object: Arc<R::Object>, error: &R::Error, reconciler: Arc<R>) -> Action {
+    let category = error.category();
+    reconciler.metrics().reconcile_failed(R::NAME, category);
+    if error.is_conflict() {
+        tracing::info!(category, "{error}");
+        return Action::requeue(CONFLICT_RETRY);
+    }
+    tracing::warn!(category, "{}", report(error));
+    Action::requeue(reconciler.retry())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    #[derive(Debug, thiserror::Error)]
+    enum PassError {
+        #[error("the object changed")]
+        Changed,
+        #[error("the write failed")]
+        Failed,
+    }
+
+    impl Categorized for PassError {
+        fn category(&self) -> &'static str {
+            match self {
+                Self::Changed => "ObjectChanged",
+                Self::Failed => "WriteFailed",
+            }
+        }
+
+        fn is_conflict(&self) -> bool {
+            matches!(self, Self::Changed)
+        }
+    }
+
+    #[derive(Default)]
+    struct Counting {
+        metrics: Metrics,
+    }
+
+    impl Reconciler for Counting {
+        type Object = ConfigMap;
+        type Error = PassError;
+        const NAME: &'static str = "counting";
+
+        async fn reconcile(self: Arc<Self>, object: Arc<ConfigMap>) -> Result<Action, PassError> {
+            match object.metadata.name.as_deref() {
+                Some("changed") => Err(PassError::Changed),
+                Some("failed") => Err(PassError::Failed),
+                _ => Ok(Action::await_change()),
+            }
+        }
+
+        fn metrics(&self) -> &Metrics {
+            &self.metrics
+        }
+
+        fn retry(&self) -> Duration {
+            Duration::from_secs(10)
+        }
+    }
+
+    fn named(name: &str) -> Arc<ConfigMap> {
+        let mut object = ConfigMap::default();
+        object.metadata.name = Some(name.into());
+        Arc::new(object)
+    }
+
+    #[tokio::test]
+    async fn every_pass_is_counted_and_timed_and_failures_are_counted_by_category() {
+        let reconciler = Arc::new(Counting::default());
+        for name in ["fine", "changed", "failed"] {
+            if let Err(error) = reconcile(named(name), reconciler.clone()).await {
+                error_policy(named(name), &error, reconciler.clone());
+            }
+        }
+        let text = reconciler.metrics.encode().expect("encode");
+        assert!(text.contains("olmv2_reconciles_total{controller=\"counting\"} 3"), "{text}");
+        assert!(text.contains("olmv2_reconcile_duration_seconds_count{controller=\"counting\"} 3"), "{text}");
+        for category in ["ObjectChanged", "WriteFailed"] {
+            let line = format!("olmv2_reconcile_failures_total{{controller=\"counting\",category=\"{category}\"}} 1");
+            assert!(text.contains(&line), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_conflict_is_retried_at_once_and_other_failures_after_the_retry_interval() {
+        let reconciler = Arc::new(Counting::default());
+        let changed = error_policy(named("changed"), &PassError::Changed, reconciler.clone());
+        assert_eq!(changed, Action::requeue(CONFLICT_RETRY));
+        let failed = error_policy(named("failed"), &PassError::Failed, reconciler);
+        assert_eq!(failed, Action::requeue(Duration::from_secs(10)));
+    }
+}
