@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::pulls_latest;
-use crate::apiserver::defaults::apply;
+use crate::defaults::apply;
 
 fn defaulted(group: &str, kind: &str, mut object: Value) -> Value {
     apply(group, kind, &mut object);

@@ -1,7 +1,7 @@
 //! Throughput of the control plane over HTTPS with 10,000 ConfigMaps stored: GETs and LISTs per second from
 //! concurrent kube clients, creates per second with JSON and with protobuf bodies and answers (what kubectl's
 //! typed commands send), and watch fan-out (events delivered per second to 100 watchers while objects change).
-//! Prints figures; run with `cargo bench -p olmv2-e2e --bench apiserver`.
+//! Prints figures; run with `cargo bench -p kube-emulator --bench apiserver`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
-use olmv2_e2e::apiserver::api::{Target, WriteOptions};
-use olmv2_e2e::apiserver::{ControlPlane, Options};
+use kube_emulator::api::{Target, WriteOptions};
+use kube_emulator::{ControlPlane, Options};
 use serde_json::json;
 
 const OBJECTS: usize = 10_000;
@@ -126,7 +126,7 @@ async fn run() {
         "data": {"key": "value", "config.yaml": "a: 1\nb: [x, y, z]\n"}});
     let json_rate =
         create_load(&client, "application/json", "application/json", created.to_string().into_bytes()).await;
-    let protobuf_body = olmv2_e2e::apiserver::protobuf::encode(&created).expect("a built-in kind").expect("encodes");
+    let protobuf_body = kube_emulator::protobuf::encode(&created).expect("a built-in kind").expect("encodes");
     let protobuf_size = protobuf_body.len();
     let protobuf_rate = create_load(
         &client,
@@ -165,7 +165,7 @@ async fn run() {
         let patch = json!({"data": {"key": format!("changed-{i}")}}).to_string();
         plane
             .api
-            .patch(&target, olmv2_e2e::apiserver::api::PatchType::Merge, patch.as_bytes(), &options)
+            .patch(&target, kube_emulator::api::PatchType::Merge, patch.as_bytes(), &options)
             .await
             .expect("patched");
     }

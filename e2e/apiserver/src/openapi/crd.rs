@@ -8,7 +8,7 @@
 use serde_json::{json, Map, Value};
 
 use super::definitions::{gvk, list_definition, reference, OBJECT_META};
-use crate::apiserver::resources::ResourceType;
+use crate::resources::ResourceType;
 
 /// The keys a structural schema keeps, other than `properties`, `items` and `additionalProperties`.
 const STRUCTURAL_KEYS: &[&str] = &[
@@ -245,7 +245,7 @@ mod tests {
     use super::*;
 
     fn resource(schema: Value) -> ResourceType {
-        crate::apiserver::resources::Resources::of_crd(&json!({"spec": {"group": "example.com", "scope": "Namespaced",
+        crate::resources::Resources::of_crd(&json!({"spec": {"group": "example.com", "scope": "Namespaced",
             "names": {"kind": "Widget", "plural": "widgets", "listKind": "WidgetList"},
             "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}}]}}))
         .expect("a CRD")

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::apiserver::defaults::tests::defaulted;
+use crate::defaults::tests::defaulted;
 
 #[test]
 fn a_claim_is_a_pending_filesystem_unless_it_says_otherwise() {

@@ -265,7 +265,7 @@ async fn v2_is_served_in_json_and_in_gnostic_protobuf() {
 #[test]
 fn every_builtin_kind_served_has_its_definition() {
     let builtin = Builtin::get();
-    for resource in crate::apiserver::resources::Resources::default().all() {
+    for resource in crate::resources::Resources::default().all() {
         assert!(builtin.kind(&resource.group, &resource.kind).is_some(), "{} {}", resource.group, resource.kind);
     }
 }

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::apiserver::defaults::tests::{defaulted, defaulted_pod_spec, template};
+use crate::defaults::tests::{defaulted, defaulted_pod_spec, template};
 
 fn app_template() -> Value {
     template(json!({"containers": [{"name": "app", "image": "app:1"}]}))

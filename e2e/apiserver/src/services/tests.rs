@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 
 use super::fields::{drop_type_dependent_fields, init_ip_families, normalize_cluster_ips, patch_allocated_values};
 use super::{begin_write, validate_update, Reservation};
-use crate::apiserver::api::{ApiServer, Target};
-use crate::apiserver::store::ResourceId;
+use crate::api::{ApiServer, Target};
+use crate::store::ResourceId;
 
 fn messages(errors: &[crate::structural::FieldError]) -> Vec<String> {
     errors.iter().map(ToString::to_string).collect()
@@ -146,12 +146,12 @@ fn target(api: &ApiServer) -> Target {
 
 fn service(name: &str, spec: Value) -> Value {
     let mut object = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"}, "spec": spec});
-    crate::apiserver::defaults::apply("", "Service", &mut object);
+    crate::defaults::apply("", "Service", &mut object);
     object
 }
 
 /// Prepares a new Service as its storage would and stores it.
-fn create(api: &ApiServer, name: &str, spec: Value) -> Result<Value, crate::apiserver::status::ApiError> {
+fn create(api: &ApiServer, name: &str, spec: Value) -> Result<Value, crate::status::ApiError> {
     let mut object = service(name, spec);
     let reservation = begin_write(api, &target(api), None, &mut object)?;
     let stored = api.store.create(&ResourceId::new("", "services"), object).expect("stored");

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::definitions::{gvk, DELETE_OPTIONS, PATCH, STATUS};
-use crate::apiserver::resources::ResourceType;
+use crate::resources::ResourceType;
 
 pub const LIST_PARAMETERS: &[&str] = &[
     "allowWatchBookmarks",
@@ -264,7 +264,7 @@ pub fn operations(resource: &ResourceType, definitions: &Definitions) -> Vec<Ope
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::Resources;
+    use crate::resources::Resources;
 
     #[test]
     fn a_namespaced_builtin_kind_has_kube_apiserver_operations() {
