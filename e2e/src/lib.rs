@@ -2,7 +2,8 @@
 //! (`kube-emulator`), a real OCI registry, and the walkthrough the `olmv2-control-plane` binary runs.
 
 pub use kube_emulator as apiserver;
-pub use kube_emulator::{backend, structural};
+pub use kube_emulator::backend;
+pub use kube_emulator::crds::structural;
 
 pub mod project;
 pub mod registry;

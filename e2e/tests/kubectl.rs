@@ -13,8 +13,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use olmv2_e2e::apiserver::api::{Target, WriteOptions};
-use olmv2_e2e::apiserver::{ControlPlane, Options};
+use olmv2_e2e::apiserver::{ControlPlane, Options, Target, WriteOptions};
 use serde_json::Value;
 use support::kubectl::{temp_dir, Kubectl};
 

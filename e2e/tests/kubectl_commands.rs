@@ -425,7 +425,7 @@ async fn send_bytes(client: &kube::Client, path: &str, content_type: &str, body:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protobuf_bodies_are_refused_where_kubernetes_refuses_them() {
-    use olmv2_e2e::apiserver::protobuf;
+    use olmv2_e2e::apiserver::http::protobuf;
     let (plane, _kubectl, _dir) = setup("protobuf").await;
     let client = plane.client().await.expect("client");
     support::install_widgets(&client).await;

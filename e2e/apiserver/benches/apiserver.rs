@@ -11,8 +11,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
-use kube_emulator::api::{Target, WriteOptions};
-use kube_emulator::{ControlPlane, Options};
+use kube_emulator::{ControlPlane, Options, Target, WriteOptions};
 use serde_json::json;
 
 const OBJECTS: usize = 10_000;
@@ -126,7 +125,7 @@ async fn run() {
         "data": {"key": "value", "config.yaml": "a: 1\nb: [x, y, z]\n"}});
     let json_rate =
         create_load(&client, "application/json", "application/json", created.to_string().into_bytes()).await;
-    let protobuf_body = kube_emulator::protobuf::encode(&created).expect("a built-in kind").expect("encodes");
+    let protobuf_body = kube_emulator::http::protobuf::encode(&created).expect("a built-in kind").expect("encodes");
     let protobuf_size = protobuf_body.len();
     let protobuf_rate = create_load(
         &client,
@@ -163,11 +162,7 @@ async fn run() {
     for i in 0..writes {
         let target = Target { name: Some(format!("cm-{:05}", i)), ..target.clone() };
         let patch = json!({"data": {"key": format!("changed-{i}")}}).to_string();
-        plane
-            .api
-            .patch(&target, kube_emulator::api::PatchType::Merge, patch.as_bytes(), &options)
-            .await
-            .expect("patched");
+        plane.api.patch(&target, kube_emulator::PatchType::Merge, patch.as_bytes(), &options).await.expect("patched");
     }
     let expected = writes * WATCHERS as u64;
     while received.load(Ordering::Relaxed) < expected && start.elapsed() < Duration::from_secs(60) {

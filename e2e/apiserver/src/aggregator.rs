@@ -11,13 +11,13 @@ use axum::response::Response;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use serde_json::Value;
 
-use super::api::ApiServer;
-use super::authn::UserInfo;
-use super::crds::set_condition;
-use super::outbound::{self, ClientIdentity, Destination, Trust};
-use super::resources::ResourceType;
-use super::status::ApiError;
-use super::store::ResourceId;
+use crate::auth::authn::UserInfo;
+use crate::crds::lifecycle::set_condition;
+use crate::model::resources::ResourceType;
+use crate::outbound::{self, ClientIdentity, Destination, Trust};
+use crate::request::api_server::ApiServer;
+use crate::status::ApiError;
+use crate::storage::store::ResourceId;
 
 fn api_services() -> ResourceId {
     ResourceId::new("apiregistration.k8s.io", "apiservices")

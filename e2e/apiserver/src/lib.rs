@@ -1,44 +1,25 @@
-//! The Kubernetes API emulator. `store` keeps objects with kube-apiserver's storage semantics, `api` carries the
-//! request semantics (with `deletion`, `crds`, `managed`, `patch`, `schema`, `builtin`, `defaults`, `services`,
-//! `validation`), `http` the URL layout and wire format, `controllers` the cluster controllers tests depend on, and
-//! `server` starts it all over HTTPS.
+//! A Kubernetes API emulator: what kube-apiserver (with the controllers a cluster runs beside it) checks and does,
+//! served over HTTPS so that kube-rs clients, kube-runtime controllers and the real `kubectl` talk to it as to a
+//! cluster. `storage` keeps objects, `model` knows the resource types and their kinds, `merge` how objects merge,
+//! `crds` and `admission` what CustomResourceDefinitions and webhooks add, `auth` who may do what, `request` the
+//! verbs, `http` the wire, `controllers` the cluster's controllers, and `server` starts it all.
 
 pub mod admission;
 pub mod aggregator;
-pub mod api;
-pub mod apply;
 pub mod audit;
-pub mod authn;
+pub mod auth;
 pub mod backend;
-pub mod builtin;
 pub mod controllers;
 pub mod crds;
-pub mod defaults;
-pub mod deletion;
-pub mod events;
-pub mod fieldset;
-pub mod front;
 pub mod http;
-pub mod managed;
-pub mod openapi;
+pub mod merge;
+pub mod model;
 pub mod outbound;
-pub mod patch;
-pub mod policy;
-pub mod protobuf;
-pub mod rbac;
-pub mod resources;
-pub mod reviews;
-pub mod scale;
-pub mod schema;
-pub mod selectors;
+pub mod request;
 pub mod server;
-pub mod services;
-pub mod shape;
 pub mod status;
-pub mod store;
-pub mod structural;
-pub mod table;
-pub mod validation;
-pub mod watch;
+pub mod storage;
 
+pub use request::api_server::{ApiServer, FieldValidation, PatchType, Target, WriteOptions, Written};
 pub use server::{ControlPlane, Options};
+pub use status::ApiError;

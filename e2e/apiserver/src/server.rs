@@ -12,11 +12,12 @@ use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_rustls::rustls;
 
-use super::api::{ApiServer, Target, WriteOptions};
-use super::authn::{self, MASTERS};
-use super::front::PeerCredentials;
-use super::outbound::ClientIdentity;
-use super::{controllers, http, policy};
+use crate::auth::authn::{self, MASTERS};
+use crate::auth::front::PeerCredentials;
+use crate::auth::policy;
+use crate::outbound::ClientIdentity;
+use crate::request::api_server::{ApiServer, Target, WriteOptions};
+use crate::{controllers, http};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -299,7 +300,7 @@ async fn bootstrap(api: &ApiServer, root_ca: &str, address: std::net::SocketAddr
             tracing::warn!(%error, "could not create a default ClusterRole");
         }
     }
-    let bindings = super::store::ResourceId::new("rbac.authorization.k8s.io", "clusterrolebindings");
+    let bindings = crate::storage::store::ResourceId::new("rbac.authorization.k8s.io", "clusterrolebindings");
     for binding in policy::cluster_role_bindings() {
         if let Err(error) = api.store.create(&bindings, binding) {
             tracing::warn!(%error, "could not create a default ClusterRoleBinding");

@@ -3,8 +3,8 @@
 
 use serde_json::{json, Value};
 
-use super::store::{ResourceId, StoreError};
-use crate::structural::FieldError;
+use crate::crds::structural::FieldError;
+use crate::storage::store::{ResourceId, StoreError};
 
 /// A failed request, ready to be written as a `Status`.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

@@ -1,0 +1,616 @@
+//! The resource types the emulator serves: the built-in kinds the project and its tests touch, and the kinds of
+//! established CustomResourceDefinitions; and the discovery documents (`/api`, `/apis`, `/apis/<group>/<version>`)
+//! that describe them to clients.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    APIGroup, APIGroupList, APIResource, APIResourceList, APIVersions, GroupVersionForDiscovery,
+};
+use serde_json::Value;
+
+/// One resource of one API version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResourceType {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub plural: String,
+    pub singular: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    /// Subresources such as `status`, `scale`, `log`.
+    pub subresources: Vec<String>,
+    pub verbs: Vec<String>,
+    pub list_kind: String,
+    /// The structural schema of a custom resource's version; `None` for built-in kinds.
+    pub schema: Option<Value>,
+    pub printer_columns: Vec<Value>,
+    /// Served by an aggregated API server: requests are proxied to it.
+    pub proxied: bool,
+    /// Where the `scale` subresource reads and writes: `specReplicasPath`, `statusReplicasPath`, `labelSelectorPath`.
+    pub scale: Option<Value>,
+}
+
+const CRUD: &[&str] = &["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"];
+const CREATE_ONLY: &[&str] = &["create"];
+
+impl ResourceType {
+    fn builtin(
+        group: &str,
+        kind: &str,
+        plural: &str,
+        namespaced: bool,
+        subresources: &[&str],
+        verbs: &[&str],
+        short: &[&str],
+    ) -> Self {
+        Self {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            singular: kind.to_lowercase(),
+            namespaced,
+            short_names: short.iter().map(|s| (*s).to_owned()).collect(),
+            categories: Vec::new(),
+            subresources: subresources.iter().map(|s| (*s).to_owned()).collect(),
+            verbs: verbs.iter().map(|s| (*s).to_owned()).collect(),
+            list_kind: format!("{kind}List"),
+            schema: None,
+            printer_columns: Vec::new(),
+            proxied: false,
+            scale: subresources.contains(&"scale").then(|| {
+                serde_json::json!({"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas", "labelSelectorPath": ".status.selector"})
+            }),
+        }
+    }
+
+    /// In kubectl's `all` category (`kubectl get all`), as kube-apiserver lists the workload kinds.
+    fn in_all(mut self) -> Self {
+        self.categories = vec!["all".to_owned()];
+        self
+    }
+
+    pub fn has_status(&self) -> bool {
+        self.subresources.iter().any(|s| s == "status")
+    }
+
+    /// Where objects of this resource are stored: its own place, but for `events.k8s.io` Events, which
+    /// kube-apiserver stores as core Events (`events`).
+    pub fn id(&self) -> crate::storage::store::ResourceId {
+        if crate::model::events::is_events_api(&self.group, &self.plural) {
+            return crate::storage::store::ResourceId::new("", "events");
+        }
+        crate::storage::store::ResourceId::new(&self.group, &self.plural)
+    }
+
+    /// Whether objects are stored in another API's form (`events.k8s.io` Events as core Events).
+    pub fn stored_converted(&self) -> bool {
+        crate::model::events::is_events_api(&self.group, &self.plural)
+    }
+
+    /// `group/version`, or `v1` for the core group.
+    pub fn group_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+}
+
+fn builtins() -> Vec<ResourceType> {
+    use ResourceType as R;
+    vec![
+        R::builtin("", "Namespace", "namespaces", false, &["status", "finalize"], CRUD, &["ns"]),
+        R::builtin("", "ServiceAccount", "serviceaccounts", true, &["token"], CRUD, &["sa"]),
+        R::builtin("", "Secret", "secrets", true, &[], CRUD, &[]),
+        R::builtin("", "ConfigMap", "configmaps", true, &[], CRUD, &["cm"]),
+        R::builtin("", "Service", "services", true, &["status"], CRUD, &["svc"]).in_all(),
+        R::builtin("", "Pod", "pods", true, &["status", "log"], CRUD, &["po"]).in_all(),
+        R::builtin("", "Event", "events", true, &[], CRUD, &["ev"]),
+        R::builtin("", "Endpoints", "endpoints", true, &[], CRUD, &["ep"]),
+        R::builtin("apps", "Deployment", "deployments", true, &["status", "scale"], CRUD, &["deploy"]).in_all(),
+        R::builtin("apps", "ReplicaSet", "replicasets", true, &["status", "scale"], CRUD, &["rs"]).in_all(),
+        R::builtin("rbac.authorization.k8s.io", "Role", "roles", true, &[], CRUD, &[]),
+        R::builtin("rbac.authorization.k8s.io", "RoleBinding", "rolebindings", true, &[], CRUD, &[]),
+        R::builtin("rbac.authorization.k8s.io", "ClusterRole", "clusterroles", false, &[], CRUD, &[]),
+        R::builtin("rbac.authorization.k8s.io", "ClusterRoleBinding", "clusterrolebindings", false, &[], CRUD, &[]),
+        R::builtin(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+            &["status"],
+            CRUD,
+            &["crd", "crds"],
+        ),
+        R::builtin("apiregistration.k8s.io", "APIService", "apiservices", false, &["status"], CRUD, &[]),
+        R::builtin(
+            "admissionregistration.k8s.io",
+            "ValidatingWebhookConfiguration",
+            "validatingwebhookconfigurations",
+            false,
+            &[],
+            CRUD,
+            &[],
+        ),
+        R::builtin(
+            "admissionregistration.k8s.io",
+            "MutatingWebhookConfiguration",
+            "mutatingwebhookconfigurations",
+            false,
+            &[],
+            CRUD,
+            &[],
+        ),
+        // The other workload and storage kinds kubectl's `apply --prune` looks up by default.
+        R::builtin("", "PersistentVolumeClaim", "persistentvolumeclaims", true, &["status"], CRUD, &["pvc"]),
+        R::builtin("", "PersistentVolume", "persistentvolumes", false, &["status"], CRUD, &["pv"]),
+        R::builtin("", "ReplicationController", "replicationcontrollers", true, &["status", "scale"], CRUD, &["rc"])
+            .in_all(),
+        R::builtin("apps", "DaemonSet", "daemonsets", true, &["status"], CRUD, &["ds"]).in_all(),
+        R::builtin("apps", "StatefulSet", "statefulsets", true, &["status", "scale"], CRUD, &["sts"]).in_all(),
+        R::builtin("batch", "Job", "jobs", true, &["status"], CRUD, &[]).in_all(),
+        R::builtin("batch", "CronJob", "cronjobs", true, &["status"], CRUD, &["cj"]).in_all(),
+        R::builtin("networking.k8s.io", "Ingress", "ingresses", true, &["status"], CRUD, &["ing"]),
+        R::builtin("coordination.k8s.io", "Lease", "leases", true, &[], CRUD, &[]),
+        R::builtin("events.k8s.io", "Event", "events", true, &[], CRUD, &["ev"]),
+        R::builtin("authorization.k8s.io", "SubjectAccessReview", "subjectaccessreviews", false, &[], CREATE_ONLY, &[]),
+        R::builtin(
+            "authorization.k8s.io",
+            "SelfSubjectAccessReview",
+            "selfsubjectaccessreviews",
+            false,
+            &[],
+            CREATE_ONLY,
+            &[],
+        ),
+        R::builtin(
+            "authorization.k8s.io",
+            "LocalSubjectAccessReview",
+            "localsubjectaccessreviews",
+            true,
+            &[],
+            CREATE_ONLY,
+            &[],
+        ),
+        R::builtin(
+            "authorization.k8s.io",
+            "SelfSubjectRulesReview",
+            "selfsubjectrulesreviews",
+            false,
+            &[],
+            CREATE_ONLY,
+            &[],
+        ),
+        R::builtin("authentication.k8s.io", "TokenReview", "tokenreviews", false, &[], CREATE_ONLY, &[]),
+        R::builtin("authentication.k8s.io", "SelfSubjectReview", "selfsubjectreviews", false, &[], CREATE_ONLY, &[]),
+    ]
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("the CustomResourceDefinition is not usable: {0}")]
+pub struct CrdError(pub String);
+
+/// The served resource types, by (group, version, plural).
+#[derive(Clone, Debug)]
+pub struct Resources {
+    types: BTreeMap<(String, String, String), ResourceType>,
+}
+
+impl Default for Resources {
+    fn default() -> Self {
+        let mut resources = Self { types: BTreeMap::new() };
+        for resource in builtins() {
+            resources.insert(resource);
+        }
+        resources
+    }
+}
+
+impl Resources {
+    fn insert(&mut self, resource: ResourceType) {
+        self.types.insert((resource.group.clone(), resource.version.clone(), resource.plural.clone()), resource);
+    }
+
+    pub fn lookup(&self, group: &str, version: &str, plural: &str) -> Option<&ResourceType> {
+        self.types.get(&(group.to_owned(), version.to_owned(), plural.to_owned()))
+    }
+
+    /// The served type of a kind, in a given `apiVersion` (`v1`, `apps/v1`).
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<&ResourceType> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.types.values().find(|r| r.group == group && r.version == version && r.kind == kind)
+    }
+
+    /// Every served type of a resource (one per version), preferred version first.
+    pub fn versions_of(&self, group: &str, plural: &str) -> Vec<&ResourceType> {
+        let mut found: Vec<&ResourceType> =
+            self.types.values().filter(|r| r.group == group && r.plural == plural).collect();
+        found.sort_by_key(|r| std::cmp::Reverse(version_priority(&r.version)));
+        found
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &ResourceType> {
+        self.types.values()
+    }
+
+    /// The resource types of a CustomResourceDefinition's served versions.
+    pub fn of_crd(crd: &Value) -> Result<Vec<ResourceType>, CrdError> {
+        let spec = &crd["spec"];
+        let text = |value: &Value, what: &str| {
+            value.as_str().map(str::to_owned).ok_or_else(|| CrdError(format!("{what} is missing")))
+        };
+        let group = text(&spec["group"], "spec.group")?;
+        let kind = text(&spec["names"]["kind"], "spec.names.kind")?;
+        let plural = text(&spec["names"]["plural"], "spec.names.plural")?;
+        let singular = spec["names"]["singular"].as_str().map_or_else(|| kind.to_lowercase(), str::to_owned);
+        let strings = |value: &Value| -> Vec<String> {
+            value.as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_owned)).collect()
+        };
+        let namespaced = spec["scope"].as_str() != Some("Cluster");
+        let versions = spec["versions"].as_array().ok_or_else(|| CrdError("spec.versions is missing".into()))?;
+        Ok(versions
+            .iter()
+            .filter(|version| version["served"].as_bool() == Some(true))
+            .filter_map(|version| {
+                let mut subresources = Vec::new();
+                if version["subresources"]["status"].is_object() {
+                    subresources.push("status".to_owned());
+                }
+                if version["subresources"]["scale"].is_object() {
+                    subresources.push("scale".to_owned());
+                }
+                Some(ResourceType {
+                    group: group.clone(),
+                    version: version["name"].as_str()?.to_owned(),
+                    kind: kind.clone(),
+                    plural: plural.clone(),
+                    singular: singular.clone(),
+                    namespaced,
+                    short_names: strings(&spec["names"]["shortNames"]),
+                    categories: strings(&spec["names"]["categories"]),
+                    subresources,
+                    verbs: CRUD.iter().map(|v| (*v).to_owned()).collect(),
+                    list_kind: spec["names"]["listKind"].as_str().map_or_else(|| format!("{kind}List"), str::to_owned),
+                    schema: Some(version["schema"]["openAPIV3Schema"].clone()).filter(|s| !s.is_null()),
+                    printer_columns: version["additionalPrinterColumns"].as_array().cloned().unwrap_or_default(),
+                    proxied: false,
+                    scale: Some(version["subresources"]["scale"].clone()).filter(Value::is_object),
+                })
+            })
+            .collect())
+    }
+
+    /// Serves a CRD's versions, replacing what it served before.
+    pub fn register_crd(&mut self, crd: &Value) -> Result<(), CrdError> {
+        let served = Self::of_crd(crd)?;
+        self.unregister_crd(crd);
+        for resource in served {
+            self.insert(resource);
+        }
+        Ok(())
+    }
+
+    /// Serves the resources an aggregated API server's discovery lists for its group-version, replacing earlier ones.
+    pub fn register_aggregated(&mut self, group: &str, version: &str, list: &APIResourceList) {
+        self.unregister_aggregated(group, version);
+        for resource in list.resources.iter().filter(|r| !r.name.contains('/')) {
+            let subresources = list
+                .resources
+                .iter()
+                .filter_map(|r| r.name.strip_prefix(&format!("{}/", resource.name)).map(str::to_owned))
+                .collect();
+            self.insert(ResourceType {
+                group: group.to_owned(),
+                version: version.to_owned(),
+                kind: resource.kind.clone(),
+                plural: resource.name.clone(),
+                singular: if resource.singular_name.is_empty() {
+                    resource.kind.to_lowercase()
+                } else {
+                    resource.singular_name.clone()
+                },
+                namespaced: resource.namespaced,
+                short_names: resource.short_names.clone().unwrap_or_default(),
+                categories: resource.categories.clone().unwrap_or_default(),
+                subresources,
+                verbs: resource.verbs.clone(),
+                list_kind: format!("{}List", resource.kind),
+                schema: None,
+                printer_columns: Vec::new(),
+                proxied: true,
+                scale: None,
+            });
+        }
+    }
+
+    /// Stops serving an aggregated group-version.
+    pub fn unregister_aggregated(&mut self, group: &str, version: &str) {
+        self.types.retain(|(g, v, _), r| !(r.proxied && g == group && v == version));
+    }
+
+    /// Stops serving a CRD's resource, in every version.
+    pub fn unregister_crd(&mut self, crd: &Value) {
+        let (Some(group), Some(plural)) = (crd["spec"]["group"].as_str(), crd["spec"]["names"]["plural"].as_str())
+        else {
+            return;
+        };
+        self.types.retain(|(g, _, p), _| !(g == group && p == plural));
+    }
+
+    /// `/api`.
+    pub fn core_versions(&self) -> APIVersions {
+        APIVersions { versions: vec!["v1".into()], server_address_by_client_cidrs: Vec::new() }
+    }
+
+    /// `/apis`: every group but the core one, each with its versions (highest first) and preferred version.
+    pub fn groups(&self) -> APIGroupList {
+        let mut versions: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+        for (group, version, _) in self.types.keys() {
+            if !group.is_empty() {
+                versions.entry(group.as_str()).or_default().insert(version.as_str());
+            }
+        }
+        let groups = versions
+            .into_iter()
+            .map(|(group, versions)| {
+                let mut ordered: Vec<&str> = versions.into_iter().collect();
+                ordered.sort_by_key(|version| std::cmp::Reverse(version_priority(version)));
+                let entries: Vec<GroupVersionForDiscovery> = ordered
+                    .iter()
+                    .map(|version| GroupVersionForDiscovery {
+                        group_version: format!("{group}/{version}"),
+                        version: (*version).into(),
+                    })
+                    .collect();
+                APIGroup {
+                    name: group.into(),
+                    preferred_version: entries.first().cloned(),
+                    versions: entries,
+                    server_address_by_client_cidrs: None,
+                }
+            })
+            .collect();
+        APIGroupList { groups }
+    }
+
+    /// `/api/v1` or `/apis/<group>/<version>`, with a `<plural>/<subresource>` entry per subresource.
+    pub fn resource_list(&self, group: &str, version: &str) -> Option<APIResourceList> {
+        let mut resources = Vec::new();
+        for resource in self.types.values().filter(|r| r.group == group && r.version == version) {
+            resources.push(APIResource {
+                name: resource.plural.clone(),
+                singular_name: resource.singular.clone(),
+                namespaced: resource.namespaced,
+                kind: resource.kind.clone(),
+                verbs: resource.verbs.clone(),
+                short_names: (!resource.short_names.is_empty()).then(|| resource.short_names.clone()),
+                categories: (!resource.categories.is_empty()).then(|| resource.categories.clone()),
+                ..Default::default()
+            });
+            for subresource in &resource.subresources {
+                let (kind, verbs, subresource_group, subresource_version): (
+                    &str,
+                    &[&str],
+                    Option<String>,
+                    Option<String>,
+                ) = match subresource.as_str() {
+                    "scale" => ("Scale", &["get", "patch", "update"], Some("autoscaling".into()), Some("v1".into())),
+                    "token" => ("TokenRequest", &["create"], Some("authentication.k8s.io".into()), Some("v1".into())),
+                    "log" => ("Pod", &["get"], None, None),
+                    "finalize" => (resource.kind.as_str(), &["update"], None, None),
+                    _ => (resource.kind.as_str(), &["get", "patch", "update"], None, None),
+                };
+                resources.push(APIResource {
+                    name: format!("{}/{subresource}", resource.plural),
+                    singular_name: String::new(),
+                    namespaced: resource.namespaced,
+                    kind: kind.into(),
+                    verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+                    group: subresource_group,
+                    version: subresource_version,
+                    ..Default::default()
+                });
+            }
+        }
+        (!resources.is_empty()).then(|| APIResourceList {
+            group_version: if group.is_empty() { version.into() } else { format!("{group}/{version}") },
+            resources,
+        })
+    }
+}
+
+impl Resources {
+    /// The aggregated discovery document (`apidiscovery.k8s.io/v2` `APIGroupDiscoveryList`) of the core group
+    /// (`core`) or of every other group: each group's versions, highest priority first, with their resources.
+    pub fn aggregated(&self, core: bool) -> Value {
+        let mut groups: BTreeMap<&str, BTreeMap<&str, Vec<&ResourceType>>> = BTreeMap::new();
+        for resource in self.types.values().filter(|r| r.group.is_empty() == core) {
+            groups
+                .entry(resource.group.as_str())
+                .or_default()
+                .entry(resource.version.as_str())
+                .or_default()
+                .push(resource);
+        }
+        let items: Vec<Value> = groups
+            .into_iter()
+            .map(|(group, versions)| {
+                let mut ordered: Vec<(&str, Vec<&ResourceType>)> = versions.into_iter().collect();
+                ordered.sort_by_key(|(version, _)| std::cmp::Reverse(version_priority(version)));
+                let versions: Vec<Value> = ordered
+                    .into_iter()
+                    .map(|(version, resources)| {
+                        let resources: Vec<Value> = resources.into_iter().map(aggregated_resource).collect();
+                        serde_json::json!({"version": version, "resources": resources, "freshness": "Current"})
+                    })
+                    .collect();
+                serde_json::json!({"metadata": {"name": group}, "versions": versions})
+            })
+            .collect();
+        serde_json::json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})
+    }
+}
+
+fn aggregated_resource(resource: &ResourceType) -> Value {
+    let kind =
+        |group: &str, version: &str, kind: &str| serde_json::json!({"group": group, "version": version, "kind": kind});
+    let subresources: Vec<Value> = resource
+        .subresources
+        .iter()
+        .map(|subresource| {
+            let (response, verbs): (Value, &[&str]) = match subresource.as_str() {
+                "scale" => (kind("autoscaling", "v1", "Scale"), &["get", "patch", "update"]),
+                "token" => (kind("authentication.k8s.io", "v1", "TokenRequest"), &["create"]),
+                "log" => (kind("", "v1", "Pod"), &["get"]),
+                "finalize" => (kind(&resource.group, &resource.version, &resource.kind), &["update"]),
+                _ => (kind(&resource.group, &resource.version, &resource.kind), &["get", "patch", "update"]),
+            };
+            serde_json::json!({"subresource": subresource, "responseKind": response, "verbs": verbs})
+        })
+        .collect();
+    let mut entry = serde_json::json!({
+        "resource": resource.plural,
+        "responseKind": kind(&resource.group, &resource.version, &resource.kind),
+        "scope": if resource.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": resource.singular,
+        "verbs": resource.verbs,
+    });
+    if !resource.short_names.is_empty() {
+        entry["shortNames"] = serde_json::json!(resource.short_names);
+    }
+    if !resource.categories.is_empty() {
+        entry["categories"] = serde_json::json!(resource.categories);
+    }
+    if !subresources.is_empty() {
+        entry["subresources"] = Value::Array(subresources);
+    }
+    entry
+}
+
+/// Kubernetes' version priority: GA over beta over alpha, higher numbers first.
+pub fn version_priority(version: &str) -> (u8, u32, u32) {
+    let Some(rest) = version.strip_prefix('v') else { return (0, 0, 0) };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let Ok(major) = digits.parse::<u32>() else { return (0, 0, 0) };
+    let suffix = &rest[digits.len()..];
+    let minor = |prefix: &str| suffix.strip_prefix(prefix).and_then(|n| n.parse::<u32>().ok());
+    match suffix {
+        "" => (3, major, 0),
+        _ => match (minor("beta"), minor("alpha")) {
+            (Some(n), _) => (2, major, n),
+            (_, Some(n)) => (1, major, n),
+            _ => (0, 0, 0),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn operators_crd(versions: Value) -> Value {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "operators.operators.coreos.com"},
+            "spec": {"group": "operators.coreos.com", "scope": "Cluster", "names": {"kind": "Operator", "plural": "operators", "singular": "operator", "categories": ["olm"]},
+                "versions": versions}})
+    }
+
+    #[test]
+    fn builtin_discovery_lists_resources_and_subresources() {
+        let resources = Resources::default();
+        assert_eq!(resources.core_versions().versions, ["v1"]);
+        let apps = resources.resource_list("apps", "v1").expect("apps/v1");
+        let names: Vec<&str> = apps.resources.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "daemonsets",
+                "daemonsets/status",
+                "deployments",
+                "deployments/status",
+                "deployments/scale",
+                "replicasets",
+                "replicasets/status",
+                "replicasets/scale",
+                "statefulsets",
+                "statefulsets/status",
+                "statefulsets/scale"
+            ]
+        );
+        let scale = apps.resources.iter().find(|r| r.name == "deployments/scale").expect("scale");
+        assert_eq!((scale.kind.as_str(), scale.group.as_deref()), ("Scale", Some("autoscaling")));
+        let core = resources.resource_list("", "v1").expect("v1");
+        assert_eq!(core.group_version, "v1");
+        assert!(core
+            .resources
+            .iter()
+            .any(|r| r.name == "configmaps" && r.short_names.as_deref() == Some(&["cm".to_owned()][..])));
+        assert!(resources.resource_list("nothing.example", "v1").is_none());
+    }
+
+    #[test]
+    fn a_crd_serves_its_served_versions_until_removed() {
+        let mut resources = Resources::default();
+        let crd = operators_crd(json!([
+            {"name": "v2alpha1", "served": true, "storage": true, "subresources": {"status": {}}},
+            {"name": "v1", "served": true, "storage": false},
+            {"name": "v0", "served": false, "storage": false},
+        ]));
+        resources.register_crd(&crd).expect("registered");
+        let group = resources.groups().groups.into_iter().find(|g| g.name == "operators.coreos.com").expect("group");
+        let versions: Vec<&str> = group.versions.iter().map(|v| v.version.as_str()).collect();
+        assert_eq!(versions, ["v1", "v2alpha1"], "GA is preferred over alpha; unserved versions are absent");
+        assert_eq!(group.preferred_version.map(|v| v.version), Some("v1".into()));
+        let list = resources.resource_list("operators.coreos.com", "v2alpha1").expect("served");
+        assert_eq!(
+            list.resources.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(),
+            ["operators", "operators/status"]
+        );
+        assert_eq!(list.resources[0].categories.as_deref(), Some(&["olm".to_owned()][..]));
+        assert!(!list.resources[0].namespaced);
+        resources.unregister_crd(&crd);
+        assert!(resources.lookup("operators.coreos.com", "v2alpha1", "operators").is_none());
+        assert!(!resources.groups().groups.iter().any(|g| g.name == "operators.coreos.com"));
+    }
+
+    #[test]
+    fn aggregated_discovery_lists_groups_versions_and_resources() {
+        let mut resources = Resources::default();
+        resources.register_crd(&operators_crd(json!([{"name": "v2alpha1", "served": true, "storage": true, "subresources": {"status": {}}}, {"name": "v1", "served": true, "storage": false}]))).expect("registered");
+        let groups = resources.aggregated(false);
+        assert_eq!(groups["kind"], "APIGroupDiscoveryList");
+        let operators = groups["items"]
+            .as_array()
+            .expect("items")
+            .iter()
+            .find(|g| g["metadata"]["name"] == "operators.coreos.com")
+            .expect("group");
+        assert_eq!(operators["versions"][0]["version"], "v1", "the preferred version first");
+        let resource = &operators["versions"][1]["resources"][0];
+        assert_eq!(
+            (resource["resource"].clone(), resource["scope"].clone(), resource["categories"].clone()),
+            (json!("operators"), json!("Cluster"), json!(["olm"]))
+        );
+        assert_eq!(resource["subresources"][0]["subresource"], "status");
+        let core = resources.aggregated(true);
+        assert_eq!(core["items"].as_array().map(Vec::len), Some(1));
+        assert_eq!(core["items"][0]["metadata"]["name"], "");
+    }
+
+    #[test]
+    fn version_priority_follows_kubernetes() {
+        let mut versions = vec!["v1alpha1", "v2", "v1beta2", "v1", "v1beta1", "v2alpha1", "foo"];
+        versions.sort_by_key(|version| std::cmp::Reverse(version_priority(version)));
+        assert_eq!(versions, ["v2", "v1", "v1beta2", "v1beta1", "v2alpha1", "v1alpha1", "foo"]);
+    }
+
+    #[test]
+    fn an_incomplete_crd_is_an_error() {
+        assert_eq!(Resources::of_crd(&json!({"spec": {}})), Err(CrdError("spec.group is missing".into())));
+    }
+}
