@@ -1,10 +1,74 @@
 //! API errors as kube-apiserver answers them: a `Status` object with the HTTP code, the reason clients switch on,
-//! a message in kube-apiserver's words, and details (name, group, kind, field causes).
+//! a message in kube-apiserver's words, and details (name, group, kind, field causes); and the field errors an
+//! `Invalid` answer lists as its causes, worded as apimachinery's `field.Error`.
+
+use std::fmt;
 
 use serde_json::{json, Value};
 
-use crate::crds::structural::FieldError;
 use crate::storage::store::{ResourceId, StoreError};
+
+/// The kind of a field error, as Kubernetes names them in `Invalid` responses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorType {
+    Required,
+    Forbidden,
+    Invalid,
+    Duplicate,
+    NotSupported,
+    TooLong,
+    TooMany,
+}
+
+impl ErrorType {
+    /// The wording kube-apiserver uses in front of the detail.
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Self::Required => "Required value",
+            Self::Forbidden => "Forbidden",
+            Self::Invalid => "Invalid value",
+            Self::Duplicate => "Duplicate value",
+            Self::NotSupported => "Unsupported value",
+            Self::TooLong => "Too long",
+            Self::TooMany => "Too many",
+        }
+    }
+
+    /// The `reason` of a cause in an `Invalid` status.
+    pub fn cause_reason(self) -> &'static str {
+        match self {
+            Self::Required => "FieldValueRequired",
+            Self::Forbidden => "FieldValueForbidden",
+            Self::Invalid => "FieldValueInvalid",
+            Self::Duplicate => "FieldValueDuplicate",
+            Self::NotSupported => "FieldValueNotSupported",
+            Self::TooLong => "FieldValueTooLong",
+            Self::TooMany => "FieldValueTooMany",
+        }
+    }
+}
+
+/// One reason an object is refused, at a field path written as kube-apiserver writes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FieldError {
+    pub field: String,
+    pub error_type: ErrorType,
+    pub detail: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.detail.is_empty() {
+            write!(f, "{}: {}", self.field, self.error_type.phrase())
+        } else {
+            write!(f, "{}: {}: {}", self.field, self.error_type.phrase(), self.detail)
+        }
+    }
+}
+
+pub fn error(field: &str, error_type: ErrorType, detail: impl Into<String>) -> FieldError {
+    FieldError { field: field.to_owned(), error_type, detail: detail.into() }
+}
 
 /// A failed request, ready to be written as a `Status`.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

@@ -6,9 +6,9 @@ use serde_json::{json, Value};
 
 use crate::auth::authn::{Credentials, UserInfo};
 use crate::auth::rbac::{self, Attributes, Decision};
-use crate::crds::structural::{error, ErrorType};
 use crate::request::api_server::ApiServer;
 use crate::status::ApiError;
+use crate::status::{error, ErrorType};
 use crate::storage::store::ResourceId;
 
 fn strings(value: &Value) -> Vec<String> {

@@ -4,10 +4,10 @@
 
 use serde_json::{json, Value};
 
-use crate::crds::structural::{error, ErrorType, FieldError};
 use crate::model::resources::ResourceType;
 use crate::request::api_server::ApiServer;
 use crate::status::ApiError;
+use crate::status::{error, ErrorType, FieldError};
 use crate::storage::store::{now, ResourceId};
 
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::crds::structural::{error, ErrorType, FieldError};
+use crate::status::{error, ErrorType, FieldError};
 
 const OBJECT_META_FIELDS: [&str; 16] = [
     "name",

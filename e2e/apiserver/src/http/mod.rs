@@ -24,7 +24,7 @@ use crate::request::api_server::{ApiServer, FieldValidation, PatchType, Target, 
 use crate::request::deletion::{self, DeleteOptions};
 use crate::request::scale;
 use crate::status::ApiError;
-use crate::storage::selectors::{selectable_field, FieldSelector, LabelSelector};
+use crate::storage::selectors::{FieldSelector, LabelSelector};
 use crate::storage::store::Filter;
 use crate::{aggregator, audit};
 use table::Include;
@@ -340,7 +340,7 @@ pub(crate) fn filter(target: &Target, query: &Query) -> Result<Filter, ApiError>
         ))
     })?;
     let fields = fields
-        .stored_fields(|field| selectable_field(&target.resource, field))
+        .stored_fields(|field| target.resource.selectable_field(field))
         .map_err(|field| ApiError::bad_request(format!("field label not supported: {field}")))?;
     Ok(Filter { namespace: (!target.namespace.is_empty()).then(|| target.namespace.clone()), labels, fields })
 }

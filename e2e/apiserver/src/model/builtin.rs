@@ -13,7 +13,7 @@ use k8s_openapi::api::{core::v1 as core, events::v1 as events, rbac::v1 as rbac}
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
-use crate::crds::structural::{error, ErrorType, FieldError};
+use crate::status::{error, ErrorType, FieldError};
 
 fn round_trip<T: DeserializeOwned + Serialize>(value: &Value) -> Result<Value, String> {
     let typed: T = serde_json::from_value(value.clone()).map_err(|e| e.to_string())?;

@@ -1,7 +1,8 @@
 //! Events are one resource served by two APIs, as in kube-apiserver: core `v1` Events are what is stored, and
 //! `events.k8s.io/v1` Events are converted to and from them (`regarding` is `involvedObject`, `note` is `message`,
 //! the `deprecated*` fields are the core ones), so an event recorded through either API is listed and watched
-//! through both. Also the fields an Event list can be selected by, under each API's names.
+//! through both. Also the fields an Event list can be selected by, under each API's names (their values are read as
+//! `storage::selectors::field_value` reads them).
 
 use serde_json::{Map, Value};
 
@@ -80,20 +81,6 @@ pub fn selectable_field(events_api: bool, field: &str) -> Option<String> {
     }
 }
 
-/// The value of a selectable field of a stored Event: `source` is the source component, or else the reporting
-/// controller, as kube-apiserver selects it.
-pub fn field_value<'a>(object: &'a Value, field: &str) -> &'a str {
-    if field == "source" {
-        let component = object["source"]["component"].as_str().unwrap_or_default();
-        return if component.is_empty() {
-            object["reportingComponent"].as_str().unwrap_or_default()
-        } else {
-            component
-        };
-    }
-    field.split('.').fold(object, |value, key| &value[key]).as_str().unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,6 +121,7 @@ mod tests {
 
     #[test]
     fn source_falls_back_to_the_reporting_controller() {
+        use crate::storage::selectors::field_value;
         let core = to_core(recorded());
         assert_eq!(field_value(&core, "source"), "olmv2-install-controller");
         assert_eq!(field_value(&core, "involvedObject.kind"), "Install");

@@ -9,6 +9,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use serde_json::Value;
 
+use super::events;
+use crate::storage::selectors;
+use crate::storage::store::ResourceId;
+
 /// One resource of one API version.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResourceType {
@@ -79,16 +83,25 @@ impl ResourceType {
 
     /// Where objects of this resource are stored: its own place, but for `events.k8s.io` Events, which
     /// kube-apiserver stores as core Events (`events`).
-    pub fn id(&self) -> crate::storage::store::ResourceId {
-        if crate::model::events::is_events_api(&self.group, &self.plural) {
-            return crate::storage::store::ResourceId::new("", "events");
+    pub fn id(&self) -> ResourceId {
+        if events::is_events_api(&self.group, &self.plural) {
+            return ResourceId::new("", "events");
         }
-        crate::storage::store::ResourceId::new(&self.group, &self.plural)
+        ResourceId::new(&self.group, &self.plural)
     }
 
     /// Whether objects are stored in another API's form (`events.k8s.io` Events as core Events).
     pub fn stored_converted(&self) -> bool {
-        crate::model::events::is_events_api(&self.group, &self.plural)
+        events::is_events_api(&self.group, &self.plural)
+    }
+
+    /// The stored field a selector on this resource names by `field`, or None when the resource cannot be selected
+    /// by it: every resource by `metadata.name` and `metadata.namespace`, Events by more.
+    pub fn selectable_field(&self, field: &str) -> Option<String> {
+        if self.plural == "events" && (self.group.is_empty() || self.stored_converted()) {
+            return events::selectable_field(self.stored_converted(), field);
+        }
+        selectors::metadata_field(field)
     }
 
     /// `group/version`, or `v1` for the core group.

@@ -11,7 +11,6 @@ use serde_json::{json, Value};
 use crate::admission;
 use crate::crds::lifecycle as crds;
 use crate::crds::schema;
-use crate::crds::structural::FieldError;
 use crate::merge::fieldset::Scope;
 use crate::merge::managed::{self, Writer};
 use crate::merge::patch::{self, PatchError};
@@ -21,6 +20,7 @@ use crate::model::services::{self, Reservation};
 use crate::model::validation::{validate_metadata, validate_metadata_update, NameRule};
 use crate::model::{builtin, defaults};
 use crate::status::ApiError;
+use crate::status::FieldError;
 use crate::storage::store::{now, Filter, Store};
 
 /// What a request is about.

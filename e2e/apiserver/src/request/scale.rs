@@ -94,9 +94,9 @@ pub async fn update(
             "Scale",
             "autoscaling",
             target.name(),
-            &[crate::crds::structural::error(
+            &[crate::status::error(
                 "spec.replicas",
-                crate::crds::structural::ErrorType::Invalid,
+                crate::status::ErrorType::Invalid,
                 format!("{replicas}: must be greater than or equal to 0"),
             )],
         ));

@@ -196,21 +196,28 @@ impl FieldSelector {
     }
 
     pub fn matches(&self, object: &Value) -> bool {
-        self.0.iter().all(|(field, equal, value)| (crate::model::events::field_value(object, field) == value) == *equal)
+        self.0.iter().all(|(field, equal, value)| (field_value(object, field) == value) == *equal)
     }
 }
 
-/// The stored field a selector on `resource` names by `field`, or None when the resource cannot be selected by it:
-/// every resource by `metadata.name` and `metadata.namespace`, Events by more.
-pub fn selectable_field(resource: &crate::model::resources::ResourceType, field: &str) -> Option<String> {
-    if resource.plural == "events" && (resource.group.is_empty() || resource.stored_converted()) {
-        return crate::model::events::selectable_field(resource.stored_converted(), field);
-    }
-    metadata_field(field)
-}
-
-fn metadata_field(field: &str) -> Option<String> {
+/// The fields every resource can be selected by (`metadata.name`, `metadata.namespace`), as stored; None for any
+/// other. Resources selectable by more (Events) say so in `ResourceType::selectable_field`.
+pub fn metadata_field(field: &str) -> Option<String> {
     matches!(field, "metadata.name" | "metadata.namespace").then(|| field.to_owned())
+}
+
+/// The value of a selectable field of a stored object: the string at its path, but for `source`, which only core
+/// Events are selected by (their source component, or else their reporting controller, as kube-apiserver reads it).
+pub fn field_value<'a>(object: &'a Value, field: &str) -> &'a str {
+    if field == "source" {
+        let component = object["source"]["component"].as_str().unwrap_or_default();
+        return if component.is_empty() {
+            object["reportingComponent"].as_str().unwrap_or_default()
+        } else {
+            component
+        };
+    }
+    field.split('.').fold(object, |value, key| &value[key]).as_str().unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ fn volume(volume: &mut Value) {
     if !has_source {
         set_if_absent(volume, "emptyDir", json!({}));
     }
-    in_tree_sources(volume);
+    storage::in_tree_sources(volume);
     for source in ["secret", "configMap", "downwardAPI", "projected"] {
         if let Some(source) = existing(volume, &[source]) {
             set_if_absent(source, "defaultMode", json!(0o644));
@@ -104,33 +104,6 @@ fn volume(volume: &mut Value) {
     }
     if let Some(claim) = existing(volume, &["ephemeral", "volumeClaimTemplate", "spec"]) {
         storage::claim_spec(claim);
-    }
-}
-
-/// The defaults of the in-tree sources a pod's volume or a PersistentVolume's spec (`holder`) may name: the host
-/// path's type, and the `+default` markers of iSCSI, RBD, Azure disk and ScaleIO sources (the same in their
-/// PersistentVolume forms).
-pub fn in_tree_sources(holder: &mut Value) {
-    if let Some(host_path) = existing(holder, &["hostPath"]) {
-        set_if_absent(host_path, "type", json!(""));
-    }
-    if let Some(iscsi) = existing(holder, &["iscsi"]) {
-        set_if_zero(iscsi, "iscsiInterface", json!("default"));
-    }
-    if let Some(rbd) = existing(holder, &["rbd"]) {
-        set_if_zero(rbd, "pool", json!("rbd"));
-        set_if_zero(rbd, "user", json!("admin"));
-        set_if_zero(rbd, "keyring", json!("/etc/ceph/keyring"));
-    }
-    if let Some(azure_disk) = existing(holder, &["azureDisk"]) {
-        set_if_absent(azure_disk, "cachingMode", json!("ReadWrite"));
-        set_if_absent(azure_disk, "fsType", json!("ext4"));
-        set_if_absent(azure_disk, "readOnly", json!(false));
-        set_if_absent(azure_disk, "kind", json!("Shared"));
-    }
-    if let Some(scale_io) = existing(holder, &["scaleIO"]) {
-        set_if_zero(scale_io, "storageMode", json!("ThinProvisioned"));
-        set_if_zero(scale_io, "fsType", json!("xfs"));
     }
 }
 

@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use crate::crds::structural::{error, ErrorType, FieldError};
+use crate::status::{error, ErrorType, FieldError};
 
 pub(super) fn strings(spec: &Value, key: &str) -> Vec<String> {
     spec[key].as_array().into_iter().flatten().filter_map(Value::as_str).map(str::to_owned).collect()

@@ -13,9 +13,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde_json::{json, Value};
 
-use crate::crds::structural::{error, ErrorType, FieldError};
 use crate::request::api_server::{ApiServer, Target};
 use crate::status::ApiError;
+use crate::status::{error, ErrorType, FieldError};
 use crate::storage::store::ResourceId;
 use fields::{go_strings, needs_cluster_ip, needs_health_check_port, needs_node_ports, node_port, strings};
 

@@ -11,7 +11,7 @@ use super::{begin_write, validate_update, Reservation};
 use crate::request::api_server::{ApiServer, Target};
 use crate::storage::store::ResourceId;
 
-fn messages(errors: &[crate::crds::structural::FieldError]) -> Vec<String> {
+fn messages(errors: &[crate::status::FieldError]) -> Vec<String> {
     errors.iter().map(ToString::to_string).collect()
 }
 
