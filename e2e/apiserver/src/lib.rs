@@ -20,6 +20,7 @@ pub mod server;
 pub mod status;
 pub mod storage;
 
-pub use request::api_server::{ApiServer, FieldValidation, PatchType, Target, WriteOptions, Written};
+pub use request::api_server::ApiServer;
+pub use request::types::{FieldValidation, PatchType, Target, WriteOptions, Written};
 pub use server::{ControlPlane, Options};
 pub use status::ApiError;

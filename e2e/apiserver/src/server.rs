@@ -16,7 +16,8 @@ use crate::auth::authn::{self, MASTERS};
 use crate::auth::front::PeerCredentials;
 use crate::auth::policy;
 use crate::outbound::ClientIdentity;
-use crate::request::api_server::{ApiServer, Target, WriteOptions};
+use crate::request::api_server::ApiServer;
+use crate::request::types::{Target, WriteOptions};
 use crate::{controllers, http};
 
 #[derive(Debug, thiserror::Error)]

@@ -4,11 +4,10 @@
 
 use axum::http::{HeaderMap, Method};
 
-use crate::auth::authn::{Credentials, UserInfo, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
+use crate::auth::authn::{Authenticator, Credentials, UserInfo, ANONYMOUS, AUTHENTICATED, UNAUTHENTICATED};
 use crate::auth::rbac::{self, Attributes, Decision};
-use crate::request::api_server::ApiServer;
 use crate::status::ApiError;
-use crate::storage::store::ResourceId;
+use crate::storage::store::{ResourceId, Store};
 
 /// The credentials of the TLS connection a request came on.
 #[derive(Clone, Debug, Default)]
@@ -93,8 +92,8 @@ fn forbidden(user: &UserInfo, attributes: &Attributes) -> ApiError {
     ApiError::forbidden(&ResourceId::new(&attributes.api_group, &attributes.resource), &attributes.name, &message)
 }
 
-fn require(api: &ApiServer, user: &UserInfo, attributes: &Attributes) -> Result<(), ApiError> {
-    match rbac::authorize(&api.store, user, attributes) {
+fn require(store: &Store, user: &UserInfo, attributes: &Attributes) -> Result<(), ApiError> {
+    match rbac::authorize(store, user, attributes) {
         Decision::Allow(_) => Ok(()),
         Decision::Deny => Err(forbidden(user, attributes)),
     }
@@ -115,7 +114,7 @@ fn impersonation(group: &str, resource: &str, subresource: &str, namespace: &str
 
 /// The user a request acts as after its `Impersonate-*` headers, each checked against the authenticated user's
 /// permissions.
-pub fn impersonate(api: &ApiServer, user: &UserInfo, headers: &HeaderMap) -> Result<Option<UserInfo>, ApiError> {
+pub fn impersonate(store: &Store, user: &UserInfo, headers: &HeaderMap) -> Result<Option<UserInfo>, ApiError> {
     let values = |name: &str| -> Vec<String> {
         headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).map(str::to_owned).collect()
     };
@@ -138,18 +137,18 @@ pub fn impersonate(api: &ApiServer, user: &UserInfo, headers: &HeaderMap) -> Res
     };
     let service_account = UserInfo::service_account_of(&username).map(|(ns, name)| (ns.to_owned(), name.to_owned()));
     match &service_account {
-        Some((namespace, name)) => require(api, user, &impersonation("", "serviceaccounts", "", namespace, name))?,
-        None => require(api, user, &impersonation("", "users", "", "", &username))?,
+        Some((namespace, name)) => require(store, user, &impersonation("", "serviceaccounts", "", namespace, name))?,
+        None => require(store, user, &impersonation("", "users", "", "", &username))?,
     }
     for group in &groups {
-        require(api, user, &impersonation("", "groups", "", "", group))?;
+        require(store, user, &impersonation("", "groups", "", "", group))?;
     }
     if let Some(uid) = &uid {
-        require(api, user, &impersonation("authentication.k8s.io", "uids", "", "", uid))?;
+        require(store, user, &impersonation("authentication.k8s.io", "uids", "", "", uid))?;
     }
     for (key, values) in &extras {
         for value in values {
-            require(api, user, &impersonation("authentication.k8s.io", "userextras", key, "", value))?;
+            require(store, user, &impersonation("authentication.k8s.io", "userextras", key, "", value))?;
         }
     }
     let mut groups = groups;
@@ -168,19 +167,20 @@ pub fn impersonate(api: &ApiServer, user: &UserInfo, headers: &HeaderMap) -> Res
 /// Authenticates, applies impersonation and authorizes a request. A refusal carries the authenticated user's name,
 /// when there is one, for the audit log.
 pub fn admit(
-    api: &ApiServer,
+    store: &Store,
+    authenticator: &Authenticator,
     credentials: &Credentials,
     headers: &HeaderMap,
     attributes: Attributes,
 ) -> Result<Admitted, (ApiError, Option<String>)> {
-    let authenticated = api.authenticator.authenticate(&api.store, credentials).map_err(|e| (e, None))?;
+    let authenticated = authenticator.authenticate(store, credentials).map_err(|e| (e, None))?;
     let impersonated =
-        impersonate(api, &authenticated, headers).map_err(|e| (e, Some(authenticated.username.clone())))?;
+        impersonate(store, &authenticated, headers).map_err(|e| (e, Some(authenticated.username.clone())))?;
     let (user, impersonator) = match impersonated {
         Some(user) => (user, Some(authenticated.username.clone())),
         None => (authenticated.clone(), None),
     };
-    require(api, &user, &attributes).map_err(|e| (e, Some(authenticated.username.clone())))?;
+    require(store, &user, &attributes).map_err(|e| (e, Some(authenticated.username.clone())))?;
     Ok(Admitted { user, impersonator, attributes })
 }
 

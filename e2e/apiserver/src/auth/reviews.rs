@@ -4,12 +4,11 @@
 
 use serde_json::{json, Value};
 
-use crate::auth::authn::{Credentials, UserInfo};
+use crate::auth::authn::{Authenticator, Credentials, UserInfo};
 use crate::auth::rbac::{self, Attributes, Decision};
-use crate::request::api_server::ApiServer;
 use crate::status::ApiError;
 use crate::status::{error, ErrorType};
-use crate::storage::store::ResourceId;
+use crate::storage::store::{ResourceId, Store};
 
 fn strings(value: &Value) -> Vec<String> {
     value.as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_owned)).collect()
@@ -50,8 +49,8 @@ fn attributes_of(spec: &Value, kind: &str) -> Result<Attributes, ApiError> {
     }
 }
 
-fn answer(mut body: Value, user: &UserInfo, attributes: &Attributes, api: &ApiServer) -> Value {
-    let status = match rbac::authorize(&api.store, user, attributes) {
+fn answer(mut body: Value, user: &UserInfo, attributes: &Attributes, store: &Store) -> Value {
+    let status = match rbac::authorize(store, user, attributes) {
         Decision::Allow(reason) if reason.is_empty() => json!({"allowed": true}),
         Decision::Allow(reason) => json!({"allowed": true, "reason": reason}),
         Decision::Deny => json!({"allowed": false}),
@@ -64,7 +63,7 @@ fn answer(mut body: Value, user: &UserInfo, attributes: &Attributes, api: &ApiSe
 }
 
 /// SubjectAccessReview: may a given user do this?
-pub fn subject_access_review(api: &ApiServer, body: Value) -> Result<Value, ApiError> {
+pub fn subject_access_review(store: &Store, body: Value) -> Result<Value, ApiError> {
     let spec = &body["spec"];
     let attributes = attributes_of(spec, "SubjectAccessReview")?;
     let groups = strings(&spec["groups"]);
@@ -83,11 +82,11 @@ pub fn subject_access_review(api: &ApiServer, body: Value) -> Result<Value, ApiE
         groups,
         extra: serde_json::from_value(spec["extra"].clone()).unwrap_or_default(),
     };
-    Ok(answer(body, &user, &attributes, api))
+    Ok(answer(body, &user, &attributes, store))
 }
 
 /// LocalSubjectAccessReview: the same, in the namespace of the URL.
-pub fn local_subject_access_review(api: &ApiServer, namespace: &str, body: Value) -> Result<Value, ApiError> {
+pub fn local_subject_access_review(store: &Store, namespace: &str, body: Value) -> Result<Value, ApiError> {
     let asked = body["spec"]["resourceAttributes"]["namespace"].as_str().unwrap_or_default();
     if body["spec"]["resourceAttributes"].is_object() && asked != namespace {
         return Err(ApiError::bad_request(format!(
@@ -102,23 +101,23 @@ pub fn local_subject_access_review(api: &ApiServer, namespace: &str, body: Value
             &[error("spec.nonResourceAttributes", ErrorType::Invalid, "disallowed on this kind of request")],
         ));
     }
-    let mut reviewed = subject_access_review(api, body)?;
+    let mut reviewed = subject_access_review(store, body)?;
     reviewed["metadata"]["namespace"] = json!(namespace);
     Ok(reviewed)
 }
 
 /// SelfSubjectAccessReview: may I do this?
-pub fn self_subject_access_review(api: &ApiServer, user: &UserInfo, body: Value) -> Result<Value, ApiError> {
+pub fn self_subject_access_review(store: &Store, user: &UserInfo, body: Value) -> Result<Value, ApiError> {
     let attributes = attributes_of(&body["spec"], "SelfSubjectAccessReview")?;
-    Ok(answer(body, user, &attributes, api))
+    Ok(answer(body, user, &attributes, store))
 }
 
 /// SelfSubjectRulesReview: what may I do in this namespace?
-pub fn self_subject_rules_review(api: &ApiServer, user: &UserInfo, mut body: Value) -> Result<Value, ApiError> {
+pub fn self_subject_rules_review(store: &Store, user: &UserInfo, mut body: Value) -> Result<Value, ApiError> {
     let namespace = body["spec"]["namespace"].as_str().unwrap_or_default().to_owned();
     let mut resource_rules = Vec::new();
     let mut non_resource_rules = Vec::new();
-    for (rule, _) in rbac::rules_for(&api.store, user, &namespace) {
+    for (rule, _) in rbac::rules_for(store, user, &namespace) {
         if rule.non_resource_urls.is_empty() {
             let mut entry = json!({"verbs": rule.verbs, "apiGroups": rule.api_groups, "resources": rule.resources});
             if !rule.resource_names.is_empty() {
@@ -141,9 +140,9 @@ pub fn self_subject_review(user: &UserInfo, mut body: Value) -> Value {
 }
 
 /// TokenReview: who does this token belong to?
-pub fn token_review(api: &ApiServer, mut body: Value) -> Value {
+pub fn token_review(store: &Store, authenticator: &Authenticator, mut body: Value) -> Value {
     let token = body["spec"]["token"].as_str().unwrap_or_default().to_owned();
-    body["status"] = match api.authenticator.authenticate(&api.store, &Credentials::Bearer(token)) {
+    body["status"] = match authenticator.authenticate(store, &Credentials::Bearer(token)) {
         Ok(user) => json!({"authenticated": true, "user": user.to_json()}),
         Err(_) => json!({"authenticated": false, "error": "invalid bearer token"}),
     };
@@ -151,9 +150,15 @@ pub fn token_review(api: &ApiServer, mut body: Value) -> Value {
 }
 
 /// TokenRequest: a token for a ServiceAccount, bound to its uid.
-pub fn token_request(api: &ApiServer, namespace: &str, name: &str, mut body: Value) -> Result<Value, ApiError> {
+pub fn token_request(
+    store: &Store,
+    authenticator: &Authenticator,
+    namespace: &str,
+    name: &str,
+    mut body: Value,
+) -> Result<Value, ApiError> {
     let accounts = ResourceId::new("", "serviceaccounts");
-    let account = api.store.get(&accounts, namespace, name).map_err(|e| ApiError::from_store(e, &accounts))?;
+    let account = store.get(&accounts, namespace, name).map_err(|e| ApiError::from_store(e, &accounts))?;
     let seconds = body["spec"]["expirationSeconds"].as_i64().unwrap_or(3600);
     if seconds < 600 {
         return Err(ApiError::invalid(
@@ -167,7 +172,7 @@ pub fn token_request(api: &ApiServer, namespace: &str, name: &str, mut body: Val
             )],
         ));
     }
-    let (token, expires) = api.authenticator.issue_service_account_token(&account, seconds);
+    let (token, expires) = authenticator.issue_service_account_token(&account, seconds);
     body["metadata"]["name"] = json!(name);
     body["metadata"]["namespace"] = json!(namespace);
     body["spec"]["expirationSeconds"] = json!(seconds);

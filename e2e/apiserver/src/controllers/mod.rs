@@ -11,8 +11,9 @@ use serde_json::{json, Value};
 
 use crate::crds::lifecycle::{crd_resource, CLEANUP_FINALIZER};
 use crate::model::resources::ResourceType;
-use crate::request::api_server::{ApiServer, Target, WriteOptions};
+use crate::request::api_server::ApiServer;
 use crate::request::deletion::{self, DeleteOptions, Propagation};
+use crate::request::types::{Target, WriteOptions};
 use crate::storage::store::ResourceId;
 
 /// Runs the controllers until the server is dropped: a pass after each burst of changes, and every second.

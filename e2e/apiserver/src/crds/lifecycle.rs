@@ -4,11 +4,10 @@
 
 use serde_json::{json, Value};
 
-use crate::model::resources::ResourceType;
-use crate::request::api_server::ApiServer;
+use crate::model::resources::{ResourceType, Served};
 use crate::status::ApiError;
 use crate::status::{error, ErrorType, FieldError};
-use crate::storage::store::{now, ResourceId};
+use crate::storage::store::{now, ResourceId, Store};
 
 pub const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
@@ -55,11 +54,10 @@ fn names_of(crd: &Value) -> Vec<(String, &'static str)> {
 }
 
 /// The first name of `crd` another definition of its group already uses, with the reason.
-fn conflicting_name(api: &ApiServer, crd: &Value) -> Option<(String, &'static str)> {
+fn conflicting_name(store: &Store, crd: &Value) -> Option<(String, &'static str)> {
     let group = crd["spec"]["group"].as_str()?;
     let name = crd["metadata"]["name"].as_str()?;
-    let used: Vec<String> = api
-        .store
+    let used: Vec<String> = store
         .all(&crd_resource())
         .into_iter()
         .filter(|other| other["spec"]["group"] == group && other["metadata"]["name"] != name)
@@ -69,12 +67,12 @@ fn conflicting_name(api: &ApiServer, crd: &Value) -> Option<(String, &'static st
 }
 
 /// After a CRD is written: its status (accepted names, conditions, stored versions) and the served types.
-pub fn after_write(api: &ApiServer, resource: &ResourceType, stored: &Value) -> Value {
+pub fn after_write(store: &Store, served: &Served, resource: &ResourceType, stored: &Value) -> Value {
     if !is_crd(resource) {
         return stored.clone();
     }
     let mut desired = stored.clone();
-    match conflicting_name(api, stored) {
+    match conflicting_name(store, stored) {
         Some((name, reason)) => {
             set_condition(&mut desired, "NamesAccepted", "False", reason, &format!("\"{name}\" is already in use"));
             set_condition(&mut desired, "Established", "False", "NotAccepted", "not all names are accepted");
@@ -104,7 +102,7 @@ pub fn after_write(api: &ApiServer, resource: &ResourceType, stored: &Value) -> 
         .flatten()
         .any(|c| c["type"] == "Established" && c["status"] == "True");
     {
-        let mut resources = api.resources_mut();
+        let mut resources = served.write();
         if established {
             if let Err(error) = resources.register_crd(&desired) {
                 tracing::warn!(%error, "a stored CustomResourceDefinition is not servable");
@@ -116,7 +114,7 @@ pub fn after_write(api: &ApiServer, resource: &ResourceType, stored: &Value) -> 
     if desired == *stored {
         return desired;
     }
-    match api.store.update(&crd_resource(), desired) {
+    match store.update(&crd_resource(), desired) {
         Ok(written) => written,
         Err(error) => {
             tracing::warn!(%error, "could not write CustomResourceDefinition status");
@@ -126,19 +124,19 @@ pub fn after_write(api: &ApiServer, resource: &ResourceType, stored: &Value) -> 
 }
 
 /// After any object is removed for good: a removed CRD is no longer served.
-pub fn after_delete(api: &ApiServer, resource: &ResourceType, object: &Value) {
+pub fn after_delete(served: &Served, resource: &ResourceType, object: &Value) {
     if is_crd(resource) {
-        api.resources_mut().unregister_crd(object);
+        served.write().unregister_crd(object);
     }
 }
 
 /// New custom resources are refused while their definition terminates.
-pub fn check_crd_accepts_writes(api: &ApiServer, resource: &ResourceType) -> Result<(), ApiError> {
+pub fn check_crd_accepts_writes(store: &Store, resource: &ResourceType) -> Result<(), ApiError> {
     if resource.schema.is_none() {
         return Ok(());
     }
     let name = format!("{}.{}", resource.plural, resource.group);
-    match api.store.get(&crd_resource(), "", &name) {
+    match store.get(&crd_resource(), "", &name) {
         Ok(crd) if !crd["metadata"]["deletionTimestamp"].is_null() => Err(ApiError::method_not_allowed(
             "create",
             &format!("{name}: create not allowed while custom resource definition is terminating"),

@@ -20,9 +20,10 @@ use crate::auth::authn::UserInfo;
 use crate::auth::front::{self, PeerCredentials};
 use crate::auth::reviews;
 use crate::model::resources::ResourceType;
-use crate::request::api_server::{ApiServer, FieldValidation, PatchType, Target, WriteOptions, Written};
+use crate::request::api_server::ApiServer;
 use crate::request::deletion::{self, DeleteOptions};
 use crate::request::scale;
+use crate::request::types::{FieldValidation, PatchType, Target, WriteOptions, Written};
 use crate::status::ApiError;
 use crate::storage::selectors::{FieldSelector, LabelSelector};
 use crate::storage::store::Filter;
@@ -77,7 +78,7 @@ async fn handle(
         path: path.clone(),
         ..audit::Record::default()
     };
-    let response = match front::admit(&api, &credentials, &headers, attributes) {
+    let response = match front::admit(&api.store, &api.authenticator, &credentials, &headers, attributes) {
         Ok(admitted) => {
             record.user = admitted.impersonator.clone().unwrap_or_else(|| admitted.user.username.clone());
             record.impersonated_user = admitted.impersonator.as_ref().map(|_| admitted.user.username.clone());
@@ -270,26 +271,32 @@ fn review(
     let kind = (resource.group.as_str(), resource.plural.as_str(), target.subresource.as_deref());
     let answer = match kind {
         ("authorization.k8s.io", "subjectaccessreviews", None) => {
-            reviews::subject_access_review(api, parse_body(headers, body, &target.resource)?)?
+            reviews::subject_access_review(&api.store, parse_body(headers, body, &target.resource)?)?
         }
-        ("authorization.k8s.io", "localsubjectaccessreviews", None) => {
-            reviews::local_subject_access_review(api, &target.namespace, parse_body(headers, body, &target.resource)?)?
-        }
+        ("authorization.k8s.io", "localsubjectaccessreviews", None) => reviews::local_subject_access_review(
+            &api.store,
+            &target.namespace,
+            parse_body(headers, body, &target.resource)?,
+        )?,
         ("authorization.k8s.io", "selfsubjectaccessreviews", None) => {
-            reviews::self_subject_access_review(api, user, parse_body(headers, body, &target.resource)?)?
+            reviews::self_subject_access_review(&api.store, user, parse_body(headers, body, &target.resource)?)?
         }
         ("authorization.k8s.io", "selfsubjectrulesreviews", None) => {
-            reviews::self_subject_rules_review(api, user, parse_body(headers, body, &target.resource)?)?
+            reviews::self_subject_rules_review(&api.store, user, parse_body(headers, body, &target.resource)?)?
         }
         ("authentication.k8s.io", "selfsubjectreviews", None) => {
             reviews::self_subject_review(user, parse_body(headers, body, &target.resource)?)
         }
         ("authentication.k8s.io", "tokenreviews", None) => {
-            reviews::token_review(api, parse_body(headers, body, &target.resource)?)
+            reviews::token_review(&api.store, &api.authenticator, parse_body(headers, body, &target.resource)?)
         }
-        ("", "serviceaccounts", Some("token")) => {
-            reviews::token_request(api, &target.namespace, target.name(), parse_body(headers, body, &target.resource)?)?
-        }
+        ("", "serviceaccounts", Some("token")) => reviews::token_request(
+            &api.store,
+            &api.authenticator,
+            &target.namespace,
+            target.name(),
+            parse_body(headers, body, &target.resource)?,
+        )?,
         _ => return Ok(None),
     };
     Ok(Some(answer))

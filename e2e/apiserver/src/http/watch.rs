@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 
 use crate::http::table::{self, Include};
 use crate::http::{filter, wants_table, Query};
-use crate::request::api_server::{ApiServer, Target};
+use crate::request::api_server::ApiServer;
+use crate::request::types::Target;
 use crate::status::ApiError;
 use crate::storage::store::EventType;
 

@@ -3,6 +3,7 @@
 //! that describe them to clients.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     APIGroup, APIGroupList, APIResource, APIResourceList, APIVersions, GroupVersionForDiscovery,
@@ -221,6 +222,21 @@ impl Default for Resources {
             resources.insert(resource);
         }
         resources
+    }
+}
+
+/// The resources served now, read by every request and changed as CustomResourceDefinitions are established or
+/// removed and as aggregated API servers come and go.
+#[derive(Debug, Default)]
+pub struct Served(RwLock<Resources>);
+
+impl Served {
+    pub fn read(&self) -> RwLockReadGuard<'_, Resources> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn write(&self) -> RwLockWriteGuard<'_, Resources> {
+        self.0.write().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -1,13 +1,19 @@
 //! Server-side apply requests: the applied configuration decoded and merged into the live object (or creating it)
 //! with field ownership and conflicts from `managed`, kube-apiserver's upgrade of kubectl's client-side apply, then
-//! the same preparation, admission and storage as every write.
+//! the same preparation, admission and commit as every write.
 
 use serde_json::{json, Value};
 
-use crate::crds::lifecycle as crds;
+use super::admit::{admit, check_namespace};
+use super::api_server::ApiServer;
+use super::commit::{commit_create, commit_update};
+use super::decode::decode;
+use super::prepare::{prepare, WriterParts};
+use super::types::{Operation, Target, WriteOptions, Written};
+use crate::crds::lifecycle;
 use crate::merge::managed;
-use crate::request::api_server::{ApiServer, Operation, Target, WriteOptions, WriterParts, Written};
 use crate::status::ApiError;
+use crate::storage::store::StoreError;
 
 pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &WriteOptions) -> Result<Written, ApiError> {
     if !options.field_manager_given {
@@ -19,7 +25,7 @@ pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &Writ
     }
     let config: Value =
         serde_yaml_ng::from_slice(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-    let (mut config, warnings) = api.decode(target, config, options)?;
+    let (mut config, warnings) = decode(target, config, options)?;
     let name = config["metadata"]["name"].as_str().unwrap_or_default().to_owned();
     if name.is_empty() {
         config["metadata"]["name"] = json!(target.name());
@@ -36,7 +42,7 @@ pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &Writ
     let id = resource.id();
     let live = match api.store.get(&id, &target.namespace, target.name()) {
         Ok(live) => Some(api.present(resource, live)),
-        Err(crate::storage::store::StoreError::NotFound { .. }) => None,
+        Err(StoreError::NotFound { .. }) => None,
         Err(other) => return Err(ApiError::from_store(other, &id)),
     };
     if live.is_none() && status_write {
@@ -46,7 +52,7 @@ pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &Writ
     let requested_version = config["metadata"]["resourceVersion"].as_str().filter(|v| !v.is_empty());
     if let (Some(requested), Some(live)) = (requested_version, &live) {
         if live["metadata"]["resourceVersion"].as_str() != Some(requested) {
-            return Err(ApiError::from_store(crate::storage::store::StoreError::modified(&id, target.name()), &id));
+            return Err(ApiError::from_store(StoreError::modified(&id, target.name()), &id));
         }
     }
     let mut outcome = managed::apply(live.as_ref(), &config, &writer, options.force);
@@ -68,25 +74,19 @@ pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &Writ
     })?;
     match live {
         None => {
-            api.check_namespace(target, target.name())?;
-            crds::check_crd_accepts_writes(api, resource)?;
-            let object = api.prepare(target, Operation::Create, None, merged, options, false)?;
-            let (object, _reservation) = api.admit(target, None, object, options).await?;
-            let object = ApiServer::storage_form(resource, object);
-            let object = if options.dry_run {
-                object
-            } else {
-                let stored = api.store.create(&id, object).map_err(|e| ApiError::from_store(e, &id))?;
-                crds::after_write(api, resource, &stored)
-            };
+            check_namespace(api, target, target.name())?;
+            lifecycle::check_crd_accepts_writes(&api.store, resource)?;
+            let object = prepare(target, Operation::Create, None, merged, options, false)?;
+            let (object, _reservation) = admit(api, target, None, object, options).await?;
+            let object = commit_create(api, target, object, options)?;
             Ok(Written { code: 201, object: api.present(resource, object), warnings })
         }
         Some(live) => {
             let mut merged = merged;
             merged["metadata"]["resourceVersion"] = live["metadata"]["resourceVersion"].clone();
-            let object = api.prepare(target, Operation::Update, Some(&live), merged, options, false)?;
-            let (object, _reservation) = api.admit(target, Some(&live), object, options).await?;
-            let stored = api.commit_update(target, object, options)?;
+            let object = prepare(target, Operation::Update, Some(&live), merged, options, false)?;
+            let (object, _reservation) = admit(api, target, Some(&live), object, options).await?;
+            let stored = commit_update(api, target, object, options)?;
             Ok(Written { code: 200, object: api.present(resource, stored), warnings })
         }
     }

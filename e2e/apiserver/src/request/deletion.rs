@@ -5,9 +5,13 @@
 
 use serde_json::{json, Value};
 
+use super::admit::admission_request;
+use super::api_server::ApiServer;
+use super::types::{Target, WriteOptions, Written};
+use crate::admission;
+use crate::crds::lifecycle::{self, CLEANUP_FINALIZER};
 use crate::model::builtin;
 use crate::model::resources::ResourceType;
-use crate::request::api_server::{ApiServer, Target, WriteOptions, Written};
 use crate::status::{self, ApiError};
 use crate::storage::store::{now, Filter};
 
@@ -91,15 +95,9 @@ pub async fn delete(
             return Err(ApiError::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{}\": Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in meta: {}", id.qualified(), target.name(), stored["metadata"]["resourceVersion"].as_str().unwrap_or_default())));
         }
     }
-    let operation = crate::admission::Request {
-        operation: crate::admission::Operation::Delete,
-        target,
-        object: None,
-        old: Some(&stored),
-        options: writer,
-    };
-    crate::admission::mutate(api, &operation).await?;
-    crate::admission::validate(api, &operation).await?;
+    let operation = admission_request(admission::Operation::Delete, target, None, Some(&stored), writer);
+    admission::mutate(&api.store, &api.endpoints, &operation).await?;
+    admission::validate(&api.store, &api.endpoints, &operation).await?;
     let mut object = stored.clone();
     let mut finalizers: Vec<Value> = object["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
     let wanted = match options.propagation {
@@ -126,12 +124,10 @@ pub async fn delete(
         object["metadata"]["finalizers"] = Value::Array(finalizers);
     }
     if is_crd(resource)
-        && !object["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| f.iter().any(|x| x == crate::crds::lifecycle::CLEANUP_FINALIZER))
+        && !object["metadata"]["finalizers"].as_array().is_some_and(|f| f.iter().any(|x| x == CLEANUP_FINALIZER))
     {
         let mut list = object["metadata"]["finalizers"].as_array().cloned().unwrap_or_default();
-        list.push(json!(crate::crds::lifecycle::CLEANUP_FINALIZER));
+        list.push(json!(CLEANUP_FINALIZER));
         object["metadata"]["finalizers"] = Value::Array(list);
     }
     let accepted = |deferred: bool| {
@@ -153,7 +149,7 @@ pub async fn delete(
                 object["status"]["phase"] = json!("Terminating");
             }
             if is_crd(resource) {
-                crate::crds::lifecycle::set_condition(
+                lifecycle::set_condition(
                     &mut object,
                     "Terminating",
                     "True",
@@ -172,7 +168,7 @@ pub async fn delete(
     }
     if !options.dry_run {
         api.store.delete(&id, &target.namespace, target.name(), None).map_err(|e| ApiError::from_store(e, &id))?;
-        crate::crds::lifecycle::after_delete(api, resource, &stored);
+        lifecycle::after_delete(&api.served, resource, &stored);
     }
     let answer = if builtin::returns_deleted_object(&resource.group, &resource.plural) {
         api.present(resource, stored)
@@ -215,6 +211,6 @@ pub fn finish_if_released(api: &ApiServer, resource: &ResourceType, object: &Val
     let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
     if api.store.delete(&id, namespace, name, None).is_ok() {
-        crate::crds::lifecycle::after_delete(api, resource, object);
+        lifecycle::after_delete(&api.served, resource, object);
     }
 }

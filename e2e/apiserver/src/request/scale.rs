@@ -3,10 +3,11 @@
 
 use serde_json::{json, Value};
 
+use super::api_server::ApiServer;
+use super::types::{PatchType, Target, WriteOptions, Written};
 use crate::merge::patch;
 use crate::model::resources::ResourceType;
-use crate::request::api_server::{ApiServer, PatchType, Target, WriteOptions, Written};
-use crate::status::ApiError;
+use crate::status::{error, ApiError, ErrorType};
 
 fn field_path(path: &str) -> Vec<&str> {
     path.trim_start_matches('.').split('.').filter(|p| !p.is_empty()).collect()
@@ -94,11 +95,7 @@ pub async fn update(
             "Scale",
             "autoscaling",
             target.name(),
-            &[crate::status::error(
-                "spec.replicas",
-                crate::status::ErrorType::Invalid,
-                format!("{replicas}: must be greater than or equal to 0"),
-            )],
+            &[error("spec.replicas", ErrorType::Invalid, format!("{replicas}: must be greater than or equal to 0"))],
         ));
     }
     let mut updated = object;

@@ -13,10 +13,10 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use serde_json::{json, Value};
 
-use crate::request::api_server::{ApiServer, Target};
+use crate::model::resources::ResourceType;
 use crate::status::ApiError;
 use crate::status::{error, ErrorType, FieldError};
-use crate::storage::store::ResourceId;
+use crate::storage::store::{ResourceId, Store};
 use fields::{go_strings, needs_cluster_ip, needs_health_check_port, needs_node_ports, node_port, strings};
 
 pub use fields::validate_update;
@@ -46,6 +46,48 @@ impl Allocations {
     fn lock(&self) -> MutexGuard<'_, HashSet<Held>> {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// The Service storage's `BeginCreate`/`BeginUpdate` and the update strategy's dropping of fields of the old
+    /// type, for a write of `resource` (a no-op for other kinds, and for the status subresource, whose storage has
+    /// no such hooks). `store` holds the other Services, whose addresses and ports are taken.
+    pub fn begin_write(
+        &self,
+        store: &Store,
+        resource: &ResourceType,
+        subresource: Option<&str>,
+        old: Option<&Value>,
+        object: &mut Value,
+    ) -> Result<Reservation<'_>, ApiError> {
+        if !resource.group.is_empty() || resource.kind != "Service" || subresource.is_some() {
+            return Ok(Reservation::none());
+        }
+        let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default().to_owned();
+        let old_spec = old.map(|o| &o["spec"]);
+        let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else { return Ok(Reservation::none()) };
+        if let Some(old_spec) = old_spec {
+            fields::patch_allocated_values(spec, old_spec);
+        }
+        fields::normalize_cluster_ips(spec, old_spec);
+        let errors = fields::init_ip_families(spec, old_spec);
+        if !errors.is_empty() {
+            return Err(ApiError::invalid("Service", "", &name, &errors));
+        }
+        let mut reservation = Reservation { allocations: Some(self), held: Vec::new() };
+        {
+            let mut held = self.lock();
+            let mut taken = Taken::of(store, &namespace, &name, &held);
+            allocate_cluster_ip(spec, old_spec, &mut taken)
+                .and_then(|()| allocate_node_ports(spec, old_spec, &mut taken))
+                .map_err(|failure| failure.into_error(&name))?;
+            held.extend(taken.claimed.iter().copied());
+            reservation.held = taken.claimed;
+        }
+        if let Some(old_spec) = old_spec {
+            fields::drop_type_dependent_fields(spec, old_spec);
+        }
+        Ok(reservation)
+    }
 }
 
 /// What one write was handed, held until the write is stored or refused (when this is dropped).
@@ -72,46 +114,6 @@ impl Drop for Reservation<'_> {
     }
 }
 
-/// The Service storage's `BeginCreate`/`BeginUpdate` and the update strategy's dropping of fields of the old type.
-/// Not for the status subresource, whose storage has no such hooks.
-pub(crate) fn begin_write<'a>(
-    api: &'a ApiServer,
-    target: &Target,
-    old: Option<&Value>,
-    object: &mut Value,
-) -> Result<Reservation<'a>, ApiError> {
-    let resource = &target.resource;
-    if !resource.group.is_empty() || resource.kind != "Service" || target.subresource.is_some() {
-        return Ok(Reservation::none());
-    }
-    let name = object["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-    let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default().to_owned();
-    let old_spec = old.map(|o| &o["spec"]);
-    let Some(spec) = object.get_mut("spec").filter(|s| s.is_object()) else { return Ok(Reservation::none()) };
-    if let Some(old_spec) = old_spec {
-        fields::patch_allocated_values(spec, old_spec);
-    }
-    fields::normalize_cluster_ips(spec, old_spec);
-    let errors = fields::init_ip_families(spec, old_spec);
-    if !errors.is_empty() {
-        return Err(ApiError::invalid("Service", "", &name, &errors));
-    }
-    let mut reservation = Reservation { allocations: Some(&api.service_allocations), held: Vec::new() };
-    {
-        let mut held = api.service_allocations.lock();
-        let mut taken = Taken::of(api, &namespace, &name, &held);
-        allocate_cluster_ip(spec, old_spec, &mut taken)
-            .and_then(|()| allocate_node_ports(spec, old_spec, &mut taken))
-            .map_err(|failure| failure.into_error(&name))?;
-        held.extend(taken.claimed.iter().copied());
-        reservation.held = taken.claimed;
-    }
-    if let Some(old_spec) = old_spec {
-        fields::drop_type_dependent_fields(spec, old_spec);
-    }
-    Ok(reservation)
-}
-
 /// Why an allocation failed: a field error (422) or kube's internal error (500).
 enum Failure {
     Field(FieldError),
@@ -136,9 +138,9 @@ struct Taken {
 }
 
 impl Taken {
-    fn of(api: &ApiServer, namespace: &str, name: &str, held: &HashSet<Held>) -> Self {
+    fn of(store: &Store, namespace: &str, name: &str, held: &HashSet<Held>) -> Self {
         let mut taken = Self::default();
-        for service in api.store.all(&ResourceId::new("", "services")) {
+        for service in store.all(&ResourceId::new("", "services")) {
             if service["metadata"]["namespace"] == namespace && service["metadata"]["name"] == name {
                 continue;
             }

@@ -2,14 +2,14 @@
 //! cluster: what is filled in, kept, dropped and refused, with kube's messages.
 
 use std::net::Ipv4Addr;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use super::fields::{drop_type_dependent_fields, init_ip_families, normalize_cluster_ips, patch_allocated_values};
-use super::{begin_write, validate_update, Reservation};
-use crate::request::api_server::{ApiServer, Target};
-use crate::storage::store::ResourceId;
+use super::{validate_update, Allocations, Reservation};
+use crate::model::resources::Resources;
+use crate::status::ApiError;
+use crate::storage::store::{ResourceId, Store};
 
 fn messages(errors: &[crate::status::FieldError]) -> Vec<String> {
     errors.iter().map(ToString::to_string).collect()
@@ -135,13 +135,20 @@ fn an_update_keeps_its_cluster_ips() {
     assert!(validate_update(&json!({"type": "ExternalName"}), &old).is_empty());
 }
 
-fn api() -> ApiServer {
-    ApiServer::new(1000, Duration::from_secs(60))
+/// What the Service storage works with: the stored Services and the allocations of writes in flight.
+struct Storage {
+    store: Store,
+    allocations: Allocations,
 }
 
-fn target(api: &ApiServer) -> Target {
-    let resource = api.resources().lookup("", "v1", "services").cloned().expect("services are served");
-    Target { resource, namespace: "default".into(), name: None, subresource: None }
+fn api() -> Storage {
+    Storage { store: Store::new(1000), allocations: Allocations::default() }
+}
+
+/// A write of a Service (not of its status) begins.
+fn begin_write<'a>(api: &'a Storage, old: Option<&Value>, object: &mut Value) -> Result<Reservation<'a>, ApiError> {
+    let services = Resources::default().lookup("", "v1", "services").cloned().expect("services are served");
+    api.allocations.begin_write(&api.store, &services, None, old, object)
 }
 
 fn service(name: &str, spec: Value) -> Value {
@@ -151,9 +158,9 @@ fn service(name: &str, spec: Value) -> Value {
 }
 
 /// Prepares a new Service as its storage would and stores it.
-fn create(api: &ApiServer, name: &str, spec: Value) -> Result<Value, crate::status::ApiError> {
+fn create(api: &Storage, name: &str, spec: Value) -> Result<Value, ApiError> {
     let mut object = service(name, spec);
-    let reservation = begin_write(api, &target(api), None, &mut object)?;
+    let reservation = begin_write(api, None, &mut object)?;
     let stored = api.store.create(&ResourceId::new("", "services"), object).expect("stored");
     drop(reservation);
     Ok(stored)
@@ -217,12 +224,12 @@ fn cluster_ips_are_allocated_from_the_service_cidr_and_never_shared() {
 fn an_address_is_held_while_its_write_is_in_flight_and_free_once_its_service_is_gone() {
     let api = api();
     let mut first = service("first", json!({"clusterIP": "10.96.0.20"}));
-    let reservation = begin_write(&api, &target(&api), None, &mut first).expect("allocated");
+    let reservation = begin_write(&api, None, &mut first).expect("allocated");
     let mut second = service("second", json!({"clusterIP": "10.96.0.20"}));
-    assert!(begin_write(&api, &target(&api), None, &mut second).is_err(), "held by the first write");
+    assert!(begin_write(&api, None, &mut second).is_err(), "held by the first write");
     drop(reservation);
     let mut third = service("third", json!({"clusterIP": "10.96.0.20"}));
-    let reservation: Reservation<'_> = begin_write(&api, &target(&api), None, &mut third).expect("released");
+    let reservation: Reservation<'_> = begin_write(&api, None, &mut third).expect("released");
     drop(reservation);
     create(&api, "holder", json!({"clusterIP": "10.96.0.20"})).expect("created");
     assert!(create(&api, "other", json!({"clusterIP": "10.96.0.20"})).is_err());
@@ -236,7 +243,7 @@ fn updates_keep_what_was_allocated() {
     let stored =
         create(&api, "web", json!({"type": "NodePort", "ports": [{"name": "http", "port": 80}]})).expect("created");
     let mut update = service("web", json!({"type": "NodePort", "ports": [{"name": "http", "port": 80}]}));
-    let reservation = begin_write(&api, &target(&api), Some(&stored), &mut update).expect("prepared");
+    let reservation = begin_write(&api, Some(&stored), &mut update).expect("prepared");
     drop(reservation);
     for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
         assert_eq!(update["spec"][field], stored["spec"][field], "{field}");
@@ -245,7 +252,7 @@ fn updates_keep_what_was_allocated() {
     let external = service("ext", json!({"type": "ExternalName", "externalName": "example.com"}));
     let external = api.store.create(&ResourceId::new("", "services"), external).expect("stored");
     let mut to_cluster_ip = service("ext", json!({"type": "ClusterIP"}));
-    drop(begin_write(&api, &target(&api), Some(&external), &mut to_cluster_ip).expect("prepared"));
+    drop(begin_write(&api, Some(&external), &mut to_cluster_ip).expect("prepared"));
     assert!(to_cluster_ip["spec"]["clusterIP"].as_str().is_some_and(|ip| ip.starts_with("10.")));
 }
 

@@ -9,11 +9,13 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use crate::outbound::{self, Destination, Trust};
-use crate::request::api_server::{ApiServer, Target, WriteOptions};
+use crate::auth::authn::UserInfo;
+use crate::merge::patch::json_patch;
+use crate::model::resources::ResourceType;
+use crate::outbound::{self, Destination, Endpoints, Trust};
 use crate::status::ApiError;
 use crate::storage::selectors::label_selector_matches;
-use crate::storage::store::ResourceId;
+use crate::storage::store::{ResourceId, Store};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation {
@@ -32,13 +34,19 @@ impl Operation {
     }
 }
 
-/// One admission attempt.
+/// One admission attempt: what is written where, by whom (kube-apiserver's `admission.Attributes`).
+#[derive(Clone, Copy)]
 pub struct Request<'a> {
     pub operation: Operation,
-    pub target: &'a Target,
+    pub resource: &'a ResourceType,
+    /// The namespace of the URL; empty for cluster-scoped resources.
+    pub namespace: &'a str,
+    pub name: Option<&'a str>,
+    pub subresource: Option<&'a str>,
     pub object: Option<&'a Value>,
     pub old: Option<&'a Value>,
-    pub options: &'a WriteOptions,
+    pub user: &'a UserInfo,
+    pub dry_run: bool,
 }
 
 fn strings(value: &Value) -> Vec<&str> {
@@ -58,8 +66,8 @@ fn resource_matches(entry: &str, resource: &str, subresource: &str) -> bool {
 }
 
 fn rule_matches(rule: &Value, request: &Request<'_>) -> bool {
-    let resource = &request.target.resource;
-    let subresource = request.target.subresource.as_deref().unwrap_or_default();
+    let resource = request.resource;
+    let subresource = request.subresource.unwrap_or_default();
     let scope_ok = match rule["scope"].as_str().unwrap_or("*") {
         "Cluster" => !resource.namespaced,
         "Namespaced" => resource.namespaced,
@@ -72,19 +80,18 @@ fn rule_matches(rule: &Value, request: &Request<'_>) -> bool {
         && scope_ok
 }
 
-fn webhook_applies(api: &ApiServer, webhook: &Value, request: &Request<'_>) -> bool {
+fn webhook_applies(store: &Store, webhook: &Value, request: &Request<'_>) -> bool {
     if !webhook["rules"].as_array().into_iter().flatten().any(|rule| rule_matches(rule, request)) {
         return false;
     }
     let object_labels = |object: Option<&Value>| object.map(|o| o["metadata"]["labels"].clone()).unwrap_or(Value::Null);
     let object_selected = label_selector_matches(&webhook["objectSelector"], &object_labels(request.object))
         || (request.old.is_some() && label_selector_matches(&webhook["objectSelector"], &object_labels(request.old)));
-    let resource = &request.target.resource;
+    let resource = request.resource;
     let namespace_selected = if resource.group.is_empty() && resource.plural == "namespaces" {
         label_selector_matches(&webhook["namespaceSelector"], &object_labels(request.object.or(request.old)))
     } else if resource.namespaced {
-        let namespace =
-            api.store.get(&ResourceId::new("", "namespaces"), "", &request.target.namespace).unwrap_or_default();
+        let namespace = store.get(&ResourceId::new("", "namespaces"), "", request.namespace).unwrap_or_default();
         label_selector_matches(&webhook["namespaceSelector"], &namespace["metadata"]["labels"])
     } else {
         true
@@ -93,31 +100,31 @@ fn webhook_applies(api: &ApiServer, webhook: &Value, request: &Request<'_>) -> b
 }
 
 fn review_of(request: &Request<'_>, uid: &str) -> Value {
-    let resource = &request.target.resource;
+    let resource = request.resource;
     let gvk = json!({"group": resource.group, "version": resource.version, "kind": resource.kind});
     let gvr = json!({"group": resource.group, "version": resource.version, "resource": resource.plural});
     let name = request
         .object
         .or(request.old)
         .and_then(|o| o["metadata"]["name"].as_str())
-        .or(request.target.name.as_deref())
+        .or(request.name)
         .unwrap_or_default();
     let mut inner = json!({
         "uid": uid, "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
-        "name": name, "operation": request.operation.as_str(), "userInfo": request.options.user.to_json(),
+        "name": name, "operation": request.operation.as_str(), "userInfo": request.user.to_json(),
         "object": request.object.cloned().unwrap_or(Value::Null), "oldObject": request.old.cloned().unwrap_or(Value::Null),
-        "dryRun": request.options.dry_run,
+        "dryRun": request.dry_run,
     });
     if resource.namespaced {
-        inner["namespace"] = json!(request.target.namespace);
+        inner["namespace"] = json!(request.namespace);
     }
-    if let Some(subresource) = &request.target.subresource {
+    if let Some(subresource) = request.subresource {
         inner["subResource"] = json!(subresource);
     }
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": inner})
 }
 
-fn destination(api: &ApiServer, client_config: &Value, timeout: u64) -> Result<Destination, String> {
+fn destination(endpoints: &Endpoints, client_config: &Value, timeout: u64) -> Result<Destination, String> {
     if let Some(url) = client_config["url"].as_str() {
         let uri: http::Uri = url.parse().map_err(|e| format!("invalid url {url}: {e}"))?;
         let host = uri.host().ok_or("url without a host")?.to_owned();
@@ -138,15 +145,15 @@ fn destination(api: &ApiServer, client_config: &Value, timeout: u64) -> Result<D
     let path = service["path"].as_str().unwrap_or("/");
     let host = format!("{name}.{namespace}.svc");
     let display = format!("https://{host}:{port}{path}?timeout={timeout}s");
-    let address = api.endpoints.get(namespace, name).ok_or_else(|| format!("service \"{name}\" not found"))?;
+    let address = endpoints.get(namespace, name).ok_or_else(|| format!("service \"{name}\" not found"))?;
     Ok(Destination { address, server_name: host, path_and_query: format!("{path}?timeout={timeout}s"), display })
 }
 
 /// Calls one webhook: `Ok(response)` with the AdmissionReview's `response`, or the reason the call failed.
-async fn call(api: &ApiServer, webhook: &Value, review: &Value) -> Result<Value, String> {
+async fn call(endpoints: &Endpoints, webhook: &Value, review: &Value) -> Result<Value, String> {
     let timeout = webhook["timeoutSeconds"].as_u64().unwrap_or(10);
     let client_config = &webhook["clientConfig"];
-    let destination = destination(api, client_config, timeout)?;
+    let destination = destination(endpoints, client_config, timeout)?;
     let ca_bundle = client_config["caBundle"].as_str().map(|b| {
         use base64::Engine as _;
         base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default()
@@ -193,14 +200,14 @@ fn denial(webhook_name: &str, status: &Value) -> ApiError {
     ApiError::new(code, reason, message)
 }
 
-fn configurations(api: &ApiServer, resource: &str) -> Vec<Value> {
-    let mut found = api.store.all(&ResourceId::new("admissionregistration.k8s.io", resource));
+fn configurations(store: &Store, resource: &str) -> Vec<Value> {
+    let mut found = store.all(&ResourceId::new("admissionregistration.k8s.io", resource));
     found.sort_by(|a, b| a["metadata"]["name"].as_str().cmp(&b["metadata"]["name"].as_str()));
     found.into_iter().flat_map(|c| c["webhooks"].as_array().cloned().unwrap_or_default()).collect()
 }
 
-fn is_admission_configuration(target: &Target) -> bool {
-    target.resource.group == "admissionregistration.k8s.io"
+fn is_admission_configuration(resource: &ResourceType) -> bool {
+    resource.group == "admissionregistration.k8s.io"
 }
 
 /// The bytes of a response's `patch`, a Go `[]byte`: a base64 string, or (as Go's JSON decoder also accepts for a
@@ -221,24 +228,29 @@ fn patch_bytes(patch: &Value) -> Option<Result<Vec<u8>, String>> {
 }
 
 /// Runs the webhooks of one phase. Mutating webhooks return the object as they changed it.
-async fn run_phase(api: &ApiServer, mutating: bool, request: &Request<'_>) -> Result<Option<Value>, ApiError> {
+async fn run_phase(
+    store: &Store,
+    endpoints: &Endpoints,
+    mutating: bool,
+    request: &Request<'_>,
+) -> Result<Option<Value>, ApiError> {
     // kube-apiserver never sends webhook configurations themselves to webhooks, so a bad one can be removed.
-    if is_admission_configuration(request.target) {
+    if is_admission_configuration(request.resource) {
         return Ok(None);
     }
     let kind = if mutating { "mutatingwebhookconfigurations" } else { "validatingwebhookconfigurations" };
     let mut object = request.object.cloned();
-    for webhook in configurations(api, kind) {
+    for webhook in configurations(store, kind) {
         let current = Request { object: object.as_ref(), ..*request };
-        if !webhook_applies(api, &webhook, &current) {
+        if !webhook_applies(store, &webhook, &current) {
             continue;
         }
         let name = webhook["name"].as_str().unwrap_or_default().to_owned();
-        if request.options.dry_run && !matches!(webhook["sideEffects"].as_str(), Some("None" | "NoneOnDryRun")) {
+        if request.dry_run && !matches!(webhook["sideEffects"].as_str(), Some("None" | "NoneOnDryRun")) {
             return Err(ApiError::bad_request(format!("admission webhook \"{name}\" does not support dry run")));
         }
         let review = review_of(&current, &uuid::Uuid::new_v4().to_string());
-        let response = match call(api, &webhook, &review).await {
+        let response = match call(endpoints, &webhook, &review).await {
             Ok(response) => response,
             Err(why) if webhook["failurePolicy"] == "Ignore" => {
                 tracing::warn!(webhook = %name, %why, "webhook failed; ignored by its failurePolicy");
@@ -265,7 +277,7 @@ async fn run_phase(api: &ApiServer, mutating: bool, request: &Request<'_>) -> Re
                         "Internal error occurred: webhook \"{name}\" returned an invalid patch: {e}"
                     ))
                 })?;
-                let patched = crate::merge::patch::json_patch(current, &patch).map_err(|e| {
+                let patched = json_patch(current, &patch).map_err(|e| {
                     ApiError::internal(format!(
                         "Internal error occurred: webhook \"{name}\" returned a patch that does not apply: {e}"
                     ))
@@ -278,13 +290,13 @@ async fn run_phase(api: &ApiServer, mutating: bool, request: &Request<'_>) -> Re
 }
 
 /// The mutating phase: the object as the webhooks left it.
-pub async fn mutate(api: &ApiServer, request: &Request<'_>) -> Result<Option<Value>, ApiError> {
-    run_phase(api, true, request).await
+pub async fn mutate(store: &Store, endpoints: &Endpoints, request: &Request<'_>) -> Result<Option<Value>, ApiError> {
+    run_phase(store, endpoints, true, request).await
 }
 
 /// The validating phase: an error when a webhook denies or fails under `failurePolicy: Fail`.
-pub async fn validate(api: &ApiServer, request: &Request<'_>) -> Result<(), ApiError> {
-    run_phase(api, false, request).await.map(|_| ())
+pub async fn validate(store: &Store, endpoints: &Endpoints, request: &Request<'_>) -> Result<(), ApiError> {
+    run_phase(store, endpoints, false, request).await.map(|_| ())
 }
 
 #[cfg(test)]
