@@ -11,8 +11,9 @@ use axum::http::{HeaderMap, HeaderValue};
 use axum::response::Response;
 use serde_json::{json, Value};
 
-use crate::http::table::{self, Include};
-use crate::http::{filter, wants_table, Query};
+use super::content::wants_table;
+use super::query::{filter, Query};
+use super::table::{self, Include};
 use crate::request::api_server::ApiServer;
 use crate::request::types::Target;
 use crate::status::ApiError;

@@ -26,7 +26,7 @@ use axum::response::Response;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha512};
 
-use crate::http::Query;
+use super::query::Query;
 use crate::model::resources::ResourceType;
 use crate::request::api_server::ApiServer;
 use crate::status::ApiError;
