@@ -1,9 +1,13 @@
-//! The API's resources and kinds: the resource types served and their discovery (`resources`), what the built-in
-//! kinds' registries do (`builtin`), their defaults (`defaults`), metadata validation (`validation`), Events' two
-//! APIs (`events`) and the Service storage's allocations (`services`).
+//! The API's resources and kinds: the resource types served (`resources`) and their discovery documents
+//! (`discovery`), what the built-in kinds' registries do (`builtin`: decoding, create strategies, kind-specific
+//! validation), their defaults (`defaults`), metadata validation (`validation`), Events' two APIs (`events`) and
+//! the Service storage's field handling and allocations (`services`).
+//!
+//! May import `storage` and `status`.
 
 pub mod builtin;
 pub mod defaults;
+pub mod discovery;
 pub mod events;
 pub mod resources;
 pub mod services;
