@@ -1,10 +1,6 @@
 //! The project on the test control plane: its CRDs, RBAC and controllers installed on the Kubernetes API emulator
 //! (`kube-emulator`), a real OCI registry, and the walkthrough the `olmv2-control-plane` binary runs.
 
-pub use kube_emulator as apiserver;
-pub use kube_emulator::backend;
-pub use kube_emulator::crds::structural;
-
 pub mod project;
 pub mod registry;
 pub mod walkthrough;

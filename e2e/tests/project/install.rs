@@ -4,7 +4,7 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -13,8 +13,8 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube_emulator::ControlPlane;
 use olmv2::api::v2alpha1::{Approval, Install, InstallState, PermissionScope};
-use olmv2_e2e::apiserver::ControlPlane;
 use olmv2_e2e::project;
 use serde_json::{json, Value};
 use support::harness::{run, text, CONTROLLER_USER};
@@ -323,7 +323,7 @@ async fn a_pull_failure_is_a_content_import_error_until_the_registry_returns() {
 }
 
 /// A webhook that makes every ConfigMap write take a while, so a controller can be stopped in the middle of an apply.
-async fn slow_configmap_writes(plane: &ControlPlane) -> olmv2_e2e::backend::Backend {
+async fn slow_configmap_writes(plane: &ControlPlane) -> kube_emulator::backend::Backend {
     async fn slowly(body: axum::body::Bytes) -> axum::response::Response {
         let review: Value = serde_json::from_slice(&body).unwrap();
         tokio::time::sleep(Duration::from_millis(40)).await;
@@ -333,7 +333,7 @@ async fn slow_configmap_writes(plane: &ControlPlane) -> olmv2_e2e::backend::Back
             .body(axum::body::Body::from(answer.to_string()))
             .unwrap()
     }
-    let backend = olmv2_e2e::backend::Backend::start(
+    let backend = kube_emulator::backend::Backend::start(
         axum::Router::new().route("/slow", axum::routing::post(slowly)),
         &["slow.default.svc"],
         None,

@@ -6,14 +6,14 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use olmv2_e2e::apiserver::{ControlPlane, Options, Target, WriteOptions};
+use kube_emulator::{ControlPlane, Options, Target, WriteOptions};
 use serde_json::Value;
 use support::kubectl::{temp_dir, Kubectl};
 
@@ -27,12 +27,8 @@ async fn setup(dir: &Path) -> (ControlPlane, Kubectl) {
         .expect("CRDs served");
     let target = Target { resource: crd_type, namespace: String::new(), name: None, subresource: None };
     let options = WriteOptions::internal("test");
-    for crd in olmv2::crdgen::all_crds() {
-        plane
-            .api
-            .create(&target, serde_json::to_value(&crd).expect("JSON"), &options)
-            .await
-            .expect("project CRD accepted");
+    for crd in support::repository_crds() {
+        plane.api.create(&target, crd, &options).await.expect("project CRD accepted");
     }
     let kubeconfig = dir.join("kubeconfig");
     plane.write_kubeconfig(&kubeconfig).expect("kubeconfig written");

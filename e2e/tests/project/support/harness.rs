@@ -4,18 +4,19 @@
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use kube::api::{Api, ListParams};
+use kube_emulator::{ControlPlane, Options};
 use olmv2::bundle::image::{ImageClient, RegistryOptions};
 use olmv2::controller::ControllerOptions;
-use olmv2_e2e::apiserver::{ControlPlane, Options};
 use olmv2_e2e::project;
 use olmv2_e2e::registry::Registry;
 use serde_json::json;
+
+pub use super::emulator::kubectl::{run, text};
 
 /// The identity the controllers run as (`deploy/`'s ServiceAccount).
 pub const CONTROLLER_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller";
@@ -146,24 +147,4 @@ impl Drop for Harness {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// Runs `command` (never as an in-cluster client), `stdin` typed in.
-pub fn run(command: &mut Command, stdin: Option<&str>) -> Output {
-    let mut child = command
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the command runs (kubectl is a prerequisite)");
-    if let Some(text) = stdin {
-        child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("stdin");
-    }
-    child.wait_with_output().expect("output")
-}
-
-/// What a command printed, both streams.
-pub fn text(output: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }

@@ -6,8 +6,8 @@
 use axum::body::Bytes;
 use axum::extract::Path;
 use axum::http::HeaderMap;
-use olmv2_e2e::apiserver::ControlPlane;
-use olmv2_e2e::backend::{Backend, ClientName};
+use kube_emulator::backend::{Backend, ClientName};
+use kube_emulator::ControlPlane;
 use serde_json::{json, Value};
 
 fn json_response(value: &Value) -> axum::response::Response {

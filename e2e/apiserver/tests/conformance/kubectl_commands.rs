@@ -6,9 +6,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-mod support;
+use crate::support;
 
-use olmv2_e2e::apiserver::{ControlPlane, Options};
+use kube_emulator::{ControlPlane, Options};
 use serde_json::{json, Value};
 use support::kubectl::{temp_dir, Kubectl};
 
@@ -206,11 +206,11 @@ async fn edit_replace_force_label_and_annotate_overwrite() {
     let editor = dir.join("editor.sh");
     std::fs::write(&editor, "#!/bin/sh\nsed -i 's/^  mode: slow$/  mode: fast/' \"$1\"\n").expect("editor written");
     std::process::Command::new("chmod").arg("+x").arg(&editor).status().expect("chmod");
-    let output = support::harness::run(
+    let output = support::kubectl::run(
         kubectl.command(&["edit", "configmap", "settings", "-n", "demo"]).env("KUBE_EDITOR", &editor),
         None,
     );
-    assert!(output.status.success(), "{}", support::harness::text(&output));
+    assert!(output.status.success(), "{}", support::kubectl::text(&output));
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "configmap/settings edited");
     assert_eq!(kubectl.json(&["get", "cm", "settings", "-n", "demo"])["data"]["mode"], "fast");
 
@@ -425,7 +425,7 @@ async fn send_bytes(client: &kube::Client, path: &str, content_type: &str, body:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn protobuf_bodies_are_refused_where_kubernetes_refuses_them() {
-    use olmv2_e2e::apiserver::http::protobuf;
+    use kube_emulator::http::protobuf;
     let (plane, _kubectl, _dir) = setup("protobuf").await;
     let client = plane.client().await.expect("client");
     support::install_widgets(&client).await;

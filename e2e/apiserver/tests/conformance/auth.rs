@@ -3,9 +3,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-mod support;
+use crate::support;
 
-use olmv2_e2e::apiserver::ControlPlane;
+use kube_emulator::ControlPlane;
 use serde_json::{json, Value};
 use support::{call, get, post, start};
 

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use olmv2_e2e::apiserver::storage::selectors::LabelSelector;
-use olmv2_e2e::apiserver::storage::store::{EventType, Filter, ResourceId, Store, StoreError};
+use kube_emulator::storage::selectors::LabelSelector;
+use kube_emulator::storage::store::{EventType, Filter, ResourceId, Store, StoreError};
 use serde_json::{json, Value};
 
 fn configmaps() -> ResourceId {
@@ -99,7 +99,7 @@ fn lists_are_ordered_filtered_and_paginated() {
     for (namespace, name, tier) in [("b", "x", "web"), ("a", "z", "db"), ("a", "y", "web"), ("a", "w", "web")] {
         store.create(&configmaps(), configmap(namespace, name, json!({"tier": tier}))).expect("created");
     }
-    let names = |page: &olmv2_e2e::apiserver::storage::store::Page| -> Vec<String> {
+    let names = |page: &kube_emulator::storage::store::Page| -> Vec<String> {
         page.items
             .iter()
             .map(|o| {
@@ -127,7 +127,7 @@ fn lists_are_ordered_filtered_and_paginated() {
     assert!(matches!(store.list(&configmaps(), &Filter::default(), None, Some("zz")), Err(StoreError::BadRequest(_))));
 }
 
-async fn next(watch: &mut olmv2_e2e::apiserver::storage::store::Watch) -> (EventType, String) {
+async fn next(watch: &mut kube_emulator::storage::store::Watch) -> (EventType, String) {
     let event = tokio::time::timeout(Duration::from_secs(1), watch.next())
         .await
         .expect("an event within 1 s")

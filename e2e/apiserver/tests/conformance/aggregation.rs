@@ -4,10 +4,10 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-mod support;
+use crate::support;
 
-use olmv2_e2e::apiserver::ControlPlane;
-use olmv2_e2e::backend::Backend;
+use kube_emulator::backend::Backend;
+use kube_emulator::ControlPlane;
 use serde_json::{json, Value};
 use support::workloads::{api_service, metrics_backend};
 use support::{eventually, get, post, start};

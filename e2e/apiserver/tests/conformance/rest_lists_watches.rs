@@ -3,13 +3,13 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
-use olmv2_e2e::apiserver::{ControlPlane, Options};
+use kube_emulator::{ControlPlane, Options};
 use serde_json::{json, Value};
 use support::{get, post, start};
 

@@ -4,14 +4,14 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 
 use axum::body::Bytes;
 use axum::extract::State;
-use olmv2_e2e::apiserver::ControlPlane;
-use olmv2_e2e::backend::Backend;
+use kube_emulator::backend::Backend;
+use kube_emulator::ControlPlane;
 use serde_json::{json, Value};
 use support::{get, post, start};
 

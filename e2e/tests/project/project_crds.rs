@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use olmv2_e2e::structural::validate_crd;
+use crate::support::emulator as support;
+use kube_emulator::crds::structural::validate_crd;
 
 #[test]
 fn every_generated_crd_is_accepted() {
@@ -30,8 +31,6 @@ fn every_committed_crd_file_is_accepted() {
     }
     assert_eq!(count, olmv2::crdgen::all_crds().len());
 }
-
-mod support;
 
 /// The project's CRDs, created on the control plane: established, and refusing what their schemas refuse.
 #[tokio::test]

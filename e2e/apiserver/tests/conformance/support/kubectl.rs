@@ -1,8 +1,9 @@
 //! The real kubectl against a control plane: run a command with a kubeconfig, expect success or failure, read
-//! its JSON output.
+//! its JSON output; and any command run as kubectl is (`run`, `text`).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
@@ -25,7 +26,7 @@ impl Kubectl {
     }
 
     pub fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
-        super::harness::run(&mut self.command(args), stdin)
+        run(&mut self.command(args), stdin)
     }
 
     /// Runs kubectl and returns its standard output, failing the test when kubectl fails.
@@ -59,4 +60,24 @@ pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("olmv2-kubectl-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
+}
+
+/// Runs `command` (never as an in-cluster client), `stdin` typed in.
+pub fn run(command: &mut Command, stdin: Option<&str>) -> Output {
+    let mut child = command
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the command runs (kubectl is a prerequisite)");
+    if let Some(text) = stdin {
+        child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("stdin");
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// What a command printed, both streams.
+pub fn text(output: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }

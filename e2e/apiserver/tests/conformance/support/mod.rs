@@ -3,15 +3,14 @@
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+use std::path::Path;
 use std::time::Duration;
 
-pub mod harness;
-pub mod installs;
 pub mod kubectl;
 pub mod workloads;
 
 use http_body_util::BodyExt;
-use olmv2_e2e::apiserver::{ControlPlane, Options};
+use kube_emulator::{ControlPlane, Options};
 use serde_json::Value;
 
 pub async fn start() -> (ControlPlane, kube::Client) {
@@ -72,6 +71,20 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("timed out waiting for {what}");
+}
+
+/// The CustomResourceDefinitions committed in the repository's `crds/` (the project's, generated from its types, and
+/// kept current by its own tests): real schemas, with defaults, printer columns, `oneOf` and nested objects, for
+/// what kubectl reads of custom kinds.
+pub fn repository_crds() -> Vec<Value> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crds");
+    let mut files: Vec<_> =
+        std::fs::read_dir(&dir).expect("crds/ exists").map(|entry| entry.expect("entry").path()).collect();
+    files.sort();
+    files
+        .iter()
+        .map(|path| serde_yaml_ng::from_str(&std::fs::read_to_string(path).expect("readable")).expect("YAML"))
+        .collect()
 }
 
 pub fn crd(plural: &str, kind: &str, scope: &str, schema: Value, status: bool) -> Value {
