@@ -4,17 +4,17 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-use crate::support;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use olmv2::api::v2alpha1::{Approval, Install, InstallState};
 use serde_json::{json, Value};
-use support::harness::{text, Harness};
+use support::emulator::kubectl::text;
+use support::harness::Harness;
 use support::installs::{approve_patch, install_editor, install_yaml, installs, wait, wait_state};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

@@ -5,10 +5,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-use crate::support;
-
 use std::time::Duration;
 
+use crate::support;
 use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, DeleteParams};
@@ -18,7 +17,8 @@ use olmv2::api::v2alpha1::{
 };
 use olmv2_e2e::project;
 use serde_json::{json, Value};
-use support::harness::{text, Harness, CONTROLLER_USER};
+use support::emulator::kubectl::text;
+use support::harness::{Harness, CONTROLLER_USER};
 use support::installs::{approve_patch, install_editor, installs, push, start, wait, wait_state};
 
 /// Raw content binding `user` to cluster-admin: what an attacker wants applied.

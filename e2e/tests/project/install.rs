@@ -4,12 +4,11 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-use crate::support;
-
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use crate::support;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -17,7 +16,9 @@ use kube_emulator::ControlPlane;
 use olmv2::api::v2alpha1::{Approval, Install, InstallState, PermissionScope};
 use olmv2_e2e::project;
 use serde_json::{json, Value};
-use support::harness::{run, text, CONTROLLER_USER};
+use support::emulator::kubectl::{run, text};
+use support::emulator::workloads::admission_answer;
+use support::harness::CONTROLLER_USER;
 use support::installs::{approve_patch, install_editor, install_yaml, installs, push, start, wait, wait_state};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -327,11 +328,7 @@ async fn slow_configmap_writes(plane: &ControlPlane) -> kube_emulator::backend::
     async fn slowly(body: axum::body::Bytes) -> axum::response::Response {
         let review: Value = serde_json::from_slice(&body).unwrap();
         tokio::time::sleep(Duration::from_millis(40)).await;
-        let answer = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {"uid": review["request"]["uid"], "allowed": true}});
-        axum::response::Response::builder()
-            .header("content-type", "application/json")
-            .body(axum::body::Body::from(answer.to_string()))
-            .unwrap()
+        admission_answer(&review, json!({"allowed": true}))
     }
     let backend = kube_emulator::backend::Backend::start(
         axum::Router::new().route("/slow", axum::routing::post(slowly)),

@@ -6,10 +6,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-use crate::support;
-
 use std::time::Duration;
 
+use crate::support;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -17,7 +16,8 @@ use kube::core::DynamicObject;
 use olmv2::api::v2alpha1::{Install, Operator, OperatorState};
 use olmv2_e2e::project;
 use serde_json::{json, Value};
-use support::harness::{text, Harness};
+use support::emulator::kubectl::text;
+use support::harness::Harness;
 
 async fn start(name: &str) -> Harness {
     Harness::start("operator", name, &["operators", "catalogs"], Duration::from_secs(1)).await

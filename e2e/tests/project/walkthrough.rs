@@ -4,15 +4,15 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-use crate::support;
-
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support;
 use kube::api::Api;
 use olmv2::api::v2alpha1::{Install, InstallState, Operator, OperatorState};
 use olmv2_e2e::registry::Registry;
-use support::harness::{text, Harness};
+use support::emulator::kubectl::text;
+use support::harness::Harness;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_walkthrough_installs_plumbus_and_the_grumbo_operator() {

@@ -4,29 +4,18 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-use crate::support;
-
 use std::sync::{Arc, Mutex};
 
+use crate::support;
 use axum::body::Bytes;
 use axum::extract::State;
 use kube_emulator::backend::Backend;
 use kube_emulator::ControlPlane;
 use serde_json::{json, Value};
-use support::{get, post, start};
+use support::workloads::admission_answer;
+use support::{get, post, start, CMS};
 
 type Seen = Arc<Mutex<Vec<Value>>>;
-
-fn answer(review: &Value, response: Value) -> axum::response::Response {
-    let mut response = response;
-    response["uid"] = review["request"]["uid"].clone();
-    let body =
-        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}).to_string();
-    axum::response::Response::builder()
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from(body))
-        .expect("response")
-}
 
 /// Denies objects labelled `deny=true`, with a message.
 async fn validate(State(seen): State<Seen>, body: Bytes) -> axum::response::Response {
@@ -38,12 +27,12 @@ async fn validate(State(seen): State<Seen>, body: Bytes) -> axum::response::Resp
         &review["request"]["object"]
     };
     if object["metadata"]["labels"]["deny"] == "true" {
-        return answer(
+        return admission_answer(
             &review,
             json!({"allowed": false, "status": {"code": 403, "reason": "Forbidden", "message": "objects labelled deny=true are refused"}}),
         );
     }
-    answer(&review, json!({"allowed": true}))
+    admission_answer(&review, json!({"allowed": true}))
 }
 
 /// Adds the label `mutated=yes`.
@@ -56,7 +45,7 @@ async fn mutate(State(seen): State<Seen>, body: Bytes) -> axum::response::Respon
     } else {
         json!([{"op": "add", "path": "/metadata/labels", "value": {"mutated": "yes"}}])
     };
-    answer(
+    admission_answer(
         &review,
         json!({"allowed": true, "patchType": "JSONPatch", "patch": base64::engine::general_purpose::STANDARD.encode(patch.to_string())}),
     )
@@ -65,7 +54,7 @@ async fn mutate(State(seen): State<Seen>, body: Bytes) -> axum::response::Respon
 async fn slow(body: Bytes) -> axum::response::Response {
     tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     let review: Value = serde_json::from_slice(&body).expect("AdmissionReview");
-    answer(&review, json!({"allowed": true}))
+    admission_answer(&review, json!({"allowed": true}))
 }
 
 async fn webhook_backend(plane: &ControlPlane) -> (Backend, Seen) {
@@ -95,8 +84,6 @@ async fn configure(admin: &kube::Client, kind: &str, name: &str, webhooks: Vec<V
     let (code, body) = post(admin, &format!("/apis/admissionregistration.k8s.io/v1/{plural}"), &json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": name}, "webhooks": webhooks})).await;
     assert_eq!(code, 201, "{body}");
 }
-
-const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
 #[tokio::test]
 async fn a_validating_webhook_sees_the_requester_and_can_deny() {

@@ -4,7 +4,6 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
 use crate::support;
-
 use kube_emulator::ControlPlane;
 use serde_json::{json, Value};
 use support::{call, get, post, start};

@@ -7,7 +7,6 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
 use crate::support;
-
 use kube_emulator::{ControlPlane, Options};
 use serde_json::{json, Value};
 use support::kubectl::{temp_dir, Kubectl};

@@ -9,6 +9,7 @@ mod auth;
 mod controller_loop;
 mod kubectl;
 mod kubectl_commands;
+mod kubectl_openapi;
 mod rest_defaults;
 mod rest_lifecycle;
 mod rest_lists_watches;

@@ -5,11 +5,9 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
 use crate::support;
-
 use serde_json::{json, Value};
-use support::{get, patch, post, put, start};
+use support::{get, patch, post, put, start, DEPLOYMENTS};
 
-const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
 const SERVICES: &str = "/api/v1/namespaces/default/services";
 const WEBHOOKS: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations";
 

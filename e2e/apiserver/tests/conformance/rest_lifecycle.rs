@@ -5,11 +5,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
 use crate::support;
-
 use serde_json::{json, Value};
-use support::{delete, eventually, get, patch, post, start};
-
-const CMS: &str = "/api/v1/namespaces/default/configmaps";
+use support::{delete, eventually, get, patch, post, start, CMS};
 
 async fn exists(client: &kube::Client, path: &str) -> bool {
     get(client, path).await.0 == 200

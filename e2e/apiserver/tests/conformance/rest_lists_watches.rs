@@ -3,17 +3,14 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-use crate::support;
-
 use std::time::Duration;
 
+use crate::support;
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
 use kube_emulator::{ControlPlane, Options};
 use serde_json::{json, Value};
-use support::{get, post, start};
-
-const CMS: &str = "/api/v1/namespaces/default/configmaps";
+use support::{get, post, start, CMS};
 
 async fn seed(client: &kube::Client, count: usize) {
     for i in 0..count {

@@ -5,11 +5,8 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
 use crate::support;
-
 use serde_json::json;
-use support::{get, patch, post, put, start};
-
-const CMS: &str = "/api/v1/namespaces/default/configmaps";
+use support::{get, patch, post, put, start, CMS};
 
 #[tokio::test]
 async fn create_get_and_the_errors_of_missing_and_duplicate_objects() {

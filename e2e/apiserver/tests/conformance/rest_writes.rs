@@ -3,12 +3,9 @@
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
 use crate::support;
-
 use serde_json::{json, Value};
-use support::{call, get, patch, post, put, start};
+use support::{call, get, patch, post, put, start, CMS, DEPLOYMENTS};
 
-const CMS: &str = "/api/v1/namespaces/default/configmaps";
-const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
 const WIDGETS: &str = "/apis/example.com/v1/namespaces/default/widgets";
 
 fn deployment() -> Value {

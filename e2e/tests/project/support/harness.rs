@@ -5,7 +5,7 @@
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use kube::api::{Api, ListParams};
@@ -16,7 +16,7 @@ use olmv2_e2e::project;
 use olmv2_e2e::registry::Registry;
 use serde_json::json;
 
-pub use super::emulator::kubectl::{run, text};
+use super::emulator::kubectl::Kubectl;
 
 /// The identity the controllers run as (`deploy/`'s ServiceAccount).
 pub const CONTROLLER_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller";
@@ -120,9 +120,7 @@ impl Harness {
 
     /// The real kubectl with `kubeconfig`, `stdin` typed in.
     pub fn kubectl(&self, kubeconfig: &str, args: &[&str], stdin: Option<&str>) -> Output {
-        let path = self.dir.join(format!("{}.kubeconfig", kubeconfig.len()));
-        std::fs::write(&path, kubeconfig).expect("kubeconfig");
-        run(Command::new("kubectl").args(args).env("KUBECONFIG", &path), stdin)
+        Kubectl::with_kubeconfig(&self.dir, &format!("{}.kubeconfig", kubeconfig.len()), kubeconfig).run(args, stdin)
     }
 
     pub fn admin_kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use kube_emulator::{ControlPlane, Options, Target, WriteOptions};
 use serde_json::Value;
 
 pub struct Kubectl {
@@ -53,6 +54,26 @@ impl Kubectl {
         all.extend(["-o", "json"]);
         serde_json::from_str(&self.ok(&all, None)).expect("kubectl -o json prints JSON")
     }
+}
+
+/// A control plane with the repository's CRDs installed (`super::repository_crds`), and a kubectl for it whose
+/// kubeconfig is written in `dir`.
+pub async fn start_with_crds(dir: &Path) -> (ControlPlane, Kubectl) {
+    let plane = ControlPlane::start(Options::default()).await.expect("control plane starts");
+    let crd_type = plane
+        .api
+        .resources()
+        .lookup("apiextensions.k8s.io", "v1", "customresourcedefinitions")
+        .cloned()
+        .expect("CRDs served");
+    let target = Target { resource: crd_type, namespace: String::new(), name: None, subresource: None };
+    let options = WriteOptions::internal("test");
+    for crd in super::repository_crds() {
+        plane.api.create(&target, crd, &options).await.expect("project CRD accepted");
+    }
+    let kubeconfig = dir.join("kubeconfig");
+    plane.write_kubeconfig(&kubeconfig).expect("kubeconfig written");
+    (plane, Kubectl { kubeconfig })
 }
 
 /// A fresh directory for one test's files.

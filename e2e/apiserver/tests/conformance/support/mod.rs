@@ -1,5 +1,7 @@
 //! Shared helpers of the emulator's tests: a started control plane and raw requests that return the status code
-//! and the JSON body, so tests can assert the exact `Status` kube-apiserver would answer.
+//! and the JSON body, so tests can assert the exact `Status` kube-apiserver would answer; the paths and CRDs tests
+//! write; kubectl and the commands it runs (`kubectl`); workloads the cluster would run (`workloads`). The project's
+//! suites include this module too (as `support::emulator`), so what both need is written once.
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -12,6 +14,11 @@ pub mod workloads;
 use http_body_util::BodyExt;
 use kube_emulator::{ControlPlane, Options};
 use serde_json::Value;
+
+/// The ConfigMaps of the `default` namespace, the objects most tests write.
+pub const CMS: &str = "/api/v1/namespaces/default/configmaps";
+/// The Deployments of the `default` namespace.
+pub const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/default/deployments";
 
 pub async fn start() -> (ControlPlane, kube::Client) {
     let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };

@@ -1,5 +1,6 @@
 //! Workloads the cluster would run, for tests: an aggregated API server (`metrics.example.com/v1`, `samples` that
-//! say who asked) and an admission webhook that refuses ConfigMaps labelled `deny=true`.
+//! say who asked), an admission webhook that refuses ConfigMaps labelled `deny=true`, and the AdmissionReview
+//! answer every test webhook gives.
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -15,6 +16,13 @@ fn json_response(value: &Value) -> axum::response::Response {
         .header("content-type", "application/json")
         .body(axum::body::Body::from(value.to_string()))
         .expect("response")
+}
+
+/// A webhook's answer to the AdmissionReview `review`: `response` (`allowed`, a `status`, a `patch`...) for its uid.
+pub fn admission_answer(review: &Value, response: Value) -> axum::response::Response {
+    let mut response = response;
+    response["uid"] = review["request"]["uid"].clone();
+    json_response(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
 }
 
 async fn discovery() -> axum::response::Response {
@@ -54,12 +62,12 @@ pub fn api_service(ca_bundle: &str) -> Value {
 async fn deny_labelled(body: Bytes) -> axum::response::Response {
     let review: Value = serde_json::from_slice(&body).expect("AdmissionReview");
     let denied = review["request"]["object"]["metadata"]["labels"]["deny"] == "true";
-    let mut response = json!({"uid": review["request"]["uid"], "allowed": !denied});
+    let mut response = json!({"allowed": !denied});
     if denied {
         response["status"] =
             json!({"code": 403, "reason": "Forbidden", "message": "objects labelled deny=true are refused"});
     }
-    json_response(&json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}))
+    admission_answer(&review, response)
 }
 
 /// A webhook service `default/webhooks` refusing ConfigMaps labelled `deny=true`, and its configuration.
