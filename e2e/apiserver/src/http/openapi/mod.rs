@@ -5,6 +5,8 @@
 //! resource in one document, in JSON or in gnostic's protobuf, which kubectl asks for to validate a `kind: List` on
 //! the client). Resources served by aggregated API servers are left out (kube-apiserver would publish the
 //! documents their servers publish). Documents are built once per set of served resources and kept.
+//!
+//! May import the served resource types (`model`, through `request`'s `ApiServer`), `status` and the query of `http`.
 
 mod crd;
 mod definitions;

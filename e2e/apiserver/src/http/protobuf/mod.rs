@@ -2,6 +2,8 @@
 //! prefix and the `runtime.Unknown` envelope (type meta, then the object's message), with the messages converted to
 //! and from the JSON the rest of the server keeps (`convert`, driven by the generated message `table`). Custom
 //! resources have no protobuf form, in Kubernetes as here.
+//!
+//! Imports nothing of the emulator.
 
 mod convert;
 #[cfg(test)]

@@ -3,6 +3,8 @@
 //! cells kube-apiserver's printers give them (`core_group`, `pod`, `network`, `workloads`, `cluster`), all columns at
 //! once as kube-apiserver sends them (kubectl hides those of priority 1 unless `-o wide`); kinds without a printer
 //! the default `Name` and `Created At`.
+//!
+//! May import `model`.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};

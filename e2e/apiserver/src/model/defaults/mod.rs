@@ -8,6 +8,8 @@
 //! `terminationGracePeriodSeconds`, ...) is defaulted only when absent, so an explicit `0`, `false` or `""` stays; a
 //! plain string or number (`imagePullPolicy`, a probe's `timeoutSeconds`, a port's `protocol`) is defaulted when it
 //! holds its zero value too, since Go cannot tell that from absence.
+//!
+//! Imports nothing of the emulator.
 
 use serde_json::{json, Map, Value};
 

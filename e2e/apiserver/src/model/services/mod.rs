@@ -4,6 +4,8 @@
 //! it picks them at random above a low band kept for explicit requests; an address or port is taken while a stored
 //! Service holds it or a write in flight was handed it, and free again once its Service is gone. Explicit requests
 //! for a taken or out-of-range one are refused with kube's errors.
+//!
+//! May import `storage`, `status` and `model`'s resource types.
 
 mod fields;
 
