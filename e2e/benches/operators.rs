@@ -14,8 +14,8 @@ use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{watcher, WatchStreamExt};
+use kube_emulator::{ControlPlane, Options};
 use olmv2::api::v2alpha1::Operator;
-use olmv2_e2e::apiserver::{ControlPlane, Options};
 use olmv2_e2e::project;
 use serde_json::{json, Value};
 

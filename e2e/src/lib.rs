@@ -1,8 +1,6 @@
-//! The test control plane: what a Kubernetes API server checks and does, for the project's tests.
+//! The project on the test control plane: its CRDs, RBAC and controllers installed on the Kubernetes API emulator
+//! (`kube-emulator`), a real OCI registry, and the walkthrough the `olmv2-control-plane` binary runs.
 
-pub mod apiserver;
-pub mod backend;
 pub mod project;
 pub mod registry;
-pub mod structural;
 pub mod walkthrough;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use olmv2_e2e::apiserver::{ControlPlane, Options};
+use kube_emulator::{ControlPlane, Options};
 use olmv2_e2e::{project, walkthrough};
 
 #[derive(Debug, Parser)]

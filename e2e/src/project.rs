@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::apiserver::api::{Target, WriteOptions};
-use crate::apiserver::ControlPlane;
+use kube_emulator::{ControlPlane, Target, WriteOptions};
 
 /// The controller's namespace and ServiceAccount, as `deploy/` names them.
 pub const CONTROLLER_NAMESPACE: &str = "olmv2-system";
@@ -30,7 +29,7 @@ pub enum ProjectError {
     Config(String),
 }
 
-fn api_error(error: crate::apiserver::status::ApiError) -> ProjectError {
+fn api_error(error: kube_emulator::ApiError) -> ProjectError {
     ProjectError::Api(error.message)
 }
 

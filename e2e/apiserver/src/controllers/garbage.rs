@@ -1,0 +1,155 @@
+//! The garbage collector: dependents of a deleted owner are deleted (background), owners deleted in the foreground
+//! wait for the dependents that block them, orphaning removes the owner reference, and references to owners that do
+//! not exist are removed or, when no owner is left, their dependent deleted. References it cannot resolve (an
+//! unknown kind, a namespaced owner of a cluster-scoped object) are left alone.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use super::writes::{delete_quietly, has_finalizer, remove_finalizer, resource_type, update_quietly};
+use crate::model::resources::ResourceType;
+use crate::request::api_server::ApiServer;
+use crate::request::deletion::Propagation;
+
+/// An object the collector can see, with where it lives.
+struct Node {
+    resource: ResourceType,
+    object: Value,
+}
+
+pub(super) async fn garbage_collect(api: &ApiServer) {
+    let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
+    for id in api.store.resource_ids() {
+        let Some(resource) = resource_type(api, &id) else { continue };
+        for object in api.store.all(&id) {
+            if let Some(uid) = object["metadata"]["uid"].as_str() {
+                nodes.insert(uid.to_owned(), Node { resource: resource.clone(), object: object.clone() });
+            }
+        }
+    }
+    // Dependents by owner uid.
+    let mut dependents: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (uid, node) in &nodes {
+        for reference in node.object["metadata"]["ownerReferences"].as_array().into_iter().flatten() {
+            if let Some(owner) = reference["uid"].as_str() {
+                dependents.entry(owner.to_owned()).or_default().push(uid.clone());
+            }
+        }
+    }
+    for (uid, node) in &nodes {
+        let being_deleted = !node.object["metadata"]["deletionTimestamp"].is_null();
+        if being_deleted && has_finalizer(&node.object, "orphan") {
+            orphan_dependents(api, uid, &nodes, dependents.get(uid)).await;
+        }
+        if being_deleted && has_finalizer(&node.object, "foregroundDeletion") {
+            let blocking: Vec<&Node> = dependents
+                .get(uid)
+                .into_iter()
+                .flatten()
+                .filter_map(|d| nodes.get(d))
+                .filter(|d| reference_to(&d.object, uid).is_some_and(|r| r["blockOwnerDeletion"] == true))
+                .collect();
+            if blocking.is_empty() {
+                remove_finalizer(api, &node.resource, &node.object, "foregroundDeletion").await;
+            }
+        }
+        collect_if_orphaned(api, node, &nodes).await;
+    }
+}
+
+fn reference_to<'a>(object: &'a Value, owner_uid: &str) -> Option<&'a Value> {
+    object["metadata"]["ownerReferences"].as_array()?.iter().find(|r| r["uid"] == owner_uid)
+}
+
+async fn orphan_dependents(
+    api: &ApiServer,
+    owner_uid: &str,
+    nodes: &BTreeMap<String, Node>,
+    dependents: Option<&Vec<String>>,
+) {
+    for dependent in dependents.into_iter().flatten().filter_map(|d| nodes.get(d)) {
+        let mut object = dependent.object.clone();
+        let kept: Vec<Value> = object["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r["uid"] != owner_uid)
+            .cloned()
+            .collect();
+        match object["metadata"].as_object_mut() {
+            // Kubernetes writes no empty list (`omitempty`): the last reference gone, the field is gone.
+            Some(metadata) if kept.is_empty() => {
+                metadata.remove("ownerReferences");
+            }
+            _ => object["metadata"]["ownerReferences"] = Value::Array(kept),
+        }
+        update_quietly(api, &dependent.resource, object, None).await;
+    }
+    if let Some(owner) = nodes.get(owner_uid) {
+        remove_finalizer(api, &owner.resource, &owner.object, "orphan").await;
+    }
+}
+
+/// Whether an owner reference resolves to a live object: same uid, found where the dependent can name it.
+enum Owner {
+    Solid,
+    WaitingForDependents,
+    Absent,
+    /// A reference the collector cannot resolve (unknown kind, namespaced owner of a cluster-scoped object).
+    Unresolvable,
+}
+
+fn classify(api: &ApiServer, dependent: &Node, reference: &Value, nodes: &BTreeMap<String, Node>) -> Owner {
+    let api_version = reference["apiVersion"].as_str().unwrap_or_default();
+    let kind = reference["kind"].as_str().unwrap_or_default();
+    let Some(owner_type) = api.resources().by_kind(api_version, kind).cloned() else { return Owner::Unresolvable };
+    if owner_type.namespaced && !dependent.resource.namespaced {
+        return Owner::Unresolvable;
+    }
+    let uid = reference["uid"].as_str().unwrap_or_default();
+    let Some(owner) = nodes.get(uid) else { return Owner::Absent };
+    let same_place = owner.resource.id() == owner_type.id()
+        && owner.object["metadata"]["name"] == reference["name"]
+        && (!owner_type.namespaced
+            || owner.object["metadata"]["namespace"] == dependent.object["metadata"]["namespace"]);
+    if !same_place {
+        return Owner::Absent;
+    }
+    if !owner.object["metadata"]["deletionTimestamp"].is_null() && has_finalizer(&owner.object, "foregroundDeletion") {
+        Owner::WaitingForDependents
+    } else {
+        Owner::Solid
+    }
+}
+
+async fn collect_if_orphaned(api: &ApiServer, node: &Node, nodes: &BTreeMap<String, Node>) {
+    let references: Vec<Value> = node.object["metadata"]["ownerReferences"].as_array().cloned().unwrap_or_default();
+    if references.is_empty() || !node.object["metadata"]["deletionTimestamp"].is_null() {
+        return;
+    }
+    let mut solid = 0;
+    let mut dangling = BTreeSet::new();
+    let mut waiting = 0;
+    for reference in &references {
+        match classify(api, node, reference, nodes) {
+            Owner::Solid | Owner::Unresolvable => solid += 1,
+            Owner::WaitingForDependents => waiting += 1,
+            Owner::Absent => {
+                dangling.insert(reference["uid"].as_str().unwrap_or_default().to_owned());
+            }
+        }
+    }
+    if solid > 0 {
+        if !dangling.is_empty() {
+            let mut object = node.object.clone();
+            let kept: Vec<Value> =
+                references.into_iter().filter(|r| !dangling.contains(r["uid"].as_str().unwrap_or_default())).collect();
+            object["metadata"]["ownerReferences"] = Value::Array(kept);
+            update_quietly(api, &node.resource, object, None).await;
+        }
+        return;
+    }
+    let propagation = if waiting > 0 { Some(Propagation::Foreground) } else { None };
+    delete_quietly(api, &node.resource, &node.object, propagation).await;
+}

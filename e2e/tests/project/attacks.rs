@@ -1,0 +1,609 @@
+//! The approval gate attacked, one scenario per attack of `docs/security.md`, on the test control plane with the
+//! controller running as `deploy/` runs it and the real kubectl in the attacker's hands. Each scenario proves from
+//! the audit log that nothing was written with a permission nobody approved, and that the controller stays healthy
+//! (a fresh Install still goes through approval to Installed).
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
+
+use std::time::Duration;
+
+use crate::support;
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::api::{Api, DeleteParams};
+use olmv2::api::v2alpha1::{
+    Approval, Install, InstallState, PendingReason, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
+    MANUAL_APPROVAL_ANNOTATION,
+};
+use olmv2_e2e::project;
+use serde_json::{json, Value};
+use support::emulator::kubectl::text;
+use support::harness::{Harness, CONTROLLER_USER};
+use support::installs::{approve_patch, install_editor, installs, push, start, wait, wait_state};
+
+/// Raw content binding `user` to cluster-admin: what an attacker wants applied.
+fn escalation(user: &str) -> String {
+    format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {user}-is-admin\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\nsubjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: {user}\n"
+    )
+}
+
+fn raw_install(name: &str, raw: &str, to: &str) -> String {
+    let indented: String = raw.lines().map(|line| format!("      {line}\n")).collect();
+    format!(
+        "apiVersion: operators.coreos.com/v2alpha1\nkind: Install\nmetadata:\n  name: {name}\nspec:\n  namespaces:\n  - from: default\n    to: {to}\n  content:\n  - type: Raw\n    raw: |\n{indented}"
+    )
+}
+
+fn config_map(name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
+}
+
+/// Gives `user` the verbs on a resource of `operators.coreos.com` cluster-wide; answers their kubeconfig.
+async fn may(harness: &Harness, user: &str, resource: &str, verbs: &[&str]) -> String {
+    let role = format!("{resource}-{}", verbs.join("-"));
+    for object in [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": role},
+            "rules": [{"apiGroups": ["operators.coreos.com"], "resources": [resource], "verbs": verbs}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": format!("{role}-{user}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]}),
+    ] {
+        // The role may exist already, for another user.
+        let _ = project::create(&harness.plane, &object).await;
+    }
+    harness.plane.user_kubeconfig(user, &[])
+}
+
+/// A user who may create, read and update Installs, and nothing else: the attacker of the issue.
+async fn install_author(harness: &Harness, name: &str) -> String {
+    may(harness, name, "installs", &["create", "get", "list", "watch", "update", "patch"]).await
+}
+
+fn apply(harness: &Harness, kubeconfig: &str, manifest: &str) {
+    let applied = harness.kubectl(kubeconfig, &["apply", "-f", "-"], Some(manifest));
+    assert!(applied.status.success(), "{}", text(&applied));
+}
+
+/// No successful write of `resource`/`name` happened, by anyone.
+fn never_written(harness: &Harness, resource: &str, name: &str) {
+    let writes: Vec<_> = harness
+        .plane
+        .api
+        .audit
+        .records()
+        .into_iter()
+        .filter(|r| r.resource == resource && r.name == name && r.code < 300)
+        .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch"))
+        .collect();
+    assert!(writes.is_empty(), "{resource}/{name} was written: {writes:?}");
+}
+
+/// No ClusterRoleBinding binds `user` to cluster-admin: they did not become it.
+async fn not_bound(harness: &Harness, user: &str) {
+    for binding in Api::<ClusterRoleBinding>::all(harness.admin.clone()).list(&Default::default()).await.unwrap() {
+        let subjects = binding.subjects.unwrap_or_default();
+        let admin = binding.role_ref.name == "cluster-admin" && subjects.iter().any(|s| s.name == user);
+        assert!(!admin, "{user} was made cluster-admin by {:?}", binding.metadata.name);
+    }
+}
+
+/// The admin applies a ConfigMap `name` through an Install of that name, approves it, and waits until it is installed.
+async fn installed_by_admin(harness: &Harness, name: &str, value: &str) -> Install {
+    apply(harness, &harness.plane.kubeconfig(), &raw_install(name, &config_map(name, value), "operators"));
+    wait_state(harness, name, InstallState::PendingApproval).await;
+    let approved = harness.admin_kubectl(&["patch", "install", name, "--type", "merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "{}", text(&approved));
+    wait_state(harness, name, InstallState::Installed).await
+}
+
+/// The controller still works: a fresh Install waits for approval, is approved by the admin and installed.
+async fn controller_healthy(harness: &Harness, name: &str) {
+    installed_by_admin(harness, name, "ok").await;
+    let accounts = Api::<ServiceAccount>::namespaced(harness.admin.clone(), "olmv2-system");
+    let controller = accounts.get("olmv2-controller").await.expect("the controller's own account is still there");
+    assert!(controller.metadata.owner_references.unwrap_or_default().is_empty(), "nobody owns the controller");
+}
+
+async fn pending_reason(harness: &Harness, name: &str, reason: PendingReason) -> Install {
+    wait(harness, name, &format!("pending for {reason:?}"), |install| {
+        install.status.as_ref().and_then(|s| s.pending.as_ref()).and_then(|p| p.reason) == Some(reason)
+            && install.status.as_ref().and_then(|s| s.state) == Some(InstallState::PendingApproval)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_install_named_after_an_existing_account_gets_its_own_and_takes_over_nothing() {
+    let harness = start("attack-names").await;
+    let mallory = install_author(&harness, "mallory").await;
+    // The controller's own account, a namespace's default account, the webhook's Service (and Secret) name.
+    for name in ["olmv2-controller", "default", "olmv2-webhook"] {
+        apply(&harness, &mallory, &raw_install(name, &escalation("mallory"), "operators"));
+        let pending = wait_state(&harness, name, InstallState::PendingApproval).await;
+        let status = pending.status.unwrap();
+        let account = status.service_account_ref.unwrap();
+        assert_eq!(account.namespace, "olmv2-system");
+        assert_ne!(account.name, name, "an Install never runs as an existing account of its name");
+        assert!(account.name.starts_with(&format!("{name}-")), "{account:?}");
+        let pending = status.pending.unwrap();
+        assert!(pending.count > 0);
+        // The approver sees whom the content binds, and to what.
+        let binding = pending.bindings.iter().find(|b| b.name == "mallory-is-admin").expect("disclosed");
+        assert_eq!(binding.role_ref.name, "cluster-admin");
+        assert!(binding.subjects.iter().any(|s| s.kind == "User" && s.name == "mallory"), "{binding:?}");
+        let shown = olmv2::cmd::approve::describe_pending(&pending_install(&harness, name).await);
+        assert!(shown.contains("mallory") && shown.contains("cluster-admin"), "{shown}");
+        // The creator is recorded as the API server authenticated them.
+        let creator = pending_install(&harness, name).await.metadata.annotations.unwrap()[CREATOR_ANNOTATION].clone();
+        assert!(creator.contains("\"username\":\"mallory\""), "{creator}");
+    }
+    let accounts = Api::<ServiceAccount>::namespaced(harness.admin.clone(), "olmv2-system");
+    for existing in ["olmv2-controller", "default"] {
+        let account = accounts.get(existing).await.unwrap();
+        assert!(account.metadata.owner_references.unwrap_or_default().is_empty(), "{existing} was adopted");
+    }
+    never_written(&harness, "clusterrolebindings", "mallory-is-admin");
+    not_bound(&harness, "mallory").await;
+    // Deleting the Install takes nothing of the controller's with it.
+    installs(&harness).delete("olmv2-controller", &DeleteParams::default()).await.unwrap();
+    controller_healthy(&harness, "after-names").await;
+}
+
+/// The admin approves what `name` waits for, and the Install rolls out to Installed.
+async fn approve_and_roll_out(harness: &Harness, name: &str) -> Install {
+    let approved = harness.admin_kubectl(&["patch", "install", name, "--type", "merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "{}", text(&approved));
+    wait_state(harness, name, InstallState::Applying).await;
+    harness.roll_out("operators").await;
+    wait_state(harness, name, InstallState::Installed).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn approved_content_never_takes_over_an_existing_object() {
+    let harness = start("attack-takeover").await;
+    // Content naming the controller's own account and an existing namespace: once approved (by someone holding
+    // everything), applying would make them the Install's, and deleting the Install would delete them.
+    let raw = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: olmv2-controller\n  namespace: olmv2-system\n";
+    let mallory = install_author(&harness, "mallory").await;
+    apply(&harness, &mallory, &raw_install("takeover", raw, "operators"));
+    wait_state(&harness, "takeover", InstallState::PendingApproval).await;
+    let approved =
+        harness.admin_kubectl(&["patch", "install", "takeover", "--type", "merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "{}", text(&approved));
+    let refused = wait(&harness, "takeover", "refused", |install| {
+        install
+            .status
+            .as_ref()
+            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Installed" && c.reason == "ObjectNotOwned"))
+    })
+    .await;
+    let message = refused.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Installed").unwrap().message;
+    assert!(message.contains("ServiceAccount olmv2-system/olmv2-controller exists"), "{message}");
+    installs(&harness).delete("takeover", &DeleteParams::default()).await.unwrap();
+    controller_healthy(&harness, "after-takeover").await;
+}
+
+async fn pending_install(harness: &Harness, name: &str) -> Install {
+    installs(harness).get(name).await.unwrap()
+}
+
+/// A namespace `team` whose one OperatorGroup names the account `robot`, which holds cluster-admin.
+async fn powerful_operator_group(harness: &Harness) {
+    for object in [
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot", "namespace": "team"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "robot-admin"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+            "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": "team"}]}),
+        json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "team", "namespace": "team"},
+            "spec": {"serviceAccountName": "robot", "targetNamespaces": ["team"]}}),
+    ] {
+        project::create(&harness.plane, &object).await.expect("created");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_groups_account_lends_its_rights_only_to_creators_who_may_use_it() {
+    let harness = start("attack-og").await;
+    powerful_operator_group(&harness).await;
+    let mallory = install_author(&harness, "mallory").await;
+    apply(&harness, &mallory, &raw_install("borrow", &escalation("mallory"), "team"));
+    let pending = wait_state(&harness, "borrow", InstallState::PendingApproval).await;
+    let status = pending.status.unwrap();
+    let account = status.service_account_ref.unwrap();
+    assert_eq!((account.namespace.as_str(), account.name.as_str()), ("team", "robot"));
+    assert!(status.pending.unwrap().count > 0, "robot's cluster-admin does not count for mallory");
+    never_written(&harness, "clusterrolebindings", "mallory-is-admin");
+    not_bound(&harness, "mallory").await;
+
+    // Someone who may create Subscriptions in `team` (what OLM v0 asked of whoever used the group's account) may use
+    // what it holds: their Install applies at once, with nothing pending.
+    let alice = install_author(&harness, "alice").await;
+    for object in [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "subscriber", "namespace": "team"},
+            "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["subscriptions"], "verbs": ["create"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "alice-subscriber", "namespace": "team"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "subscriber"},
+            "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}]}),
+    ] {
+        project::create(&harness.plane, &object).await.expect("created");
+    }
+    apply(&harness, &alice, &raw_install("settings", &config_map("settings", "1"), "team"));
+    let installed = wait_state(&harness, "settings", InstallState::Installed).await;
+    assert_eq!(installed.status.unwrap().pending.map(|p| p.count), Some(0));
+    assert!(Api::<ConfigMap>::namespaced(harness.admin.clone(), "team").get_opt("settings").await.unwrap().is_some());
+
+    // Mallory may not borrow alice's standing either: changing the content of alice's Install is marked, and waits.
+    let swapped = json!({"spec": {"content": [{"type": "Raw", "raw": escalation("mallory")}]}});
+    let patched = harness.kubectl(
+        &mallory,
+        &["patch", "install", "settings", "--type", "merge", "-p", &swapped.to_string()],
+        None,
+    );
+    assert!(patched.status.success(), "{}", text(&patched));
+    let marked = pending_reason(&harness, "settings", PendingReason::ContentChanged).await;
+    assert_eq!(marked.metadata.annotations.unwrap()[CONTENT_CHANGED_BY_ANNOTATION], "mallory");
+    never_written(&harness, "clusterrolebindings", "mallory-is-admin");
+    not_bound(&harness, "mallory").await;
+    controller_healthy(&harness, "after-og").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn orphaned_grants_and_accounts_are_never_inherited() {
+    let harness = start("attack-orphans").await;
+    let first = installed_by_admin(&harness, "settings", "approved").await;
+    let first_account = first.status.unwrap().service_account_ref.unwrap();
+
+    let orphaned = harness.admin_kubectl(&["delete", "install", "settings", "--cascade=orphan"], None);
+    assert!(orphaned.status.success(), "{}", text(&orphaned));
+    let mallory = install_author(&harness, "mallory").await;
+    // The same name, content needing exactly the rules granted before, other data.
+    apply(&harness, &mallory, &raw_install("settings", &config_map("settings", "mallory's"), "operators"));
+    let second = wait(&harness, "settings", "a new Install waiting", |install| {
+        install.metadata.uid != first.metadata.uid
+            && install.status.as_ref().and_then(|s| s.state) == Some(InstallState::PendingApproval)
+    })
+    .await;
+    let status = second.status.unwrap();
+    let second_account = status.service_account_ref.unwrap();
+    assert_ne!(second_account, first_account, "a new uid, a new account");
+    assert!(status.pending.unwrap().count > 0, "the orphan's grants count for nothing");
+    let live = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators").get("settings").await.unwrap();
+    assert_eq!(live.data.unwrap()["value"], "approved", "nothing of mallory's was applied");
+    let new_user = format!("system:serviceaccount:olmv2-system:{}", second_account.name);
+    let by_new = harness
+        .plane
+        .api
+        .audit
+        .records()
+        .into_iter()
+        .filter(|r| r.acting_user() == new_user && r.verb != "get" && r.code < 300)
+        .count();
+    assert_eq!(by_new, 0, "the new account wrote nothing before an approval");
+    controller_healthy(&harness, "after-orphans").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn swapping_the_payload_of_an_approved_install_waits_for_a_person_holding_all_it_uses() {
+    let harness = start("attack-swap").await;
+    installed_by_admin(&harness, "settings", "approved").await;
+
+    // bob may update Installs and holds nothing the account was granted: his content (same rules, other data) waits.
+    let bob = install_editor(&harness, "bob").await;
+    let swapped = json!({"spec": {"content": [{"type": "Raw", "raw": config_map("settings", "bob's")}]}});
+    let patched =
+        harness.kubectl(&bob, &["patch", "install", "settings", "--type", "merge", "-p", &swapped.to_string()], None);
+    assert!(patched.status.success(), "{}", text(&patched));
+    let waiting = pending_reason(&harness, "settings", PendingReason::ContentChanged).await;
+    assert_eq!(waiting.spec.approval, Approval::Unapproved);
+    assert_eq!(waiting.metadata.annotations.clone().unwrap()[CONTENT_CHANGED_BY_ANNOTATION], "bob");
+    let reason = waiting
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "PendingApproval")
+        .unwrap()
+        .reason
+        .clone();
+    assert_eq!(reason, "ContentChangeApprovalRequired");
+    let live = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
+    assert_eq!(live.get("settings").await.unwrap().data.unwrap()["value"], "approved");
+
+    // Neither lifting the mark (the webhook puts it back) nor approving is his to do.
+    let unmark = json!({"metadata": {"annotations": {CONTENT_CHANGED_BY_ANNOTATION: null}}});
+    let _ =
+        harness.kubectl(&bob, &["patch", "install", "settings", "--type", "merge", "-p", &unmark.to_string()], None);
+    let kept = installs(&harness).get("settings").await.unwrap().metadata.annotations.unwrap();
+    assert_eq!(kept[CONTENT_CHANGED_BY_ANNOTATION], "bob");
+    let refused =
+        harness.kubectl(&bob, &["patch", "install", "settings", "--type", "merge", "-p", approve_patch()], None);
+    assert!(text(&refused).contains("\"bob\" may not approve Install settings"), "{}", text(&refused));
+    // Re-applying his manifest without the annotations leaves them in place (the webhook puts them back).
+    let refreshed = installs(&harness).get("settings").await.unwrap();
+    let mut stripped: Value = serde_json::to_value(&refreshed).unwrap();
+    stripped["metadata"]["annotations"] = json!({});
+    stripped["metadata"].as_object_mut().unwrap().remove("managedFields");
+    stripped.as_object_mut().unwrap().remove("status");
+    let replaced = harness.kubectl(&bob, &["replace", "-f", "-"], Some(&stripped.to_string()));
+    assert!(replaced.status.success(), "{}", text(&replaced));
+    let kept = installs(&harness).get("settings").await.unwrap().metadata.annotations.unwrap();
+    assert_eq!(kept[CONTENT_CHANGED_BY_ANNOTATION], "bob");
+    assert!(kept.contains_key(CREATOR_ANNOTATION));
+    never_written_by_account(&harness, &waiting, "configmaps", 1);
+
+    // A person holding everything the new content uses approves it: applied, and the mark gone.
+    assert!(harness
+        .admin_kubectl(&["patch", "install", "settings", "--type", "merge", "-p", approve_patch()], None)
+        .status
+        .success());
+    wait(&harness, "settings", "bob's content applied and unmarked", |install| {
+        install.status.as_ref().and_then(|s| s.state) == Some(InstallState::Installed)
+            && !install.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(CONTENT_CHANGED_BY_ANNOTATION))
+    })
+    .await;
+    assert_eq!(live.get("settings").await.unwrap().data.unwrap()["value"], "bob's");
+
+    // Moving the same content elsewhere (the digests unchanged) is a content change too.
+    let elsewhere = json!({"spec": {"namespaces": [{"from": "default", "to": "kube-system"}]}});
+    let patched =
+        harness.kubectl(&bob, &["patch", "install", "settings", "--type", "merge", "-p", &elsewhere.to_string()], None);
+    assert!(patched.status.success(), "{}", text(&patched));
+    pending_reason(&harness, "settings", PendingReason::ContentChanged).await;
+    never_written(&harness, "configmaps", "settings-in-kube-system");
+    let moved = Api::<ConfigMap>::namespaced(harness.admin.clone(), "kube-system").get_opt("settings").await.unwrap();
+    assert!(moved.is_none(), "nothing was applied in kube-system");
+    controller_healthy(&harness, "after-swap").await;
+}
+
+/// The account of `install` wrote `resource` exactly `times` times (successfully).
+fn never_written_by_account(harness: &Harness, install: &Install, resource: &str, times: usize) {
+    let account = install.status.as_ref().unwrap().service_account_ref.clone().unwrap();
+    let user = format!("system:serviceaccount:{}:{}", account.namespace, account.name);
+    let writes = harness
+        .plane
+        .api
+        .audit
+        .records()
+        .into_iter()
+        .filter(|r| r.acting_user() == user && r.resource == resource && r.code < 300)
+        .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch"))
+        .count();
+    assert_eq!(writes, times, "writes of {resource} as {user}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn changing_an_operators_source_without_holding_its_grants_waits_for_a_person() {
+    let harness = start("attack-operator").await;
+    let plumbus = push(&harness, "plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
+    let grumbo = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "v1.0.0").await;
+    let operator = format!(
+        "apiVersion: operators.coreos.com/v2alpha1\nkind: Operator\nmetadata:\n  name: plumbus\nspec:\n  updates:\n    type: ManifestImage\n    manifestImage: {plumbus}\n"
+    );
+    apply(&harness, &harness.plane.kubeconfig(), &operator);
+    wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
+    approve_and_roll_out(&harness, "plumbus").await;
+
+    // bob may edit Operators, and holds nothing plumbus's account was granted: he points it at another bundle.
+    let bob = may(&harness, "bob", "operators", &["get", "list", "update", "patch"]).await;
+    let moved = json!({"spec": {"updates": {"type": "ManifestImage", "manifestImage": grumbo}}});
+    let patched =
+        harness.kubectl(&bob, &["patch", "operator", "plumbus", "--type", "merge", "-p", &moved.to_string()], None);
+    assert!(patched.status.success(), "{}", text(&patched));
+    // The controller moves the Install to the new bundle as its own update, but the mark comes along: it waits.
+    let waiting = pending_reason(&harness, "plumbus", PendingReason::ContentChanged).await;
+    assert_eq!(waiting.metadata.annotations.clone().unwrap()[CONTENT_CHANGED_BY_ANNOTATION], "bob");
+    assert_eq!(waiting.spec.content[0].manifest_image.as_deref(), Some(grumbo.as_str()));
+    let csvs = harness.admin_kubectl(&["get", "csv", "-n", "operators", "-o", "name"], None);
+    assert!(!text(&csvs).contains("grumbo"), "grumbo was not applied: {}", text(&csvs));
+    never_written(&harness, "deployments", "grumbo-operator");
+    // The Operator's mark went over to its Install.
+    mark_carried_over(&harness, "plumbus").await;
+
+    // Loosening the Operator's hold on its Install (to stop the marks) is not an editor's to do.
+    let editor = install_editor(&harness, "carol").await;
+    let owners = waiting.metadata.owner_references.clone().unwrap();
+    let mut loosened = serde_json::to_value(&owners).unwrap();
+    loosened[0]["controller"] = json!(false);
+    let patch = json!({"metadata": {"ownerReferences": loosened}});
+    let refused =
+        harness.kubectl(&editor, &["patch", "install", "plumbus", "--type", "merge", "-p", &patch.to_string()], None);
+    assert!(text(&refused).contains("only the controller sets owner references"), "{}", text(&refused));
+    controller_healthy(&harness, "after-operator").await;
+}
+
+/// The Operator's source-change mark goes over to its Install.
+async fn mark_carried_over(harness: &Harness, name: &str) {
+    let operators = Api::<olmv2::api::v2alpha1::Operator>::all(harness.admin.clone());
+    harness
+        .wait_for(&operators, name, "without its mark", |operator| {
+            !operator.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(CONTENT_CHANGED_BY_ANNOTATION))
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_source_set_before_the_operator_has_an_install_does_not_borrow_its_creators_standing() {
+    let harness = start("attack-early").await;
+    let grumbo = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "v1.0.0").await;
+    // The admin's Operator names a catalog that does not resolve (yet): it has no Install.
+    let operator = "apiVersion: operators.coreos.com/v2alpha1\nkind: Operator\nmetadata:\n  name: early\nspec:\n  updates:\n    type: CatalogSource\n    catalogSource:\n      ref:\n        name: missing\n        namespace: operators\n      package: plumbus\n      channel: stable\n      approval: Automatic\n";
+    apply(&harness, &harness.plane.kubeconfig(), operator);
+    let bob = may(&harness, "bob", "operators", &["get", "list", "update", "patch"]).await;
+    let moved = json!({"spec": {"updates": {"type": "ManifestImage", "manifestImage": grumbo, "catalogSource": null}}});
+    let patched =
+        harness.kubectl(&bob, &["patch", "operator", "early", "--type", "merge", "-p", &moved.to_string()], None);
+    assert!(patched.status.success(), "{}", text(&patched));
+    // Its first Install is bob's doing, not the admin's: it waits for a person holding all it uses.
+    let waiting = pending_reason(&harness, "early", PendingReason::ContentChanged).await;
+    assert_eq!(waiting.metadata.annotations.clone().unwrap()[CONTENT_CHANGED_BY_ANNOTATION], "bob");
+    mark_carried_over(&harness, "early").await;
+    never_written(&harness, "deployments", "grumbo-operator");
+    controller_healthy(&harness, "after-early").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_moved_tag_of_a_manual_install_is_an_update_waiting_for_approval() {
+    let harness = start("attack-manual").await;
+    let tag = push(&harness, "plumbus/2.0.0-alpha", "stable").await;
+    let manifest = format!(
+        "apiVersion: operators.coreos.com/v2alpha1\nkind: Install\nmetadata:\n  name: plumbus\n  annotations:\n    {MANUAL_APPROVAL_ANNOTATION}: \"true\"\nspec:\n  namespaces:\n  - from: default\n    to: operators\n  content:\n  - type: ManifestImage\n    manifestImage: {tag}\n"
+    );
+    apply(&harness, &harness.plane.kubeconfig(), &manifest);
+    pending_reason(&harness, "plumbus", PendingReason::ManualApproval).await;
+    let installed = approve_and_roll_out(&harness, "plumbus").await;
+    let first_digest = installed.status.unwrap().resolved[0].digest.clone();
+
+    // The tag moves to another bundle: the image string is the same, the digest is not.
+    push(&harness, "plumbus/2.1.0", "stable").await;
+    let waiting = wait(&harness, "plumbus", "the moved tag waiting", |install| {
+        let status = install.status.as_ref();
+        status.and_then(|s| s.pending.as_ref()).and_then(|p| p.reason) == Some(PendingReason::ManualApproval)
+            && status.is_some_and(|s| s.resolved.first().is_some_and(|r| r.digest != first_digest))
+    })
+    .await;
+    assert_eq!(waiting.spec.approval, Approval::Unapproved, "the approval of the old digest was revoked");
+    let csv = harness.admin_kubectl(&["get", "csv", "-n", "operators", "-o", "name"], None);
+    assert!(!text(&csv).contains("plumbus.v2.1.0"), "2.1.0 was not applied: {}", text(&csv));
+
+    // Lifting Manual to slip the update through is not an editor's to do.
+    let bob = install_editor(&harness, "bob").await;
+    let lift = json!({"metadata": {"annotations": {MANUAL_APPROVAL_ANNOTATION: null}}});
+    let _ = harness.kubectl(&bob, &["patch", "install", "plumbus", "--type", "merge", "-p", &lift.to_string()], None);
+    let kept = installs(&harness).get("plumbus").await.unwrap().metadata.annotations.unwrap();
+    assert_eq!(kept[MANUAL_APPROVAL_ANNOTATION], "true", "the webhook puts it back");
+
+    assert!(harness
+        .admin_kubectl(&["patch", "install", "plumbus", "--type", "merge", "-p", approve_patch()], None)
+        .status
+        .success());
+    for _ in 0..100 {
+        harness.roll_out("operators").await;
+        let csv = harness.admin_kubectl(&["get", "csv", "-n", "operators", "-o", "name"], None);
+        if text(&csv).contains("plumbus.v2.1.0") {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the approved update was never applied");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_approval_with_nothing_pending_is_refused_and_forgeries_are_refused() {
+    let harness = start("attack-forgery").await;
+    let mallory = install_author(&harness, "mallory").await;
+    // A creator annotation naming someone else is replaced by the real creator.
+    let forged_creator = json!({"username": "kubernetes-admin", "groups": ["system:masters"]}).to_string();
+    let manifest = raw_install("forged", &config_map("forged", "1"), "operators").replace(
+        "metadata:\n  name: forged\n",
+        &format!("metadata:\n  name: forged\n  annotations:\n    {CREATOR_ANNOTATION}: '{forged_creator}'\n"),
+    );
+    apply(&harness, &mallory, &manifest);
+    let created = wait_state(&harness, "forged", InstallState::PendingApproval).await;
+    let creator = created.metadata.annotations.clone().unwrap()[CREATOR_ANNOTATION].clone();
+    assert!(creator.contains("\"username\":\"mallory\""), "{creator}");
+    // Nor can it be rewritten later.
+    let rewrite = json!({"metadata": {"annotations": {CREATOR_ANNOTATION: forged_creator}}});
+    let patched =
+        harness.kubectl(&mallory, &["patch", "install", "forged", "--type", "merge", "-p", &rewrite.to_string()], None);
+    let after =
+        installs(&harness).get("forged").await.unwrap().metadata.annotations.unwrap()[CREATOR_ANNOTATION].clone();
+    assert_eq!(after, creator, "{}", text(&patched));
+
+    // A forged status (an empty pending set beside an approval) is refused, even to system:masters.
+    let forged_status = r#"{"status":{"pending":{"count":0,"permissions":[]}}}"#;
+    let masters = harness.plane.user_kubeconfig("eve", &["system:masters"]);
+    let refused = harness.kubectl(
+        &masters,
+        &["patch", "install", "forged", "--subresource", "status", "--type", "merge", "-p", forged_status],
+        None,
+    );
+    assert!(text(&refused).contains("only the controller"), "{}", text(&refused));
+
+    // Approving when nothing is pending would be a blank cheque for whatever comes next: refused.
+    apply(&harness, &harness.plane.kubeconfig(), &raw_install("blank", &config_map("blank", "1"), "operators"));
+    wait_state(&harness, "blank", InstallState::PendingApproval).await;
+    assert!(harness
+        .admin_kubectl(&["patch", "install", "blank", "--type", "merge", "-p", approve_patch()], None)
+        .status
+        .success());
+    wait_state(&harness, "blank", InstallState::Installed).await;
+    let unapprove = r#"{"spec":{"approval":"Unapproved"}}"#;
+    assert!(harness
+        .admin_kubectl(&["patch", "install", "blank", "--type", "merge", "-p", unapprove], None)
+        .status
+        .success());
+    let refused = harness.admin_kubectl(&["patch", "install", "blank", "--type", "merge", "-p", approve_patch()], None);
+    assert!(!refused.status.success());
+    assert!(text(&refused).contains("no pending permissions to approve"), "{}", text(&refused));
+    controller_healthy(&harness, "after-forgery").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_catalog_source_is_used_only_with_the_install_verb() {
+    let harness = start("attack-catalog").await;
+    let mallory = may(&harness, "mallory", "operators", &["create", "get", "list", "update", "patch"]).await;
+    let operator = "apiVersion: operators.coreos.com/v2alpha1\nkind: Operator\nmetadata:\n  name: plumbus\nspec:\n  updates:\n    type: CatalogSource\n    catalogSource:\n      ref:\n        name: community\n        namespace: olm\n      package: plumbus\n      channel: stable\n      approval: Automatic\n";
+    let refused = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(operator));
+    assert!(!refused.status.success());
+    assert!(text(&refused).contains("install"), "{}", text(&refused));
+    never_written(&harness, "operators", "plumbus");
+    controller_healthy(&harness, "after-catalog").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nothing_is_approved_or_applied_while_the_webhook_does_not_guard() {
+    let mut harness = start("attack-webhook").await;
+    let mallory = install_editor(&harness, "mallory").await;
+    apply(&harness, &harness.plane.kubeconfig(), &raw_install("grab", &escalation("mallory"), "operators"));
+    wait_state(&harness, "grab", InstallState::PendingApproval).await;
+
+    // The webhook down: every write it guards fails closed.
+    harness.stop_controllers();
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    harness.plane.api.endpoints.set("olmv2-system", "olmv2-webhook", dead);
+    let refused = harness.admin_kubectl(&["patch", "install", "grab", "--type", "merge", "-p", approve_patch()], None);
+    assert!(text(&refused).contains("failed calling webhook"), "{}", text(&refused));
+    let refused =
+        harness.kubectl(&mallory, &["patch", "install", "grab", "--type", "merge", "-p", approve_patch()], None);
+    assert!(!refused.status.success(), "{}", text(&refused));
+
+    // The configurations removed (by someone holding that power) let an unchecked approval through the API server;
+    // the controller finds its guard gone and voids it, granting and applying nothing.
+    harness.start_controllers().await;
+    wait(&harness, "grab", "seen again", |i| i.status.is_some()).await;
+    for kind in
+        ["validatingwebhookconfiguration/olmv2-install-approval", "mutatingwebhookconfiguration/olmv2-install-identity"]
+    {
+        let deleted = harness.admin_kubectl(&["delete", kind], None);
+        assert!(deleted.status.success(), "{}", text(&deleted));
+    }
+    let approved =
+        harness.kubectl(&mallory, &["patch", "install", "grab", "--type", "merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "unchecked, the API server lets it through: {}", text(&approved));
+    let refused = wait(&harness, "grab", "refused for want of a guard", |install| {
+        install.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| c.type_ == "Installed" && c.reason == "ApprovalWebhookUnavailable")
+        })
+    })
+    .await;
+    assert_eq!(refused.spec.approval, Approval::Unapproved, "the unchecked approval was voided");
+    never_written(&harness, "clusterrolebindings", "mallory-is-admin");
+    not_bound(&harness, "mallory").await;
+
+    // Restarted, the controller writes its configurations again, and works.
+    harness.stop_controllers();
+    harness.start_controllers().await;
+    let grab = installs(&harness).get("grab").await.unwrap();
+    assert_eq!(grab.spec.approval, Approval::Unapproved);
+    controller_healthy(&harness, "after-webhook").await;
+    never_written(&harness, "clusterrolebindings", "mallory-is-admin");
+    // The controller's own identity granted nothing for `grab`: its grants would be named after it.
+    let granted =
+        harness.plane.api.audit.records().into_iter().filter(|r| {
+            r.acting_user() == CONTROLLER_USER && r.name.starts_with("olmv2-install-grab-") && r.code < 300
+        });
+    assert_eq!(granted.count(), 0);
+}

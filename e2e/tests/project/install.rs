@@ -1,0 +1,545 @@
+//! The Install controller and the approval webhook end to end, on the test control plane, with a real registry and
+//! the real kubectl, acting as seed 004's users: the controller runs as `deploy/`'s ServiceAccount with `deploy/`'s
+//! RBAC; the audit log proves who created what.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube_emulator::ControlPlane;
+use olmv2::api::v2alpha1::{Approval, Install, InstallState, PermissionScope};
+use olmv2_e2e::project;
+use serde_json::{json, Value};
+use support::emulator::kubectl::{run, text};
+use support::emulator::workloads::admission_answer;
+use support::harness::CONTROLLER_USER;
+use support::installs::{approve_patch, install_editor, install_yaml, installs, push, start, wait, wait_state};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_admin_approves_and_the_content_is_created_as_the_service_account() {
+    let harness = start("approve").await;
+    let image = push(&harness, "plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
+    let manifest = harness.dir.join("install.yaml");
+    std::fs::write(&manifest, install_yaml("plumbus", &image)).unwrap();
+    let applied = harness.admin_kubectl(&["apply", "-f", manifest.to_str().unwrap()], None);
+    assert!(applied.status.success(), "{}", text(&applied));
+
+    let pending = wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
+    let status = pending.status.clone().unwrap();
+    assert_eq!(pending.spec.approval, Approval::Unapproved);
+    let account = status.service_account_ref.clone().expect("assigned");
+    let uid = pending.metadata.uid.clone().unwrap();
+    let account_name = olmv2::install::account::eponymous_name("plumbus", &uid);
+    assert_eq!((account.namespace.as_str(), account.name.as_str()), ("olmv2-system", account_name.as_str()));
+    let permissions = status.pending.clone().unwrap().permissions;
+    assert!(
+        permissions.iter().any(|p| p.scope == PermissionScope::Namespaced
+            && p.namespaces == ["operators"]
+            && p.resources == ["deployments"]
+            && p.verbs.contains(&"create".to_owned())),
+        "{permissions:#?}"
+    );
+    assert!(status.resolved[0].manifest_image.as_deref().unwrap().contains("@sha256:"), "{:?}", status.resolved);
+    assert!(Api::<Deployment>::namespaced(harness.admin.clone(), "operators")
+        .get_opt("plumbus-operator")
+        .await
+        .unwrap()
+        .is_none());
+    let table = harness.admin_kubectl(&["get", "installs"], None);
+    assert!(text(&table).contains("Unapproved") && text(&table).contains("PendingApproval"), "{}", text(&table));
+
+    // Someone who may edit Installs but holds none of the pending permissions is refused, with the rules named.
+    let bob = install_editor(&harness, "bob").await;
+    let refused =
+        harness.kubectl(&bob, &["patch", "install", "plumbus", "--type", "merge", "-p", approve_patch()], None);
+    assert!(!refused.status.success());
+    let message = text(&refused);
+    assert!(
+        message.contains("denied the request") && message.contains("\"bob\" may not approve Install plumbus"),
+        "{message}"
+    );
+    assert!(message.contains("deployments (apps)"), "{message}");
+    // Nor may anyone but the controller rewrite the pending set the approval is judged against.
+    let forged = harness.kubectl(
+        &harness.plane.user_kubeconfig("mallory", &["system:masters"]),
+        &[
+            "patch",
+            "install",
+            "plumbus",
+            "--subresource",
+            "status",
+            "--type",
+            "merge",
+            "-p",
+            r#"{"status":{"pending":{"count":0,"permissions":[]}}}"#,
+        ],
+        None,
+    );
+    assert!(!forged.status.success(), "{}", text(&forged));
+    assert!(text(&forged).contains("only the controller"), "{}", text(&forged));
+
+    let approved =
+        harness.admin_kubectl(&["patch", "install", "plumbus", "--type", "merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "{}", text(&approved));
+    wait_state(&harness, "plumbus", InstallState::Applying).await;
+    harness.roll_out("operators").await;
+    let installed = wait_state(&harness, "plumbus", InstallState::Installed).await;
+    let status = installed.status.unwrap();
+    assert_eq!(status.pending.map(|p| p.count), Some(0));
+    let condition = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_).cloned().unwrap();
+    assert_eq!(condition("Installed").status, "True");
+    assert_eq!(condition("Installed").observed_generation, installed.metadata.generation);
+    let csv = harness.admin_kubectl(
+        &["get", "csv", "-n", "operators", "plumbus.v2.0.0-alpha", "-o", "jsonpath={.status.phase}"],
+        None,
+    );
+    assert_eq!(text(&csv), "Succeeded");
+    // Each transition was recorded, and `kubectl describe` tells the story.
+    let described = text(&harness.admin_kubectl(&["describe", "install", "plumbus"], None));
+    let events = described.split("Events:").nth(1).unwrap_or_default().to_owned();
+    for reason in
+        ["UnsatisfiedPermissions", "PermissionsSatisfied", "ContentApplied", "DeploymentsRollingOut", "Complete"]
+    {
+        assert!(events.contains(reason), "no {reason} event in:\n{described}");
+    }
+    assert!(events.contains("olmv2-install-controller"), "{described}");
+
+    // The audit log: every write of the content came from the ServiceAccount; the controller's own identity created
+    // only the grants, the account itself, events and its webhook configuration.
+    let sa_user = format!("system:serviceaccount:olmv2-system:{account_name}");
+    let records = harness.plane.api.audit.records();
+    let written = |resource: &str, name: &str| {
+        records
+            .iter()
+            .filter(|r| {
+                r.resource == resource
+                    && r.name == name
+                    && matches!(r.verb.as_str(), "create" | "patch" | "update")
+                    && r.code < 300
+            })
+            .collect::<Vec<_>>()
+    };
+    for (resource, name) in [
+        ("deployments", "plumbus-operator"),
+        ("customresourcedefinitions", "plumbai.how.theydoit.com"),
+        ("clusterserviceversions", "plumbus.v2.0.0-alpha"),
+        ("serviceaccounts", "plumbus-operator"),
+        ("services", "plumbus-operator-metrics"),
+    ] {
+        let writes = written(resource, name);
+        assert!(!writes.is_empty(), "{resource}/{name} was never written");
+        for record in writes.iter().filter(|r| r.subresource.is_empty()) {
+            assert_eq!(record.acting_user(), sa_user.as_str(), "{record:?}");
+            assert_eq!(record.user, CONTROLLER_USER, "impersonated by the controller: {record:?}");
+        }
+    }
+    let allowed = [
+        "roles",
+        "clusterroles",
+        "rolebindings",
+        "clusterrolebindings",
+        "serviceaccounts",
+        "events",
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+        "subjectaccessreviews",
+        "selfsubjectreviews",
+    ];
+    for record in records.iter().filter(|r| r.acting_user() == CONTROLLER_USER && r.verb == "create" && r.code < 300) {
+        assert!(allowed.contains(&record.resource.as_str()), "the controller created {record:?}");
+        if record.resource == "serviceaccounts" {
+            // The test control plane's audit records of creates name no object (the name is in the body).
+            assert_eq!(record.namespace, "olmv2-system", "{record:?}");
+            assert!(record.name.is_empty() || record.name == account_name, "{record:?}");
+        }
+        if record.resource.ends_with("roles") || record.resource.ends_with("bindings") {
+            assert!(record.name.starts_with("olmv2-install-plumbus-"), "the controller created {record:?}");
+        }
+    }
+    // The grants are owned by the Install, so they go with it.
+    let grants = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(harness.admin.clone());
+    let grant = grants
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|r| r.metadata.name.as_deref().is_some_and(|n| n.starts_with("olmv2-install-plumbus-")))
+        .expect("grant");
+    assert_eq!(grant.metadata.owner_references.unwrap()[0].uid, installed.metadata.uid.clone().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upgrade_asking_for_more_waits_for_approval_while_the_old_version_runs() {
+    let harness = start("upgrade").await;
+    let old = push(&harness, "plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
+    let new = push(&harness, "plumbus/2.1.0", "v2.1.0").await;
+    let body = serde_yaml_ng::from_str::<Value>(&install_yaml("plumbus", &old)).unwrap();
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
+    wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
+    let approve = json!({"spec": {"approval": "Approved"}});
+    installs(&harness).patch("plumbus", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
+    wait_state(&harness, "plumbus", InstallState::Applying).await;
+    harness.roll_out("operators").await;
+    wait_state(&harness, "plumbus", InstallState::Installed).await;
+    let deployments = Api::<Deployment>::namespaced(harness.admin.clone(), "operators");
+    let running = deployments.get("plumbus-operator").await.unwrap();
+
+    let update = json!({"spec": {"content": [{"type": "ManifestImage", "manifestImage": new}]}});
+    installs(&harness).patch("plumbus", &PatchParams::default(), &Patch::Merge(&update)).await.unwrap();
+    let waiting = wait(&harness, "plumbus", "pending the upgrade", |i| {
+        i.status.as_ref().is_some_and(|s| {
+            s.state == Some(InstallState::PendingApproval) && s.observed_generation == i.metadata.generation
+        })
+    })
+    .await;
+    assert_eq!(
+        waiting.spec.approval,
+        Approval::Unapproved,
+        "the approval of the old version does not cover the new one"
+    );
+    let status = waiting.status.unwrap();
+    let installed = status.conditions.iter().find(|c| c.type_ == "Installed").unwrap();
+    assert_eq!(installed.reason, "AwaitingApproval");
+    assert!(installed.message.contains("keeps running"), "{installed:?}");
+    assert!(status.pending.unwrap().count > 0);
+    let still = deployments.get("plumbus-operator").await.unwrap();
+    assert_eq!(still.spec, running.spec, "the old version keeps running unchanged until approval");
+    assert!(harness.admin_kubectl(&["get", "csv", "-n", "operators", "plumbus.v2.0.0-alpha"], None).status.success());
+
+    installs(&harness).patch("plumbus", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
+    wait(&harness, "plumbus", "upgraded", |i| {
+        i.status.as_ref().is_some_and(|s| s.applied.iter().any(|o| o.name == "plumbus.v2.1.0"))
+    })
+    .await;
+    let csvs = harness.admin_kubectl(&["get", "csv", "-n", "operators", "-o", "name"], None);
+    assert_eq!(
+        text(&csvs).trim(),
+        "clusterserviceversion.operators.coreos.com/plumbus.v2.1.0",
+        "the old record is pruned"
+    );
+    let pruned: Vec<_> = harness
+        .plane
+        .api
+        .audit
+        .records()
+        .into_iter()
+        .filter(|r| r.verb == "delete" && r.resource == "clusterserviceversions" && r.name == "plumbus.v2.0.0-alpha")
+        .collect();
+    assert!(!pruned.is_empty(), "the old record was deleted");
+    for record in pruned {
+        assert!(
+            record.acting_user().starts_with("system:serviceaccount:olmv2-system:plumbus-"),
+            "pruned as the account: {record:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_grant_of_cluster_admin_in_the_content_shows_in_the_pending_permissions() {
+    let harness = start("escalation").await;
+    // An Operator owns this Install, so what it applies carries the Operator's component label.
+    let operators = Api::<olmv2::api::v2alpha1::Operator>::all(harness.admin.clone());
+    let owner = operators
+        .create(&PostParams::default(), &serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "metadata": {"name": "grabby"}, "spec": {}})).unwrap())
+        .await
+        .unwrap();
+    let raw = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: grabby\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: grabby-admin\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects:\n- {kind: ServiceAccount, name: grabby, namespace: default}\n";
+    // Created already approved: nothing had been computed, so the approval stands for nothing and is reset.
+    let install = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install",
+        "metadata": {"name": "grabby", "ownerReferences": [{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "name": "grabby", "uid": owner.metadata.uid}]},
+        "spec": {"approval": "Approved", "namespaces": [{"from": "default", "to": "operators"}], "content": [{"type": "Raw", "raw": raw}]}});
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(install).unwrap()).await.unwrap();
+    let pending = wait_state(&harness, "grabby", InstallState::PendingApproval).await;
+    assert_eq!(pending.spec.approval, Approval::Unapproved);
+    let permissions = pending.status.unwrap().pending.unwrap().permissions;
+    assert!(
+        permissions.iter().any(|p| p.scope == PermissionScope::Cluster
+            && p.verbs == ["*"]
+            && p.api_groups == ["*"]
+            && p.resources == ["*"]),
+        "cluster-admin's rules are pending: {permissions:#?}"
+    );
+    assert!(permissions.iter().any(|p| p.non_resource_urls == ["*"]), "{permissions:#?}");
+
+    // Carol administers namespace operators and may edit Installs, but is no cluster-admin: refused.
+    let carol = install_editor(&harness, "carol").await;
+    let admin_binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "carol-admin", "namespace": "operators"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "carol"}]});
+    project::create(&harness.plane, &admin_binding).await.unwrap();
+    let refused =
+        harness.kubectl(&carol, &["patch", "install", "grabby", "--type", "merge", "-p", approve_patch()], None);
+    assert!(!refused.status.success(), "{}", text(&refused));
+    assert!(text(&refused).contains("\"carol\" may not approve Install grabby"), "{}", text(&refused));
+    assert!(text(&refused).contains("* * (*) cluster-wide"), "{}", text(&refused));
+
+    let approved =
+        harness.admin_kubectl(&["patch", "install", "grabby", "--type", "merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "{}", text(&approved));
+    let installed = wait_state(&harness, "grabby", InstallState::Installed).await;
+    assert_eq!(installed.status.unwrap().applied.len(), 2);
+    let binding = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(harness.admin.clone())
+        .get("grabby-admin")
+        .await
+        .unwrap();
+    assert_eq!(
+        binding.metadata.labels.unwrap().get("v2alpha1.operators.coreos.com/grabby").map(String::as_str),
+        Some("")
+    );
+    let account = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(harness.admin.clone(), "operators")
+        .get("grabby")
+        .await
+        .unwrap();
+    assert!(account.metadata.labels.unwrap().contains_key("v2alpha1.operators.coreos.com/grabby"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pull_failure_is_a_content_import_error_until_the_registry_returns() {
+    let mut harness = start("pull").await;
+    let image = push(&harness, "plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
+    harness.registry.stop();
+    let body = serde_yaml_ng::from_str::<Value>(&install_yaml("plumbus", &image)).unwrap();
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
+    let failed = wait_state(&harness, "plumbus", InstallState::Failed).await;
+    let condition = failed.status.unwrap().conditions.into_iter().find(|c| c.type_ == "ContentImportError").unwrap();
+    assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("True", "ManifestImagePullFailed"));
+    assert!(condition.message.contains(&image), "{condition:?}");
+    let event = harness.wait_event("default", "ManifestImagePullFailed").await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert_eq!(event.regarding.and_then(|r| r.name).as_deref(), Some("plumbus"));
+
+    harness.registry.resume().expect("registry back");
+    let recovered = wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
+    let condition = recovered.status.unwrap().conditions.into_iter().find(|c| c.type_ == "ContentImportError").unwrap();
+    assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("False", "ContentImported"));
+    let event = harness.wait_event("default", "ContentImported").await;
+    assert_eq!(event.type_.as_deref(), Some("Normal"));
+}
+
+/// A webhook that makes every ConfigMap write take a while, so a controller can be stopped in the middle of an apply.
+async fn slow_configmap_writes(plane: &ControlPlane) -> kube_emulator::backend::Backend {
+    async fn slowly(body: axum::body::Bytes) -> axum::response::Response {
+        let review: Value = serde_json::from_slice(&body).unwrap();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        admission_answer(&review, json!({"allowed": true}))
+    }
+    let backend = kube_emulator::backend::Backend::start(
+        axum::Router::new().route("/slow", axum::routing::post(slowly)),
+        &["slow.default.svc"],
+        None,
+    )
+    .await
+    .unwrap();
+    plane.api.endpoints.set("default", "slow", backend.address);
+    let configuration = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "slow"},
+        "webhooks": [{"name": "slow.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "clientConfig": {"service": {"namespace": "default", "name": "slow", "path": "/slow"}, "caBundle": backend.ca_bundle()},
+            "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]}]});
+    project::create(plane, &configuration).await.unwrap();
+    backend
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_controller_killed_mid_apply_converges_on_restart_without_duplicates() {
+    let mut harness = start("restart").await;
+    let _slow = slow_configmap_writes(&harness.plane).await;
+    let raw: String = (0..30)
+        .map(|i| {
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings-{i:02}\ndata:\n  index: \"{i}\"\n---\n"
+            )
+        })
+        .collect();
+    let install = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "settings"},
+        "spec": {"namespaces": [{"from": "default", "to": "operators"}], "content": [{"type": "Raw", "raw": raw}]}});
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(install).unwrap()).await.unwrap();
+    wait_state(&harness, "settings", InstallState::PendingApproval).await;
+    let approve = json!({"spec": {"approval": "Approved"}});
+    installs(&harness).patch("settings", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
+
+    let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
+    let mut created = 0;
+    for _ in 0..400 {
+        created = configmaps
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|c| c.metadata.name.as_deref().is_some_and(|n| n.starts_with("settings-")))
+            .count();
+        if created >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    harness.stop_controllers();
+    assert!((3..30).contains(&created), "stopped mid-apply after {created} of 30");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let at_kill = configmaps.list(&ListParams::default()).await.unwrap().items.len();
+    assert!(at_kill < 31, "the apply stopped with the controller ({at_kill} ConfigMaps)");
+
+    harness.start_controllers().await;
+    let installed = wait_state(&harness, "settings", InstallState::Installed).await;
+    assert_eq!(installed.spec.approval, Approval::Approved);
+    let names: Vec<String> = configmaps
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .filter(|n| n.starts_with("settings-"))
+        .collect();
+    assert_eq!(names.len(), 30, "{names:?}");
+    let roles = Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(harness.admin.clone(), "operators")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let grants: Vec<_> = roles
+        .iter()
+        .filter(|r| r.metadata.name.as_deref().is_some_and(|n| n.starts_with("olmv2-install-settings-")))
+        .collect();
+    assert_eq!(grants.len(), 1, "one grant, written again rather than twice: {grants:?}");
+    let accounts = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(harness.admin.clone(), "olmv2-system")
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let own: Vec<_> =
+        accounts.iter().filter(|a| a.metadata.name.as_deref().is_some_and(|n| n.starts_with("settings-"))).collect();
+    assert_eq!(own.len(), 1, "one account, created once: {own:?}");
+}
+
+/// The `olmv2` binary of this workspace, brought up to date (a test of this crate alone does not build it).
+fn olmv2_binary() -> PathBuf {
+    let status = Command::new(env!("CARGO")).args(["build", "-p", "olmv2", "--bin", "olmv2"]).status().unwrap();
+    assert!(status.success());
+    let target = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
+    target.join("olmv2")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_kubectl_plugin_shows_the_pending_permissions_and_approves_with_the_users_credentials() {
+    let harness = start("plugin").await;
+    let image = push(&harness, "plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
+    let body = serde_yaml_ng::from_str::<Value>(&install_yaml("plumbus", &image)).unwrap();
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(body).unwrap()).await.unwrap();
+    wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
+
+    let bin = harness.dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(olmv2_binary(), bin.join("kubectl-olmv2")).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let plugin = |kubeconfig: &str, answer: &str| {
+        let file = harness.dir.join(format!("plugin-{}.kubeconfig", answer.len() + kubeconfig.len()));
+        std::fs::write(&file, kubeconfig).unwrap();
+        run(
+            Command::new("kubectl").args(["olmv2", "approve", "plumbus"]).env("PATH", &path).env("KUBECONFIG", &file),
+            Some(answer),
+        )
+    };
+
+    let declined = plugin(&harness.plane.kubeconfig(), "n\n");
+    assert!(declined.status.success(), "{}", text(&declined));
+    let shown = text(&declined);
+    assert!(shown.contains("ServiceAccount olmv2-system/plumbus"), "{shown}");
+    assert!(shown.contains("SCOPE") && shown.contains("deployments") && shown.contains("Not approved."), "{shown}");
+    assert_eq!(installs(&harness).get("plumbus").await.unwrap().spec.approval, Approval::Unapproved);
+
+    let bob = install_editor(&harness, "bob").await;
+    let refused = plugin(&bob, "y\n");
+    assert!(!refused.status.success());
+    assert!(text(&refused).contains("the approval of Install plumbus was refused"), "{}", text(&refused));
+
+    let approved = plugin(&harness.plane.kubeconfig(), "y\n");
+    assert!(approved.status.success(), "{}", text(&approved));
+    assert!(text(&approved).contains("Install plumbus approved."), "{}", text(&approved));
+    wait_state(&harness, "plumbus", InstallState::Applying).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn drift_from_the_applied_content_is_reported_and_repaired() {
+    let harness = start("drift").await;
+    let raw = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tuning\ndata:\n  level: \"3\"\n";
+    let install = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "tuning"},
+        "spec": {"namespaces": [{"from": "default", "to": "operators"}], "content": [{"type": "Raw", "raw": raw}]}});
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(install).unwrap()).await.unwrap();
+    wait_state(&harness, "tuning", InstallState::PendingApproval).await;
+    let approve = json!({"spec": {"approval": "Approved"}});
+    installs(&harness).patch("tuning", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
+    wait_state(&harness, "tuning", InstallState::Installed).await;
+
+    let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
+    let edit = json!({"data": {"level": "9"}});
+    configmaps.patch("tuning", &PatchParams::default(), &Patch::Merge(&edit)).await.unwrap();
+    let reported = harness.wait_event("default", "ComponentsDivergeFromResolvedContent").await;
+    assert_eq!(reported.type_.as_deref(), Some("Warning"));
+    assert!(reported.note.unwrap_or_default().contains("ConfigMap operators/tuning"));
+    wait(&harness, "tuning", "matching again", |i| {
+        i.status
+            .as_ref()
+            .is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "ComponentsDiverge" && c.status == "False"))
+    })
+    .await;
+    let repaired = configmaps.get("tuning").await.unwrap();
+    assert_eq!(
+        repaired.data.unwrap().get("level").map(String::as_str),
+        Some("3"),
+        "applied again as the ServiceAccount"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn invalid_raw_content_is_reported_until_it_is_fixed() {
+    let harness = start("invalid").await;
+    let configmap = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: tuning\ndata:\n  level: \"3\"\n";
+    let unnamed = format!("{configmap}---\napiVersion: v1\nkind: ConfigMap\ndata:\n  level: \"4\"\n");
+    let install = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "tuning"},
+        "spec": {"namespaces": [{"from": "default", "to": "operators"}], "content": [{"type": "Raw", "raw": unnamed}]}});
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(install).unwrap()).await.unwrap();
+    let invalid = wait_state(&harness, "tuning", InstallState::Failed).await;
+    let condition = |install: &Install, type_: &str| {
+        install.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == type_).cloned().unwrap()
+    };
+    let reported = condition(&invalid, "InvalidContent");
+    assert_eq!((reported.status.as_str(), reported.reason.as_str()), ("True", "BundleObjectInvalid"));
+    assert!(reported.message.contains("spec.content[0].raw: document 1"), "{reported:?}");
+    assert!(reported.message.contains("metadata.name is missing"), "{reported:?}");
+    assert_eq!(condition(&invalid, "Installed").reason, "InvalidContent");
+    let event = harness.wait_event("default", "BundleObjectInvalid").await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+
+    // A kind the cluster does not serve, and no CRD in the content defines, cannot be installed either.
+    let gizmo = format!("{configmap}---\napiVersion: example.com/v1\nkind: Gizmo\nmetadata:\n  name: spare\n");
+    let update = json!({"spec": {"content": [{"type": "Raw", "raw": gizmo}]}});
+    installs(&harness).patch("tuning", &PatchParams::default(), &Patch::Merge(&update)).await.unwrap();
+    let unknown = wait(&harness, "tuning", "reporting the unknown kind", |i| {
+        i.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| c.type_ == "InvalidContent" && c.reason == "ContentKindUnknown")
+        })
+    })
+    .await;
+    assert!(condition(&unknown, "InvalidContent").message.contains("Gizmo (example.com/v1) \"spare\""));
+    assert_eq!(unknown.status.as_ref().unwrap().state, Some(InstallState::Failed));
+    assert!(Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators")
+        .get_opt("tuning")
+        .await
+        .unwrap()
+        .is_none());
+
+    let fixed = json!({"spec": {"content": [{"type": "Raw", "raw": configmap}]}});
+    installs(&harness).patch("tuning", &PatchParams::default(), &Patch::Merge(&fixed)).await.unwrap();
+    let pending = wait_state(&harness, "tuning", InstallState::PendingApproval).await;
+    let valid = condition(&pending, "InvalidContent");
+    assert_eq!((valid.status.as_str(), valid.reason.as_str()), ("False", "ContentValid"));
+    assert_eq!(valid.observed_generation, pending.metadata.generation);
+}

@@ -1,0 +1,148 @@
+//! The harness of the project's end-to-end suites: a control plane with the project's CRDs, a real registry, the
+//! controllers running as `deploy/`'s ServiceAccount, bundle pushes, the real kubectl, and polling until an object
+//! reaches a state.
+
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use kube::api::{Api, ListParams};
+use kube_emulator::{ControlPlane, Options};
+use olmv2::bundle::image::{ImageClient, RegistryOptions};
+use olmv2::controller::ControllerOptions;
+use olmv2_e2e::project;
+use olmv2_e2e::registry::Registry;
+use serde_json::json;
+
+use super::emulator::kubectl::Kubectl;
+
+/// The identity the controllers run as (`deploy/`'s ServiceAccount).
+pub const CONTROLLER_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller";
+
+/// Changes the controllers' options before each start; it gets the harness's directory.
+pub type Configure = Box<dyn Fn(&mut ControllerOptions, &Path) + Send + Sync>;
+
+pub struct Harness {
+    pub plane: ControlPlane,
+    pub admin: kube::Client,
+    pub registry: Registry,
+    controllers: Option<olmv2::controller::Controllers>,
+    resync: Duration,
+    configure: Configure,
+    pub dir: PathBuf,
+}
+
+impl Harness {
+    /// A control plane, a registry named `<suite>-<name>`, the controllers (settled objects looked at again every
+    /// `resync`), and `namespaces` created.
+    pub async fn start(suite: &str, name: &str, namespaces: &[&str], resync: Duration) -> Self {
+        Self::start_configured(suite, name, namespaces, resync, Box::new(|_, _| {})).await
+    }
+
+    /// As `start`, with the controllers' options changed by `configure`.
+    pub async fn start_configured(
+        suite: &str,
+        name: &str,
+        namespaces: &[&str],
+        resync: Duration,
+        configure: Configure,
+    ) -> Self {
+        let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
+        let plane = ControlPlane::start(options).await.expect("control plane starts");
+        project::install_crds(&plane).await.expect("CRDs");
+        let admin = plane.client().await.expect("admin client");
+        let registry = Registry::start(&format!("{suite}-{name}")).expect("docker-registry starts");
+        let dir = std::env::temp_dir().join(format!("olmv2-{suite}-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        let mut harness = Self { plane, admin, registry, controllers: None, resync, configure, dir };
+        harness.start_controllers().await;
+        for namespace in namespaces {
+            let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+            project::create(&harness.plane, &object).await.expect("namespace");
+        }
+        harness
+    }
+
+    /// Starts the controllers again after `stop_controllers`, with the same image cache.
+    pub async fn start_controllers(&mut self) {
+        let config = project::controller_config(&self.plane).await.expect("controller identity");
+        let mut options =
+            project::controller_options(vec![self.registry.host.clone()], self.dir.join("cache"), self.resync);
+        (self.configure)(&mut options, &self.dir);
+        self.controllers =
+            Some(project::start_controllers(&self.plane, config, options).await.expect("controllers start"));
+    }
+
+    /// Stops the controllers where they are, as a killed process would.
+    pub fn stop_controllers(&mut self) {
+        drop(self.controllers.take());
+    }
+
+    pub fn images(&self) -> ImageClient {
+        ImageClient::new(RegistryOptions {
+            insecure_registries: vec![self.registry.host.clone()],
+            credentials: Default::default(),
+        })
+    }
+
+    /// Pushes the sample bundle `bundles/<bundle>` as `<repository>:<tag>`; answers the image reference.
+    pub async fn push_bundle(&self, bundle: &str, repository: &str, tag: &str) -> String {
+        let image = self.registry.reference(&format!("{repository}:{tag}"));
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles").join(bundle);
+        self.images().push_bundle(&dir, &image, false).await.expect("bundle pushed");
+        image
+    }
+
+    /// Polls `name` through `api` until `done` holds, for up to thirty seconds.
+    pub async fn wait_for<K>(&self, api: &Api<K>, name: &str, what: &str, done: impl Fn(&K) -> bool) -> K
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    {
+        for _ in 0..600 {
+            if let Some(object) = api.get_opt(name).await.expect("get") {
+                if done(&object) {
+                    return object;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let last = api.get_opt(name).await.expect("get");
+        panic!("{name} never became {what}; last: {}", serde_json::to_string_pretty(&last).unwrap());
+    }
+
+    /// Stands in for the Deployment controller: reports every Deployment of `namespace` available.
+    pub async fn roll_out(&self, namespace: &str) {
+        project::report_rollouts(&self.admin, namespace).await.expect("Deployments reported available");
+    }
+
+    /// The real kubectl with `kubeconfig`, `stdin` typed in.
+    pub fn kubectl(&self, kubeconfig: &str, args: &[&str], stdin: Option<&str>) -> Output {
+        Kubectl::with_kubeconfig(&self.dir, &format!("{}.kubeconfig", kubeconfig.len()), kubeconfig).run(args, stdin)
+    }
+
+    pub fn admin_kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        self.kubectl(&self.plane.kubeconfig(), args, stdin)
+    }
+
+    /// The events recorded in `namespace` with `reason`, polled until one exists.
+    pub async fn wait_event(&self, namespace: &str, reason: &str) -> k8s_openapi::api::events::v1::Event {
+        let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(self.admin.clone(), namespace);
+        for _ in 0..200 {
+            let listed = events.list(&ListParams::default()).await.expect("events").items;
+            if let Some(event) = listed.into_iter().find(|e| e.reason.as_deref() == Some(reason)) {
+                return event;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no event {reason} in {namespace}");
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
