@@ -16,7 +16,7 @@ use crate::status::ApiError;
 use crate::storage::store::now;
 
 /// A name from `generateName`: the prefix and five random characters of apimachinery's alphabet.
-fn generated_name(prefix: &str) -> String {
+pub(super) fn generated_name(prefix: &str) -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let random = uuid::Uuid::new_v4();
     let suffix: String =

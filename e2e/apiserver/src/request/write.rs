@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::admit::{admit, check_namespace};
 use super::api_server::{stored, ApiServer};
 use super::apply::apply;
-use super::commit::{commit_create, commit_update};
+use super::commit::{commit_create, commit_generated, commit_update};
 use super::decode::decode;
 use super::prepare::{prepare, shape_of};
 use super::types::{Operation, PatchType, Target, WriteOptions, Written};
@@ -34,7 +34,11 @@ impl ApiServer {
         lifecycle::check_crd_accepts_writes(&self.store, &target.resource)?;
         let object = prepare(target, Operation::Create, None, decoded, options, true)?;
         let (object, _reservation) = admit(self, target, None, object, options).await?;
-        let object = commit_create(self, target, object, options)?;
+        let object = if name.is_empty() {
+            commit_generated(self, target, object, options)?
+        } else {
+            commit_create(self, target, object, options)?
+        };
         Ok(Written { code: 201, object: self.present(&target.resource, object), warnings })
     }
 
