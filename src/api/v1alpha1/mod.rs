@@ -3,11 +3,13 @@
 
 mod catalogsource;
 mod csv;
+mod csv_status;
 mod installplan;
 mod subscription;
 
 pub use catalogsource::*;
 pub use csv::*;
+pub use csv_status::*;
 pub use installplan::*;
 pub use subscription::*;
 
