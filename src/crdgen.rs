@@ -11,7 +11,7 @@ use kube::CustomResourceExt;
 
 use crate::api::union::{require_exactly_named_member, Member};
 use crate::api::{v1, v1alpha1, v2alpha1};
-use crate::error::Categorized;
+use crate::category::Categorized;
 
 /// Where the generated YAML lives, relative to the repository root.
 pub const CRD_DIR: &str = "crds";

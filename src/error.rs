@@ -1,24 +1,11 @@
-//! Errors: the trait that gives each error of the crate its static category, the errors of the binary's top-level
-//! actions, and the rendering of an error's chain of causes.
+//! Errors: the errors of the binary's top-level actions, and the rendering of an error's chain of causes. The trait
+//! that gives each error its static category is `category`, which every module may import (this one imports the
+//! errors it wraps).
 
 use std::net::SocketAddr;
 
+use crate::category::Categorized;
 use crate::crdgen::CrdGenError;
-
-/// An error with a static category: a short, bounded name of what failed (`ManifestImagePullFailed`,
-/// `StatusWriteFailed`), used as log field, condition and event reason and metric label, so that error text (which
-/// names objects and carries server messages) never becomes a label value or an unbounded set of reasons.
-pub trait Categorized: std::error::Error {
-    /// The category: a constant, in UpperCamelCase as Kubernetes reasons are.
-    fn category(&self) -> &'static str;
-
-    /// Whether the error only says the object changed under the action (a write whose resourceVersion
-    /// precondition no longer held): expected, logged quietly and retried at once, since the next pass sees the
-    /// change and decides again.
-    fn is_conflict(&self) -> bool {
-        false
-    }
-}
 
 /// Errors of the binary's top-level actions.
 #[derive(Debug, thiserror::Error)]

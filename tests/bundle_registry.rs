@@ -15,7 +15,7 @@ use olmv2::bundle::credentials::DockerCredentials;
 use olmv2::bundle::image::{build_layer, ImageClient, PullError, RegistryOptions};
 use olmv2::bundle::unpack::{hex, UnpackError, UnpackLimits};
 use olmv2::bundle::Bundle;
-use olmv2::error::Categorized;
+use olmv2::category::Categorized;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use support::registry::Registry;

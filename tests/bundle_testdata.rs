@@ -7,7 +7,7 @@ mod support;
 
 use olmv2::api::v1alpha1::InstallModeType;
 use olmv2::bundle::{render, Bundle, ConvertError, RenderOptions};
-use olmv2::error::Categorized;
+use olmv2::category::Categorized;
 use olmv2::tls::CertificateAuthority;
 use serde_json::Value;
 use support::{is_invalid_testdata_bundle, testdata_bundles, INVALID_TESTDATA_BUNDLE};

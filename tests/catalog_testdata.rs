@@ -15,7 +15,7 @@ use olmv2::api::v1alpha1::CatalogSource;
 use olmv2::bundle::image::{ImageClient, RegistryOptions};
 use olmv2::catalog::resolve::{head, next_upgrade, resolve, Selection};
 use olmv2::catalog::{Catalog, CatalogCache};
-use olmv2::error::Categorized;
+use olmv2::category::Categorized;
 use serde_json::json;
 use support::registry::Registry;
 

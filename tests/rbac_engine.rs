@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use olmv2::api::v2alpha1::{PendingPermission, PermissionScope};
-use olmv2::error::Categorized;
+use olmv2::category::Categorized;
 use olmv2::rbac::{
     covers, missing_permissions, required_permissions, KindIndex, MissingRole, RbacSnapshot, RequiredPermissionsError,
     Roles, Rule, UserInfo,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use flate2::write::GzEncoder;
 use olmv2::bundle::unpack::{hex, unpack_layer, Compression, Totals, UnpackError, UnpackLimits};
-use olmv2::error::Categorized;
+use olmv2::category::Categorized;
 use sha2::{Digest, Sha256};
 use tar::{EntryType, Header};
 

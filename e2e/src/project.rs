@@ -142,10 +142,10 @@ pub async fn start_controllers(
     plane: &ControlPlane,
     config: kube::Config,
     options: olmv2::controller::ControllerOptions,
-) -> Result<olmv2::controller::Controllers, ProjectError> {
+) -> Result<olmv2::process::Controllers, ProjectError> {
     let service = options.webhook.service_name.clone();
     let health = Arc::new(olmv2::server::Health::default());
-    let controllers = olmv2::controller::start(config, options, health).await.map_err(ProjectError::Controllers)?;
+    let controllers = olmv2::process::start(config, options, health).await.map_err(ProjectError::Controllers)?;
     plane.api.endpoints.set(CONTROLLER_NAMESPACE, &service, controllers.webhook.address);
     Ok(controllers)
 }

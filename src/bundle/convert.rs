@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use super::model::Bundle;
 use crate::api::v1::{OPERATOR_NAMESPACE_ANNOTATION, TARGET_NAMESPACES_ANNOTATION};
 use crate::api::v1alpha1::{InstallModeType, StrategyDeploymentPermissions, WebhookAdmissionType, WebhookDescription};
-use crate::error::Categorized;
+use crate::category::Categorized;
 use crate::tls::{self, CertificateError, CertificateIssuer};
 
 /// Where to install, and which namespaces the operator watches: empty or `[""]` for all namespaces.

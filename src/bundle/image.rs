@@ -15,7 +15,7 @@ use oci_client::{Client, Reference};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::error::Categorized;
+use crate::category::Categorized;
 
 use super::credentials::DockerCredentials;
 use super::model::{Bundle, BundleError};

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::api::v1alpha1::ClusterServiceVersion;
-use crate::error::Categorized;
+use crate::category::Categorized;
 
 /// Annotation keys of `metadata/annotations.yaml`, which are also the labels of a bundle image.
 pub const MEDIATYPE_ANNOTATION: &str = "operators.operatorframework.io.bundle.mediatype.v1";

@@ -12,7 +12,7 @@ use flate2::read::GzDecoder;
 use sha2::{Digest, Sha256};
 use tar::EntryType;
 
-use crate::error::Categorized;
+use crate::category::Categorized;
 
 /// Limits on what one image may unpack to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use semver::Version;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::error::Categorized;
+use crate::category::Categorized;
 
 /// A catalog: every package it holds, by name.
 #[derive(Clone, Debug, Default, PartialEq)]

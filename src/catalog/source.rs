@@ -11,7 +11,7 @@ use super::fbc::{Catalog, CatalogError};
 use crate::api::v1alpha1::{CatalogSource, SourceType};
 use crate::bundle::image::{ImageClient, PullError, CATALOG_CONFIGS_LABEL};
 use crate::bundle::unpack::UnpackLimits;
-use crate::error::Categorized;
+use crate::category::Categorized;
 
 /// Why a CatalogSource's catalog is not available.
 #[derive(Debug, thiserror::Error)]

@@ -10,8 +10,10 @@ use tokio::signal::unix::{signal, SignalKind};
 use tracing::info;
 
 use super::registry::{cache_dir, registry_options, RegistryArgs};
-use crate::controller::{self, ControllerOptions, Controllers};
-use crate::error::{Categorized, Error};
+use crate::category::Categorized;
+use crate::controller::ControllerOptions;
+use crate::error::Error;
+use crate::process::{self, Controllers};
 use crate::server::{router, Health};
 use crate::webhook::WebhookOptions;
 
@@ -121,7 +123,7 @@ pub async fn run_with_config(config: kube::Config, options: RunOptions) -> Resul
 /// Starts the controllers, retrying while the cluster does not serve what they need yet; ready once they run.
 async fn start_until_running(config: kube::Config, options: ControllerOptions, health: Arc<Health>) -> Controllers {
     loop {
-        match controller::start(config.clone(), options.clone(), health.clone()).await {
+        match process::start(config.clone(), options.clone(), health.clone()).await {
             Ok(controllers) => {
                 health.set_ready(true);
                 return controllers;

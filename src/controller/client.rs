@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::error::Categorized;
+use crate::category::Categorized;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

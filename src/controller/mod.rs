@@ -1,9 +1,8 @@
-//! The controller pattern every reconciler follows, and the controllers of one process. `runner` drives a
-//! reconciler (metrics, error policy, logs, shutdown); `client` is the reads and writes they all make; `conditions`
-//! the Kubernetes condition conventions and the events their transitions make, which `events` publishes.
-//!
-//! [`start`] starts the approval webhook first (so no Install write goes unchecked), then every controller of
-//! [`CONTROLLERS`]. Tests start them in-process; the `run` command adds health and signals.
+//! The controller pattern every reconciler follows. `runner` drives a reconciler (metrics, error policy, logs,
+//! shutdown); `client` is the reads and writes they all make; `conditions` the Kubernetes condition conventions and
+//! the events their transitions make, which `events` publishes; [`Process`] what every controller is built from.
+//! The list of controllers one process runs is `crate::process`, above the controllers, so that this pattern
+//! imports none of them.
 
 pub mod client;
 pub mod conditions;
@@ -15,20 +14,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::future::{BoxFuture, FutureExt, Shared};
+use futures_util::future::{FutureExt, Shared};
 use tokio::sync::oneshot;
-use tokio::task::JoinSet;
 
 use crate::bundle::image::RegistryOptions;
 use crate::metrics::Metrics;
-use crate::server::Health;
-use crate::webhook::server::RunningWebhook;
-use crate::webhook::{WebhookError, WebhookOptions};
-
-/// Every controller of the process. A controller is a module whose `controller` function builds its context (a
-/// [`runner::Reconciler`]) and the kube-runtime `Controller` that wakes it, and returns [`runner::run`] of both.
-pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] =
-    &[crate::install::controller, crate::operator::controller];
+use crate::webhook::WebhookOptions;
 
 /// What the controllers need to know.
 #[derive(Clone, Debug)]
@@ -61,6 +52,17 @@ pub struct Process {
 }
 
 impl Process {
+    /// A process whose controllers stop when `stopped` completes (its sender is sent to or dropped).
+    pub fn new(
+        config: kube::Config,
+        client: kube::Client,
+        options: ControllerOptions,
+        metrics: Arc<Metrics>,
+        stopped: oneshot::Receiver<()>,
+    ) -> Self {
+        Self { config, client, options, metrics, stopped: stopped.shared() }
+    }
+
     /// Completes when the process stops its controllers.
     pub fn shutdown(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
         let stopped = self.stopped.clone();
@@ -68,40 +70,4 @@ impl Process {
             let _ = stopped.await;
         }
     }
-}
-
-/// Running controllers; dropping them aborts them where they are, as a killed process would, and
-/// [`Controllers::stop`] stops them cleanly.
-pub struct Controllers {
-    pub webhook: RunningWebhook,
-    stop: Option<oneshot::Sender<()>>,
-    running: JoinSet<()>,
-}
-
-impl Controllers {
-    /// Stops reconciling (letting running reconciles finish) and the webhook.
-    pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        while self.running.join_next().await.is_some() {}
-    }
-}
-
-/// Starts the webhook and every controller against the cluster `config` describes.
-pub async fn start(
-    config: kube::Config,
-    options: ControllerOptions,
-    health: Arc<Health>,
-) -> Result<Controllers, WebhookError> {
-    let client = kube::Client::try_from(config.clone()).map_err(WebhookError::Identify)?;
-    let webhook = crate::webhook::server::start(client.clone(), &options.webhook, &options.namespace).await?;
-    let (stop, stopped) = oneshot::channel::<()>();
-    let process = Process { config, client, options, metrics: health.metrics.clone(), stopped: stopped.shared() };
-    let mut running = JoinSet::new();
-    for controller in CONTROLLERS {
-        running.spawn(controller(&process));
-    }
-    tracing::info!(namespace = %process.options.namespace, count = CONTROLLERS.len(), "controllers started");
-    Ok(Controllers { webhook, stop: Some(stop), running })
 }

@@ -17,7 +17,8 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use tracing::instrument;
 
-use crate::error::{report, Categorized};
+use crate::category::Categorized;
+use crate::error::report;
 use crate::metrics::Metrics;
 
 /// How soon a reconcile that only lost a race with a change of its object runs again: the change is there to be

@@ -7,8 +7,8 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
 use crate::api::v2alpha1::{AppliedObject, ServiceAccountReference};
+use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient, Objects};
-use crate::error::Categorized;
 use crate::rbac::KindIndex;
 
 /// The field manager of everything the Install controller applies.

@@ -25,9 +25,9 @@ use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::api::v2alpha1::{
     Install, InstallStatus, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
 };
+use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::events::Events;
-use crate::error::Categorized;
 use crate::rbac::{KindIndex, RbacObjects};
 use crate::webhook::configuration::{guard_problems, WebhookService, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME};
 

@@ -24,7 +24,7 @@ use crate::api::v2alpha1::{
     Approval, Install, InstallState, InstallStatus, PendingPermissions, CONTENT_CHANGED_BY_ANNOTATION,
     MANUAL_APPROVAL_ANNOTATION,
 };
-use crate::error::Categorized;
+use crate::category::Categorized;
 use crate::rbac::{disclose, missing_permissions, required_permissions, KindIndex, RbacSnapshot, UserInfo};
 use crate::webhook::configuration::WebhookService;
 

@@ -15,7 +15,7 @@ use crate::api::v2alpha1::{ContentSource, ContentType, Install, ResolvedContent}
 use crate::bundle::image::{ImageClient, PullError};
 use crate::bundle::unpack::UnpackLimits;
 use crate::bundle::{render, Bundle, BundleError, ConvertError, RenderOptions};
-use crate::error::Categorized;
+use crate::category::Categorized;
 use crate::rbac::KindIndex;
 use crate::tls::{self, CertificateAuthority, CertificateError, CertificateIssuer, ServingCertificate};
 

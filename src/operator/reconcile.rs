@@ -22,10 +22,10 @@ use crate::api::v2alpha1::{
 };
 use crate::catalog::resolve::{newer_in_other_channels, resolve, Selection};
 use crate::catalog::CatalogCache;
+use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient, Objects};
 use crate::controller::conditions::transitions;
 use crate::controller::events::Events;
-use crate::error::Categorized;
 
 /// The field manager of the Operator controller's writes.
 pub const FIELD_MANAGER: &str = "olmv2-operator";

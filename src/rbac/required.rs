@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleRef};
 use serde_json::Value;
 
-use crate::error::Categorized;
+use crate::category::Categorized;
 
 use super::kinds::{group_of, KindIndex};
 use super::resolve::Roles;

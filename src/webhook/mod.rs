@@ -53,7 +53,7 @@ pub enum WebhookError {
     },
 }
 
-impl crate::error::Categorized for WebhookError {
+impl crate::category::Categorized for WebhookError {
     fn category(&self) -> &'static str {
         match self {
             Self::Identify(_) => "SelfSubjectReviewFailed",

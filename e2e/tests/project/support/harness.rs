@@ -28,7 +28,7 @@ pub struct Harness {
     pub plane: ControlPlane,
     pub admin: kube::Client,
     pub registry: Registry,
-    controllers: Option<olmv2::controller::Controllers>,
+    controllers: Option<olmv2::process::Controllers>,
     resync: Duration,
     configure: Configure,
     pub dir: PathBuf,
