@@ -25,6 +25,8 @@ pub enum ProjectError {
     Manifest(String),
     #[error("failed to start the controllers")]
     Controllers(#[source] olmv2::webhook::WebhookError),
+    #[error("failed to reserve a loopback port for the webhook")]
+    ReservePort(#[source] std::io::Error),
     #[error("failed to build the controller's client configuration: {0}")]
     Config(String),
 }
@@ -137,13 +139,22 @@ pub fn controller_options(
     }
 }
 
-/// Starts the controllers as the controller's ServiceAccount and points the webhook's Service at them.
+/// Starts the controllers as the controller's ServiceAccount, with the webhook's Service pointing at them before
+/// their first pass: as with a Service in a cluster, the webhook is reachable at its name from the start, so a first
+/// pass after a restart does not find the approval webhook missing (which, failing closed, would void approvals).
 pub async fn start_controllers(
     plane: &ControlPlane,
     config: kube::Config,
-    options: olmv2::controller::ControllerOptions,
+    mut options: olmv2::controller::ControllerOptions,
 ) -> Result<olmv2::process::Controllers, ProjectError> {
     let service = options.webhook.service_name.clone();
+    if options.webhook.address.port() == 0 {
+        // A free port chosen now, so the endpoint is set before anything reconciles.
+        let probe = std::net::TcpListener::bind(options.webhook.address).map_err(ProjectError::ReservePort)?;
+        options.webhook.address = probe.local_addr().map_err(ProjectError::ReservePort)?;
+        drop(probe);
+    }
+    plane.api.endpoints.set(CONTROLLER_NAMESPACE, &service, options.webhook.address);
     let health = Arc::new(olmv2::server::Health::default());
     let controllers = olmv2::process::start(config, options, health).await.map_err(ProjectError::Controllers)?;
     plane.api.endpoints.set(CONTROLLER_NAMESPACE, &service, controllers.webhook.address);
