@@ -33,6 +33,39 @@ const DELETE_PARAMETERS: &[&str] = &[
 ];
 
 /// The JSON type of a query parameter.
+/// The description of an answer's status code, as kube-apiserver's documents give it.
+pub fn response_description(code: u16) -> &'static str {
+    match code {
+        201 => "Created",
+        202 => "Accepted",
+        _ => "OK",
+    }
+}
+
+/// A parameter every operation on a path shares: the path's own (`{name}`, `{namespace}`), then `pretty`.
+pub struct SharedParameter {
+    pub name: &'static str,
+    pub location: &'static str,
+    pub description: &'static str,
+    pub required: bool,
+}
+
+pub fn shared_parameters(path: &str) -> Vec<SharedParameter> {
+    let mut parameters: Vec<SharedParameter> =
+        [("name", "name of the resource"), ("namespace", "object name and auth scope, such as for teams and projects")]
+            .into_iter()
+            .filter(|(name, _)| path.contains(&format!("{{{name}}}")))
+            .map(|(name, description)| SharedParameter { name, location: "path", description, required: true })
+            .collect();
+    parameters.push(SharedParameter {
+        name: "pretty",
+        location: "query",
+        description: "If 'true', then the output is pretty printed.",
+        required: false,
+    });
+    parameters
+}
+
 pub fn parameter_type(name: &str) -> &'static str {
     match name {
         "allowWatchBookmarks"

@@ -5,33 +5,22 @@
 use serde_json::{json, Map, Value};
 
 use super::definitions::reference;
-use super::paths::{parameter_type, Operation};
+use super::paths::{parameter_type, response_description, shared_parameters, Operation};
 use super::Content;
 
-fn response(code: u16) -> &'static str {
-    match code {
-        201 => "Created",
-        202 => "Accepted",
-        _ => "OK",
-    }
-}
-
+/// The parameters every operation on `path` shares, in this version's form.
 fn path_parameters(path: &str) -> Vec<Value> {
-    let mut parameters = Vec::new();
-    for (token, description) in [
-        ("{name}", "name of the resource"),
-        ("{namespace}", "object name and auth scope, such as for teams and projects"),
-    ] {
-        if path.contains(token) {
-            let name = token.trim_matches(|c| c == '{' || c == '}');
-            parameters.push(json!({"name": name, "in": "path", "description": description, "required": true,
-                "type": "string", "uniqueItems": true}));
-        }
-    }
-    parameters
-        .push(json!({"name": "pretty", "in": "query", "description": "If 'true', then the output is pretty printed.",
-        "type": "string", "uniqueItems": true}));
-    parameters
+    shared_parameters(path)
+        .into_iter()
+        .map(|parameter| {
+            let mut value = json!({"name": parameter.name, "in": parameter.location, "description": parameter.description,
+                "type": "string", "uniqueItems": true});
+            if parameter.required {
+                value["required"] = json!(true);
+            }
+            value
+        })
+        .collect()
 }
 
 fn operation(operation: &Operation) -> Value {
@@ -52,7 +41,7 @@ fn operation(operation: &Operation) -> Value {
     for code in operation.returns.1 {
         responses.insert(
             code.to_string(),
-            json!({"description": response(*code), "schema": reference(&operation.returns.0)}),
+            json!({"description": response_description(*code), "schema": reference(&operation.returns.0)}),
         );
     }
     responses.insert("401".into(), json!({"description": "Unauthorized"}));

@@ -7,7 +7,7 @@
 use serde_json::{json, Map, Value};
 
 use super::definitions::{INT_OR_STRING, QUANTITY, REF_PREFIX};
-use super::paths::{parameter_type, Operation};
+use super::paths::{parameter_type, response_description, shared_parameters, Operation};
 use super::Content;
 
 const V3_PREFIX: &str = "#/components/schemas/";
@@ -51,30 +51,19 @@ fn reference(name: &str) -> Value {
     json!({"$ref": format!("{V3_PREFIX}{name}")})
 }
 
-fn response(code: u16) -> &'static str {
-    match code {
-        201 => "Created",
-        202 => "Accepted",
-        _ => "OK",
-    }
-}
-
+/// The parameters every operation on `path` shares, in this version's form.
 fn path_parameters(path: &str) -> Vec<Value> {
-    let mut parameters = Vec::new();
-    for (token, description) in [
-        ("{name}", "name of the resource"),
-        ("{namespace}", "object name and auth scope, such as for teams and projects"),
-    ] {
-        if path.contains(token) {
-            let name = token.trim_matches(|c| c == '{' || c == '}');
-            parameters.push(json!({"name": name, "in": "path", "description": description, "required": true,
-                "schema": {"type": "string", "uniqueItems": true}}));
-        }
-    }
-    parameters
-        .push(json!({"name": "pretty", "in": "query", "description": "If 'true', then the output is pretty printed.",
-        "schema": {"type": "string", "uniqueItems": true}}));
-    parameters
+    shared_parameters(path)
+        .into_iter()
+        .map(|parameter| {
+            let mut value = json!({"name": parameter.name, "in": parameter.location, "description": parameter.description,
+                "schema": {"type": "string", "uniqueItems": true}});
+            if parameter.required {
+                value["required"] = json!(true);
+            }
+            value
+        })
+        .collect()
 }
 
 fn operation(operation: &Operation) -> Value {
@@ -90,7 +79,7 @@ fn operation(operation: &Operation) -> Value {
             .iter()
             .map(|media| ((*media).to_owned(), json!({"schema": reference(&operation.returns.0)})))
             .collect();
-        responses.insert(code.to_string(), json!({"description": response(*code), "content": content}));
+        responses.insert(code.to_string(), json!({"description": response_description(*code), "content": content}));
     }
     responses.insert("401".into(), json!({"description": "Unauthorized"}));
     let mut rendered = json!({"description": operation.description, "operationId": operation.id, "parameters": parameters,
