@@ -44,19 +44,12 @@ pub struct OperatorGroupSpec {
     #[serde(default)]
     pub service_account_name: Option<String>,
     /// Whether `olm.providedAPIs` is set by hand and never changed by OLM.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, rename = "staticProvidedAPIs", skip_serializing_if = "std::ops::Not::not")]
     pub static_provided_apis: bool,
-    /// How operators of the group upgrade.
+    /// How operators of the group upgrade: Default, or TechPreviewUnsafeFailForward to allow upgrading past failed
+    /// installs (a plain string, as OLM's type is).
     #[serde(default)]
-    pub upgrade_strategy: UpgradeStrategy,
-}
-
-/// How the operators of a group upgrade.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub struct UpgradeStrategy {
-    /// Default, or TechPreviewUnsafeFailForward to allow upgrading past failed installs.
-    #[serde(default)]
-    pub name: UpgradeStrategyName,
+    pub upgrade_strategy: UpgradeStrategyName,
 }
 
 /// The upgrade strategies OLM knows.

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ObjectReference, Toleration};
+use k8s_openapi::api::core::v1::{Affinity, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -113,12 +114,33 @@ pub struct GrpcPodConfig {
     /// Tolerations.
     #[serde(default)]
     pub tolerations: Option<Vec<Toleration>>,
+    /// Affinity.
+    #[serde(default)]
+    pub affinity: Option<Affinity>,
     /// Priority class.
     #[serde(default)]
     pub priority_class_name: Option<String>,
     /// `legacy` or `restricted`.
     #[serde(default)]
     pub security_context_config: Option<String>,
+    /// Memory the catalog server is sized for; sets its memory request, limit and `GOMEMLIMIT`.
+    #[serde(default)]
+    pub memory_target: Option<Quantity>,
+    /// Serve the catalog from content extracted out of the image instead of the image's own server.
+    #[serde(default)]
+    pub extract_content: Option<ExtractContentConfig>,
+}
+
+/// Where a File-Based Catalog's content is extracted to.
+#[skip_serializing_none]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtractContentConfig {
+    /// Directory of the pre-computed API cache.
+    #[serde(default)]
+    pub cache_dir: Option<String>,
+    /// Directory of the File-Based Catalog content.
+    pub catalog_dir: String,
 }
 
 /// Observed state of a CatalogSource.
@@ -137,7 +159,7 @@ pub struct CatalogSourceStatus {
     pub resolved_image: Option<String>,
     /// The ConfigMap a configmap catalog was read from.
     #[serde(default)]
-    pub config_map_reference: Option<ObjectReference>,
+    pub config_map_reference: Option<ConfigMapResourceReference>,
     /// When the image was last polled.
     #[serde(default)]
     pub latest_image_registry_poll: Option<Time>,
@@ -145,4 +167,65 @@ pub struct CatalogSourceStatus {
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// The ConfigMap a configmap catalog was read from, and the version of it that was read.
+#[skip_serializing_none]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapResourceReference {
+    /// Name of the ConfigMap.
+    #[serde(default)]
+    pub name: String,
+    /// Namespace of the ConfigMap.
+    #[serde(default)]
+    pub namespace: String,
+    /// UID of the ConfigMap.
+    #[serde(default)]
+    pub uid: Option<String>,
+    /// Resource version of the ConfigMap that was read.
+    #[serde(default)]
+    pub resource_version: Option<String>,
+    /// When the reference was last updated.
+    #[serde(default)]
+    pub last_update_time: Option<Time>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_pod_config_keeps_every_olm_field() {
+        let spec: CatalogSourceSpec = serde_json::from_value(serde_json::json!({
+            "sourceType": "grpc",
+            "image": "quay.io/example/catalog:latest",
+            "grpcPodConfig": {
+                "affinity": {"nodeAffinity": {}},
+                "memoryTarget": "30Mi",
+                "extractContent": {"cacheDir": "/tmp/cache", "catalogDir": "/configs"}
+            }
+        }))
+        .expect("spec parses");
+        let value = serde_json::to_value(&spec).expect("spec serializes");
+        let config = &value["grpcPodConfig"];
+        assert!(config["affinity"].is_object());
+        assert_eq!(config["memoryTarget"], "30Mi");
+        assert_eq!(config["extractContent"]["cacheDir"], "/tmp/cache");
+        assert_eq!(config["extractContent"]["catalogDir"], "/configs");
+    }
+
+    #[test]
+    fn status_keeps_olm_config_map_reference() {
+        let status: CatalogSourceStatus = serde_json::from_value(serde_json::json!({
+            "configMapReference": {"name": "catalog", "namespace": "olm", "uid": "abc", "resourceVersion": "7",
+                                   "lastUpdateTime": "2024-01-01T00:00:00Z"}
+        }))
+        .expect("status parses");
+        let value = serde_json::to_value(&status).expect("status serializes");
+        let reference = &value["configMapReference"];
+        assert_eq!(reference["uid"], "abc");
+        assert_eq!(reference["resourceVersion"], "7");
+        assert!(reference["lastUpdateTime"].is_string());
+    }
 }

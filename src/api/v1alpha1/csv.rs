@@ -33,6 +33,7 @@ use super::csv_status::ClusterServiceVersionStatus;
     shortname = "csvs",
     printcolumn = r#"{"name":"Display","type":"string","jsonPath":".spec.displayName","description":"The name of the CSV"}"#,
     printcolumn = r#"{"name":"Version","type":"string","jsonPath":".spec.version","description":"The version of the CSV"}"#,
+    printcolumn = r#"{"name":"Release","type":"string","jsonPath":".spec.release","description":"The release of this version of the CSV"}"#,
     printcolumn = r#"{"name":"Replaces","type":"string","jsonPath":".spec.replaces","description":"The name of a CSV that this one replaces"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#
 )]
@@ -43,6 +44,10 @@ pub struct ClusterServiceVersionSpec {
     /// Semantic version of the operator.
     #[serde(default)]
     pub version: Option<String>,
+    /// Packaging release of this version (dot-separated alphanumeric identifiers, at most 20 characters), which
+    /// tells apart builds of the same version.
+    #[serde(default)]
+    pub release: Option<String>,
     /// Maturity of the operator (alpha, beta, stable, ...).
     #[serde(default)]
     pub maturity: Option<String>,
@@ -320,7 +325,8 @@ pub struct WebhookDescription {
     /// Kind of webhook.
     #[serde(rename = "type")]
     pub webhook_type: WebhookAdmissionType,
-    /// The Deployment that serves the webhook.
+    /// The Deployment that serves the webhook; empty when absent, which OLM's schema allows.
+    #[serde(default)]
     pub deployment_name: String,
     /// Port of the webhook Service; 443 when absent.
     #[serde(default)]
@@ -477,6 +483,24 @@ mod tests {
         assert!(spec.supports(InstallModeType::OwnNamespace));
         assert!(!spec.supports(InstallModeType::AllNamespaces));
         assert!(!spec.supports(InstallModeType::MultiNamespace));
+    }
+
+    #[test]
+    fn olm_spec_fields_parse() {
+        let spec: ClusterServiceVersionSpec = serde_json::from_value(serde_json::json!({
+            "displayName": "Plumbus",
+            "version": "1.0.0",
+            "release": "1.el9",
+            "install": {"strategy": "deployment", "spec": {"deployments": []}},
+            "webhookdefinitions": [{"generateName": "vplumbus.example.com", "type": "ValidatingAdmissionWebhook",
+                                    "sideEffects": "None", "admissionReviewVersions": ["v1"]}]
+        }))
+        .expect("spec parses");
+        assert_eq!(spec.release.as_deref(), Some("1.el9"));
+        assert_eq!(spec.webhook_definitions.len(), 1);
+        assert!(spec.webhook_definitions[0].deployment_name.is_empty());
+        let value = serde_json::to_value(&spec).expect("spec serializes");
+        assert_eq!(value["release"], "1.el9");
     }
 
     #[test]

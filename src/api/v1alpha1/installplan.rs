@@ -29,11 +29,11 @@ use super::InstallPlanApproval;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct InstallPlanSpec {
-    /// Name of the CatalogSource the plan was resolved from.
-    #[serde(default)]
+    /// Name of the CatalogSource the plan was resolved from (OLM's json name is `source`).
+    #[serde(default, rename = "source")]
     pub catalog_source: Option<String>,
-    /// Namespace of that CatalogSource.
-    #[serde(default)]
+    /// Namespace of that CatalogSource (OLM's json name is `sourceNamespace`).
+    #[serde(default, rename = "sourceNamespace")]
     pub catalog_source_namespace: Option<String>,
     /// CSVs the plan installs.
     pub cluster_service_version_names: Vec<String>,
@@ -126,7 +126,7 @@ pub struct Step {
     /// Whether the plan succeeds without this step.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub optional: bool,
-    /// Unknown, NotPresent, Present, Created or WaitingForAPI.
+    /// Unknown, NotPresent, Present, Created, NotCreated, WaitingForApi or UnsupportedResource.
     #[serde(default)]
     pub status: String,
 }
@@ -179,4 +179,29 @@ pub struct BundleLookup {
     /// The bundle's properties as JSON.
     #[serde(default)]
     pub properties: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_uses_olm_json_names() {
+        let spec: InstallPlanSpec = serde_json::from_value(serde_json::json!({
+            "source": "community",
+            "sourceNamespace": "olm",
+            "clusterServiceVersionNames": ["plumbus.v1.0.0"],
+            "approval": "Manual",
+            "approved": false,
+            "generation": 2
+        }))
+        .expect("spec parses");
+        assert_eq!(spec.catalog_source.as_deref(), Some("community"));
+        assert_eq!(spec.catalog_source_namespace.as_deref(), Some("olm"));
+        let value = serde_json::to_value(&spec).expect("spec serializes");
+        assert_eq!(value["source"], "community");
+        assert_eq!(value["sourceNamespace"], "olm");
+        assert!(value.get("catalogSource").is_none());
+        assert!(value.get("catalogSourceNamespace").is_none());
+    }
 }
