@@ -13,6 +13,7 @@ pub mod crdgen;
 pub mod error;
 pub mod install;
 pub mod labels;
+pub mod legacy;
 pub mod metrics;
 pub mod operator;
 pub mod output;

@@ -19,8 +19,13 @@ use crate::webhook::WebhookError;
 /// Every controller of the process. A controller is a module whose `controller` function builds its context (a
 /// `controller::runner::Reconciler`) and the kube-runtime `Controller` that wakes it, and returns
 /// `controller::runner::run` of both.
-pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] =
-    &[crate::install::controller, crate::operator::controller];
+pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] = &[
+    crate::install::controller,
+    crate::operator::controller,
+    crate::legacy::operatorgroup::controller,
+    crate::legacy::namespaces::controller,
+    crate::legacy::csv::controller,
+];
 
 /// Running controllers; dropping them aborts them where they are, as a killed process would, and
 /// [`Controllers::stop`] stops them cleanly.

@@ -15,6 +15,7 @@ pub const CATALOG_USE_PATH: &str = "/validate-operator";
 pub const IDENTITY_CONFIGURATION_NAME: &str = "olmv2-install-identity";
 pub const MUTATE_INSTALL_PATH: &str = "/mutate-install";
 pub const MUTATE_OPERATOR_PATH: &str = "/mutate-operator";
+pub const MUTATE_CSV_PATH: &str = "/mutate-csv";
 
 /// A CA and a certificate it signs for the Service's DNS names (`service.namespace.svc` and its other forms).
 pub fn generate(service: &str, namespace: &str) -> Result<ServingCertificate, CertificateError> {
@@ -38,20 +39,20 @@ fn metadata(name: &str, namespace: &str, service: &str, ca_pem: Option<&str>) ->
     metadata
 }
 
-/// The mutating configuration: every create and update of an Install or an Operator goes through the webhook,
+/// The mutating configuration: every create and update of an Install, an Operator or a CSV goes through the webhook,
 /// which records its creator and marks content changes; it fails closed, since an unrecorded creator or an
 /// unmarked change would let someone borrow rights nobody approved for them.
 pub fn identity_configuration(namespace: &str, service: &str, port: i32, ca_pem: Option<&str>) -> Value {
-    let webhook = |name: &str, resource: &str, path: &str| {
+    let webhook = |name: &str, (version, resource, scope): (&str, &str, &str), path: &str| {
         json!({
             "name": name,
             "clientConfig": client_config(namespace, service, port, ca_pem, path),
             "rules": [{
                 "apiGroups": ["operators.coreos.com"],
-                "apiVersions": ["v2alpha1"],
+                "apiVersions": [version],
                 "operations": ["CREATE", "UPDATE"],
                 "resources": [resource],
-                "scope": "Cluster",
+                "scope": scope,
             }],
             "failurePolicy": "Fail",
             "sideEffects": "None",
@@ -65,8 +66,14 @@ pub fn identity_configuration(namespace: &str, service: &str, port: i32, ca_pem:
         "kind": "MutatingWebhookConfiguration",
         "metadata": metadata(IDENTITY_CONFIGURATION_NAME, namespace, service, ca_pem),
         "webhooks": [
-            webhook("identity.installs.operators.coreos.com", "installs", MUTATE_INSTALL_PATH),
-            webhook("identity.operators.operators.coreos.com", "operators", MUTATE_OPERATOR_PATH),
+            webhook("identity.installs.operators.coreos.com", ("v2alpha1", "installs", "Cluster"), MUTATE_INSTALL_PATH),
+            webhook("identity.operators.operators.coreos.com", ("v2alpha1", "operators", "Cluster"), MUTATE_OPERATOR_PATH),
+            // The author of a hand-applied CSV, whose rights bound what the legacy CSV loop installs for it.
+            webhook(
+                "identity.clusterserviceversions.operators.coreos.com",
+                ("v1alpha1", "clusterserviceversions", "Namespaced"),
+                MUTATE_CSV_PATH,
+            ),
         ],
     })
 }

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::approval::{denial, judge, Verdict};
 use super::catalog_use::{catalog_use_check, catalog_use_denial};
+use super::csv_author::author_mutation;
 use super::identity::{
     borrowable, content_change, marked, mutation, operator_creator_only, operator_source_change, owned_install,
     patch_operations, record_violation, ContentChange,
@@ -199,6 +200,31 @@ pub async fn mutate_install(
     Json(review): Json<AdmissionReview<DynamicObject>>,
 ) -> Json<AdmissionReview<DynamicObject>> {
     Json(mutate_reviewed(&checker, review, Mutated::Install).await)
+}
+
+/// Records who authored a ClusterServiceVersion's content (`csv_author`); never refuses.
+pub async fn mutate_csv(
+    State(checker): State<Arc<Checker>>,
+    Json(review): Json<AdmissionReview<DynamicObject>>,
+) -> Json<AdmissionReview<DynamicObject>> {
+    let Decoded { request, response, old, new } = match decode(review) {
+        Ok(decoded) => decoded,
+        Err(message) => return Json(AdmissionResponse::invalid(message).into_review()),
+    };
+    let Some(new) = new else { return Json(response.into_review()) };
+    let user = requester(&request.user_info);
+    let wanted = author_mutation(&user, &checker.controller_username, old.as_ref(), &new);
+    let operations = patch_operations(&new, &wanted);
+    if operations.is_empty() {
+        return Json(response.into_review());
+    }
+    let patched = serde_json::from_value::<json_patch::Patch>(Value::Array(operations))
+        .map_err(|error| error.to_string())
+        .and_then(|patch| response.clone().with_patch(patch).map_err(|error| error.to_string()));
+    Json(match patched {
+        Ok(response) => response.into_review(),
+        Err(message) => forbid(response, format!("the webhook could not write its records: {message}")).into_review(),
+    })
 }
 
 pub async fn mutate_operator(

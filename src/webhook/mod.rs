@@ -6,6 +6,7 @@
 pub mod approval;
 pub mod catalog_use;
 pub mod configuration;
+pub mod csv_author;
 pub mod handlers;
 pub mod identity;
 pub mod server;

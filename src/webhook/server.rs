@@ -12,10 +12,10 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
 
 use super::configuration::{
-    self, APPROVAL_PATH, CATALOG_USE_PATH, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME, MUTATE_INSTALL_PATH,
-    MUTATE_OPERATOR_PATH,
+    self, APPROVAL_PATH, CATALOG_USE_PATH, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME, MUTATE_CSV_PATH,
+    MUTATE_INSTALL_PATH, MUTATE_OPERATOR_PATH,
 };
-use super::handlers::{mutate_install, mutate_operator, review_install, review_operator, Checker};
+use super::handlers::{mutate_csv, mutate_install, mutate_operator, review_install, review_operator, Checker};
 use super::{WebhookError, WebhookOptions};
 use crate::tls::{HttpsServer, ServingCertificate};
 
@@ -57,6 +57,7 @@ pub async fn start(
         .route(CATALOG_USE_PATH, post(review_operator))
         .route(MUTATE_INSTALL_PATH, post(mutate_install))
         .route(MUTATE_OPERATOR_PATH, post(mutate_operator))
+        .route(MUTATE_CSV_PATH, post(mutate_csv))
         .with_state(checker);
     let server =
         HttpsServer::start("webhook", options.address, &certificate, router).await.map_err(WebhookError::Serve)?;

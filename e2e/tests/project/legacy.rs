@@ -1,0 +1,420 @@
+//! OLM v0's OperatorGroup and CSV loops, driven as OLM v0 users drive them: OperatorGroups and hand-written CSVs
+//! applied with the real kubectl, and OLM's names, annotations, labels, phases, reasons and messages asserted
+//! (scenarios rewritten from the intent of OLM's `operator_groups_e2e_test.go` and `csv_e2e_test.go`).
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::Api;
+use olmv2::api::v1::OperatorGroup;
+use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
+use olmv2::legacy::roles::group_role_name;
+
+use crate::support::harness::Harness;
+
+const CRD: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: plumbuses.example.com}
+spec:
+  group: example.com
+  names: {plural: plumbuses, singular: plumbus, kind: Plumbus, listKind: PlumbusList}
+  scope: Namespaced
+  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
+"#;
+
+/// A hand-written CSV owning the Plumbus CRD, run by ServiceAccount `plumbus` with one namespaced and one cluster rule.
+fn csv(namespace: &str, modes: &[(&str, bool)]) -> String {
+    let modes: Vec<String> =
+        modes.iter().map(|(mode, supported)| format!("{{type: {mode}, supported: {supported}}}")).collect();
+    format!(
+        r#"
+apiVersion: operators.coreos.com/v1alpha1
+kind: ClusterServiceVersion
+metadata:
+  name: plumbus.v1.0.0
+  namespace: {namespace}
+  annotations: {{alm-examples: "[]", capabilities: Basic Install}}
+spec:
+  displayName: Plumbus
+  version: 1.0.0
+  installModes: [{modes}]
+  customresourcedefinitions:
+    owned: [{{name: plumbuses.example.com, version: v1, kind: Plumbus}}]
+  install:
+    strategy: deployment
+    spec:
+      permissions:
+      - serviceAccountName: plumbus
+        rules: [{{apiGroups: [""], resources: [configmaps], verbs: [get, list]}}]
+      deployments:
+      - name: plumbus-operator
+        spec:
+          selector: {{matchLabels: {{app: plumbus}}}}
+          template:
+            metadata: {{labels: {{app: plumbus}}}}
+            spec:
+              serviceAccountName: plumbus
+              containers: [{{name: manager, image: "example.com/plumbus:1.0.0"}}]
+"#,
+        modes = modes.join(", ")
+    )
+}
+
+/// The ServiceAccount and the Role and RoleBinding that satisfy the CSV's permissions, as OLM v0's InstallPlan would
+/// have made them (OLM's CSV loop only checks them).
+fn account(namespace: &str, with_rbac: bool) -> String {
+    let mut manifest =
+        format!("apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: plumbus, namespace: {namespace}}}\n");
+    if with_rbac {
+        manifest.push_str(&format!(
+            r#"---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: plumbus, namespace: {namespace}}}
+rules: [{{apiGroups: [""], resources: [configmaps], verbs: [get, list]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: plumbus, namespace: {namespace}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: plumbus}}
+subjects: [{{kind: ServiceAccount, name: plumbus, namespace: {namespace}}}]
+"#
+        ));
+    }
+    manifest
+}
+
+fn apply(harness: &Harness, manifest: &str) {
+    let output = harness.admin_kubectl(&["apply", "-f", "-"], Some(manifest));
+    assert!(output.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
+}
+
+fn kubectl(harness: &Harness, args: &[&str]) -> String {
+    let output = harness.admin_kubectl(args, None);
+    assert!(output.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+async fn start(name: &str) -> Harness {
+    if std::env::var_os("OLMV2_TEST_LOG").is_some() {
+        olmv2::telemetry::init(olmv2::telemetry::LogFormat::Text);
+    }
+    Harness::start("legacy", name, &["ops", "team-a", "team-b"], Duration::from_secs(30)).await
+}
+
+async fn wait_phase(harness: &Harness, namespace: &str, phase: CsvPhase, reason: &str) -> ClusterServiceVersion {
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), namespace);
+    let mut last = None;
+    for _ in 0..400 {
+        // Stand in for the Deployment controller on every look, so an applied Deployment becomes available.
+        harness.roll_out(namespace).await;
+        if let Some(csv) = csvs.get_opt("plumbus.v1.0.0").await.expect("get") {
+            let status = csv.status.clone().unwrap_or_default();
+            if status.phase == phase && status.reason.as_deref() == Some(reason) {
+                return csv;
+            }
+            last = Some(csv);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the CSV never reached {phase:?}/{reason}; last: {}", serde_json::to_string_pretty(&last).unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_selector_group_targets_labelled_namespaces_and_its_csv_installs_as_in_olm() {
+    let harness = start("selector").await;
+    apply(&harness, CRD);
+    apply(&harness, &account("ops", true));
+    kubectl(&harness, &["label", "namespace", "team-a", "team=plumbing"]);
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec:\n  selector: {matchLabels: {team: plumbing}}\n",
+    );
+    apply(
+        &harness,
+        &csv(
+            "ops",
+            &[("OwnNamespace", false), ("SingleNamespace", true), ("MultiNamespace", true), ("AllNamespaces", false)],
+        ),
+    );
+
+    let groups = Api::<OperatorGroup>::namespaced(harness.admin.clone(), "ops");
+    let group = harness
+        .wait_for(&groups, "og", "targeting team-a", |g| g.status.as_ref().is_some_and(|s| s.namespaces == ["team-a"]))
+        .await;
+    assert!(group.status.as_ref().and_then(|s| s.last_updated.as_ref()).is_some());
+    let uid = group.metadata.uid.clone().unwrap();
+    let namespaces = Api::<Namespace>::all(harness.admin.clone());
+    let label = format!("olm.operatorgroup.uid/{uid}");
+    harness
+        .wait_for(&namespaces, "team-a", "labelled for the group", |ns| {
+            ns.metadata.labels.as_ref().is_some_and(|l| l.get(&label) == Some(&String::new()))
+        })
+        .await;
+
+    let csv = wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    let annotations = csv.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations.get("olm.operatorGroup").map(String::as_str), Some("og"));
+    assert_eq!(annotations.get("olm.operatorNamespace").map(String::as_str), Some("ops"));
+    assert_eq!(annotations.get("olm.targetNamespaces").map(String::as_str), Some("team-a"));
+    let history: Vec<(CsvPhase, String)> =
+        csv.status.unwrap().conditions.iter().map(|c| (c.phase, c.reason.clone().unwrap_or_default())).collect();
+    assert_eq!(
+        history[..3],
+        [
+            (CsvPhase::Pending, "RequirementsUnknown".to_owned()),
+            (CsvPhase::InstallReady, "AllRequirementsMet".to_owned()),
+            (CsvPhase::Installing, "InstallSucceeded".to_owned()),
+        ]
+    );
+    // Possibly (Installing, InstallWaiting) while the Deployment rolls out, then Succeeded.
+    assert_eq!(history.last(), Some(&(CsvPhase::Succeeded, "InstallSucceeded".to_owned())));
+
+    let deployment =
+        Api::<Deployment>::namespaced(harness.admin.clone(), "ops").get("plumbus-operator").await.expect("deployment");
+    let template = deployment.spec.unwrap().template.metadata.unwrap().annotations.unwrap();
+    assert_eq!(template.get("olm.targetNamespaces").map(String::as_str), Some("team-a"));
+    assert_eq!(template.get("alm-examples").map(String::as_str), Some("[]"));
+    let labels = deployment.metadata.labels.unwrap();
+    assert_eq!(labels.get("olm.owner.kind").map(String::as_str), Some("ClusterServiceVersion"));
+
+    // `kubectl get csv` tells the story as with OLM.
+    let listed = kubectl(&harness, &["get", "csv", "-n", "ops"]);
+    assert!(listed.contains("plumbus.v1.0.0") && listed.contains("Succeeded"), "{listed}");
+
+    // The group's aggregating roles, and the CRD's own once the CSV Succeeded.
+    let roles = Api::<ClusterRole>::all(harness.admin.clone());
+    let admin = harness.wait_for(&roles, &group_role_name("ops", "og", "admin"), "present", |_| true).await;
+    assert_eq!(
+        admin.metadata.labels.as_ref().and_then(|l| l.get("olm.owner.kind")).map(String::as_str),
+        Some("OperatorGroup")
+    );
+    let selectors = admin.aggregation_rule.and_then(|rule| rule.cluster_role_selectors).unwrap_or_default();
+    assert_eq!(selectors.len(), 1, "one API aggregated");
+    let edit = harness.wait_for(&roles, "plumbuses.example.com-v1-edit", "present", |_| true).await;
+    assert_eq!(edit.rules.unwrap()[0].verbs, ["create", "update", "patch", "delete"]);
+    harness.wait_for(&roles, "plumbuses.example.com-v1-crdview", "present", |_| true).await;
+    let group = groups.get("og").await.expect("group");
+    assert_eq!(
+        group.metadata.annotations.unwrap().get("olm.providedAPIs").map(String::as_str),
+        Some("Plumbus.v1.example.com")
+    );
+
+    // Labelling another namespace widens the group; the CSV's annotation, and its Deployment's, follow.
+    kubectl(&harness, &["label", "namespace", "team-b", "team=plumbing"]);
+    harness
+        .wait_for(&groups, "og", "targeting both", |g| {
+            g.status.as_ref().is_some_and(|s| {
+                let mut n = s.namespaces.clone();
+                n.sort();
+                n == ["team-a", "team-b"]
+            })
+        })
+        .await;
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+    harness
+        .wait_for(&csvs, "plumbus.v1.0.0", "annotated with both", |c| {
+            c.metadata.annotations.as_ref().and_then(|a| a.get("olm.targetNamespaces")).map(String::as_str)
+                == Some("team-a,team-b")
+        })
+        .await;
+    let deployments = Api::<Deployment>::namespaced(harness.admin.clone(), "ops");
+    harness
+        .wait_for(&deployments, "plumbus-operator", "annotated with both", |d| {
+            d.spec
+                .as_ref()
+                .and_then(|s| s.template.metadata.as_ref())
+                .and_then(|m| m.annotations.as_ref())
+                .and_then(|a| a.get("olm.targetNamespaces"))
+                .map(String::as_str)
+                == Some("team-a,team-b")
+        })
+        .await;
+    let csv = wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    // The outdated Deployment sent it back to InstallReady, as OLM does, and it installed again.
+    assert!(
+        csv.status
+            .unwrap()
+            .conditions
+            .iter()
+            .any(|c| c.phase == CsvPhase::InstallReady && c.reason.as_deref() == Some("ComponentUnhealthy")),
+        "reinstalled for the new targets"
+    );
+
+    // Unlabelling takes team-a out: its group label goes.
+    kubectl(&harness, &["label", "namespace", "team-a", "team-"]);
+    harness
+        .wait_for(&namespaces, "team-a", "unlabelled", |ns| {
+            !ns.metadata.labels.as_ref().is_some_and(|l| l.contains_key(&label))
+        })
+        .await;
+    // Deleting the group removes the labels it made.
+    kubectl(&harness, &["delete", "operatorgroup", "og", "-n", "ops"]);
+    harness
+        .wait_for(&namespaces, "team-b", "unlabelled", |ns| {
+            !ns.metadata.labels.as_ref().is_some_and(|l| l.contains_key(&label))
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn group_membership_and_install_modes_fail_and_heal_with_olms_reasons() {
+    let harness = start("modes").await;
+    apply(&harness, CRD);
+    apply(&harness, &account("ops", true));
+    apply(
+        &harness,
+        &csv(
+            "ops",
+            &[("OwnNamespace", false), ("SingleNamespace", false), ("MultiNamespace", false), ("AllNamespaces", true)],
+        ),
+    );
+    let csv = wait_phase(&harness, "ops", CsvPhase::Failed, "NoOperatorGroup").await;
+    assert_eq!(csv.status.unwrap().message.as_deref(), Some("csv in namespace with no operatorgroups"));
+    harness.wait_event("ops", "NoOperatorGroup").await;
+
+    apply(&harness, "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {targetNamespaces: [ops]}\n");
+    let csv = wait_phase(&harness, "ops", CsvPhase::Failed, "UnsupportedOperatorGroup").await;
+    assert_eq!(
+        csv.status.unwrap().message.as_deref(),
+        Some("OwnNamespace InstallModeType not supported, cannot configure to watch own namespace")
+    );
+
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og2, namespace: ops}\nspec: {}\n",
+    );
+    let csv = wait_phase(&harness, "ops", CsvPhase::Failed, "TooManyOperatorGroups").await;
+    assert_eq!(
+        csv.status.unwrap().message.as_deref(),
+        Some("csv created in namespace with multiple operatorgroups, can't pick one automatically")
+    );
+    let groups = Api::<OperatorGroup>::namespaced(harness.admin.clone(), "ops");
+    let og = harness
+        .wait_for(&groups, "og", "flagged", |g| {
+            g.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "MultipleOperatorGroup"))
+        })
+        .await;
+    let condition = og.status.unwrap().conditions.into_iter().find(|c| c.type_ == "MultipleOperatorGroup").unwrap();
+    assert_eq!(
+        (condition.reason.as_str(), condition.message.as_str()),
+        ("MultipleOperatorGroupsFound", "Multiple OperatorGroup found in the same namespace")
+    );
+
+    // One global group left: the CSV heals through Pending and installs.
+    kubectl(&harness, &["delete", "operatorgroup", "og", "-n", "ops"]);
+    harness
+        .wait_for(&groups, "og2", "no longer flagged", |g| {
+            g.status.as_ref().is_some_and(|s| s.namespaces == [""] && s.conditions.is_empty())
+        })
+        .await;
+    let csv = wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    assert_eq!(csv.metadata.annotations.unwrap().get("olm.targetNamespaces").map(String::as_str), Some(""));
+    assert!(csv
+        .status
+        .unwrap()
+        .conditions
+        .iter()
+        .any(|c| c.message.as_deref() == Some("InstallModes now support target namespaces")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn insufficient_permissions_wait_in_pending_until_rbac_grants_them() {
+    let harness = start("permissions").await;
+    apply(&harness, CRD);
+    apply(&harness, &account("ops", false));
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
+    let csv = wait_phase(&harness, "ops", CsvPhase::Pending, "RequirementsNotMet").await;
+    let status = csv.status.unwrap();
+    assert_eq!(status.message.as_deref(), Some("one or more requirements couldn't be found"));
+    let requirement =
+        status.requirement_status.iter().find(|r| r.kind == "ServiceAccount").expect("account requirement");
+    assert_eq!(
+        (requirement.status.as_str(), requirement.message.as_str()),
+        ("PresentNotSatisfied", "Policy rule not satisfied for service account")
+    );
+    assert_eq!(
+        requirement.dependents[0].message.as_deref(),
+        Some(r#"namespaced rule:{"verbs":["get","list"],"apiGroups":[""],"resources":["configmaps"]}"#)
+    );
+    assert_eq!(requirement.dependents[0].status, "NotSatisfied");
+    assert!(Api::<Deployment>::namespaced(harness.admin.clone(), "ops")
+        .get_opt("plumbus-operator")
+        .await
+        .expect("get")
+        .is_none());
+
+    apply(&harness, &account("ops", true));
+    wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+}
+
+/// The attack: a user who may write CSVs in a namespace but not Deployments gets no Deployment made for them by
+/// the controller (OLM v0 would create it with its own rights).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_author_who_may_not_create_deployments_gets_none() {
+    let harness = start("author").await;
+    apply(&harness, CRD);
+    apply(&harness, &account("ops", true));
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    apply(
+        &harness,
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: csv-writer, namespace: ops}
+rules: [{apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: mallory, namespace: ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: csv-writer}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
+"#,
+    );
+    let mallory = harness.plane.user_kubeconfig("mallory", &[]);
+    let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&csv("ops", &[("AllNamespaces", true)])));
+    assert!(output.status.success(), "mallory may write CSVs: {}", String::from_utf8_lossy(&output.stderr));
+    let failed = wait_phase(&harness, "ops", CsvPhase::Failed, "InstallComponentFailed").await;
+    let message = failed.status.unwrap().message.unwrap_or_default();
+    assert!(message.contains("mallory may not create deployments in namespace ops"), "{message}");
+    assert!(Api::<Deployment>::namespaced(harness.admin.clone(), "ops")
+        .get_opt("plumbus-operator")
+        .await
+        .expect("get")
+        .is_none());
+
+    // Forging the author record does not help: the webhook writes who made the change.
+    let forged = csv("ops", &[("AllNamespaces", true)]).replace(
+        "annotations: {alm-examples",
+        "annotations: {v2alpha1.operators.coreos.com/creator: '{\"username\":\"kubernetes-admin\",\"groups\":[\"system:masters\"]}', alm-examples",
+    ).replace("1.0.0\"}]", "1.0.1\"}]");
+    let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&forged));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+    let written = csvs.get("plumbus.v1.0.0").await.expect("csv");
+    let author =
+        written.metadata.annotations.unwrap().get("v2alpha1.operators.coreos.com/creator").cloned().unwrap_or_default();
+    assert!(author.contains("\"mallory\""), "{author}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(Api::<Deployment>::namespaced(harness.admin.clone(), "ops")
+        .get_opt("plumbus-operator")
+        .await
+        .expect("get")
+        .is_none());
+
+    // The same CSV re-applied by the admin installs.
+    apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
+    wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+}

@@ -1,0 +1,230 @@
+//! The CSV phase machine of OLM v0's `transitionCSVState`, as a pure function of what a pass observed: membership
+//! of an OperatorGroup, install modes, provided-API intersection, then the phases None → Pending → InstallReady →
+//! Installing → Succeeded, and back through Failed and Pending, with OLM's phases, reasons and messages. The history
+//! in `status.conditions` grows only when the phase or reason changes, and keeps the last 20 entries.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::super::intersection::ApiReconciliation;
+use super::super::membership::Membership;
+use super::strategy::Unhealthy;
+use crate::api::v1alpha1::{ClusterServiceVersionStatus, CsvCondition, CsvPhase, RequirementStatus};
+
+/// The most history entries a CSV keeps.
+pub const CONDITIONS_LIMIT: usize = 20;
+/// How long Installing may wait for healthy Deployments before the install fails.
+pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+
+/// What one pass observed about a CSV (beyond the CSV itself).
+pub struct Observed<'a> {
+    pub membership: Membership<'a>,
+    /// The group's annotations the CSV lacks (empty: it has them).
+    pub annotations_missing: bool,
+    /// Whether the group targets no namespace (a selector matching nothing).
+    pub no_targets: bool,
+    /// The install-mode check: Err((reason, message)).
+    pub install_modes: Result<(), (&'static str, String)>,
+    pub static_group: bool,
+    pub apis: ApiReconciliation,
+    pub requirements: (bool, Vec<RequirementStatus>),
+    /// Whether the CSV's author may create its Deployments: Err(why not).
+    pub author: Result<(), String>,
+    pub health: Result<(), Unhealthy>,
+    pub now: Time,
+}
+
+/// What a pass does.
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    /// The new phase, reason and message (when it changes the status).
+    pub phase: Option<(CsvPhase, &'static str, String)>,
+    pub requirement_status: Option<Vec<RequirementStatus>>,
+    /// Write the group's annotations on the CSV.
+    pub annotate: bool,
+    /// Change the group's `olm.providedAPIs` (Add or Remove) and come back.
+    pub group_apis: Option<ApiReconciliation>,
+    /// Apply the Deployments.
+    pub install: bool,
+    /// Delete the CSV's Deployments (a conflict of provided APIs).
+    pub remove_deployments: bool,
+    /// Make the per-API ClusterRoles (the CSV has Succeeded).
+    pub api_roles: bool,
+}
+
+/// Reasons of failures about the group that heal once the group fits.
+const GROUP_REASONS: &[&str] =
+    &["NoTargetNamespaces", "NoOperatorGroup", "TooManyOperatorGroups", "UnsupportedOperatorGroup"];
+
+pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed<'_>) -> Outcome {
+    let reason = status.reason.as_deref().unwrap_or_default();
+    let mut outcome = Outcome::default();
+    if reason == "InstallComponentFailedNoRetry" {
+        return outcome;
+    }
+    let fail = |reason: &'static str, message: String| Some((CsvPhase::Failed, reason, message));
+    if let Some((failure, message)) = observed.membership.failure() {
+        outcome.phase = fail(failure, message.into());
+        return outcome;
+    }
+    if observed.annotations_missing {
+        outcome.annotate = true;
+        if observed.no_targets {
+            outcome.phase =
+                fail("NoTargetNamespaces", "no targetNamespaces are matched operatorgroups namespace selection".into());
+        }
+        return outcome;
+    }
+    if let Err((reason, message)) = observed.install_modes {
+        outcome.phase = fail(reason, message);
+        return outcome;
+    }
+    match observed.apis {
+        ApiReconciliation::Add | ApiReconciliation::Remove if observed.static_group => {
+            // OLM's guard compares with the conflict reason, so a CSV already failing so is left as it is.
+            if reason != "InterOperatorGroupOwnerConflict" {
+                outcome.phase = fail(
+                    "CannotModifyStaticOperatorGroupProvidedAPIs",
+                    "static provided api operatorgroup cannot be modified by these apis".into(),
+                );
+                outcome.remove_deployments = true;
+            }
+            return outcome;
+        }
+        ApiReconciliation::Conflict => {
+            if reason != "InterOperatorGroupOwnerConflict" {
+                outcome.phase =
+                    fail("InterOperatorGroupOwnerConflict", "intersecting operatorgroups provide the same apis".into());
+                outcome.remove_deployments = true;
+            }
+            return outcome;
+        }
+        ApiReconciliation::Add | ApiReconciliation::Remove => {
+            outcome.group_apis = Some(observed.apis);
+            return outcome;
+        }
+        ApiReconciliation::NoConflict => {}
+    }
+
+    let (met, statuses) = observed.requirements;
+    let to = |phase: CsvPhase, reason: &'static str, message: &str| Some((phase, reason, message.to_owned()));
+    match status.phase {
+        CsvPhase::None => outcome.phase = to(CsvPhase::Pending, "RequirementsUnknown", "requirements not yet checked"),
+        CsvPhase::Pending => {
+            outcome.requirement_status = Some(statuses);
+            outcome.phase = if met {
+                to(CsvPhase::InstallReady, "AllRequirementsMet", "all requirements found, attempting install")
+            } else {
+                to(CsvPhase::Pending, "RequirementsNotMet", "one or more requirements couldn't be found")
+            };
+        }
+        CsvPhase::InstallReady => match observed.author {
+            Err(why) => outcome.phase = fail("InstallComponentFailed", format!("install strategy failed: {why}")),
+            Ok(()) => {
+                outcome.install = true;
+                outcome.phase =
+                    to(CsvPhase::Installing, "InstallSucceeded", "waiting for install components to report healthy");
+            }
+        },
+        CsvPhase::Installing => {
+            outcome.phase = health(&observed.health, CsvPhase::Installing, "InstallWaiting");
+            let waited = elapsed(status.last_transition_time.as_ref(), &observed.now);
+            if observed.health.is_err() && waited >= INSTALL_TIMEOUT {
+                outcome.phase = fail("InstallCheckFailed", "install timeout".into());
+            }
+        }
+        CsvPhase::Succeeded => {
+            if !met {
+                outcome.requirement_status = Some(statuses);
+                outcome.phase = fail("RequirementsNotMet", "requirements no longer met".into());
+            } else {
+                outcome.phase = health(&observed.health, CsvPhase::Failed, "ComponentUnhealthy");
+            }
+        }
+        CsvPhase::Failed => {
+            let healed = match reason {
+                reason if GROUP_REASONS.contains(&reason) => Some("InstallModes now support target namespaces"),
+                "InterOperatorGroupOwnerConflict" => {
+                    Some("OperatorGroup no longer intersecting with conflicting owner")
+                }
+                "CannotModifyStaticOperatorGroupProvidedAPIs" => {
+                    Some("static OperatorGroup and intersecting groups now support providedAPIs")
+                }
+                _ => None,
+            };
+            if let Some(message) = healed {
+                outcome.phase = to(CsvPhase::Pending, "RequirementsUnknown", message);
+            } else if !met {
+                outcome.requirement_status = Some(statuses);
+                outcome.phase = to(CsvPhase::Pending, "RequirementsNotMet", "requirements not met");
+            } else {
+                outcome.phase = health(&observed.health, CsvPhase::Pending, "NeedsReinstall");
+            }
+        }
+        // Replacement along spec.replaces is not run here yet; these phases stay as they are.
+        CsvPhase::Replacing | CsvPhase::Deleting | CsvPhase::Unknown => {}
+    }
+    // The roles for using its APIs come with a CSV that is (or has just become) Succeeded.
+    outcome.api_roles = outcome.phase.as_ref().map_or(status.phase, |(phase, _, _)| *phase) == CsvPhase::Succeeded;
+    outcome
+}
+
+/// OLM's `updateInstallStatus`: Succeeded when healthy; a Deployment to apply again goes back to InstallReady; one
+/// past its deadline fails the install; otherwise `phase`/`reason` with the rollout's message.
+fn health(
+    health: &Result<(), Unhealthy>,
+    phase: CsvPhase,
+    reason: &'static str,
+) -> Option<(CsvPhase, &'static str, String)> {
+    match health {
+        Ok(()) => Some((CsvPhase::Succeeded, "InstallSucceeded", "install strategy completed with no errors".into())),
+        Err(Unhealthy::TimedOut(message)) => {
+            Some((CsvPhase::Failed, "InstallCheckFailed", format!("install failed: {message}")))
+        }
+        Err(unhealthy @ Unhealthy::Outdated(_)) => {
+            Some((CsvPhase::InstallReady, reason, format!("installing: {}", unhealthy.message())))
+        }
+        Err(unhealthy) => Some((phase, reason, format!("installing: {}", unhealthy.message()))),
+    }
+}
+
+fn elapsed(since: Option<&Time>, now: &Time) -> Duration {
+    since.map(|since| now.0.duration_since(since.0)).and_then(|span| Duration::try_from(span).ok()).unwrap_or_default()
+}
+
+/// The status after entering `phase` for `reason` (OLM's `SetPhase`), or None when phase, reason and message are
+/// already those (OLM rewrites `lastUpdateTime` on some unchanged passes; here an unchanged CSV is not written).
+pub fn set_phase(
+    status: &ClusterServiceVersionStatus,
+    (phase, reason, message): (CsvPhase, &str, &str),
+    now: &Time,
+) -> Option<ClusterServiceVersionStatus> {
+    if status.phase == phase && status.reason.as_deref() == Some(reason) && status.message.as_deref() == Some(message) {
+        return None;
+    }
+    let mut next = status.clone();
+    next.last_update_time = Some(now.clone());
+    if next.phase != phase {
+        next.phase = phase;
+        next.last_transition_time = Some(now.clone());
+    }
+    next.reason = Some(reason.to_owned());
+    next.message = Some(message.to_owned());
+    let changed =
+        next.conditions.last().is_none_or(|last| last.phase != phase || last.reason.as_deref() != Some(reason));
+    if changed {
+        next.conditions.push(CsvCondition {
+            phase,
+            reason: Some(reason.to_owned()),
+            message: Some(message.to_owned()),
+            last_update_time: Some(now.clone()),
+            last_transition_time: Some(now.clone()),
+        });
+    }
+    if next.conditions.len() > CONDITIONS_LIMIT {
+        let excess = next.conditions.len() - CONDITIONS_LIMIT;
+        next.conditions.drain(..excess);
+    }
+    Some(next)
+}

@@ -1,0 +1,146 @@
+//! Which OperatorGroup a CSV belongs to, as OLM v0's `operatorGroupForCSV` decides (none, one, or too many in its
+//! namespace), the `olm.*` annotations membership writes on the CSV (and on its Deployments' pod templates), and
+//! which CSVs the legacy loops leave alone: copies (their original is the member) and Install records (the Install
+//! owns their content).
+
+use std::collections::BTreeMap;
+
+use super::targets::Targets;
+use crate::api::v1::{
+    OperatorGroup, OPERATOR_GROUP_ANNOTATION, OPERATOR_NAMESPACE_ANNOTATION, TARGET_NAMESPACES_ANNOTATION,
+};
+use crate::api::v1alpha1::ClusterServiceVersion;
+use crate::install::content::CSV_RECORD_ANNOTATION;
+
+/// The label OLM v0 puts on a copied CSV: the namespace of its original.
+pub const COPIED_FROM_LABEL: &str = "olm.copiedFrom";
+/// The reason of a copied CSV's status.
+pub const COPIED_REASON: &str = "Copied";
+
+/// The three annotations of a member of group `name` in `namespace` targeting `targets`.
+pub fn group_annotations(name: &str, namespace: &str, targets: &Targets) -> BTreeMap<String, String> {
+    [
+        (OPERATOR_GROUP_ANNOTATION.to_owned(), name.to_owned()),
+        (OPERATOR_NAMESPACE_ANNOTATION.to_owned(), namespace.to_owned()),
+        (TARGET_NAMESPACES_ANNOTATION.to_owned(), targets.annotation()),
+    ]
+    .into()
+}
+
+/// Whether `csv` is a copy, as OLM's `IsCopied` judges: reason `Copied`, an `olm.operatorNamespace` other than its
+/// own namespace, or the `olm.copiedFrom` label.
+pub fn is_copied(csv: &ClusterServiceVersion) -> bool {
+    let reason_copied =
+        csv.status.as_ref().and_then(|status| status.reason.as_deref()).is_some_and(|reason| reason == COPIED_REASON);
+    let elsewhere = csv
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(OPERATOR_NAMESPACE_ANNOTATION))
+        .is_some_and(|namespace| Some(namespace) != csv.metadata.namespace.as_ref());
+    let labelled = csv.metadata.labels.as_ref().is_some_and(|labels| labels.contains_key(COPIED_FROM_LABEL));
+    reason_copied || elsewhere || labelled
+}
+
+/// Whether `csv` is the record of an Install: the Install controller applies its content and writes its phase.
+pub fn is_install_record(csv: &ClusterServiceVersion) -> bool {
+    csv.metadata.annotations.as_ref().is_some_and(|annotations| annotations.contains_key(CSV_RECORD_ANNOTATION))
+}
+
+/// A CSV's group, or why it has none: the phase-`Failed` reason and message OLM gives.
+#[derive(Debug)]
+pub enum Membership<'a> {
+    Member(&'a OperatorGroup),
+    NoOperatorGroup,
+    TooManyOperatorGroups,
+}
+
+impl Membership<'_> {
+    /// OLM's reason and message for a CSV without a group.
+    pub fn failure(&self) -> Option<(&'static str, &'static str)> {
+        match self {
+            Self::Member(_) => None,
+            Self::NoOperatorGroup => Some(("NoOperatorGroup", "csv in namespace with no operatorgroups")),
+            Self::TooManyOperatorGroups => Some((
+                "TooManyOperatorGroups",
+                "csv created in namespace with multiple operatorgroups, can't pick one automatically",
+            )),
+        }
+    }
+}
+
+/// The group of a CSV among the groups of its namespace.
+pub fn membership(groups: &[OperatorGroup]) -> Membership<'_> {
+    match groups {
+        [] => Membership::NoOperatorGroup,
+        [group] => Membership::Member(group),
+        _ => Membership::TooManyOperatorGroups,
+    }
+}
+
+/// The annotations `csv` lacks to be a member of `group` (empty when it has them): OLM's
+/// `operatorGroupAnnotationsDiffer`, with the targets read from the group's status.
+pub fn missing_annotations(csv: &ClusterServiceVersion, group: &OperatorGroup) -> BTreeMap<String, String> {
+    let targets = Targets::from_status(group.status.as_ref().map(|status| status.namespaces.as_slice()).unwrap_or(&[]));
+    let wanted = group_annotations(
+        group.metadata.name.as_deref().unwrap_or_default(),
+        group.metadata.namespace.as_deref().unwrap_or_default(),
+        &targets,
+    );
+    let current = csv.metadata.annotations.clone().unwrap_or_default();
+    if wanted.iter().all(|(key, value)| current.get(key) == Some(value)) {
+        BTreeMap::new()
+    } else {
+        wanted
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn csv(annotations: serde_json::Value, labels: serde_json::Value, reason: &str) -> ClusterServiceVersion {
+        serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "a", "namespace": "ns", "annotations": annotations, "labels": labels},
+            "spec": {"install": {"strategy": "deployment", "spec": {"deployments": []}}},
+            "status": {"reason": reason}}))
+        .expect("csv")
+    }
+
+    fn group(namespaces: &[&str]) -> OperatorGroup {
+        serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": "og", "namespace": "ns"}, "spec": {}, "status": {"namespaces": namespaces}}))
+        .expect("group")
+    }
+
+    #[test]
+    fn copies_are_told_apart_three_ways() {
+        assert!(!is_copied(&csv(json!({"olm.operatorNamespace": "ns"}), json!({}), "InstallSucceeded")));
+        assert!(is_copied(&csv(json!({}), json!({}), "Copied")));
+        assert!(is_copied(&csv(json!({"olm.operatorNamespace": "other"}), json!({}), "")));
+        assert!(is_copied(&csv(json!({}), json!({"olm.copiedFrom": "other"}), "")));
+    }
+
+    #[test]
+    fn one_group_makes_a_member_and_others_fail_with_olms_reasons() {
+        assert_eq!(membership(&[]).failure(), Some(("NoOperatorGroup", "csv in namespace with no operatorgroups")));
+        let groups = [group(&["ns"]), group(&[""])];
+        assert_eq!(membership(&groups).failure().map(|(reason, _)| reason), Some("TooManyOperatorGroups"));
+        assert!(matches!(membership(&groups[..1]), Membership::Member(group) if std::ptr::eq(group, &groups[0])));
+    }
+
+    #[test]
+    fn members_carry_the_groups_annotations() {
+        let member = csv(json!({}), json!({}), "");
+        let missing = missing_annotations(&member, &group(&["b", "a"]));
+        assert_eq!(missing.get("olm.targetNamespaces").map(String::as_str), Some("a,b"));
+        assert_eq!(missing.get("olm.operatorGroup").map(String::as_str), Some("og"));
+        assert_eq!(missing.get("olm.operatorNamespace").map(String::as_str), Some("ns"));
+        let annotated = csv(serde_json::to_value(&missing).expect("json"), json!({}), "");
+        assert!(missing_annotations(&annotated, &group(&["a", "b"])).is_empty());
+        let global = missing_annotations(&annotated, &group(&[""]));
+        assert_eq!(global.get("olm.targetNamespaces").map(String::as_str), Some(""));
+    }
+}

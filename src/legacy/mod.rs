@@ -1,0 +1,15 @@
+//! OLM v0's loops, run so that existing users can swap controllers and see the same objects, names, annotations,
+//! phases, reasons and messages (`docs/legacy.md` lists every deliberate difference). Pure decisions: `targets`
+//! (an OperatorGroup's namespaces, install-mode support), `membership` (a CSV's group and annotations), `apis` and
+//! `intersection` (provided APIs across groups), `roles` (aggregating ClusterRoles), `hash` (OLM's name hashes).
+//! Loops: `operatorgroup`, `namespaces` (the group labels of namespaces) and `csv` (the phase machine).
+
+pub mod apis;
+pub mod csv;
+pub mod hash;
+pub mod intersection;
+pub mod membership;
+pub mod namespaces;
+pub mod operatorgroup;
+pub mod roles;
+pub mod targets;

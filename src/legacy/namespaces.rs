@@ -1,0 +1,199 @@
+//! The namespace labels of OLM v0's `syncNamespace`: a namespace targeted by an OperatorGroup that does not target
+//! every namespace carries `olm.operatorgroup.uid/<group uid>: ""` (operators' webhooks select namespaces with it),
+//! and loses it when the group stops targeting it, turns global, or goes. A loop over namespaces, woken by every
+//! group change, so that a label is never left behind, even for a group deleted while the controller was down.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::{BoxFuture, FutureExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::ResourceExt;
+use serde_json::{json, Map, Value};
+
+use crate::api::v1::OperatorGroup;
+use crate::category::Categorized;
+use crate::controller::client::{ClientError, ControllerClient};
+use crate::controller::runner::{self, Reconciler};
+use crate::controller::Process;
+use crate::metrics::Metrics;
+
+/// The prefix of a namespace's group label keys.
+pub const GROUP_LABEL_PREFIX: &str = "olm.operatorgroup.uid/";
+
+/// The uids of the groups that target `namespace` and do not target every namespace (from their status, as OLM).
+pub fn targeting_groups<'a>(namespace: &str, groups: impl IntoIterator<Item = &'a OperatorGroup>) -> BTreeSet<String> {
+    groups
+        .into_iter()
+        .filter(|group| group.metadata.deletion_timestamp.is_none())
+        .filter_map(|group| {
+            let namespaces = &group.status.as_ref()?.namespaces;
+            let global = namespaces.iter().any(String::is_empty);
+            (!global && namespaces.iter().any(|target| target == namespace)).then(|| group.uid()).flatten()
+        })
+        .collect()
+}
+
+/// The merge patch that brings a namespace's group labels to `wanted` (uids), or None when they are right.
+pub fn label_patch(labels: &BTreeMap<String, String>, wanted: &BTreeSet<String>) -> Option<Value> {
+    let mut patch = Map::new();
+    for key in labels.keys().filter(|key| key.starts_with(GROUP_LABEL_PREFIX)) {
+        if !wanted.contains(&key[GROUP_LABEL_PREFIX.len()..]) {
+            patch.insert(key.clone(), Value::Null);
+        }
+    }
+    for uid in wanted {
+        let key = format!("{GROUP_LABEL_PREFIX}{uid}");
+        if !labels.contains_key(&key) {
+            patch.insert(key, json!(""));
+        }
+    }
+    (!patch.is_empty()).then(|| json!({"metadata": {"labels": patch}}))
+}
+
+pub struct Context {
+    client: ControllerClient,
+    groups: Store<OperatorGroup>,
+    metrics: Arc<Metrics>,
+    retry: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("failed to write the OperatorGroup labels of namespace {namespace}")]
+pub struct LabelError {
+    namespace: String,
+    #[source]
+    source: ClientError,
+}
+
+impl Categorized for LabelError {
+    fn category(&self) -> &'static str {
+        "NamespaceLabelFailed"
+    }
+}
+
+impl Reconciler for Context {
+    type Object = Namespace;
+    type Error = LabelError;
+    const NAME: &'static str = "operatorgroup-namespaces";
+
+    async fn reconcile(self: Arc<Self>, namespace: Arc<Namespace>) -> Result<Action, LabelError> {
+        let name = namespace.name_any();
+        // Until every group has been read, a missing one would look deleted and its labels would be removed.
+        if self.groups.wait_until_ready().await.is_err() {
+            return Ok(Action::requeue(self.retry));
+        }
+        let groups = self.groups.state();
+        let wanted = targeting_groups(&name, groups.iter().map(AsRef::as_ref));
+        if let Some(patch) = label_patch(namespace.labels(), &wanted) {
+            self.client
+                .all::<Namespace>()
+                .merge_patch(&name, &patch, None)
+                .await
+                .map_err(|source| LabelError { namespace: name.clone(), source })?;
+        }
+        Ok(Action::await_change())
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn retry(&self) -> Duration {
+        self.retry
+    }
+}
+
+/// Starts the namespace label loop.
+pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
+    let client = process.client.clone();
+    let (groups, writer) = kube::runtime::reflector::store::<OperatorGroup>();
+    let group_changes = kube::runtime::reflector(
+        writer,
+        watcher(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default()),
+    );
+    let context = Arc::new(Context {
+        client: ControllerClient::new(client.clone(), super::operatorgroup::FIELD_MANAGER),
+        groups,
+        metrics: process.metrics.clone(),
+        retry: process.options.retry,
+    });
+    let controller = Controller::new(Api::<Namespace>::all(client), watcher::Config::default());
+    let namespaces = controller.store();
+    let controller = controller.watches_stream(
+        kube::runtime::WatchStreamExt::touched_objects(group_changes),
+        move |group: OperatorGroup| {
+            // The namespaces the group targets now, and those labelled for it (which it may no longer target).
+            let label = format!("{GROUP_LABEL_PREFIX}{}", group.uid().unwrap_or_default());
+            let targeted: BTreeSet<String> = group
+                .status
+                .map(|status| status.namespaces)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|n| !n.is_empty())
+                .collect();
+            namespaces
+                .state()
+                .iter()
+                .filter(|namespace| targeted.contains(&namespace.name_any()) || namespace.labels().contains_key(&label))
+                .map(|namespace| ObjectRef::from_obj(namespace.as_ref()))
+                .collect::<Vec<_>>()
+        },
+    );
+    runner::run(controller, context, process.shutdown()).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(uid: &str, namespaces: &[&str], deleting: bool) -> OperatorGroup {
+        let mut group: OperatorGroup = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1",
+            "kind": "OperatorGroup", "metadata": {"name": uid, "namespace": "ops", "uid": uid}, "spec": {},
+            "status": {"namespaces": namespaces}}))
+        .expect("group");
+        if deleting {
+            group.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        }
+        group
+    }
+
+    #[test]
+    fn only_groups_targeting_some_namespaces_label_them() {
+        let groups = [
+            group("a", &["x", "y"], false),
+            group("b", &[""], false),
+            group("c", &["x"], true),
+            group("d", &["y"], false),
+        ];
+        assert_eq!(targeting_groups("x", &groups), BTreeSet::from(["a".to_owned()]));
+        assert_eq!(targeting_groups("y", &groups), BTreeSet::from(["a".to_owned(), "d".to_owned()]));
+        assert!(targeting_groups("z", &groups).is_empty());
+    }
+
+    #[test]
+    fn labels_follow_the_groups_and_others_are_untouched() {
+        let labels: BTreeMap<String, String> = [
+            ("olm.operatorgroup.uid/gone".to_owned(), String::new()),
+            ("olm.operatorgroup.uid/kept".to_owned(), String::new()),
+            ("team".to_owned(), "x".to_owned()),
+        ]
+        .into();
+        let wanted = BTreeSet::from(["kept".to_owned(), "new".to_owned()]);
+        assert_eq!(
+            label_patch(&labels, &wanted),
+            Some(
+                json!({"metadata": {"labels": {"olm.operatorgroup.uid/gone": null, "olm.operatorgroup.uid/new": ""}}})
+            )
+        );
+        let settled: BTreeMap<String, String> =
+            [("olm.operatorgroup.uid/kept".to_owned(), String::new()), ("team".to_owned(), "x".to_owned())].into();
+        assert_eq!(label_patch(&settled, &BTreeSet::from(["kept".to_owned()])), None);
+    }
+}
