@@ -206,14 +206,18 @@ mod tests {
     }
 
     #[test]
-    fn the_identity_configuration_mutates_creates_and_updates_of_installs_and_operators_and_fails_closed() {
+    fn the_identity_configuration_mutates_creates_and_updates_of_installs_operators_and_csvs_and_fails_closed() {
         let value = identity_configuration("olmv2-system", "olmv2-webhook", 443, Some("CA"));
         assert_eq!(value["kind"], "MutatingWebhookConfiguration");
         let webhooks = value["webhooks"].as_array().expect("webhooks");
-        assert_eq!(webhooks.len(), 2);
-        for (webhook, resource, path) in
-            [(&webhooks[0], "installs", MUTATE_INSTALL_PATH), (&webhooks[1], "operators", MUTATE_OPERATOR_PATH)]
-        {
+        assert_eq!(webhooks.len(), 3);
+        assert_eq!(webhooks[2]["rules"][0]["apiVersions"], json!(["v1alpha1"]));
+        assert_eq!(webhooks[2]["rules"][0]["scope"], "Namespaced");
+        for (webhook, resource, path) in [
+            (&webhooks[0], "installs", MUTATE_INSTALL_PATH),
+            (&webhooks[1], "operators", MUTATE_OPERATOR_PATH),
+            (&webhooks[2], "clusterserviceversions", MUTATE_CSV_PATH),
+        ] {
             assert_eq!(webhook["failurePolicy"], "Fail");
             assert_eq!(webhook["rules"][0]["resources"], json!([resource]), "status writes are the controller's");
             assert_eq!(webhook["rules"][0]["operations"], json!(["CREATE", "UPDATE"]));
