@@ -108,8 +108,12 @@ pub async fn run(command: BundleCommand) -> Result<(), Error> {
             let (bundle, _) = load(&source, &registry).await?;
             let targets = if watch.is_empty() { default_targets(&bundle, &namespace) } else { watch };
             let authority = CertificateAuthority::new(&format!("olmv2-{}", bundle.name()))?;
-            let options =
-                RenderOptions { install_namespace: &namespace, target_namespaces: &targets, certificates: &authority };
+            let options = RenderOptions {
+                install_namespace: &namespace,
+                target_namespaces: &targets,
+                certificates: &authority,
+                deployment_config: None,
+            };
             for object in render(&bundle, &options)? {
                 output::write(&format!("---\n{}", serde_yaml_ng::to_string(&object).map_err(Error::Yaml)?))?;
             }

@@ -13,11 +13,12 @@ use super::content::{csv_record, install_namespace, parse_raw, place_raw, target
 use crate::api::v1::OperatorGroup;
 use crate::api::v2alpha1::{ContentSource, ContentType, Install, ResolvedContent};
 use crate::bundle::image::{ImageClient, PullError};
+use crate::bundle::names::webhook_secret_name;
 use crate::bundle::unpack::UnpackLimits;
 use crate::bundle::{render, Bundle, BundleError, ConvertError, RenderOptions};
 use crate::category::Categorized;
 use crate::rbac::KindIndex;
-use crate::tls::{self, CertificateAuthority, CertificateError, CertificateIssuer, ServingCertificate};
+use crate::tls::{CertificateAuthority, CertificateError, CertificateIssuer, ServingCertificate};
 
 /// Why content did not resolve.
 #[derive(Debug, thiserror::Error)]
@@ -81,36 +82,41 @@ pub struct Resolver {
     pub limits: UnpackLimits,
 }
 
-/// Certificates issued earlier for the same DNS names, else new ones from a fresh authority.
+/// Certificates issued earlier for the same Service, else new ones from a fresh authority.
 pub struct StoredCertificates {
-    pub by_first_name: BTreeMap<String, ServingCertificate>,
+    /// By namespace and Secret name.
+    pub by_secret: BTreeMap<(String, String), ServingCertificate>,
 }
 
 impl StoredCertificates {
-    /// Reads the serving certificates of applied TLS Secrets named `<service>-cert`.
+    /// Reads the serving certificates of applied TLS Secrets (`tls.crt`, `tls.key` and `ca.crt`).
     pub fn from_secrets(secrets: &[k8s_openapi::api::core::v1::Secret]) -> Self {
-        let mut by_first_name = BTreeMap::new();
+        let mut by_secret = BTreeMap::new();
         for secret in secrets {
             let (Some(name), Some(namespace), Some(data)) =
                 (secret.metadata.name.as_deref(), secret.metadata.namespace.as_deref(), secret.data.as_ref())
             else {
                 continue;
             };
-            let Some(service) = name.strip_suffix("-cert") else { continue };
             let text = |key: &str| data.get(key).and_then(|bytes| String::from_utf8(bytes.0.clone()).ok());
             if let (Some(cert_pem), Some(key_pem), Some(ca_pem)) = (text("tls.crt"), text("tls.key"), text("ca.crt")) {
                 let certificate = ServingCertificate { cert_pem, key_pem, ca_pem: Some(ca_pem) };
-                by_first_name.insert(tls::service_host(service, namespace), certificate);
+                by_secret.insert((namespace.to_owned(), name.to_owned()), certificate);
             }
         }
-        Self { by_first_name }
+        Self { by_secret }
     }
 }
 
 impl CertificateIssuer for StoredCertificates {
+    /// The certificate of the Secret the conversion names after the Service of the first DNS name
+    /// (`<service>.<namespace>.svc`), when it was applied.
     fn issue(&self, dns_names: &[String]) -> Result<ServingCertificate, CertificateError> {
-        if let Some(stored) = dns_names.first().and_then(|first| self.by_first_name.get(first)) {
-            return Ok(stored.clone());
+        let mut host = dns_names.first().map(|first| first.split('.')).into_iter().flatten();
+        if let (Some(service), Some(namespace)) = (host.next(), host.next()) {
+            if let Some(stored) = self.by_secret.get(&(namespace.to_owned(), webhook_secret_name(service))) {
+                return Ok(stored.clone());
+            }
         }
         let name = dns_names.first().map_or("olmv2-webhook-ca", String::as_str);
         CertificateAuthority::new(name)?.issue(dns_names)
@@ -143,8 +149,12 @@ impl Resolver {
                     let bundle = Bundle::load(&pulled.root)
                         .map_err(|source| ResolveError::LoadBundle { reference: reference.to_owned(), source })?;
                     let targets = target_namespaces(&bundle.csv, &namespace, groups);
-                    let options =
-                        RenderOptions { install_namespace: &namespace, target_namespaces: &targets, certificates };
+                    let options = RenderOptions {
+                        install_namespace: &namespace,
+                        target_namespaces: &targets,
+                        certificates,
+                        deployment_config: None,
+                    };
                     let objects = render(&bundle, &options)
                         .map_err(|source| ResolveError::ConvertBundle { reference: reference.to_owned(), source })?;
                     resolved.objects.extend(objects);
@@ -202,6 +212,26 @@ mod tests {
         );
         let fresh = stored.issue(&["other-service.operators.svc".to_owned()]).expect("issued");
         assert!(fresh.cert_pem.contains("BEGIN CERTIFICATE"));
+    }
+
+    #[test]
+    fn stored_certificates_are_found_under_a_shortened_secret_name() {
+        let service =
+            crate::bundle::names::webhook_service_name("a.deployment.whose.name.is.too.long.for.a.service.name");
+        let mut secret = Secret::default();
+        secret.metadata.name = Some(webhook_secret_name(&service));
+        secret.metadata.namespace = Some("operators".into());
+        secret.data = Some(
+            [("tls.crt", "CERT"), ("tls.key", "KEY"), ("ca.crt", "CA")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        );
+        let stored = StoredCertificates::from_secrets(&[secret]);
+        let issued = stored.issue(&crate::tls::service_dns_names(&service, "operators")).expect("issued");
+        assert_eq!(issued.cert_pem, "CERT");
+        let elsewhere = stored.issue(&crate::tls::service_dns_names(&service, "other")).expect("issued");
+        assert_ne!(elsewhere.cert_pem, "CERT", "another namespace's Service gets its own");
     }
 
     #[test]
