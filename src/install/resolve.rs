@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 
 use super::content::{csv_record, install_namespace, parse_raw, place_raw, target_namespaces};
 use crate::api::v1::OperatorGroup;
-use crate::api::v2alpha1::{ContentSource, ContentType, Install, ResolvedContent};
+use crate::api::v2alpha1::{ContentSource, ContentType, DeploymentConfig, Install, ResolvedContent};
 use crate::bundle::image::{ImageClient, PullError};
 use crate::bundle::names::webhook_secret_name;
 use crate::bundle::unpack::UnpackLimits;
@@ -45,6 +45,14 @@ pub enum ResolveError {
     },
     #[error("the raw manifests are not valid")]
     ParseRaw(#[source] BundleError),
+    #[error("spec.content[{index}] is Raw content: a deployment configuration applies to a bundle's Deployments only")]
+    ConfigWithoutBundle { index: usize },
+    #[error("failed to digest the deployment configuration of spec.content[{index}]")]
+    DigestConfig {
+        index: usize,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 impl Categorized for ResolveError {
@@ -55,6 +63,8 @@ impl Categorized for ResolveError {
             Self::LoadBundle { source, .. } => source.category(),
             Self::ConvertBundle { source, .. } => source.category(),
             Self::ParseRaw(source) => source.category(),
+            Self::ConfigWithoutBundle { .. } => "DeploymentConfigWithoutBundle",
+            Self::DigestConfig { .. } => "InvalidDeploymentConfig",
         }
     }
 }
@@ -149,11 +159,12 @@ impl Resolver {
                     let bundle = Bundle::load(&pulled.root)
                         .map_err(|source| ResolveError::LoadBundle { reference: reference.to_owned(), source })?;
                     let targets = target_namespaces(&bundle.csv, &namespace, groups);
+                    let config = item.config.as_ref().filter(|config| !config.is_empty());
                     let options = RenderOptions {
                         install_namespace: &namespace,
                         target_namespaces: &targets,
                         certificates,
-                        deployment_config: None,
+                        deployment_config: config,
                     };
                     let objects = render(&bundle, &options)
                         .map_err(|source| ResolveError::ConvertBundle { reference: reference.to_owned(), source })?;
@@ -164,7 +175,14 @@ impl Resolver {
                         content_type: ContentType::ManifestImage,
                         manifest_image: Some(pulled.pinned),
                         digest: pulled.digest,
+                        config_digest: config
+                            .map(config_digest)
+                            .transpose()
+                            .map_err(|source| ResolveError::DigestConfig { index, source })?,
                     });
+                }
+                ContentSource::Raw(_) if item.config.is_some() => {
+                    return Err(ResolveError::ConfigWithoutBundle { index });
                 }
                 ContentSource::Raw(text) => {
                     let mut objects = parse_raw(index, text).map_err(ResolveError::ParseRaw)?;
@@ -174,12 +192,19 @@ impl Resolver {
                         content_type: ContentType::Raw,
                         manifest_image: None,
                         digest: format!("sha256:{}", hex(&Sha256::digest(text.as_bytes()))),
+                        config_digest: None,
                     });
                 }
             }
         }
         Ok(resolved)
     }
+}
+
+/// What identifies a deployment configuration: the sha256 of its JSON, whose maps are ordered, so that the same
+/// configuration always has the same digest.
+pub fn config_digest(config: &DeploymentConfig) -> Result<String, serde_json::Error> {
+    Ok(format!("sha256:{}", hex(&Sha256::digest(serde_json::to_vec(config)?))))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -232,6 +257,17 @@ mod tests {
         assert_eq!(issued.cert_pem, "CERT");
         let elsewhere = stored.issue(&crate::tls::service_dns_names(&service, "other")).expect("issued");
         assert_ne!(elsewhere.cert_pem, "CERT", "another namespace's Service gets its own");
+    }
+
+    #[test]
+    fn a_configuration_digest_depends_on_its_content_only() {
+        let config = |value: serde_json::Value| -> DeploymentConfig { serde_json::from_value(value).expect("config") };
+        let a = config(serde_json::json!({"annotations": {"a": "1", "b": "2"}, "nodeSelector": {"x": "y"}}));
+        let b = config(serde_json::json!({"nodeSelector": {"x": "y"}, "annotations": {"b": "2", "a": "1"}}));
+        assert_eq!(config_digest(&a).expect("digest"), config_digest(&b).expect("digest"));
+        let other = config(serde_json::json!({"annotations": {"a": "1"}}));
+        assert_ne!(config_digest(&a).expect("digest"), config_digest(&other).expect("digest"));
+        assert!(config_digest(&a).expect("digest").starts_with("sha256:"));
     }
 
     #[test]

@@ -381,6 +381,10 @@ mod tests {
         let mut mapped = old.clone();
         mapped["spec"]["namespaces"] = json!([{"from": "default", "to": "kube-system"}]);
         assert!(content_change(Some(&old), &mapped, "olmv2-system").is_some());
+        // A deployment configuration lives in the content: changing it is a content change.
+        let mut configured = old.clone();
+        configured["spec"]["content"][0]["config"] = json!({"env": [{"name": "HTTP_PROXY", "value": "http://p"}]});
+        assert!(content_change(Some(&old), &configured, "olmv2-system").is_some());
     }
 
     #[test]
