@@ -82,8 +82,12 @@ pub fn load_bundle_input(data: &[u8]) {
     if let Ok(bundle) = Bundle::load(&sandbox) {
         let authority = CertificateAuthority::new("fuzz").expect("CA");
         for targets in [vec![String::new()], vec!["operators".to_owned()]] {
-            let options =
-                RenderOptions { install_namespace: "operators", target_namespaces: &targets, certificates: &authority };
+            let options = RenderOptions {
+                install_namespace: "operators",
+                target_namespaces: &targets,
+                certificates: &authority,
+                deployment_config: None,
+            };
             let _ = render(&bundle, &options);
         }
     }

@@ -46,6 +46,12 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("failed to read the deployment configuration in {path}")]
+    ParseDeploymentConfig {
+        path: std::path::PathBuf,
+        #[source]
+        source: serde_yaml_ng::Error,
+    },
     #[error("the registry credentials in {path} are not valid")]
     Credentials {
         path: std::path::PathBuf,
@@ -97,6 +103,7 @@ impl Categorized for Error {
             Self::PushImage(error) => error.category(),
             Self::IssueCertificate(_) => "CertificateIssueFailed",
             Self::ReadFile { .. } => "FileUnreadable",
+            Self::ParseDeploymentConfig { .. } => "DeploymentConfigInvalid",
             Self::Credentials { .. } => "RegistryCredentialsInvalid",
             Self::Yaml(_) => "YamlWriteFailed",
             Self::WriteOutput(_) => "OutputWriteFailed",

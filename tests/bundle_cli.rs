@@ -119,3 +119,46 @@ fn render_with_watched_namespaces_and_refusals() {
         "error: manifests/: holds no ClusterServiceVersion"
     );
 }
+
+#[test]
+fn render_leaves_private_keys_out_unless_asked_and_applies_a_deployment_configuration() {
+    let cache = std::env::temp_dir().join(format!("olmv2-cli-secrets-{}", std::process::id()));
+    std::fs::create_dir_all(&cache).expect("cache");
+    // A bundle with a webhook, so the conversion issues a certificate.
+    let bundle = support::testdata().join("community-bundles/tagger/2.1.17");
+    let bundle = bundle.to_str().expect("utf-8");
+    let shown = stdout(&olmv2(&["bundle", "render", bundle, "-n", "operators"], &cache));
+    assert!(shown.contains("# tls.key left out: render with --include-secrets"), "{shown}");
+    assert!(!shown.contains("PRIVATE KEY") && !shown.contains("tls.key:"), "{shown}");
+    let full = stdout(&olmv2(&["bundle", "render", bundle, "-n", "operators", "--include-secrets"], &cache));
+    assert!(full.contains("tls.key:") && full.contains("PRIVATE KEY"), "{full}");
+    let help = stdout(&olmv2(&["bundle", "render", "--help"], &cache));
+    assert!(help.contains("--include-secrets") && help.contains("private keys"), "{help}");
+
+    let config = cache.join("config.yaml");
+    std::fs::write(&config, "env:\n- name: HTTP_PROXY\n  value: http://proxy:3128\nannotations:\n  team: a\n")
+        .expect("write");
+    let configured = stdout(&olmv2(
+        &["bundle", "render", bundle, "-n", "operators", "--config", config.to_str().expect("utf-8")],
+        &cache,
+    ));
+    let objects: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&configured)
+        .map(|d| serde::Deserialize::deserialize(d).expect("object"))
+        .collect();
+    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").expect("deployment");
+    let env = deployment["spec"]["template"]["spec"]["containers"][0]["env"].as_array().expect("env");
+    assert!(env.iter().any(|e| e["name"] == "HTTP_PROXY" && e["value"] == "http://proxy:3128"), "{env:?}");
+    assert_eq!(deployment["metadata"]["annotations"]["team"], "a");
+
+    std::fs::write(&config, "env: not-a-list\n").expect("write");
+    let refused =
+        olmv2(&["bundle", "render", bundle, "-n", "operators", "--config", config.to_str().expect("utf-8")], &cache);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .starts_with(&format!("error: failed to read the deployment configuration in {}", config.display())),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let _ = std::fs::remove_dir_all(cache);
+}

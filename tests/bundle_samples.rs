@@ -23,7 +23,12 @@ fn rendered(path: &str, targets: &[&str]) -> Vec<Value> {
     let targets: Vec<String> = targets.iter().map(|t| (*t).to_owned()).collect();
     render(
         &bundle,
-        &RenderOptions { install_namespace: "operators", target_namespaces: &targets, certificates: &authority },
+        &RenderOptions {
+            install_namespace: "operators",
+            target_namespaces: &targets,
+            certificates: &authority,
+            deployment_config: None,
+        },
     )
     .expect("renders")
 }

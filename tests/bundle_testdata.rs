@@ -135,6 +135,7 @@ fn every_bundle_converts_for_each_supported_install_mode() {
                 install_namespace: INSTALL_NAMESPACE,
                 target_namespaces: &targets,
                 certificates: &authority,
+                deployment_config: None,
             };
             let supported = bundle.csv.spec.supports(mode)
                 && (mode != InstallModeType::OwnNamespace || bundle.csv.spec.supports(InstallModeType::OwnNamespace));

@@ -37,8 +37,12 @@ fn content(bundle_dir: &Path) -> Option<(ClusterServiceVersion, Vec<Value>)> {
         vec!["team-a".to_owned()]
     };
     let authority = CertificateAuthority::new("test").expect("CA");
-    let options =
-        RenderOptions { install_namespace: INSTALL_NAMESPACE, target_namespaces: &targets, certificates: &authority };
+    let options = RenderOptions {
+        install_namespace: INSTALL_NAMESPACE,
+        target_namespaces: &targets,
+        certificates: &authority,
+        deployment_config: None,
+    };
     let objects = render(&bundle, &options).unwrap_or_else(|e| panic!("{}: {e}", bundle_dir.display()));
     Some((bundle.csv, objects))
 }

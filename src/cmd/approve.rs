@@ -154,9 +154,12 @@ pub fn describe_pending(install: &Install) -> String {
     let _ = writeln!(out, "Install {} runs as ServiceAccount {account}.", install.name_any());
     // The approval binds to this content: what is applied is what is shown here.
     for content in &status.resolved {
-        match &content.manifest_image {
-            Some(image) => writeln!(out, "Content: bundle image {image}"),
-            None => writeln!(out, "Content: raw manifests {}", content.digest),
+        match (&content.manifest_image, &content.config_digest) {
+            (Some(image), Some(config)) => {
+                writeln!(out, "Content: bundle image {image}, with the deployment configuration {config}")
+            }
+            (Some(image), None) => writeln!(out, "Content: bundle image {image}"),
+            (None, _) => writeln!(out, "Content: raw manifests {}", content.digest),
         }
         .unwrap_or_default();
     }
@@ -332,10 +335,14 @@ mod tests {
                 content_type: crate::api::v2alpha1::ContentType::ManifestImage,
                 manifest_image: Some("registry.example/plumbus@sha256:abc".into()),
                 digest: "sha256:abc".into(),
+                config_digest: Some("sha256:def".into()),
             }];
         }
         let text = describe_pending(&install);
-        assert!(text.contains("Content: bundle image registry.example/plumbus@sha256:abc"), "{text}");
+        assert!(
+            text.contains("Content: bundle image registry.example/plumbus@sha256:abc, with the deployment configuration sha256:def"),
+            "{text}"
+        );
         assert!(text.contains("bob changed the content"), "{text}");
     }
 

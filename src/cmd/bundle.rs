@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 use serde::Serialize;
+use serde_json::Value;
 
 use super::registry::{cache_dir, registry_options, RegistryArgs};
 use crate::api::v1alpha1::{InstallModeType, StrategyDeploymentPermissions};
+use crate::api::v2alpha1::DeploymentConfig;
 use crate::bundle::image::ImageClient;
 use crate::bundle::unpack::UnpackLimits;
 use crate::bundle::{render, Bundle, RenderOptions};
@@ -44,7 +46,8 @@ pub enum BundleCommand {
         #[command(flatten)]
         registry: RegistryArgs,
     },
-    /// Print the plain manifests a bundle installs as.
+    /// Print the plain manifests a bundle installs as. The private keys of the webhooks' generated certificates
+    /// are left out unless --include-secrets is given.
     Render {
         /// A bundle directory or image reference.
         source: String,
@@ -54,6 +57,14 @@ pub enum BundleCommand {
         /// A namespace the operator watches; repeatable. Default: all namespaces when supported, else NAMESPACE.
         #[arg(long = "watch", value_name = "NAMESPACE")]
         watch: Vec<String>,
+        /// A deployment configuration (YAML or JSON) applied to the Deployments: what an Install's
+        /// `spec.content[].config`, an Operator's `spec.config` or a Subscription's `spec.config` holds.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Print the private keys (`tls.key`) of the Secrets too. Without it they are left out, so that the output
+        /// can be shown or stored; a Secret without its key cannot serve, so apply the output only with this flag.
+        #[arg(long)]
+        include_secrets: bool,
         #[command(flatten)]
         registry: RegistryArgs,
     },
@@ -104,18 +115,48 @@ pub async fn run(command: BundleCommand) -> Result<(), Error> {
                 InspectFormat::Yaml => output::write(&serde_yaml_ng::to_string(&summary).map_err(Error::Yaml)?)?,
             }
         }
-        BundleCommand::Render { source, namespace, watch, registry } => {
+        BundleCommand::Render { source, namespace, watch, config, include_secrets, registry } => {
+            let config = config.as_deref().map(read_config).transpose()?;
             let (bundle, _) = load(&source, &registry).await?;
             let targets = if watch.is_empty() { default_targets(&bundle, &namespace) } else { watch };
             let authority = CertificateAuthority::new(&format!("olmv2-{}", bundle.name()))?;
-            let options =
-                RenderOptions { install_namespace: &namespace, target_namespaces: &targets, certificates: &authority };
-            for object in render(&bundle, &options)? {
-                output::write(&format!("---\n{}", serde_yaml_ng::to_string(&object).map_err(Error::Yaml)?))?;
+            let options = RenderOptions {
+                install_namespace: &namespace,
+                target_namespaces: &targets,
+                certificates: &authority,
+                deployment_config: config.as_ref(),
+            };
+            for mut object in render(&bundle, &options)? {
+                let note = if include_secrets { None } else { leave_out_private_key(&mut object) };
+                let yaml = serde_yaml_ng::to_string(&object).map_err(Error::Yaml)?;
+                output::write(&format!("---\n{}{yaml}", note.unwrap_or_default()))?;
             }
         }
     }
     Ok(())
+}
+
+/// A deployment configuration file, YAML or JSON.
+fn read_config(path: &Path) -> Result<DeploymentConfig, Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::ReadFile { path: path.to_owned(), source })?;
+    serde_yaml_ng::from_str(&text).map_err(|source| Error::ParseDeploymentConfig { path: path.to_owned(), source })
+}
+
+/// The key of a TLS Secret's private key.
+const PRIVATE_KEY: &str = "tls.key";
+
+/// Removes a Secret's private key, and returns the YAML comment that says so; None for anything else.
+pub fn leave_out_private_key(object: &mut Value) -> Option<String> {
+    if object["kind"] != "Secret" {
+        return None;
+    }
+    let mut removed = false;
+    for field in ["stringData", "data"] {
+        if let Some(data) = object.get_mut(field).and_then(Value::as_object_mut) {
+            removed |= data.remove(PRIVATE_KEY).is_some();
+        }
+    }
+    removed.then(|| format!("# {PRIVATE_KEY} left out: render with --include-secrets to print the private key\n"))
 }
 
 /// Without a say from an OperatorGroup, an operator watches all namespaces when it supports that, else its own.
@@ -265,4 +306,51 @@ pub fn summary_table(summary: &BundleSummary) -> String {
         .collect();
     out.push_str(&table(&["SCOPE", "SERVICE ACCOUNT", "API GROUPS", "RESOURCES/URLS", "NAMES", "VERBS"], &rows));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_secrets_private_key_is_left_out_with_a_note() {
+        let mut secret = json!({"kind": "Secret", "metadata": {"name": "s"},
+            "stringData": {"tls.crt": "CERT", "tls.key": "KEY", "ca.crt": "CA"}, "data": {"tls.key": "S0VZ"}});
+        let note = leave_out_private_key(&mut secret).expect("a note");
+        assert!(note.starts_with("# tls.key left out") && note.contains("--include-secrets") && note.ends_with('\n'));
+        assert_eq!(secret["stringData"], json!({"tls.crt": "CERT", "ca.crt": "CA"}));
+        assert_eq!(secret["data"], json!({}));
+    }
+
+    #[test]
+    fn other_objects_and_secrets_without_a_key_are_left_alone() {
+        let mut service = json!({"kind": "Service", "stringData": {"tls.key": "not a secret's"}});
+        assert_eq!(leave_out_private_key(&mut service), None);
+        assert_eq!(service["stringData"]["tls.key"], "not a secret's");
+        let mut config = json!({"kind": "Secret", "stringData": {"password": "x"}});
+        assert_eq!(leave_out_private_key(&mut config), None);
+        assert_eq!(config["stringData"]["password"], "x");
+    }
+
+    #[test]
+    fn a_deployment_configuration_file_is_read_as_yaml_or_json() {
+        let dir = std::env::temp_dir().join(format!("olmv2-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let yaml = dir.join("config.yaml");
+        std::fs::write(&yaml, "env:\n- name: HTTP_PROXY\n  value: http://proxy:3128\nnodeSelector: {}\n")
+            .expect("write");
+        let config = read_config(&yaml).expect("read");
+        assert_eq!(config.env[0].name, "HTTP_PROXY");
+        assert_eq!(config.node_selector, Some(Default::default()));
+        let json = dir.join("config.json");
+        std::fs::write(&json, r#"{"annotations": {"a": "b"}}"#).expect("write");
+        assert_eq!(read_config(&json).expect("read").annotations["a"], "b");
+        let wrong = dir.join("wrong.yaml");
+        std::fs::write(&wrong, "env: not-a-list\n").expect("write");
+        let error = read_config(&wrong).expect_err("refused");
+        assert!(matches!(error, Error::ParseDeploymentConfig { .. }), "{error}");
+        assert!(matches!(read_config(&dir.join("missing.yaml")), Err(Error::ReadFile { .. })));
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

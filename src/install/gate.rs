@@ -149,6 +149,7 @@ mod tests {
             content_type: crate::api::v2alpha1::ContentType::ManifestImage,
             manifest_image: Some(format!("registry/bundle@{digest}")),
             digest: digest.into(),
+            config_digest: None,
         }]
     }
 
@@ -242,6 +243,35 @@ mod tests {
         let mut moved = input(Approval::Approved, &missing, &d2, &missing, &missing);
         moved.recorded_content = &d1;
         assert_eq!(gate(&moved), awaits(&missing, PendingReason::Permissions, true));
+    }
+
+    /// The image `digest` installed with the deployment configuration of digest `config`.
+    fn configured(digest: &str, config: &str) -> Vec<ResolvedContent> {
+        let mut resolved = content(digest);
+        resolved[0].config_digest = Some(config.into());
+        resolved
+    }
+
+    #[test]
+    fn the_same_image_with_another_deployment_configuration_is_other_content() {
+        // A configuration can point the operator at other images or mount a Secret: a changed payload, even though
+        // it needs no new permission.
+        let (before, after) = (configured("sha256:1", "sha256:a"), configured("sha256:1", "sha256:b"));
+        let needed = vec![namespaced(&["create", "get"], &["deployments"], &["operators"])];
+        let mut manual = input(Approval::Unapproved, &[], &after, &[], &needed);
+        manual.approved_content = &before;
+        manual.person = Some(PersonRequired::Manual);
+        assert_eq!(gate(&manual), awaits(&needed, PendingReason::ManualApproval, false));
+        manual.approved_content = &after;
+        assert_eq!(gate(&manual), Gate::Apply { grant: vec![] }, "the configuration let through before");
+        let unconfigured = content("sha256:1");
+        manual.approved_content = &unconfigured;
+        assert_eq!(gate(&manual), awaits(&needed, PendingReason::ManualApproval, false), "a configuration added");
+        // An approval given while the status showed one configuration covers no other.
+        let missing = vec![namespaced(&["get"], &["secrets"], &["operators"])];
+        let mut reconfigured = input(Approval::Approved, &missing, &after, &missing, &missing);
+        reconfigured.recorded_content = &before;
+        assert_eq!(gate(&reconfigured), awaits(&missing, PendingReason::Permissions, true));
     }
 
     #[test]

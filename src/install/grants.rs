@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::api::v2alpha1::{PendingPermission, PermissionScope, ServiceAccountReference};
-use crate::bundle::convert::generated_name;
+use crate::bundle::names::generated_name;
 
 /// Annotation naming the Install an object was created or applied for.
 pub const INSTALL_ANNOTATION: &str = "v2alpha1.operators.coreos.com/install";

@@ -11,13 +11,14 @@ use sha2::{Digest, Sha256};
 
 use super::content::{csv_record, install_namespace, parse_raw, place_raw, target_namespaces};
 use crate::api::v1::OperatorGroup;
-use crate::api::v2alpha1::{ContentSource, ContentType, Install, ResolvedContent};
+use crate::api::v2alpha1::{ContentSource, ContentType, DeploymentConfig, Install, ResolvedContent};
 use crate::bundle::image::{ImageClient, PullError};
+use crate::bundle::names::webhook_secret_name;
 use crate::bundle::unpack::UnpackLimits;
 use crate::bundle::{render, Bundle, BundleError, ConvertError, RenderOptions};
 use crate::category::Categorized;
 use crate::rbac::KindIndex;
-use crate::tls::{self, CertificateAuthority, CertificateError, CertificateIssuer, ServingCertificate};
+use crate::tls::{CertificateAuthority, CertificateError, CertificateIssuer, ServingCertificate};
 
 /// Why content did not resolve.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +45,14 @@ pub enum ResolveError {
     },
     #[error("the raw manifests are not valid")]
     ParseRaw(#[source] BundleError),
+    #[error("spec.content[{index}] is Raw content: a deployment configuration applies to a bundle's Deployments only")]
+    ConfigWithoutBundle { index: usize },
+    #[error("failed to digest the deployment configuration of spec.content[{index}]")]
+    DigestConfig {
+        index: usize,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 impl Categorized for ResolveError {
@@ -54,6 +63,8 @@ impl Categorized for ResolveError {
             Self::LoadBundle { source, .. } => source.category(),
             Self::ConvertBundle { source, .. } => source.category(),
             Self::ParseRaw(source) => source.category(),
+            Self::ConfigWithoutBundle { .. } => "DeploymentConfigWithoutBundle",
+            Self::DigestConfig { .. } => "InvalidDeploymentConfig",
         }
     }
 }
@@ -81,36 +92,41 @@ pub struct Resolver {
     pub limits: UnpackLimits,
 }
 
-/// Certificates issued earlier for the same DNS names, else new ones from a fresh authority.
+/// Certificates issued earlier for the same Service, else new ones from a fresh authority.
 pub struct StoredCertificates {
-    pub by_first_name: BTreeMap<String, ServingCertificate>,
+    /// By namespace and Secret name.
+    pub by_secret: BTreeMap<(String, String), ServingCertificate>,
 }
 
 impl StoredCertificates {
-    /// Reads the serving certificates of applied TLS Secrets named `<service>-cert`.
+    /// Reads the serving certificates of applied TLS Secrets (`tls.crt`, `tls.key` and `ca.crt`).
     pub fn from_secrets(secrets: &[k8s_openapi::api::core::v1::Secret]) -> Self {
-        let mut by_first_name = BTreeMap::new();
+        let mut by_secret = BTreeMap::new();
         for secret in secrets {
             let (Some(name), Some(namespace), Some(data)) =
                 (secret.metadata.name.as_deref(), secret.metadata.namespace.as_deref(), secret.data.as_ref())
             else {
                 continue;
             };
-            let Some(service) = name.strip_suffix("-cert") else { continue };
             let text = |key: &str| data.get(key).and_then(|bytes| String::from_utf8(bytes.0.clone()).ok());
             if let (Some(cert_pem), Some(key_pem), Some(ca_pem)) = (text("tls.crt"), text("tls.key"), text("ca.crt")) {
                 let certificate = ServingCertificate { cert_pem, key_pem, ca_pem: Some(ca_pem) };
-                by_first_name.insert(tls::service_host(service, namespace), certificate);
+                by_secret.insert((namespace.to_owned(), name.to_owned()), certificate);
             }
         }
-        Self { by_first_name }
+        Self { by_secret }
     }
 }
 
 impl CertificateIssuer for StoredCertificates {
+    /// The certificate of the Secret the conversion names after the Service of the first DNS name
+    /// (`<service>.<namespace>.svc`), when it was applied.
     fn issue(&self, dns_names: &[String]) -> Result<ServingCertificate, CertificateError> {
-        if let Some(stored) = dns_names.first().and_then(|first| self.by_first_name.get(first)) {
-            return Ok(stored.clone());
+        let mut host = dns_names.first().map(|first| first.split('.')).into_iter().flatten();
+        if let (Some(service), Some(namespace)) = (host.next(), host.next()) {
+            if let Some(stored) = self.by_secret.get(&(namespace.to_owned(), webhook_secret_name(service))) {
+                return Ok(stored.clone());
+            }
         }
         let name = dns_names.first().map_or("olmv2-webhook-ca", String::as_str);
         CertificateAuthority::new(name)?.issue(dns_names)
@@ -143,8 +159,13 @@ impl Resolver {
                     let bundle = Bundle::load(&pulled.root)
                         .map_err(|source| ResolveError::LoadBundle { reference: reference.to_owned(), source })?;
                     let targets = target_namespaces(&bundle.csv, &namespace, groups);
-                    let options =
-                        RenderOptions { install_namespace: &namespace, target_namespaces: &targets, certificates };
+                    let config = item.config.as_ref().filter(|config| !config.is_empty());
+                    let options = RenderOptions {
+                        install_namespace: &namespace,
+                        target_namespaces: &targets,
+                        certificates,
+                        deployment_config: config,
+                    };
                     let objects = render(&bundle, &options)
                         .map_err(|source| ResolveError::ConvertBundle { reference: reference.to_owned(), source })?;
                     resolved.objects.extend(objects);
@@ -154,7 +175,14 @@ impl Resolver {
                         content_type: ContentType::ManifestImage,
                         manifest_image: Some(pulled.pinned),
                         digest: pulled.digest,
+                        config_digest: config
+                            .map(config_digest)
+                            .transpose()
+                            .map_err(|source| ResolveError::DigestConfig { index, source })?,
                     });
+                }
+                ContentSource::Raw(_) if item.config.is_some() => {
+                    return Err(ResolveError::ConfigWithoutBundle { index });
                 }
                 ContentSource::Raw(text) => {
                     let mut objects = parse_raw(index, text).map_err(ResolveError::ParseRaw)?;
@@ -164,12 +192,19 @@ impl Resolver {
                         content_type: ContentType::Raw,
                         manifest_image: None,
                         digest: format!("sha256:{}", hex(&Sha256::digest(text.as_bytes()))),
+                        config_digest: None,
                     });
                 }
             }
         }
         Ok(resolved)
     }
+}
+
+/// What identifies a deployment configuration: the sha256 of its JSON, whose maps are ordered, so that the same
+/// configuration always has the same digest.
+pub fn config_digest(config: &DeploymentConfig) -> Result<String, serde_json::Error> {
+    Ok(format!("sha256:{}", hex(&Sha256::digest(serde_json::to_vec(config)?))))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -202,6 +237,37 @@ mod tests {
         );
         let fresh = stored.issue(&["other-service.operators.svc".to_owned()]).expect("issued");
         assert!(fresh.cert_pem.contains("BEGIN CERTIFICATE"));
+    }
+
+    #[test]
+    fn stored_certificates_are_found_under_a_shortened_secret_name() {
+        let service =
+            crate::bundle::names::webhook_service_name("a.deployment.whose.name.is.too.long.for.a.service.name");
+        let mut secret = Secret::default();
+        secret.metadata.name = Some(webhook_secret_name(&service));
+        secret.metadata.namespace = Some("operators".into());
+        secret.data = Some(
+            [("tls.crt", "CERT"), ("tls.key", "KEY"), ("ca.crt", "CA")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
+                .collect(),
+        );
+        let stored = StoredCertificates::from_secrets(&[secret]);
+        let issued = stored.issue(&crate::tls::service_dns_names(&service, "operators")).expect("issued");
+        assert_eq!(issued.cert_pem, "CERT");
+        let elsewhere = stored.issue(&crate::tls::service_dns_names(&service, "other")).expect("issued");
+        assert_ne!(elsewhere.cert_pem, "CERT", "another namespace's Service gets its own");
+    }
+
+    #[test]
+    fn a_configuration_digest_depends_on_its_content_only() {
+        let config = |value: serde_json::Value| -> DeploymentConfig { serde_json::from_value(value).expect("config") };
+        let a = config(serde_json::json!({"annotations": {"a": "1", "b": "2"}, "nodeSelector": {"x": "y"}}));
+        let b = config(serde_json::json!({"nodeSelector": {"x": "y"}, "annotations": {"b": "2", "a": "1"}}));
+        assert_eq!(config_digest(&a).expect("digest"), config_digest(&b).expect("digest"));
+        let other = config(serde_json::json!({"annotations": {"a": "1"}}));
+        assert_ne!(config_digest(&a).expect("digest"), config_digest(&other).expect("digest"));
+        assert!(config_digest(&a).expect("digest").starts_with("sha256:"));
     }
 
     #[test]

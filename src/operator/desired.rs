@@ -6,14 +6,15 @@ use serde_json::{json, Value};
 
 use crate::api::component::component_label_key;
 use crate::api::v2alpha1::{
-    Install, InstallState, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION, MANUAL_APPROVAL_ANNOTATION,
+    DeploymentConfig, Install, InstallState, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
+    MANUAL_APPROVAL_ANNOTATION,
 };
 
 /// The catalog bundle an Operator's Install holds.
 pub const BUNDLE_ANNOTATION: &str = "v2alpha1.operators.coreos.com/bundle";
 
 /// The content an Operator wants installed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Target {
     pub image: String,
     /// The catalog bundle name, when the image came from a catalog.
@@ -25,6 +26,8 @@ pub struct Target {
     /// Who changed the Operator's source without holding what its Install was granted (the webhook's mark on the
     /// Operator): new content it brings is marked on the Install the same way, and waits for a person.
     pub changed_by: Option<String>,
+    /// The Operator's deployment configuration, given to the Install with the image.
+    pub config: Option<DeploymentConfig>,
 }
 
 /// The bundle an Install holds, from its annotation.
@@ -46,6 +49,11 @@ pub fn installed_image(install: &Install) -> Option<&str> {
     install.spec.content.first()?.manifest_image.as_deref()
 }
 
+/// The deployment configuration an Install's content holds now.
+pub fn installed_config(install: &Install) -> Option<&DeploymentConfig> {
+    install.spec.content.first()?.config.as_ref()
+}
+
 fn annotations(target: &Target) -> Value {
     json!({
         BUNDLE_ANNOTATION: target.bundle,
@@ -54,9 +62,14 @@ fn annotations(target: &Target) -> Value {
 }
 
 fn spec_content(target: &Target) -> Value {
+    let mut content = json!({"type": "ManifestImage", "manifestImage": target.image});
+    // Left out rather than null when there is none: the content list is replaced whole, nulls and all.
+    if let Some(config) = &target.config {
+        content["config"] = json!(config);
+    }
     json!({
         "namespaces": [{"from": "default", "to": target.namespace}],
-        "content": [{"type": "ManifestImage", "manifestImage": target.image}],
+        "content": [content],
     })
 }
 
@@ -113,15 +126,17 @@ pub fn install_patch(operator: &str, install: &Install, target: &Target) -> Opti
         })
     });
     let same_image = installed_image(install) == Some(target.image.as_str());
+    // The configuration is content too: a new one is applied, and waits, as a new image does.
+    let same_content = same_image && installed_config(install) == target.config.as_ref();
     let namespaces_match = install.spec.namespaces.len() == 1
         && install.spec.namespaces[0].from == "default"
         && install.spec.namespaces[0].to == target.namespace;
-    if labelled && annotations_match && same_image && namespaces_match && install.spec.content.len() == 1 {
+    if labelled && annotations_match && same_content && namespaces_match && install.spec.content.len() == 1 {
         return None;
     }
     let mut spec = spec_content(target);
     let mut annotations = wanted_annotations;
-    if target.manual && !same_image {
+    if target.manual && !same_content {
         spec["approval"] = json!("Unapproved");
     }
     // Whatever the marked source changes (the image, or the approval setting: a lifted Manual lets a moved tag in),
@@ -152,7 +167,46 @@ mod tests {
             manual,
             namespace: "operators".into(),
             changed_by: None,
+            config: None,
         }
+    }
+
+    fn with_env(target: Target, value: &str) -> Target {
+        let config = serde_json::from_value(json!({"env": [{"name": "HTTP_PROXY", "value": value}]})).expect("config");
+        Target { config: Some(config), ..target }
+    }
+
+    #[test]
+    fn the_operators_configuration_goes_with_the_image_and_a_change_of_it_is_a_change_of_content() {
+        let configured = with_env(target("i", false), "http://proxy:3128");
+        let install = install_from(new_install("plumbus", "uid-1", None, &configured));
+        assert_eq!(install.spec.content[0].config, configured.config);
+        assert_eq!(install_patch("plumbus", &install, &configured), None);
+        let changed = with_env(target("i", false), "http://other:3128");
+        let patch = install_patch("plumbus", &install, &changed).expect("a new configuration is new content");
+        assert_eq!(patch["spec"]["content"][0]["config"]["env"][0]["value"], "http://other:3128");
+        // Removing it is a change too, and leaves no null behind in the content list.
+        let removed = install_patch("plumbus", &install, &target("i", false)).expect("patch");
+        assert!(removed["spec"]["content"][0].get("config").is_none());
+        let bare = new_install("plumbus", "uid-1", None, &target("i", false));
+        assert!(bare["spec"]["content"][0].get("config").is_none());
+    }
+
+    #[test]
+    fn a_manual_operators_new_configuration_resets_the_approval_as_an_update_does() {
+        let mut install = install_from(new_install("plumbus", "uid-1", None, &with_env(target("i", true), "a")));
+        install.spec.approval = Approval::Approved;
+        let patch = install_patch("plumbus", &install, &with_env(target("i", true), "b")).expect("patch");
+        assert_eq!(patch["spec"]["approval"], "Unapproved");
+    }
+
+    #[test]
+    fn a_configuration_changed_by_someone_not_holding_the_grants_is_marked() {
+        let install = install_from(new_install("plumbus", "uid-1", None, &target("i", false)));
+        let marked = Target { changed_by: Some("bob".into()), ..with_env(target("i", false), "http://evil:3128") };
+        let patch = install_patch("plumbus", &install, &marked).expect("patch");
+        assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "bob");
+        assert_eq!(patch["spec"]["approval"], "Unapproved");
     }
 
     fn install_from(value: Value) -> Install {

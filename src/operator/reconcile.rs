@@ -227,6 +227,7 @@ fn target_of(operator: &Operator, source: &SourceOutcome, options: &OperatorOpti
         manual,
         namespace: options.install_namespace.clone(),
         changed_by: operator.annotations().get(CONTENT_CHANGED_BY_ANNOTATION).cloned(),
+        config: operator.spec.config.clone(),
     })
 }
 

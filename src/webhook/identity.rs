@@ -72,10 +72,13 @@ pub fn borrowable(install: &Value, controller_namespace: &str) -> ContentChange 
     ContentChange { granted, operator_group_account, creator_only }
 }
 
-/// Whether an update of an Operator changes where its content comes from (`spec.updates`): the controller then
-/// changes its Install's content, which must not borrow what was granted for the old source.
+/// Whether an update of an Operator changes where its content comes from (`spec.updates`) or how its Deployments
+/// are configured (`spec.config`): the controller then changes its Install's content, which must not borrow what
+/// was granted for the old content.
 pub fn operator_source_change(old: Option<&Value>, new: &Value) -> bool {
-    old.is_some_and(|old| old["spec"]["updates"] != new["spec"]["updates"])
+    old.is_some_and(|old| {
+        old["spec"]["updates"] != new["spec"]["updates"] || old["spec"]["config"] != new["spec"]["config"]
+    })
 }
 
 /// Whether `install` is the one the Operator `operator` (its JSON) owns, as the Operator controller judges it.
@@ -381,6 +384,10 @@ mod tests {
         let mut mapped = old.clone();
         mapped["spec"]["namespaces"] = json!([{"from": "default", "to": "kube-system"}]);
         assert!(content_change(Some(&old), &mapped, "olmv2-system").is_some());
+        // A deployment configuration lives in the content: changing it is a content change.
+        let mut configured = old.clone();
+        configured["spec"]["content"][0]["config"] = json!({"env": [{"name": "HTTP_PROXY", "value": "http://p"}]});
+        assert!(content_change(Some(&old), &configured, "olmv2-system").is_some());
     }
 
     #[test]
@@ -413,6 +420,10 @@ mod tests {
         assert!(!operator_source_change(None, &new), "a create borrows nothing");
         new["spec"]["updates"]["manifestImage"] = json!("b");
         assert!(operator_source_change(Some(&old), &new));
+        // The deployment configuration goes to the Install's content too.
+        let mut configured = old.clone();
+        configured["spec"]["config"] = json!({"volumes": [{"name": "token", "secret": {"secretName": "admin-token"}}]});
+        assert!(operator_source_change(Some(&old), &configured));
         let install = json!({"metadata": {"ownerReferences": [{"kind": "Operator", "uid": "op", "controller": true}]}});
         assert!(owned_install(&old, &install));
         let foreign =

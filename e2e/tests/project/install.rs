@@ -543,3 +543,60 @@ async fn invalid_raw_content_is_reported_until_it_is_fixed() {
     assert_eq!((valid.status.as_str(), valid.reason.as_str()), ("False", "ContentValid"));
     assert_eq!(valid.observed_generation, pending.metadata.generation);
 }
+
+/// The proxy of `deployment`'s first container, from its environment.
+fn proxy_of(deployment: &Deployment) -> Option<String> {
+    let containers = &deployment.spec.as_ref()?.template.spec.as_ref()?.containers;
+    let env = containers.first()?.env.as_ref()?;
+    env.iter().find(|var| var.name == "HTTP_PROXY").and_then(|var| var.value.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deployment_configuration_reaches_the_deployment_and_a_new_one_waits_as_new_content_does() {
+    let harness = start("config").await;
+    let image = push(&harness, "plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
+    let mut body = serde_yaml_ng::from_str::<Value>(&install_yaml("plumbus", &image)).unwrap();
+    // Updates approved by hand: content not let through before waits for a person, even when it needs nothing new.
+    body["metadata"]["annotations"] = json!({olmv2::api::v2alpha1::MANUAL_APPROVAL_ANNOTATION: "true"});
+    body["spec"]["content"][0]["config"] = json!({
+        "env": [{"name": "HTTP_PROXY", "value": "http://proxy.example.com:3128"}],
+        "annotations": {"example.com/team": "platform"},
+    });
+    installs(&harness).create(&PostParams::default(), &serde_json::from_value(body.clone()).unwrap()).await.unwrap();
+    wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
+    let approve = json!({"spec": {"approval": "Approved"}});
+    installs(&harness).patch("plumbus", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
+    wait_state(&harness, "plumbus", InstallState::Applying).await;
+    harness.roll_out("operators").await;
+    let installed = wait_state(&harness, "plumbus", InstallState::Installed).await;
+    assert!(installed.status.unwrap().resolved[0].config_digest.is_some());
+    let deployments = Api::<Deployment>::namespaced(harness.admin.clone(), "operators");
+    let running = deployments.get("plumbus-operator").await.unwrap();
+    assert_eq!(proxy_of(&running).as_deref(), Some("http://proxy.example.com:3128"));
+    assert_eq!(running.metadata.annotations.unwrap()["example.com/team"], "platform");
+    let template = running.spec.unwrap().template.metadata.unwrap().annotations.unwrap();
+    assert_eq!(template["example.com/team"], "platform");
+    assert_eq!(template["capabilities"], "Basic Install", "the CSV's annotations are on the pods");
+
+    // The same image with another proxy: a changed payload, which waits for a person as an update would.
+    body["spec"]["content"][0]["config"]["env"][0]["value"] = json!("http://other.example.com:3128");
+    let reconfigure = json!({"spec": {"content": body["spec"]["content"]}});
+    installs(&harness).patch("plumbus", &PatchParams::default(), &Patch::Merge(&reconfigure)).await.unwrap();
+    let waiting = wait(&harness, "plumbus", "the new configuration pending", |i| {
+        i.status.as_ref().is_some_and(|s| {
+            s.state == Some(InstallState::PendingApproval) && s.observed_generation == i.metadata.generation
+        })
+    })
+    .await;
+    let pending = waiting.status.unwrap().pending.unwrap();
+    assert_eq!(pending.reason, Some(olmv2::api::v2alpha1::PendingReason::ManualApproval));
+    let unchanged = deployments.get("plumbus-operator").await.unwrap();
+    assert_eq!(proxy_of(&unchanged).as_deref(), Some("http://proxy.example.com:3128"), "nothing changes unapproved");
+
+    installs(&harness).patch("plumbus", &PatchParams::default(), &Patch::Merge(&approve)).await.unwrap();
+    harness
+        .wait_for(&deployments, "plumbus-operator", "the new proxy", |d| {
+            proxy_of(d).as_deref() == Some("http://other.example.com:3128")
+        })
+        .await;
+}

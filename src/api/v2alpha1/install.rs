@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_with::skip_serializing_none;
 
+use super::DeploymentConfig;
 use crate::api::union::{Member, UnionError};
 
 /// Set to `"true"` on an Install whose content waits for a person's approval even when it needs no new permission:
@@ -104,7 +105,7 @@ pub enum ContentType {
 
 /// A union: `type` names the one member that is set.
 #[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Content {
     /// The member of this union that is set.
@@ -118,6 +119,11 @@ pub struct Content {
     #[serde(default)]
     #[schemars(length(min = 1))]
     pub raw: Option<String>,
+    /// How the bundle's Deployments are configured, as OLM v0's Subscription `spec.config` and OLM v1's
+    /// `deploymentConfig` do: environment, volumes, resources, scheduling, annotations. ManifestImage content only.
+    /// Changing it changes the content: it faces the approval a new image would.
+    #[serde(default)]
+    pub config: Option<DeploymentConfig>,
 }
 
 impl Content {
@@ -247,6 +253,10 @@ pub struct ResolvedContent {
     pub manifest_image: Option<String>,
     /// The digest of the content (the image manifest's, or the sha256 of raw manifests).
     pub digest: String,
+    /// The sha256 of the deployment configuration the bundle is installed with, when it has one: content with
+    /// another configuration is other content.
+    #[serde(default)]
+    pub config_digest: Option<String>,
 }
 
 /// Permissions waiting for approval, and what the content's RBAC objects do with them.
@@ -430,7 +440,12 @@ mod tests {
 
     #[test]
     fn raw_content_yields_its_manifests() {
-        let content = Content { content_type: ContentType::Raw, manifest_image: None, raw: Some("kind: Pod".into()) };
+        let content = Content {
+            content_type: ContentType::Raw,
+            manifest_image: None,
+            raw: Some("kind: Pod".into()),
+            config: None,
+        };
         assert_eq!(content.source(), Ok(ContentSource::Raw("kind: Pod")));
     }
 
@@ -440,6 +455,7 @@ mod tests {
             content_type: ContentType::Raw,
             manifest_image: Some("registry.example/bus:1".into()),
             raw: Some("kind: Pod".into()),
+            config: None,
         };
         assert_eq!(content.source(), Err(UnionError::ExtraMember { discriminator: "Raw", field: "manifestImage" }));
     }

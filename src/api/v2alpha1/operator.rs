@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_with::skip_serializing_none;
 
+use super::DeploymentConfig;
 use crate::api::union::{Member, UnionError};
 
 /// Desired state of an Operator: where its content comes from and how it is updated.
@@ -34,6 +35,11 @@ pub struct OperatorSpec {
     /// components already labelled for it.
     #[serde(default)]
     pub updates: Option<Updates>,
+    /// How the operator's Deployments are configured (OLM v0's Subscription `spec.config`, OLM v1's
+    /// `deploymentConfig`), passed to its Install with every bundle it installs. Changing it changes the Install's
+    /// content, which faces the same approval as an update.
+    #[serde(default)]
+    pub config: Option<DeploymentConfig>,
 }
 
 /// Which source an Operator's updates come from.
