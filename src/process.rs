@@ -25,6 +25,8 @@ pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] = &[
     crate::legacy::operatorgroup::controller,
     crate::legacy::namespaces::controller,
     crate::legacy::csv::controller,
+    crate::legacy::copied::controller,
+    crate::legacy::olmconfig::controller,
 ];
 
 /// Running controllers; dropping them aborts them where they are, as a killed process would, and

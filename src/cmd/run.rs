@@ -38,6 +38,10 @@ pub struct RunOptions {
     /// Seconds between lookups of a catalog image tag, for CatalogSources without a registryPoll interval.
     #[arg(long, env = "OLMV2_CATALOG_POLL_SECONDS", default_value_t = 600)]
     pub catalog_poll_seconds: u64,
+    /// A comma-delimited set of namespaces where global Copied CSVs will always appear, even if Copied CSVs are
+    /// disabled (OLM v0's flag, spelled as OLM spells it).
+    #[arg(long = "protectedCopiedCSVNamespaces", env = "OLMV2_PROTECTED_COPIED_CSV_NAMESPACES", default_value = "")]
+    pub protected_copied_csv_namespaces: String,
     #[command(flatten)]
     pub webhook: WebhookOptions,
     #[command(flatten)]
@@ -56,6 +60,12 @@ impl RunOptions {
             retry: Duration::from_secs(self.retry_seconds.max(1)),
             operator_namespace: self.operator_namespace.clone(),
             catalog_poll: Duration::from_secs(self.catalog_poll_seconds.max(1)),
+            protected_copied_csv_namespaces: self
+                .protected_copied_csv_namespaces
+                .split(',')
+                .filter(|namespace| !namespace.is_empty())
+                .map(str::to_owned)
+                .collect(),
         })
     }
 }

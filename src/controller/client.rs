@@ -131,6 +131,24 @@ where
         Ok(self.api.list(&ListParams::default()).await?.items)
     }
 
+    /// The objects `params` select (labels, fields).
+    pub async fn list_with(&self, params: &ListParams) -> Result<Vec<K>, ClientError> {
+        Ok(self.api.list(params).await?.items)
+    }
+
+    /// Replaces the object `name` with `object` (whose resourceVersion is the precondition): every field becomes
+    /// what the controller says, where an apply would leave others' fields in place (a tampered copy is put back).
+    pub async fn replace(&self, name: &str, object: &K) -> Result<K, ClientError> {
+        let params = PostParams { field_manager: Some(self.field_manager.into()), ..PostParams::default() };
+        changed_if(Some(""), self.api.replace(name, &params, object).await)
+    }
+
+    /// Replaces the status of the object `name` with that of `object` (whose resourceVersion is the precondition).
+    pub async fn replace_status(&self, name: &str, object: &K) -> Result<K, ClientError> {
+        let params = PostParams { field_manager: Some(self.field_manager.into()), ..PostParams::default() };
+        changed_if(Some(""), self.api.replace_status(name, &params, object).await)
+    }
+
     /// Creates `object`; one that exists already is the API server's 409 (see [`ClientError::code`]). For objects
     /// that must not be taken over: a server-side apply would adopt an existing one.
     pub async fn create(&self, object: &K) -> Result<K, ClientError> {

@@ -38,6 +38,9 @@ pub struct ControllerOptions {
     pub operator_namespace: String,
     /// How often a catalog image tag is looked up again when its CatalogSource sets no registryPoll interval.
     pub catalog_poll: Duration,
+    /// Namespaces keeping the copies of CSVs of groups targeting every namespace when the `OLMConfig` `cluster`
+    /// disables copied CSVs (OLM v0's `--protectedCopiedCSVNamespaces`).
+    pub protected_copied_csv_namespaces: Vec<String>,
 }
 
 /// What every controller of the process is built from.

@@ -5,11 +5,14 @@
 //! Loops: `operatorgroup`, `namespaces` (the group labels of namespaces) and `csv` (the phase machine).
 
 pub mod apis;
+pub mod copied;
+pub mod copies;
 pub mod csv;
 pub mod hash;
 pub mod intersection;
 pub mod membership;
 pub mod namespaces;
+pub mod olmconfig;
 pub mod operatorgroup;
 pub mod roles;
 pub mod targets;

@@ -8,6 +8,7 @@
 //! creator, then whoever last changed its spec) may create Deployments in its namespace, so that writing a CSV
 //! never does more than its author could do by hand.
 
+pub mod copying;
 pub mod phase;
 pub mod requirements;
 pub mod strategy;
@@ -15,32 +16,34 @@ pub mod strategy;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::Api;
+use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
+use self::copying::copy_original;
 use self::phase::{set_phase, transition, Observed, Outcome};
 use self::requirements::{requirements, Cluster};
 use super::apis::{api_labels, api_set_string, provided_apis, ApiKey};
+use super::copies::DISABLED_COPIED_CSVS;
 use super::intersection::{reconcile as reconcile_apis, ApiReconciliation, GroupSurface};
 use super::membership::{is_copied, is_install_record, membership, missing_annotations, Membership};
 use super::roles::{api_roles, ProvidedApi};
 use super::targets::{supports, Targets};
 use crate::access::{allowed, AccessCheck};
-use crate::api::v1::{OperatorGroup, PROVIDED_APIS_ANNOTATION, TARGET_NAMESPACES_ANNOTATION};
+use crate::api::v1::{OLMConfig, OperatorGroup, PROVIDED_APIS_ANNOTATION, TARGET_NAMESPACES_ANNOTATION};
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
@@ -61,6 +64,43 @@ pub struct Context {
     metrics: Arc<Metrics>,
     retry: Duration,
     resync: Duration,
+    /// Every namespace, as metadata: where copies of CSVs of global groups go.
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    /// Namespaces keeping copies when copies are disabled.
+    protected: BTreeSet<String>,
+    /// Originals whose "copying disabled" event was published (once per original while disabled).
+    warned: Mutex<HashSet<String>>,
+}
+
+impl Context {
+    /// The namespaces that exist and are not being deleted.
+    fn live_namespaces(&self) -> BTreeSet<String> {
+        self.namespaces
+            .state()
+            .iter()
+            .filter(|namespace| namespace.metadata.deletion_timestamp.is_none())
+            .map(|namespace| namespace.name_any())
+            .collect()
+    }
+
+    /// Publishes OLM's Warning `DisabledCopiedCSVs` for `csv` once while its copies are off, and forgets it when
+    /// they are on again.
+    async fn copies_disabled_event(&self, csv: &ClusterServiceVersion, disabled: bool) {
+        let uid = csv.uid().unwrap_or_default();
+        let first = match self.warned.lock() {
+            Ok(mut warned) if disabled => warned.insert(uid),
+            Ok(mut warned) => {
+                warned.remove(&uid);
+                false
+            }
+            Err(_) => false,
+        };
+        if first {
+            let note = format!("CSV copying disabled for {}/{}", csv.namespace().unwrap_or_default(), csv.name_any());
+            let event = Transition { warning: true, reason: DISABLED_COPIED_CSVS.into(), note };
+            self.events.publish(csv, &[event]).await;
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -393,6 +433,15 @@ async fn write(
     if outcome.api_roles {
         ensure_api_roles(ctx, csv, place).await?;
     }
+    // Until every namespace has been read, a missing one would look deleted, and its copies with it.
+    if let (Some(group), Ok(())) = (group, ctx.namespaces.wait_until_ready().await) {
+        let mut original = csv.clone();
+        original.status = Some(next.clone());
+        let copying = copy_original(&ctx.client, &original, group, &ctx.live_namespaces(), &ctx.protected)
+            .await
+            .map_err(place.write("its copied CSVs"))?;
+        ctx.copies_disabled_event(csv, copying.disabled).await;
+    }
     let settled = next.phase == CsvPhase::Succeeded || outcome.phase.is_none() && outcome.group_apis.is_none();
     Ok(if settled && next == *status {
         Action::requeue(ctx.resync)
@@ -444,17 +493,28 @@ fn same_role(current: &ClusterRole, wanted: &Value) -> bool {
 /// Starts the CSV loop.
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
+    let (namespaces, writer) = kube::runtime::reflector::store::<PartialObjectMeta<Namespace>>();
+    let namespace_changes = kube::runtime::reflector(
+        writer,
+        watcher(Api::<PartialObjectMeta<Namespace>>::all(client.clone()), watcher::Config::default()),
+    );
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
         events: Events::new(client.clone(), "olmv2-csv-controller"),
         metrics: process.metrics.clone(),
         retry: process.options.retry,
         resync: process.options.resync,
+        namespaces,
+        protected: process.options.protected_copied_csv_namespaces.iter().cloned().collect(),
+        warned: Mutex::default(),
     });
     let controller =
         Controller::new(Api::<ClusterServiceVersion>::all(client.clone()), super::operatorgroup::csv_watch());
     let csvs = controller.store();
-    let by_group = csvs.clone();
+    let every = |store: Store<ClusterServiceVersion>| {
+        move || store.state().iter().map(|csv| ObjectRef::from_obj(csv.as_ref())).collect::<Vec<_>>()
+    };
+    let (by_group, by_config, by_namespace) = (every(csvs.clone()), every(csvs.clone()), every(csvs.clone()));
     let by_crd = csvs;
     let controller = controller
         .watches(
@@ -470,9 +530,16 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
                 }
             },
         )
-        .watches(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default(), move |_| {
-            // Membership, targets and provided APIs of any group can change any CSV's intersection.
-            by_group.state().iter().map(|csv| ObjectRef::from_obj(csv.as_ref())).collect::<Vec<_>>()
+        // Membership, targets and provided APIs of any group can change any CSV's intersection.
+        .watches(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default(), move |_| by_group())
+        // Copies on or off.
+        .watches(Api::<OLMConfig>::all(client.clone()), watcher::Config::default(), move |_| by_config())
+        // A new namespace needs the copies of every global group's operators.
+        .watches_stream(namespace_changes.applied_objects(), move |_| by_namespace())
+        // A copy deleted by hand is made again by its original's pass (metadata only, deletions only).
+        .watches_stream(super::copied::deletions(client.clone(), super::membership::COPIED_FROM_LABEL), |copy| {
+            let origin = copy.labels().get(super::membership::COPIED_FROM_LABEL).cloned()?;
+            Some(ObjectRef::<ClusterServiceVersion>::new(&copy.name_any()).within(&origin))
         })
         .watches(Api::<CustomResourceDefinition>::all(client), watcher::Config::default(), move |crd| {
             let crd_name = crd.name_any();
@@ -480,11 +547,8 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
                 .state()
                 .iter()
                 .filter(|csv| {
-                    csv.spec
-                        .custom_resource_definitions
-                        .iter()
-                        .flat_map(|crds| crds.owned.iter().chain(&crds.required))
-                        .any(|d| d.name == crd_name)
+                    let crds = csv.spec.custom_resource_definitions.iter();
+                    crds.flat_map(|crds| crds.owned.iter().chain(&crds.required)).any(|d| d.name == crd_name)
                 })
                 .map(|csv| ObjectRef::from_obj(csv.as_ref()))
                 .collect::<Vec<_>>()

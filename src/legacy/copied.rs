@@ -1,0 +1,142 @@
+//! The loop over copied CSVs (OLM v0's `syncCopiedCsv`): a copy whose original is gone, failed on a provided-API
+//! conflict or no longer targets its namespace is deleted (`copies::dangling`), and a copy changed by hand is put
+//! back from its original. Copies are watched as metadata only, so thousands of them cost little memory; the
+//! original's pass (`csv::copying`) makes and refreshes them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::{BoxFuture, FutureExt};
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::ResourceExt;
+
+use super::copies::{dangling, is_uncopiable, prototype};
+use super::csv::copying::sync_one;
+use super::membership::COPIED_FROM_LABEL;
+use crate::api::v1::OPERATOR_NAMESPACE_ANNOTATION;
+use crate::api::v1alpha1::ClusterServiceVersion;
+use crate::category::Categorized;
+use crate::controller::client::{ClientError, ControllerClient};
+use crate::controller::runner::{self, Reconciler};
+use crate::controller::Process;
+use crate::metrics::Metrics;
+
+pub struct Context {
+    client: ControllerClient,
+    metrics: Arc<Metrics>,
+    retry: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("failed to sync the copied CSV {namespace}/{name}")]
+pub struct CopyError {
+    namespace: String,
+    name: String,
+    #[source]
+    source: ClientError,
+}
+
+impl Categorized for CopyError {
+    fn category(&self) -> &'static str {
+        "CopiedCsvSyncFailed"
+    }
+
+    fn is_conflict(&self) -> bool {
+        self.source.is_conflict()
+    }
+}
+
+impl Reconciler for Context {
+    type Object = PartialObjectMeta<ClusterServiceVersion>;
+    type Error = CopyError;
+    const NAME: &'static str = "copied-csv";
+
+    async fn reconcile(
+        self: Arc<Self>,
+        copy: Arc<PartialObjectMeta<ClusterServiceVersion>>,
+    ) -> Result<Action, CopyError> {
+        let (namespace, name) = (copy.namespace().unwrap_or_default(), copy.name_any());
+        let error = |source| CopyError { namespace: namespace.clone(), name: name.clone(), source };
+        let copies = self.client.namespaced::<ClusterServiceVersion>(&namespace);
+        let Some(full) = copies.get_opt(&name).await.map_err(error)? else { return Ok(Action::await_change()) };
+        let origin = copy
+            .annotations()
+            .get(OPERATOR_NAMESPACE_ANNOTATION)
+            .or_else(|| copy.labels().get(COPIED_FROM_LABEL))
+            .cloned()
+            .unwrap_or_default();
+        let parent = if origin.is_empty() {
+            None
+        } else {
+            self.client.namespaced::<ClusterServiceVersion>(&origin).get_opt(&name).await.map_err(error)?
+        };
+        if dangling(&full, parent.as_ref()) {
+            tracing::info!(copy = %name, %namespace, "removing a copied CSV its original no longer wants");
+            copies.ensure_deleted(&name).await.map_err(error)?;
+            return Ok(Action::await_change());
+        }
+        if let Some(parent) = parent.filter(|parent| !is_uncopiable(parent)) {
+            sync_one(&self.client, &prototype(&parent), &full).await.map_err(error)?;
+        }
+        Ok(Action::await_change())
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn retry(&self) -> Duration {
+        self.retry
+    }
+}
+
+/// The CSVs selected by `labels` that are deleted, as metadata.
+pub fn deletions(
+    client: kube::Client,
+    labels: &str,
+) -> impl futures_util::Stream<Item = Result<PartialObjectMeta<ClusterServiceVersion>, watcher::Error>> + Send + 'static
+{
+    use futures_util::StreamExt;
+    let csvs = Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client);
+    watcher(csvs, watcher::Config::default().labels(labels)).filter_map(|event| async move {
+        match event {
+            Ok(watcher::Event::Delete(csv)) => Some(Ok(csv)),
+            Ok(_) => None,
+            Err(error) => Some(Err(error)),
+        }
+    })
+}
+
+/// Starts the copied-CSV loop.
+pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
+    let client = process.client.clone();
+    let context = Arc::new(Context {
+        client: ControllerClient::new(client.clone(), super::csv::FIELD_MANAGER),
+        metrics: process.metrics.clone(),
+        retry: process.options.retry,
+    });
+    // Metadata only: `Api<PartialObjectMeta<_>>` watches and lists without specs and statuses.
+    let controller = Controller::new(
+        Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client.clone()),
+        watcher::Config::default().labels(COPIED_FROM_LABEL),
+    );
+    let copies = controller.store();
+    // An original deleted takes its copies with it (they are found dangling); one deleted while the controller was
+    // down is found by the first pass over every copy.
+    let controller = controller.watches_stream(
+        deletions(client, &format!("!{COPIED_FROM_LABEL}")),
+        move |original: PartialObjectMeta<ClusterServiceVersion>| {
+            let (name, namespace) = (original.name_any(), original.namespace().unwrap_or_default());
+            copies
+                .state()
+                .iter()
+                .filter(|copy| copy.name_any() == name && copy.labels().get(COPIED_FROM_LABEL) == Some(&namespace))
+                .map(|copy| ObjectRef::from_obj(copy.as_ref()))
+                .collect::<Vec<_>>()
+        },
+    );
+    runner::run(controller, context, process.shutdown()).boxed()
+}
