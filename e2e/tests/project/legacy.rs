@@ -546,3 +546,57 @@ async fn copies_follow_the_original_everywhere_and_the_olm_config_switches_them(
     wait_copy(&harness, "team-a", false).await;
     wait_copy(&harness, "team-b", false).await;
 }
+
+/// OLM's upgrade along `spec.replaces`: the new CSV waits for the old to go Replacing, installs, and the old one
+/// is deleted once the new one Succeeded; the Deployment of the same name passes to the new CSV and stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upgrade_replaces_the_old_csv_and_keeps_the_deployment() {
+    let harness = start("upgrade").await;
+    apply(&harness, CRD);
+    apply(&harness, &account("ops", true));
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
+    wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    let next = csv("ops", &[("AllNamespaces", true)])
+        .replace("name: plumbus.v1.0.0", "name: plumbus.v1.1.0")
+        .replace("version: 1.0.0", "version: 1.1.0\n  replaces: plumbus.v1.0.0")
+        .replace("plumbus:1.0.0", "plumbus:1.1.0");
+    apply(&harness, &next);
+
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+    let deployments = Api::<Deployment>::namespaced(harness.admin.clone(), "ops");
+    let mut replacing_seen = None;
+    for _ in 0..400 {
+        harness.roll_out("ops").await;
+        if let Some(old) = csvs.get_opt("plumbus.v1.0.0").await.expect("get") {
+            let status = old.status.unwrap_or_default();
+            if status.phase == CsvPhase::Replacing {
+                replacing_seen = status.message;
+            }
+        } else if csvs
+            .get_opt("plumbus.v1.1.0")
+            .await
+            .expect("get")
+            .is_some_and(|new| new.status.is_some_and(|s| s.phase == CsvPhase::Succeeded))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(replacing_seen.as_deref(), Some("being replaced by csv: plumbus.v1.1.0"));
+    assert!(csvs.get_opt("plumbus.v1.0.0").await.expect("get").is_none(), "the replaced CSV is deleted");
+    let new = csvs.get("plumbus.v1.1.0").await.expect("new");
+    let history: Vec<CsvPhase> = new.status.unwrap().conditions.iter().map(|c| c.phase).collect();
+    assert!(history.ends_with(&[CsvPhase::Succeeded]), "{history:?}");
+    // The Deployment stayed, now the new CSV's, with its image.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let deployment = deployments.get("plumbus-operator").await.expect("the Deployment survives the old CSV");
+    let owners: Vec<String> =
+        deployment.metadata.owner_references.unwrap_or_default().into_iter().map(|o| o.name).collect();
+    assert_eq!(owners, ["plumbus.v1.1.0"]);
+    let image = deployment.spec.unwrap().template.spec.unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("example.com/plumbus:1.1.0"));
+}

@@ -8,6 +8,7 @@
 //! creator, then whoever last changed its spec) may create Deployments in its namespace, so that writing a CSV
 //! never does more than its author could do by hand.
 
+pub mod chain;
 pub mod copying;
 pub mod phase;
 pub mod requirements;
@@ -26,15 +27,16 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::{Api, ListParams, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
+use self::chain::chain_of;
 use self::copying::copy_original;
-use self::phase::{set_phase, transition, Observed, Outcome};
+use self::phase::{set_phase, transition, Chain, Observed, Outcome};
 use self::requirements::{requirements, Cluster};
 use super::apis::{api_labels, api_set_string, provided_apis, ApiKey};
 use super::copies::DISABLED_COPIED_CSVS;
@@ -43,7 +45,9 @@ use super::membership::{is_copied, is_install_record, membership, missing_annota
 use super::roles::{api_roles, ProvidedApi};
 use super::targets::{supports, Targets};
 use crate::access::{allowed, AccessCheck};
-use crate::api::v1::{OLMConfig, OperatorGroup, PROVIDED_APIS_ANNOTATION, TARGET_NAMESPACES_ANNOTATION};
+use crate::api::v1::{
+    OLMConfig, OperatorGroup, UpgradeStrategyName, PROVIDED_APIS_ANNOTATION, TARGET_NAMESPACES_ANNOTATION,
+};
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
@@ -221,6 +225,7 @@ pub async fn reconcile(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Act
         author: Ok(()),
         health: Ok(()),
         now: now.clone(),
+        chain: Chain::default(),
     };
     let mut group = None;
     if let Membership::Member(found) = member {
@@ -242,6 +247,16 @@ pub async fn reconcile(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Act
             .collect();
         observed.apis = reconcile_apis(&provided, &GroupSurface::of(found), &others);
     }
+    let neighbours = ctx
+        .client
+        .namespaced::<ClusterServiceVersion>(namespace)
+        .list_with(&ListParams::default().labels(&format!("!{}", super::membership::COPIED_FROM_LABEL)))
+        .await
+        .map_err(place.read("CSVs"))?;
+    let fail_forward = group
+        .as_ref()
+        .is_some_and(|group| group.spec.upgrade_strategy == UpgradeStrategyName::TechPreviewUnsafeFailForward);
+    observed.chain = chain_of(csv, &neighbours, fail_forward);
     observed.membership = match &group {
         Some(group) => Membership::Member(group),
         None => member,
@@ -279,7 +294,6 @@ async fn read_requirements(
 ) -> Result<(bool, Vec<crate::api::v1alpha1::RequirementStatus>), ReconcileError> {
     let namespace = place.namespace.as_str();
     let mut crds = BTreeMap::new();
-    let mut crd_owners: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let descriptions =
         csv.spec.custom_resource_definitions.iter().flat_map(|crds| crds.owned.iter().chain(&crds.required));
     let names: Vec<String> = descriptions.map(|description| description.name.clone()).collect();
@@ -288,13 +302,6 @@ async fn read_requirements(
         for crd_name in &names {
             if let Some(crd) = crd_api.get_opt(crd_name).await.map_err(place.read("CRDs"))? {
                 crds.insert(crd_name.clone(), crd);
-            }
-        }
-        let neighbours =
-            ctx.client.namespaced::<ClusterServiceVersion>(namespace).list().await.map_err(place.read("CSVs"))?;
-        for other in neighbours.iter().filter(|other| other.name_any() != place.name && !is_copied(other)) {
-            for owned in other.spec.custom_resource_definitions.iter().flat_map(|crds| &crds.owned) {
-                crd_owners.entry(owned.name.clone()).or_default().push(other.name_any());
             }
         }
     }
@@ -323,7 +330,7 @@ async fn read_requirements(
         let user = UserInfo::service_account(namespace, account);
         (snapshot.rules_for(&user, Some(namespace)).0, snapshot.rules_for(&user, None).0)
     };
-    Ok(requirements(csv, &Cluster { crds: &crds, crd_owners: &crd_owners, accounts: &accounts, held: &held }))
+    Ok(requirements(csv, &Cluster { crds: &crds, accounts: &accounts, held: &held }))
 }
 
 /// Whether the CSV's recorded author may create Deployments in its namespace: Err says why not.
@@ -388,6 +395,15 @@ async fn write(
             .merge_patch(&group.name_any(), &patch, group.metadata.resource_version.as_deref())
             .await
             .map_err(place.write("the provided APIs of its OperatorGroup"))?;
+    }
+    if outcome.delete {
+        tracing::info!(csv = %name, %namespace, "deleting a replaced CSV");
+        ctx.client
+            .namespaced::<ClusterServiceVersion>(namespace)
+            .ensure_deleted(name)
+            .await
+            .map_err(place.write("the replaced CSV itself"))?;
+        return Ok(Action::await_change());
     }
     if outcome.remove_deployments {
         let deployments = ctx.client.namespaced::<Deployment>(namespace);
@@ -515,6 +531,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         move || store.state().iter().map(|csv| ObjectRef::from_obj(csv.as_ref())).collect::<Vec<_>>()
     };
     let (by_group, by_config, by_namespace) = (every(csvs.clone()), every(csvs.clone()), every(csvs.clone()));
+    let by_chain = csvs.clone();
     let by_crd = csvs;
     let controller = controller
         .watches(
@@ -530,6 +547,20 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
                 }
             },
         )
+        // A CSV's change concerns the one it replaces and those replacing it.
+        .watches(Api::<ClusterServiceVersion>::all(client.clone()), super::operatorgroup::csv_watch(), move |changed| {
+            let (name, namespace) = (changed.name_any(), changed.namespace());
+            by_chain
+                .state()
+                .iter()
+                .filter(|csv| csv.namespace() == namespace)
+                .filter(|csv| {
+                    changed.spec.replaces.as_deref() == Some(&csv.name_any())
+                        || csv.spec.replaces.as_deref() == Some(&name)
+                })
+                .map(|csv| ObjectRef::from_obj(csv.as_ref()))
+                .collect::<Vec<_>>()
+        })
         // Membership, targets and provided APIs of any group can change any CSV's intersection.
         .watches(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default(), move |_| by_group())
         // Copies on or off.

@@ -33,6 +33,22 @@ pub struct Observed<'a> {
     pub author: Result<(), String>,
     pub health: Result<(), Unhealthy>,
     pub now: Time,
+    pub chain: Chain,
+}
+
+/// Where a CSV stands in its replacement chain (`spec.replaces`), from the CSVs of its namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Chain {
+    /// The CSV it replaces, when that exists: (name, phase).
+    pub replaces: Option<(String, CsvPhase)>,
+    /// A CSV that replaces it: (name, phase).
+    pub replaced_by: Option<(String, CsvPhase)>,
+    /// The newest CSV of the chain after it (for fail-forward): (name, phase).
+    pub newest: Option<(String, CsvPhase)>,
+    /// Whether its group allows replacing failed CSVs (`upgradeStrategy: TechPreviewUnsafeFailForward`).
+    pub fail_forward: bool,
+    /// Whether a CSV of the namespace outside its chain owns one of its owned CRDs.
+    pub crd_owner_conflict: bool,
 }
 
 /// What a pass does.
@@ -51,6 +67,8 @@ pub struct Outcome {
     pub remove_deployments: bool,
     /// Make the per-API ClusterRoles (the CSV has Succeeded).
     pub api_roles: bool,
+    /// Delete the CSV itself (replaced, in phase Deleting).
+    pub delete: bool,
 }
 
 /// Reasons of failures about the group that heal once the group fits.
@@ -113,10 +131,16 @@ pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed<'_>) 
         CsvPhase::None => outcome.phase = to(CsvPhase::Pending, "RequirementsUnknown", "requirements not yet checked"),
         CsvPhase::Pending => {
             outcome.requirement_status = Some(statuses);
-            outcome.phase = if met {
-                to(CsvPhase::InstallReady, "AllRequirementsMet", "all requirements found, attempting install")
-            } else {
+            let chain = &observed.chain;
+            outcome.phase = if !met {
                 to(CsvPhase::Pending, "RequirementsNotMet", "one or more requirements couldn't be found")
+            } else if chain.crd_owner_conflict {
+                fail("OwnerConflict", "conflicting CRD owner in namespace".into())
+            } else if chain.replaces.as_ref().is_some_and(|(_, phase)| *phase != CsvPhase::Replacing) {
+                // The CSV it replaces must step aside first (it goes Replacing once it sees this one).
+                None
+            } else {
+                to(CsvPhase::InstallReady, "AllRequirementsMet", "all requirements found, attempting install")
             };
         }
         CsvPhase::InstallReady => match observed.author {
@@ -135,12 +159,22 @@ pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed<'_>) 
             }
         }
         CsvPhase::Succeeded => {
-            if !met {
+            if let Some((next, _)) = &observed.chain.replaced_by {
+                outcome.phase = Some((CsvPhase::Replacing, "BeingReplaced", format!("being replaced by csv: {next}")));
+            } else if !met {
                 outcome.requirement_status = Some(statuses);
                 outcome.phase = fail("RequirementsNotMet", "requirements no longer met".into());
             } else {
                 outcome.phase = health(&observed.health, CsvPhase::Failed, "ComponentUnhealthy");
             }
+        }
+        CsvPhase::Failed if observed.chain.fail_forward && observed.chain.replaced_by.is_some() => {
+            let next = observed.chain.replaced_by.as_ref().map(|(name, _)| name.as_str()).unwrap_or_default();
+            outcome.phase = Some((
+                CsvPhase::Replacing,
+                "BeingReplaced",
+                format!("Fail Forward is enabled, allowing Failed csv to be replaced by csv: {next}"),
+            ));
         }
         CsvPhase::Failed => {
             let healed = match reason {
@@ -162,8 +196,21 @@ pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed<'_>) 
                 outcome.phase = health(&observed.health, CsvPhase::Pending, "NeedsReinstall");
             }
         }
-        // Replacement along spec.replaces is not run here yet; these phases stay as they are.
-        CsvPhase::Replacing | CsvPhase::Deleting | CsvPhase::Unknown => {}
+        CsvPhase::Replacing => {
+            // Only the oldest of a chain goes first; with fail-forward, it waits for the newest of the chain.
+            let chain = &observed.chain;
+            let next = if chain.fail_forward { chain.newest.as_ref() } else { chain.replaced_by.as_ref() };
+            if chain.replaces.is_none() && next.is_some_and(|(_, phase)| *phase == CsvPhase::Succeeded) {
+                outcome.phase = to(
+                    CsvPhase::Deleting,
+                    "Replaced",
+                    "has been replaced by a newer ClusterServiceVersion that has successfully installed.",
+                );
+            }
+        }
+        CsvPhase::Deleting => outcome.delete = true,
+        // OLM has no handler for Unknown either: such a CSV stays as it is.
+        CsvPhase::Unknown => {}
     }
     // The roles for using its APIs come with a CSV that is (or has just become) Succeeded.
     outcome.api_roles = outcome.phase.as_ref().map_or(status.phase, |(phase, _, _)| *phase) == CsvPhase::Succeeded;

@@ -20,8 +20,6 @@ pub type HeldRules<'a> = &'a dyn Fn(&str) -> (Vec<Rule>, Vec<Rule>);
 pub struct Cluster<'a> {
     /// The CRDs the CSV names, by name (absent: not found).
     pub crds: &'a BTreeMap<String, CustomResourceDefinition>,
-    /// The names of other CSVs of the namespace whose owned CRDs include each CRD name.
-    pub crd_owners: &'a BTreeMap<String, Vec<String>>,
     /// The ServiceAccounts of the CSV's namespace, by name.
     pub accounts: &'a BTreeMap<String, ServiceAccount>,
     /// The rules each account holds: in the CSV's namespace (namespaced) and cluster-wide.
@@ -33,10 +31,8 @@ pub fn requirements(csv: &ClusterServiceVersion, cluster: &Cluster<'_>) -> (bool
     let mut met = true;
     let mut statuses = Vec::new();
     let crds = csv.spec.custom_resource_definitions.as_ref();
-    let owned: Vec<&str> = crds.iter().flat_map(|crds| &crds.owned).map(|crd| crd.name.as_str()).collect();
     for description in crds.iter().flat_map(|crds| crds.owned.iter().chain(&crds.required)) {
-        let status =
-            crd_status(&description.name, &description.version, owned.contains(&description.name.as_str()), cluster);
+        let status = crd_status(&description.name, &description.version, cluster);
         met &= status.status == "Present";
         statuses.push(status);
     }
@@ -94,7 +90,10 @@ pub fn requirements(csv: &ClusterServiceVersion, cluster: &Cluster<'_>) -> (bool
     (met, statuses)
 }
 
-fn crd_status(name: &str, version: &str, owned: bool, cluster: &Cluster<'_>) -> RequirementStatus {
+/// A CRD's status. OLM also reports `PresentNotSatisfied` "CRD installed alongside other CSV(s)" when an owned CRD
+/// was last applied by a predecessor (an annotation its InstallPlans write); this loop applies no CRD, so that case
+/// does not arise here, and a stranger owning the CRD is `OwnerConflict` (`chain.rs`).
+fn crd_status(name: &str, version: &str, cluster: &Cluster<'_>) -> RequirementStatus {
     let status = |status: &str, message: String, uuid: Option<String>| RequirementStatus {
         group: "apiextensions.k8s.io".into(),
         version: "v1".into(),
@@ -108,14 +107,6 @@ fn crd_status(name: &str, version: &str, owned: bool, cluster: &Cluster<'_>) -> 
     let Some(crd) = cluster.crds.get(name) else {
         return status("NotPresent", "CRD is not present".into(), None);
     };
-    let others = cluster.crd_owners.get(name).filter(|others| !others.is_empty());
-    if let (Some(others), true) = (others, owned) {
-        return status(
-            "PresentNotSatisfied",
-            format!("CRD installed alongside other CSV(s): {}", others.join(", ")),
-            None,
-        );
-    }
     let served = crd.spec.versions.iter().find(|candidate| candidate.name == version).is_some_and(|v| v.served);
     if !served {
         return status("NotPresent", "CRD version not served".into(), None);

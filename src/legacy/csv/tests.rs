@@ -9,7 +9,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
 
-use super::phase::{set_phase, transition, Observed, CONDITIONS_LIMIT};
+use super::phase::{set_phase, transition, Chain, Observed, CONDITIONS_LIMIT};
 use super::requirements::{go_json, requirements, Cluster};
 use super::strategy::{check, deployments, Unhealthy, SPEC_HASH_LABEL};
 use crate::api::v1::OperatorGroup;
@@ -60,6 +60,7 @@ fn observed(group: &OperatorGroup) -> Observed<'_> {
         author: Ok(()),
         health: Ok(()),
         now: now(0),
+        chain: Chain::default(),
     }
 }
 
@@ -294,11 +295,9 @@ fn requirements_report_crds_accounts_and_rules() {
             .expect("sa");
     let accounts: BTreeMap<String, ServiceAccount> = [("plumbus".to_owned(), account)].into();
     let crds: BTreeMap<String, CustomResourceDefinition> = [("plumbuses.example.com".to_owned(), crd(true))].into();
-    let owners = BTreeMap::new();
     let configmaps = || vec![Rule::resource(&["get"], &[""], &["configmaps"])];
     let held = move |_: &str| (configmaps(), Vec::new());
-    let (met, statuses) =
-        requirements(&csv(), &Cluster { crds: &crds, crd_owners: &owners, accounts: &accounts, held: &held });
+    let (met, statuses) = requirements(&csv(), &Cluster { crds: &crds, accounts: &accounts, held: &held });
     assert!(!met, "the cluster rule is not held");
     assert_eq!(statuses[0].status, "Present");
     assert_eq!(statuses[0].message, "CRD is present and Established condition is true");
@@ -315,14 +314,11 @@ fn requirements_report_crds_accounts_and_rules() {
         ]
     );
     let everything = |_: &str| (Rule::full_authority(), Rule::full_authority());
-    let (met, _) =
-        requirements(&csv(), &Cluster { crds: &crds, crd_owners: &owners, accounts: &accounts, held: &everything });
+    let (met, _) = requirements(&csv(), &Cluster { crds: &crds, accounts: &accounts, held: &everything });
     assert!(met);
     let missing = BTreeMap::new();
-    let (met, statuses) = requirements(
-        &csv(),
-        &Cluster { crds: &missing, crd_owners: &owners, accounts: &BTreeMap::new(), held: &everything },
-    );
+    let (met, statuses) =
+        requirements(&csv(), &Cluster { crds: &missing, accounts: &BTreeMap::new(), held: &everything });
     assert!(!met);
     assert_eq!((statuses[0].status.as_str(), statuses[0].message.as_str()), ("NotPresent", "CRD is not present"));
     assert_eq!(
@@ -331,10 +327,7 @@ fn requirements_report_crds_accounts_and_rules() {
     );
     let unavailable: BTreeMap<String, CustomResourceDefinition> =
         [("plumbuses.example.com".to_owned(), crd(false))].into();
-    let (_, statuses) = requirements(
-        &csv(),
-        &Cluster { crds: &unavailable, crd_owners: &owners, accounts: &accounts, held: &everything },
-    );
+    let (_, statuses) = requirements(&csv(), &Cluster { crds: &unavailable, accounts: &accounts, held: &everything });
     assert_eq!(statuses[0].status, "PresentNotAvailable");
 }
 
@@ -391,4 +384,72 @@ fn the_check_finds_missing_outdated_and_rolling_deployments() {
     assert!(
         matches!(check(&csv, &found(live(true, &hash, "a"))), Err(Unhealthy::Outdated(message)) if message.starts_with("unexpected annotation on deployment"))
     );
+}
+
+fn chain(replaces: Option<(&str, CsvPhase)>, replaced_by: Option<(&str, CsvPhase)>) -> Chain {
+    Chain {
+        replaces: replaces.map(|(name, phase)| (name.to_owned(), phase)),
+        replaced_by: replaced_by.map(|(name, phase)| (name.to_owned(), phase)),
+        ..Chain::default()
+    }
+}
+
+#[test]
+fn an_upgrade_replaces_the_old_csv_as_olm_does() {
+    let group = group();
+    // The new one waits in Pending until the old one steps aside.
+    let waiting = Observed { chain: chain(Some(("old", CsvPhase::Succeeded)), None), ..observed(&group) };
+    let outcome = transition(&status(CsvPhase::Pending, "RequirementsUnknown"), waiting);
+    assert_eq!(outcome.phase, None);
+    assert!(outcome.requirement_status.is_some());
+    // The old one sees it and goes Replacing.
+    let old = Observed { chain: chain(None, Some(("new", CsvPhase::Pending))), ..observed(&group) };
+    let outcome = transition(&status(CsvPhase::Succeeded, "InstallSucceeded"), old);
+    assert_eq!(outcome.phase, Some((CsvPhase::Replacing, "BeingReplaced", "being replaced by csv: new".into())));
+    // The new one installs.
+    let ready = Observed { chain: chain(Some(("old", CsvPhase::Replacing)), None), ..observed(&group) };
+    let outcome = transition(&status(CsvPhase::Pending, "RequirementsUnknown"), ready);
+    assert_eq!(outcome.phase.map(|(phase, _, _)| phase), Some(CsvPhase::InstallReady));
+    // The old one is deleted once the new one Succeeded, not before.
+    let pending = Observed { chain: chain(None, Some(("new", CsvPhase::Installing))), ..observed(&group) };
+    assert_eq!(transition(&status(CsvPhase::Replacing, "BeingReplaced"), pending).phase, None);
+    let done = Observed { chain: chain(None, Some(("new", CsvPhase::Succeeded))), ..observed(&group) };
+    let outcome = transition(&status(CsvPhase::Replacing, "BeingReplaced"), done);
+    assert_eq!(
+        outcome.phase,
+        Some((
+            CsvPhase::Deleting,
+            "Replaced",
+            "has been replaced by a newer ClusterServiceVersion that has successfully installed.".into()
+        ))
+    );
+    assert!(transition(&status(CsvPhase::Deleting, "Replaced"), observed(&group)).delete);
+    // A middle CSV of a chain waits for the oldest to go.
+    let middle = Observed {
+        chain: chain(Some(("oldest", CsvPhase::Replacing)), Some(("new", CsvPhase::Succeeded))),
+        ..observed(&group)
+    };
+    assert_eq!(transition(&status(CsvPhase::Replacing, "BeingReplaced"), middle).phase, None);
+}
+
+#[test]
+fn a_failed_csv_is_replaced_only_with_fail_forward_and_owner_conflicts_fail() {
+    let group = group();
+    let replaced = || chain(None, Some(("new", CsvPhase::Pending)));
+    let plain = Observed { chain: replaced(), health: Err(Unhealthy::Missing("m".into())), ..observed(&group) };
+    let outcome = transition(&status(CsvPhase::Failed, "ComponentUnhealthy"), plain);
+    assert_ne!(outcome.phase.map(|(phase, _, _)| phase), Some(CsvPhase::Replacing));
+    let forward = Observed { chain: Chain { fail_forward: true, ..replaced() }, ..observed(&group) };
+    let outcome = transition(&status(CsvPhase::Failed, "ComponentUnhealthy"), forward);
+    assert_eq!(
+        outcome.phase,
+        Some((
+            CsvPhase::Replacing,
+            "BeingReplaced",
+            "Fail Forward is enabled, allowing Failed csv to be replaced by csv: new".into()
+        ))
+    );
+    let conflict = Observed { chain: Chain { crd_owner_conflict: true, ..Chain::default() }, ..observed(&group) };
+    let outcome = transition(&status(CsvPhase::Pending, "RequirementsUnknown"), conflict);
+    assert_eq!(outcome.phase, Some((CsvPhase::Failed, "OwnerConflict", "conflicting CRD owner in namespace".into())));
 }
