@@ -108,8 +108,8 @@ mod tests {
     #[test]
     fn replacing_itself_or_a_missing_csv_is_no_chain() {
         let selfish = csv("a", Some("a"), "k.example.com", "Pending");
-        assert_eq!(chain_of(&selfish, &[selfish.clone()], false).replaces, None);
+        assert_eq!(chain_of(&selfish, std::slice::from_ref(&selfish), false).replaces, None);
         let orphan = csv("b", Some("gone"), "k.example.com", "Pending");
-        assert_eq!(chain_of(&orphan, &[orphan.clone()], false).replaces, None);
+        assert_eq!(chain_of(&orphan, std::slice::from_ref(&orphan), false).replaces, None);
     }
 }
