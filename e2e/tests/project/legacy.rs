@@ -600,3 +600,169 @@ async fn an_upgrade_replaces_the_old_csv_and_keeps_the_deployment() {
     let image = deployment.spec.unwrap().template.spec.unwrap().containers[0].image.clone();
     assert_eq!(image.as_deref(), Some("example.com/plumbus:1.1.0"));
 }
+
+/// OLM's "intersection" and "role aggregation" scenarios: two groups whose targets intersect may not provide the
+/// same API (the later CSV fails `InterOperatorGroupOwnerConflict` and heals when the first goes), and a namespace
+/// admin can use the provided API through the roles OLM aggregates into `admin`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn intersecting_groups_may_not_provide_the_same_api_and_admins_get_the_provided_api() {
+    let harness = start("intersection").await;
+    apply(&harness, CRD);
+    apply(&harness, &account("team-a", true));
+    apply(&harness, &account("ops", true));
+    apply(&harness, "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og-a, namespace: team-a}\nspec: {targetNamespaces: [team-a]}\n");
+    apply(&harness, &csv("team-a", &[("OwnNamespace", true), ("AllNamespaces", true)]));
+    wait_phase(&harness, "team-a", CsvPhase::Succeeded, "InstallSucceeded").await;
+    let groups = Api::<OperatorGroup>::namespaced(harness.admin.clone(), "team-a");
+    let provided = |g: &OperatorGroup| g.metadata.annotations.as_ref().and_then(|a| a.get("olm.providedAPIs")).cloned();
+    assert_eq!(provided(&groups.get("og-a").await.expect("og")).as_deref(), Some("Plumbus.v1.example.com"));
+
+    // A namespace admin of team-a may now use plumbuses there: the CRD's roles aggregate into `admin`.
+    apply(
+        &harness,
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: alice-admin, namespace: team-a}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}\nsubjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: alice}]\n",
+    );
+    let mut answer = String::new();
+    for _ in 0..100 {
+        let output = harness.admin_kubectl(
+            &["auth", "can-i", "create", "plumbuses.example.com", "-n", "team-a", "--as", "alice"],
+            None,
+        );
+        answer = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+        if answer == "yes" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(answer, "yes", "an admin of team-a may create plumbuses");
+
+    // A global group in ops intersects team-a: its CSV providing the same API fails and installs nothing.
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
+    let failed = wait_phase(&harness, "ops", CsvPhase::Failed, "InterOperatorGroupOwnerConflict").await;
+    assert_eq!(failed.status.unwrap().message.as_deref(), Some("intersecting operatorgroups provide the same apis"));
+    assert!(Api::<Deployment>::namespaced(harness.admin.clone(), "ops")
+        .get_opt("plumbus-operator")
+        .await
+        .expect("get")
+        .is_none());
+
+    // The first goes: its group's provided APIs are pruned, and the second heals and installs.
+    kubectl(&harness, &["delete", "csv", "plumbus.v1.0.0", "-n", "team-a"]);
+    harness.wait_for(&groups, "og-a", "pruned", |g| provided(g).as_deref() == Some("")).await;
+    let healed = wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    assert!(healed
+        .status
+        .unwrap()
+        .conditions
+        .iter()
+        .any(|c| c.message.as_deref() == Some("OperatorGroup no longer intersecting with conflicting owner")));
+}
+
+/// The RBAC an OLM v0 InstallPlan would have made for `csv`'s permissions in `namespace` (OLM's CSV loop only checks
+/// it): a Role and RoleBinding per namespaced entry, a ClusterRole and ClusterRoleBinding per cluster entry.
+fn install_plan_rbac(csv: &ClusterServiceVersion, namespace: &str) -> Vec<serde_json::Value> {
+    use serde_json::json;
+    let strategy = &csv.spec.install.spec;
+    let mut objects = Vec::new();
+    let mut accounts: Vec<&str> = Vec::new();
+    for (index, (permission, cluster)) in strategy
+        .permissions
+        .iter()
+        .map(|p| (p, false))
+        .chain(strategy.cluster_permissions.iter().map(|p| (p, true)))
+        .enumerate()
+    {
+        let account = permission.service_account_name.as_str();
+        if !accounts.contains(&account) {
+            accounts.push(account);
+        }
+        let name = format!("{account}-{index}");
+        let subject = json!([{"kind": "ServiceAccount", "name": account, "namespace": namespace}]);
+        let (role_kind, binding_kind) =
+            if cluster { ("ClusterRole", "ClusterRoleBinding") } else { ("Role", "RoleBinding") };
+        let metadata = if cluster { json!({"name": name}) } else { json!({"name": name, "namespace": namespace}) };
+        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": role_kind, "metadata": metadata, "rules": permission.rules}));
+        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": binding_kind, "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name}, "subjects": subject}));
+    }
+    for account in accounts {
+        objects.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": namespace}}));
+    }
+    objects
+}
+
+/// Real bundles of the community catalog, their manifests applied by hand as OLM v0 users do (CRDs and other objects
+/// with kubectl, the CSV last), install with OLM's phases, copies and annotations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn real_community_bundles_applied_by_hand_install_as_in_olm() {
+    let harness = start("community").await;
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/community-bundles");
+    for (bundle, version) in
+        [("ack-mq-controller", "1.5.1"), ("dapr-kubernetes-operator", "0.0.13"), ("debezium-operator", "3.0.0-final")]
+    {
+        let dir = root.join(bundle).join(version);
+        let loaded = olmv2::bundle::model::Bundle::load(&dir).expect("bundle loads");
+        for object in install_plan_rbac(&loaded.csv, "ops") {
+            olmv2_e2e::project::create(&harness.plane, &object).await.expect("rbac");
+        }
+        for manifest in &loaded.objects {
+            let output = harness
+                .admin_kubectl(&["apply", "--server-side", "-n", "ops", "-f", "-"], Some(&manifest.object.to_string()));
+            assert!(output.status.success(), "{}: {}", manifest.file, String::from_utf8_lossy(&output.stderr));
+        }
+        // The CSV as written in the bundle, its `namespace: placeholder` replaced as users do.
+        let mut csv = serde_json::to_value(&loaded.csv).expect("csv");
+        csv["metadata"]["namespace"] = "ops".into();
+        let output = harness.admin_kubectl(&["apply", "--server-side", "-f", "-"], Some(&csv.to_string()));
+        assert!(output.status.success(), "{bundle}: {}", String::from_utf8_lossy(&output.stderr));
+        let name = loaded.csv.metadata.name.clone().expect("name");
+        let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+        let mut last = None;
+        for _ in 0..600 {
+            harness.roll_out("ops").await;
+            last = csvs.get_opt(&name).await.expect("get");
+            if last
+                .as_ref()
+                .and_then(|csv| csv.status.as_ref())
+                .is_some_and(|status| status.phase == CsvPhase::Succeeded)
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let installed = last.expect("the CSV");
+        let status = installed.status.clone().unwrap_or_default();
+        assert_eq!(status.phase, CsvPhase::Succeeded, "{bundle}: {:?} {:?}", status.reason, status.message);
+        assert_eq!(
+            installed.metadata.annotations.as_ref().and_then(|a| a.get("olm.targetNamespaces")).map(String::as_str),
+            Some("")
+        );
+        for spec in &loaded.csv.spec.install.spec.deployments {
+            let deployment =
+                Api::<Deployment>::namespaced(harness.admin.clone(), "ops").get(&spec.name).await.expect("deployment");
+            let annotations = deployment.spec.unwrap().template.metadata.unwrap().annotations.unwrap_or_default();
+            assert_eq!(annotations.get("olm.operatorGroup").map(String::as_str), Some("og"), "{bundle}");
+            if let Some(examples) = loaded.csv.metadata.annotations.as_ref().and_then(|a| a.get("alm-examples")) {
+                assert_eq!(
+                    annotations.get("alm-examples"),
+                    Some(examples),
+                    "{bundle}: the CSV's annotations reach the pods"
+                );
+            }
+        }
+        let copies = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "team-a");
+        harness
+            .wait_for(&copies, &name, "copied", |copy| {
+                copy.status.as_ref().is_some_and(|s| s.reason.as_deref() == Some("Copied"))
+            })
+            .await;
+    }
+}
