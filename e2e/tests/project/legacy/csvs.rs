@@ -1,0 +1,266 @@
+//! CSVs: requirements resolved through RBAC, the author check, upgrades along `spec.replaces`, real bundles.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::Api;
+use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
+
+use super::{account, apply, csv, start, wait_phase, CRD};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn insufficient_permissions_wait_in_pending_until_rbac_grants_them() {
+    let harness = start("permissions").await;
+    apply(&harness, CRD);
+    apply(&harness, &account("ops", false));
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
+    let csv = wait_phase(&harness, "ops", CsvPhase::Pending, "RequirementsNotMet").await;
+    let status = csv.status.unwrap();
+    assert_eq!(status.message.as_deref(), Some("one or more requirements couldn't be found"));
+    let requirement =
+        status.requirement_status.iter().find(|r| r.kind == "ServiceAccount").expect("account requirement");
+    assert_eq!(
+        (requirement.status.as_str(), requirement.message.as_str()),
+        ("PresentNotSatisfied", "Policy rule not satisfied for service account")
+    );
+    assert_eq!(
+        requirement.dependents[0].message.as_deref(),
+        Some(r#"namespaced rule:{"verbs":["get","list"],"apiGroups":[""],"resources":["configmaps"]}"#)
+    );
+    assert_eq!(requirement.dependents[0].status, "NotSatisfied");
+    assert!(Api::<Deployment>::namespaced(harness.admin.clone(), "ops")
+        .get_opt("plumbus-operator")
+        .await
+        .expect("get")
+        .is_none());
+
+    apply(&harness, &account("ops", true));
+    wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+}
+
+/// The attack: a user who may write CSVs in a namespace but not Deployments gets no Deployment made for them by
+/// the controller (OLM v0 would create it with its own rights).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_author_who_may_not_create_deployments_gets_none() {
+    let harness = start("author").await;
+    apply(&harness, CRD);
+    apply(&harness, &account("ops", true));
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    apply(
+        &harness,
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: csv-writer, namespace: ops}
+rules: [{apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: mallory, namespace: ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: csv-writer}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
+"#,
+    );
+    let mallory = harness.plane.user_kubeconfig("mallory", &[]);
+    let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&csv("ops", &[("AllNamespaces", true)])));
+    assert!(output.status.success(), "mallory may write CSVs: {}", String::from_utf8_lossy(&output.stderr));
+    let failed = wait_phase(&harness, "ops", CsvPhase::Failed, "InstallComponentFailed").await;
+    let message = failed.status.unwrap().message.unwrap_or_default();
+    assert!(message.contains("mallory may not create deployments in namespace ops"), "{message}");
+    assert!(Api::<Deployment>::namespaced(harness.admin.clone(), "ops")
+        .get_opt("plumbus-operator")
+        .await
+        .expect("get")
+        .is_none());
+
+    // Forging the author record does not help: the webhook writes who made the change.
+    let forged = csv("ops", &[("AllNamespaces", true)]).replace(
+        "annotations: {alm-examples",
+        "annotations: {v2alpha1.operators.coreos.com/creator: '{\"username\":\"kubernetes-admin\",\"groups\":[\"system:masters\"]}', alm-examples",
+    ).replace("1.0.0\"}]", "1.0.1\"}]");
+    let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&forged));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+    let written = csvs.get("plumbus.v1.0.0").await.expect("csv");
+    let author =
+        written.metadata.annotations.unwrap().get("v2alpha1.operators.coreos.com/creator").cloned().unwrap_or_default();
+    assert!(author.contains("\"mallory\""), "{author}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(Api::<Deployment>::namespaced(harness.admin.clone(), "ops")
+        .get_opt("plumbus-operator")
+        .await
+        .expect("get")
+        .is_none());
+
+    // The same CSV re-applied by the admin installs.
+    apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
+    wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+}
+
+/// OLM's upgrade along `spec.replaces`: the new CSV waits for the old to go Replacing, installs, and the old one
+/// is deleted once the new one Succeeded; the Deployment of the same name passes to the new CSV and stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upgrade_replaces_the_old_csv_and_keeps_the_deployment() {
+    let harness = start("upgrade").await;
+    apply(&harness, CRD);
+    apply(&harness, &account("ops", true));
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
+    wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    let next = csv("ops", &[("AllNamespaces", true)])
+        .replace("name: plumbus.v1.0.0", "name: plumbus.v1.1.0")
+        .replace("version: 1.0.0", "version: 1.1.0\n  replaces: plumbus.v1.0.0")
+        .replace("plumbus:1.0.0", "plumbus:1.1.0");
+    apply(&harness, &next);
+
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+    let deployments = Api::<Deployment>::namespaced(harness.admin.clone(), "ops");
+    let mut replacing_seen = None;
+    for _ in 0..400 {
+        harness.roll_out("ops").await;
+        if let Some(old) = csvs.get_opt("plumbus.v1.0.0").await.expect("get") {
+            let status = old.status.unwrap_or_default();
+            if status.phase == CsvPhase::Replacing {
+                replacing_seen = status.message;
+            }
+        } else if csvs
+            .get_opt("plumbus.v1.1.0")
+            .await
+            .expect("get")
+            .is_some_and(|new| new.status.is_some_and(|s| s.phase == CsvPhase::Succeeded))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(replacing_seen.as_deref(), Some("being replaced by csv: plumbus.v1.1.0"));
+    assert!(csvs.get_opt("plumbus.v1.0.0").await.expect("get").is_none(), "the replaced CSV is deleted");
+    let new = csvs.get("plumbus.v1.1.0").await.expect("new");
+    let history: Vec<CsvPhase> = new.status.unwrap().conditions.iter().map(|c| c.phase).collect();
+    assert!(history.ends_with(&[CsvPhase::Succeeded]), "{history:?}");
+    // The Deployment stayed, now the new CSV's, with its image.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let deployment = deployments.get("plumbus-operator").await.expect("the Deployment survives the old CSV");
+    let owners: Vec<String> =
+        deployment.metadata.owner_references.unwrap_or_default().into_iter().map(|o| o.name).collect();
+    assert_eq!(owners, ["plumbus.v1.1.0"]);
+    let image = deployment.spec.unwrap().template.spec.unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("example.com/plumbus:1.1.0"));
+}
+
+/// The RBAC an OLM v0 InstallPlan would have made for `csv`'s permissions in `namespace` (OLM's CSV loop only checks
+/// it): a Role and RoleBinding per namespaced entry, a ClusterRole and ClusterRoleBinding per cluster entry.
+fn install_plan_rbac(csv: &ClusterServiceVersion, namespace: &str) -> Vec<serde_json::Value> {
+    use serde_json::json;
+    let strategy = &csv.spec.install.spec;
+    let mut objects = Vec::new();
+    let mut accounts: Vec<&str> = Vec::new();
+    for (index, (permission, cluster)) in strategy
+        .permissions
+        .iter()
+        .map(|p| (p, false))
+        .chain(strategy.cluster_permissions.iter().map(|p| (p, true)))
+        .enumerate()
+    {
+        let account = permission.service_account_name.as_str();
+        if !accounts.contains(&account) {
+            accounts.push(account);
+        }
+        let name = format!("{account}-{index}");
+        let subject = json!([{"kind": "ServiceAccount", "name": account, "namespace": namespace}]);
+        let (role_kind, binding_kind) =
+            if cluster { ("ClusterRole", "ClusterRoleBinding") } else { ("Role", "RoleBinding") };
+        let metadata = if cluster { json!({"name": name}) } else { json!({"name": name, "namespace": namespace}) };
+        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": role_kind, "metadata": metadata, "rules": permission.rules}));
+        objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": binding_kind, "metadata": metadata,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name}, "subjects": subject}));
+    }
+    for account in accounts {
+        objects.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": namespace}}));
+    }
+    objects
+}
+
+/// Real bundles of the community catalog, their manifests applied by hand as OLM v0 users do (CRDs and other objects
+/// with kubectl, the CSV last), install with OLM's phases, copies and annotations.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn real_community_bundles_applied_by_hand_install_as_in_olm() {
+    let harness = start("community").await;
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/community-bundles");
+    for (bundle, version) in
+        [("ack-mq-controller", "1.5.1"), ("dapr-kubernetes-operator", "0.0.13"), ("debezium-operator", "3.0.0-final")]
+    {
+        let dir = root.join(bundle).join(version);
+        let loaded = olmv2::bundle::model::Bundle::load(&dir).expect("bundle loads");
+        for object in install_plan_rbac(&loaded.csv, "ops") {
+            olmv2_e2e::project::create(&harness.plane, &object).await.expect("rbac");
+        }
+        for manifest in &loaded.objects {
+            let output = harness
+                .admin_kubectl(&["apply", "--server-side", "-n", "ops", "-f", "-"], Some(&manifest.object.to_string()));
+            assert!(output.status.success(), "{}: {}", manifest.file, String::from_utf8_lossy(&output.stderr));
+        }
+        // The CSV as written in the bundle, its `namespace: placeholder` replaced as users do.
+        let mut csv = serde_json::to_value(&loaded.csv).expect("csv");
+        csv["metadata"]["namespace"] = "ops".into();
+        let output = harness.admin_kubectl(&["apply", "--server-side", "-f", "-"], Some(&csv.to_string()));
+        assert!(output.status.success(), "{bundle}: {}", String::from_utf8_lossy(&output.stderr));
+        let name = loaded.csv.metadata.name.clone().expect("name");
+        let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+        let mut last = None;
+        for _ in 0..600 {
+            harness.roll_out("ops").await;
+            last = csvs.get_opt(&name).await.expect("get");
+            if last
+                .as_ref()
+                .and_then(|csv| csv.status.as_ref())
+                .is_some_and(|status| status.phase == CsvPhase::Succeeded)
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let installed = last.expect("the CSV");
+        let status = installed.status.clone().unwrap_or_default();
+        assert_eq!(status.phase, CsvPhase::Succeeded, "{bundle}: {:?} {:?}", status.reason, status.message);
+        assert_eq!(
+            installed.metadata.annotations.as_ref().and_then(|a| a.get("olm.targetNamespaces")).map(String::as_str),
+            Some("")
+        );
+        for spec in &loaded.csv.spec.install.spec.deployments {
+            let deployment =
+                Api::<Deployment>::namespaced(harness.admin.clone(), "ops").get(&spec.name).await.expect("deployment");
+            let annotations = deployment.spec.unwrap().template.metadata.unwrap().annotations.unwrap_or_default();
+            assert_eq!(annotations.get("olm.operatorGroup").map(String::as_str), Some("og"), "{bundle}");
+            if let Some(examples) = loaded.csv.metadata.annotations.as_ref().and_then(|a| a.get("alm-examples")) {
+                assert_eq!(
+                    annotations.get("alm-examples"),
+                    Some(examples),
+                    "{bundle}: the CSV's annotations reach the pods"
+                );
+            }
+        }
+        let copies = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "team-a");
+        harness
+            .wait_for(&copies, &name, "copied", |copy| {
+                copy.status.as_ref().is_some_and(|s| s.reason.as_deref() == Some("Copied"))
+            })
+            .await;
+    }
+}

@@ -1,0 +1,372 @@
+//! One pass over an original CSV: read what the decisions need (its groups, the CSVs of its chain, requirements,
+//! Deployments, whether its author may install), decide (`phase::transition`), and write what they say, in OLM's
+//! order: labels, annotations, the group's provided APIs, Deployments, the status and its event, per-API
+//! ClusterRoles, copies.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::ListParams;
+use kube::runtime::controller::Action;
+use kube::ResourceExt;
+use serde_json::{json, Value};
+
+use super::chain::chain_of;
+use super::copying::copy_original;
+use super::phase::{set_phase, transition, Chain, Observed, Outcome};
+use super::requirements::{requirements, Cluster};
+use super::{Context, ReconcileError};
+use crate::access::{allowed, AccessCheck};
+use crate::api::v1::{OperatorGroup, UpgradeStrategyName, PROVIDED_APIS_ANNOTATION, TARGET_NAMESPACES_ANNOTATION};
+use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
+use crate::controller::client::ClientError;
+use crate::controller::conditions::Transition;
+use crate::legacy::apis::{api_labels, api_set_string, provided_apis, ApiKey};
+use crate::legacy::intersection::{reconcile as reconcile_apis, ApiReconciliation, GroupSurface};
+use crate::legacy::membership::{is_copied, is_install_record, membership, missing_annotations, Membership};
+use crate::legacy::roles::{api_roles, ProvidedApi};
+use crate::legacy::targets::supports;
+use crate::rbac::{RbacSnapshot, UserInfo};
+use crate::webhook::csv_author::recorded_author;
+
+/// Names for errors of one pass.
+struct Place {
+    namespace: String,
+    name: String,
+}
+
+impl Place {
+    fn read(&self, what: &'static str) -> impl FnOnce(ClientError) -> ReconcileError + '_ {
+        move |source| ReconcileError::Read { namespace: self.namespace.clone(), name: self.name.clone(), what, source }
+    }
+
+    fn write(&self, what: impl Into<String>) -> impl FnOnce(ClientError) -> ReconcileError + '_ {
+        let what = what.into();
+        move |source| ReconcileError::Write { namespace: self.namespace.clone(), name: self.name.clone(), what, source }
+    }
+}
+
+pub async fn reconcile(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Action, ReconcileError> {
+    if csv.metadata.deletion_timestamp.is_some() || is_copied(csv) || is_install_record(csv) {
+        return Ok(Action::await_change());
+    }
+    let place = Place { namespace: csv.namespace().unwrap_or_default(), name: csv.name_any() };
+    let (namespace, name) = (place.namespace.as_str(), place.name.as_str());
+    let csvs_api = ctx.client.namespaced::<ClusterServiceVersion>(namespace);
+    let provided = match provided_apis(csv) {
+        Ok(provided) => provided,
+        Err(error) => {
+            tracing::warn!(csv = %name, %namespace, %error, "unable to retrieve operator information from CSV");
+            return Ok(Action::await_change());
+        }
+    };
+    let labels = api_labels(&provided);
+    if labels.iter().any(|(key, value)| csv.labels().get(key) != Some(value)) {
+        csvs_api
+            .merge_patch(name, &json!({"metadata": {"labels": labels}}), None)
+            .await
+            .map_err(place.write("API labels"))?;
+        return Ok(Action::requeue(Duration::ZERO));
+    }
+
+    let groups =
+        ctx.client.namespaced::<OperatorGroup>(namespace).list().await.map_err(place.read("OperatorGroups"))?;
+    let member = membership(&groups);
+    let status = csv.status.clone().unwrap_or_default();
+    let now = Time(k8s_openapi::jiff::Timestamp::now());
+    let mut observed = Observed {
+        membership: Membership::NoOperatorGroup,
+        annotations_missing: false,
+        no_targets: false,
+        install_modes: Ok(()),
+        static_group: false,
+        apis: ApiReconciliation::NoConflict,
+        requirements: (false, Vec::new()),
+        author: Ok(()),
+        health: Ok(()),
+        now: now.clone(),
+        chain: Chain::default(),
+    };
+    let mut group = None;
+    if let Membership::Member(found) = member {
+        group = Some(found.clone());
+        observed.annotations_missing = !missing_annotations(csv, found).is_empty();
+        let targets = found.status.as_ref().map(|status| status.namespaces.clone()).unwrap_or_default();
+        observed.no_targets = targets.is_empty();
+        observed.static_group = found.spec.static_provided_apis;
+        observed.install_modes = match csv.annotations().get(TARGET_NAMESPACES_ANNOTATION) {
+            Some(annotation) => supports(&csv.spec.install_modes, namespace, annotation)
+                .map_err(|unsupported| (unsupported.reason, unsupported.message)),
+            None => Err(("NoTargetNamespaces", "csv missing olm.targetNamespaces annotation".to_owned())),
+        };
+        let all = ctx.client.all::<OperatorGroup>().list().await.map_err(place.read("OperatorGroups"))?;
+        let others: Vec<GroupSurface> = all
+            .iter()
+            .filter(|other| !(other.namespace() == found.namespace() && other.name_any() == found.name_any()))
+            .map(GroupSurface::of)
+            .collect();
+        observed.apis = reconcile_apis(&provided, &GroupSurface::of(found), &others);
+    }
+    let neighbours = ctx
+        .client
+        .namespaced::<ClusterServiceVersion>(namespace)
+        .list_with(&ListParams::default().labels(&format!("!{}", crate::legacy::membership::COPIED_FROM_LABEL)))
+        .await
+        .map_err(place.read("CSVs"))?;
+    let fail_forward = group
+        .as_ref()
+        .is_some_and(|group| group.spec.upgrade_strategy == UpgradeStrategyName::TechPreviewUnsafeFailForward);
+    observed.chain = chain_of(csv, &neighbours, fail_forward);
+    observed.membership = match &group {
+        Some(group) => Membership::Member(group),
+        None => member,
+    };
+    if needs_requirements(&status) {
+        observed.requirements = read_requirements(ctx, csv, &place).await?;
+    }
+    if matches!(status.phase, CsvPhase::Installing | CsvPhase::Succeeded | CsvPhase::Failed) {
+        let mut found = BTreeMap::new();
+        for spec in &csv.spec.install.spec.deployments {
+            let deployments = ctx.client.namespaced::<Deployment>(namespace);
+            if let Some(deployment) = deployments.get_opt(&spec.name).await.map_err(place.read("Deployments"))? {
+                found.insert(spec.name.clone(), deployment);
+            }
+        }
+        observed.health = super::strategy::check(csv, &found);
+    }
+    if status.phase == CsvPhase::InstallReady {
+        observed.author = author_may_install(ctx, csv, &place).await?;
+    }
+
+    let outcome = transition(&status, observed);
+    write(ctx, csv, group.as_ref(), &provided, &status, outcome, &now, &place).await
+}
+
+/// Whether a pass in this phase reads the requirements (OLM checks them in Pending, Succeeded and Failed).
+fn needs_requirements(status: &ClusterServiceVersionStatus) -> bool {
+    matches!(status.phase, CsvPhase::Pending | CsvPhase::Succeeded | CsvPhase::Failed)
+}
+
+async fn read_requirements(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    place: &Place,
+) -> Result<(bool, Vec<crate::api::v1alpha1::RequirementStatus>), ReconcileError> {
+    let namespace = place.namespace.as_str();
+    let mut crds = BTreeMap::new();
+    let descriptions =
+        csv.spec.custom_resource_definitions.iter().flat_map(|crds| crds.owned.iter().chain(&crds.required));
+    let names: Vec<String> = descriptions.map(|description| description.name.clone()).collect();
+    if !names.is_empty() {
+        let crd_api = ctx.client.all::<CustomResourceDefinition>();
+        for crd_name in &names {
+            if let Some(crd) = crd_api.get_opt(crd_name).await.map_err(place.read("CRDs"))? {
+                crds.insert(crd_name.clone(), crd);
+            }
+        }
+    }
+    let accounts: BTreeMap<String, ServiceAccount> = ctx
+        .client
+        .namespaced::<ServiceAccount>(namespace)
+        .list()
+        .await
+        .map_err(place.read("ServiceAccounts"))?
+        .into_iter()
+        .map(|account| (account.name_any(), account))
+        .collect();
+    let strategy = &csv.spec.install.spec;
+    let snapshot = if strategy.permissions.is_empty() && strategy.cluster_permissions.is_empty() {
+        RbacSnapshot::default()
+    } else {
+        let roles = ctx.client.namespaced::<Role>(namespace).list().await.map_err(place.read("Roles"))?;
+        let cluster_roles = ctx.client.all::<ClusterRole>().list().await.map_err(place.read("ClusterRoles"))?;
+        let bindings =
+            ctx.client.namespaced::<RoleBinding>(namespace).list().await.map_err(place.read("RoleBindings"))?;
+        let cluster_bindings =
+            ctx.client.all::<ClusterRoleBinding>().list().await.map_err(place.read("ClusterRoleBindings"))?;
+        RbacSnapshot::new(&roles, &cluster_roles, bindings, cluster_bindings)
+    };
+    let held = |account: &str| {
+        let user = UserInfo::service_account(namespace, account);
+        (snapshot.rules_for(&user, Some(namespace)).0, snapshot.rules_for(&user, None).0)
+    };
+    Ok(requirements(csv, &Cluster { crds: &crds, accounts: &accounts, held: &held }))
+}
+
+/// Whether the CSV's recorded author may create Deployments in its namespace: Err says why not.
+async fn author_may_install(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    place: &Place,
+) -> Result<Result<(), String>, ReconcileError> {
+    let Some(author) = recorded_author(csv.annotations()) else {
+        return Ok(Err("the CSV's author is not recorded (it was written while the webhook did not run): \
+                       apply it again to install it"
+            .into()));
+    };
+    let check = AccessCheck::resource(Some(&place.namespace), "create", "apps", "deployments", "");
+    let may = allowed(ctx.client.kube(), &author, &check).await.map_err(|source| ReconcileError::Review {
+        namespace: place.namespace.clone(),
+        name: place.name.clone(),
+        source,
+    })?;
+    Ok(if may {
+        Ok(())
+    } else {
+        Err(format!(
+            "the CSV's author {} may not create deployments in namespace {}, so its Deployments are not created for them",
+            author.username, place.namespace
+        ))
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn write(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    group: Option<&OperatorGroup>,
+    provided: &std::collections::BTreeSet<ApiKey>,
+    status: &ClusterServiceVersionStatus,
+    outcome: Outcome,
+    now: &Time,
+    place: &Place,
+) -> Result<Action, ReconcileError> {
+    let (namespace, name) = (place.namespace.as_str(), place.name.as_str());
+    if outcome.annotate {
+        if let Some(group) = group {
+            let annotations = missing_annotations(csv, group);
+            let patch = json!({"metadata": {"annotations": annotations}});
+            ctx.client
+                .namespaced::<ClusterServiceVersion>(namespace)
+                .merge_patch(name, &patch, None)
+                .await
+                .map_err(place.write("the OperatorGroup annotations"))?;
+        }
+    }
+    if let (Some(change), Some(group)) = (outcome.group_apis, group) {
+        let current = GroupSurface::of(group).provided;
+        let next = match change {
+            ApiReconciliation::Add => current.union(provided).cloned().collect(),
+            _ => current.difference(provided).cloned().collect(),
+        };
+        let patch = json!({"metadata": {"annotations": {PROVIDED_APIS_ANNOTATION: api_set_string(&next)}}});
+        ctx.client
+            .namespaced::<OperatorGroup>(namespace)
+            .merge_patch(&group.name_any(), &patch, group.metadata.resource_version.as_deref())
+            .await
+            .map_err(place.write("the provided APIs of its OperatorGroup"))?;
+    }
+    if outcome.delete {
+        tracing::info!(csv = %name, %namespace, "deleting a replaced CSV");
+        ctx.client
+            .namespaced::<ClusterServiceVersion>(namespace)
+            .ensure_deleted(name)
+            .await
+            .map_err(place.write("the replaced CSV itself"))?;
+        return Ok(Action::await_change());
+    }
+    if outcome.remove_deployments {
+        let deployments = ctx.client.namespaced::<Deployment>(namespace);
+        for spec in &csv.spec.install.spec.deployments {
+            deployments.ensure_deleted(&spec.name).await.map_err(place.write(format!("Deployment {}", spec.name)))?;
+        }
+    }
+    if outcome.install {
+        let deployments = ctx.client.namespaced::<Deployment>(namespace);
+        for deployment in super::strategy::deployments(csv) {
+            let deployment_name = deployment["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            deployments
+                .apply(&deployment_name, &deployment, None)
+                .await
+                .map_err(place.write(format!("Deployment {deployment_name}")))?;
+        }
+    }
+    let mut next = status.clone();
+    if let Some(statuses) = &outcome.requirement_status {
+        next.requirement_status = statuses.clone();
+    }
+    let mut event = None;
+    if let Some((phase, reason, message)) = &outcome.phase {
+        if let Some(moved) = set_phase(&next, (*phase, reason, message), now) {
+            event = Some(Transition {
+                warning: *phase == CsvPhase::Failed,
+                reason: (*reason).to_owned(),
+                note: message.clone(),
+            });
+            next = moved;
+        }
+    }
+    if next != *status {
+        ctx.client
+            .namespaced::<ClusterServiceVersion>(namespace)
+            .apply_status(name, &next, None)
+            .await
+            .map_err(place.write("the status"))?;
+    }
+    if let Some(event) = event {
+        ctx.events.publish(csv, &[event]).await;
+    }
+    if outcome.api_roles {
+        ensure_api_roles(ctx, csv, place).await?;
+    }
+    // Until every namespace has been read, a missing one would look deleted, and its copies with it.
+    if let (Some(group), Ok(())) = (group, ctx.namespaces.wait_until_ready().await) {
+        let mut original = csv.clone();
+        original.status = Some(next.clone());
+        let copying = copy_original(&ctx.client, &original, group, &ctx.live_namespaces(), &ctx.protected)
+            .await
+            .map_err(place.write("its copied CSVs"))?;
+        ctx.copies_disabled_event(csv, copying.disabled).await;
+    }
+    let settled = next.phase == CsvPhase::Succeeded || outcome.phase.is_none() && outcome.group_apis.is_none();
+    Ok(if settled && next == *status {
+        Action::requeue(ctx.resync)
+    } else if next == *status && !outcome.annotate && outcome.group_apis.is_none() {
+        // Waiting on the cluster (requirements, a rollout): look again soon.
+        Action::requeue(ctx.retry)
+    } else {
+        Action::requeue(Duration::ZERO)
+    })
+}
+
+/// The per-API ClusterRoles of a Succeeded CSV's owned CRDs (OLM's `ensureClusterRolesForCSV`).
+async fn ensure_api_roles(ctx: &Context, csv: &ClusterServiceVersion, place: &Place) -> Result<(), ReconcileError> {
+    let crd_api = ctx.client.all::<CustomResourceDefinition>();
+    let roles = ctx.client.all::<ClusterRole>();
+    for owned in csv.spec.custom_resource_definitions.iter().flat_map(|crds| &crds.owned) {
+        let Some(crd) = crd_api.get_opt(&owned.name).await.map_err(place.read("CRDs"))? else { continue };
+        let Some((_, group)) = owned.name.split_once('.') else { continue };
+        let key = ApiKey { kind: owned.kind.clone(), version: owned.version.clone(), group: group.to_owned() };
+        let uid = crd.metadata.uid.clone().unwrap_or_default();
+        let api = ProvidedApi {
+            key: &key,
+            owner_name: &owned.name,
+            owner_uid: &uid,
+            resource: &crd.spec.names.plural,
+            crd: true,
+        };
+        for role in api_roles(&api) {
+            let role_name = role["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            let current = roles.get_opt(&role_name).await.map_err(place.read("ClusterRoles"))?;
+            if current.as_ref().is_some_and(|current| same_role(current, &role)) {
+                continue;
+            }
+            roles.apply(&role_name, &role, None).await.map_err(place.write(format!("ClusterRole {role_name}")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether an existing role already has the rules and labels of `wanted` (so a settled CSV writes nothing).
+fn same_role(current: &ClusterRole, wanted: &Value) -> bool {
+    let rules = serde_json::to_value(&current.rules).unwrap_or_default();
+    let labels = current.labels();
+    let wanted_labels = wanted["metadata"]["labels"].as_object().cloned().unwrap_or_default();
+    rules == wanted["rules"]
+        && wanted_labels.iter().all(|(key, value)| labels.get(key).map(|v| json!(v)) == Some(value.clone()))
+}
