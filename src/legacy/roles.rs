@@ -134,6 +134,25 @@ pub fn api_roles(api: &ProvidedApi<'_>) -> Vec<Value> {
     roles
 }
 
+/// Whether the ClusterRole on the cluster (`current`) lacks what `wanted` says: its labels, its aggregation rule
+/// (when `wanted` aggregates or must not), its rules (when `wanted` has rules; an aggregated role's rules are the
+/// aggregation controller's). A role that has it is not written again, so a settled cluster sees no writes.
+pub fn role_differs(current: Option<&k8s_openapi::api::rbac::v1::ClusterRole>, wanted: &Value) -> bool {
+    let Some(current) = current else { return true };
+    let current = serde_json::to_value(current).unwrap_or_default();
+    let labels_held = wanted["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(key, value)| current["metadata"]["labels"][key] == *value);
+    let owners_held = wanted["metadata"]["ownerReferences"].as_array().into_iter().flatten().all(|owner| {
+        current["metadata"]["ownerReferences"].as_array().into_iter().flatten().any(|o| o["uid"] == owner["uid"])
+    });
+    let rules_held = wanted.get("rules").is_none_or(|rules| current["rules"] == *rules);
+    let aggregation_held = current["aggregationRule"] == wanted["aggregationRule"];
+    !(labels_held && owners_held && rules_held && aggregation_held)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +191,36 @@ mod tests {
         assert_eq!(role["metadata"]["labels"]["olm.managed"], "true");
         assert!(role.get("rules").is_none());
         assert!(group_role("ns", "og", "view", &ApiSet::new()).get("aggregationRule").is_none());
+    }
+
+    #[test]
+    fn a_role_is_written_only_when_it_lacks_something() {
+        let apis: ApiSet = [key("Plumbus")].into();
+        let wanted = group_role("ns", "og", "admin", &apis);
+        assert!(role_differs(None, &wanted));
+        let mut stored = wanted.clone();
+        stored["metadata"]["labels"]["someone-else"] = json!("x");
+        stored["rules"] = json!([{"verbs": ["*"], "apiGroups": ["example.com"], "resources": ["plumbuses"]}]);
+        let stored: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(stored).expect("role");
+        assert!(!role_differs(Some(&stored), &wanted), "others' labels and aggregated rules are fine");
+        let widened = group_role("ns", "og", "admin", &[key("Plumbus"), key("Grumbo")].into());
+        assert!(role_differs(Some(&stored), &widened));
+        let mut unlabelled = stored.clone();
+        unlabelled.metadata.labels.get_or_insert_default().remove("olm.managed");
+        assert!(role_differs(Some(&unlabelled), &wanted));
+        let plumbus = key("Plumbus");
+        let api = ProvidedApi {
+            key: &plumbus,
+            owner_name: "p.example.com",
+            owner_uid: "u",
+            resource: "plumbuses",
+            crd: true,
+        };
+        let edit = &api_roles(&api)[1];
+        let mut changed: k8s_openapi::api::rbac::v1::ClusterRole = serde_json::from_value(edit.clone()).expect("role");
+        assert!(!role_differs(Some(&changed), edit));
+        changed.rules = Some(vec![]);
+        assert!(role_differs(Some(&changed), edit));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::chain::chain_of;
 use super::copying::copy_original;
@@ -29,7 +29,7 @@ use crate::controller::conditions::Transition;
 use crate::legacy::apis::{api_labels, api_set_string, provided_apis, ApiKey};
 use crate::legacy::intersection::{reconcile as reconcile_apis, ApiReconciliation, GroupSurface};
 use crate::legacy::membership::{is_copied, is_install_record, membership, missing_annotations, Membership};
-use crate::legacy::roles::{api_roles, ProvidedApi};
+use crate::legacy::roles::{api_roles, role_differs, ProvidedApi};
 use crate::legacy::targets::supports;
 use crate::rbac::{RbacSnapshot, UserInfo};
 use crate::webhook::csv_author::recorded_author;
@@ -353,20 +353,11 @@ async fn ensure_api_roles(ctx: &Context, csv: &ClusterServiceVersion, place: &Pl
         for role in api_roles(&api) {
             let role_name = role["metadata"]["name"].as_str().unwrap_or_default().to_owned();
             let current = roles.get_opt(&role_name).await.map_err(place.read("ClusterRoles"))?;
-            if current.as_ref().is_some_and(|current| same_role(current, &role)) {
+            if !role_differs(current.as_ref(), &role) {
                 continue;
             }
             roles.apply(&role_name, &role, None).await.map_err(place.write(format!("ClusterRole {role_name}")))?;
         }
     }
     Ok(())
-}
-
-/// Whether an existing role already has the rules and labels of `wanted` (so a settled CSV writes nothing).
-fn same_role(current: &ClusterRole, wanted: &Value) -> bool {
-    let rules = serde_json::to_value(&current.rules).unwrap_or_default();
-    let labels = current.labels();
-    let wanted_labels = wanted["metadata"]["labels"].as_object().cloned().unwrap_or_default();
-    rules == wanted["rules"]
-        && wanted_labels.iter().all(|(key, value)| labels.get(key).map(|v| json!(v)) == Some(value.clone()))
 }

@@ -19,6 +19,7 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use self::decide::{decide, Account, Observed};
+use super::roles::role_differs;
 use crate::api::v1::{OperatorGroup, PROVIDED_APIS_ANNOTATION};
 use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::category::Categorized;
@@ -145,7 +146,9 @@ async fn reconcile(ctx: &Context, group: &OperatorGroup) -> Result<Action, Recon
     if let Some(status) = &decision.status {
         groups_api.apply_status(&name, status, None).await.map_err(write("the status"))?;
     }
-    if let (Some(account), Some(_)) = (&account_name, &account) {
+    let unlabelled =
+        account.as_ref().is_some_and(|account| account.labels().get("olm.managed").map(String::as_str) != Some("true"));
+    if let (Some(account), true) = (&account_name, unlabelled) {
         // OLM marks the account it installs with as OLM-managed.
         let label = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account,
             "namespace": namespace, "labels": {"olm.managed": "true"}}});
@@ -177,7 +180,10 @@ async fn reconcile(ctx: &Context, group: &OperatorGroup) -> Result<Action, Recon
     let roles = ctx.client.all::<ClusterRole>();
     for role in &decision.roles {
         let role_name = role["metadata"]["name"].as_str().unwrap_or_default();
-        roles.apply(role_name, role, None).await.map_err(write(&format!("ClusterRole {role_name}")))?;
+        let current = roles.get_opt(role_name).await.map_err(read("ClusterRoles"))?;
+        if role_differs(current.as_ref(), role) {
+            roles.apply(role_name, role, None).await.map_err(write(&format!("ClusterRole {role_name}")))?;
+        }
     }
     if let Some(provided) = &decision.provided_apis {
         let patch = json!({"metadata": {"annotations": {PROVIDED_APIS_ANNOTATION: provided}}});
