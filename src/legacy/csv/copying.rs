@@ -5,6 +5,8 @@
 
 use std::collections::BTreeSet;
 
+use futures_util::future::{BoxFuture, FutureExt};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
 use kube::api::ListParams;
 use kube::ResourceExt;
 
@@ -75,35 +77,69 @@ pub async fn sync_copies(
         .fields(&format!("metadata.name={name}"));
     let existing = client.all::<ClusterServiceVersion>().list_with(&params).await?;
     let proto = prototype(original);
-    let mut synced = Synced::default();
-    let mut present = BTreeSet::new();
-    for copy in existing.iter().filter(|copy| copy.name_any() == name) {
-        let copy_namespace = copy.namespace().unwrap_or_default();
-        if wanted.contains(&copy_namespace) {
-            present.insert(copy_namespace);
-            if sync_one(client, &proto, copy).await? {
-                synced.refreshed += 1;
+    let present: BTreeSet<String> = existing.iter().filter_map(|copy| copy.namespace()).collect();
+    let mut work: Vec<CopyWork> = existing
+        .into_iter()
+        .filter(|copy| copy.name_any() == name)
+        .map(|copy| match copy.namespace().filter(|ns| wanted.contains(ns)) {
+            Some(_) => CopyWork::Refresh(Box::new(copy)),
+            None => CopyWork::Delete(copy.namespace().unwrap_or_default()),
+        })
+        .collect();
+    work.extend(wanted.difference(&present).cloned().map(CopyWork::Create));
+    // Copies are independent: a few at a time, so that a thousand namespaces do not make a thousand round trips in
+    // a row (nor a thousand at once).
+    let runs: Vec<BoxFuture<'_, Result<Synced, ClientError>>> =
+        work.into_iter().map(|item| item.run(client, &proto, &name).boxed()).collect();
+    let done: Vec<Synced> = stream::iter(runs).buffer_unordered(COPY_CONCURRENCY).try_collect().await?;
+    Ok(done.into_iter().fold(Synced::default(), |total, one| Synced {
+        created: total.created + one.created,
+        refreshed: total.refreshed + one.refreshed,
+        deleted: total.deleted + one.deleted,
+    }))
+}
+
+/// How many copies of one original are written at once.
+const COPY_CONCURRENCY: usize = 8;
+
+/// One copy to make, refresh or delete.
+enum CopyWork {
+    Create(String),
+    Refresh(Box<ClusterServiceVersion>),
+    Delete(String),
+}
+
+impl CopyWork {
+    async fn run(
+        self,
+        client: &ControllerClient,
+        proto: &ClusterServiceVersion,
+        name: &str,
+    ) -> Result<Synced, ClientError> {
+        match self {
+            Self::Refresh(copy) => {
+                Ok(Synced { refreshed: usize::from(sync_one(client, proto, &copy).await?), ..Synced::default() })
             }
-        } else {
-            client.namespaced::<ClusterServiceVersion>(&copy_namespace).ensure_deleted(&name).await?;
-            synced.deleted += 1;
+            Self::Delete(namespace) => {
+                client.namespaced::<ClusterServiceVersion>(&namespace).ensure_deleted(name).await?;
+                Ok(Synced { deleted: 1, ..Synced::default() })
+            }
+            Self::Create(namespace) => {
+                let mut copy = proto.clone();
+                copy.metadata.namespace = Some(namespace.clone());
+                let objects = client.namespaced::<ClusterServiceVersion>(&namespace);
+                let mut created = match objects.create(&copy).await {
+                    Ok(created) => created,
+                    // Made meanwhile (by another pass): refreshed on the next.
+                    Err(error) if error.code() == Some(409) => return Ok(Synced::default()),
+                    Err(error) => return Err(error),
+                };
+                created.status = proto.status.clone();
+                objects.replace_status(name, &created).await?;
+                Ok(Synced { created: 1, ..Synced::default() })
+            }
         }
     }
-    for target in wanted.difference(&present) {
-        let mut copy = proto.clone();
-        copy.metadata.namespace = Some(target.clone());
-        let objects = client.namespaced::<ClusterServiceVersion>(target);
-        let mut created = match objects.create(&copy).await {
-            Ok(created) => created,
-            // Made meanwhile (a namespace's copy synced by another pass): refreshed on the next.
-            Err(error) if error.code() == Some(409) => continue,
-            Err(error) => return Err(error),
-        };
-        created.status = proto.status.clone();
-        objects.replace_status(&name, &created).await?;
-        synced.created += 1;
-    }
-    Ok(synced)
 }
 
 /// Puts `copy` back to `proto` where it drifted (metadata and spec replaced, then status); whether it wrote.

@@ -11,6 +11,7 @@
 pub mod chain;
 pub mod copying;
 pub mod phase;
+pub mod platform;
 pub mod reconcile;
 pub mod requirements;
 pub mod strategy;

@@ -3,7 +3,7 @@
 //! order: labels, annotations, the group's provided APIs, Deployments, the status and its event, per-API
 //! ClusterRoles, copies.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -19,6 +19,7 @@ use serde_json::json;
 use super::chain::chain_of;
 use super::copying::copy_original;
 use super::phase::{set_phase, transition, Chain, Observed, Outcome};
+use super::platform::{group_versions, Platform};
 use super::requirements::{requirements, Cluster};
 use super::{Context, ReconcileError};
 use crate::access::{allowed, AccessCheck};
@@ -33,6 +34,7 @@ use crate::legacy::roles::{api_roles, role_differs, ProvidedApi};
 use crate::legacy::targets::supports;
 use crate::rbac::{RbacSnapshot, UserInfo};
 use crate::webhook::csv_author::recorded_author;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
 /// Names for errors of one pass.
 struct Place {
@@ -195,7 +197,33 @@ async fn read_requirements(
         let user = UserInfo::service_account(namespace, account);
         (snapshot.rules_for(&user, Some(namespace)).0, snapshot.rules_for(&user, None).0)
     };
-    Ok(requirements(csv, &Cluster { crds: &crds, accounts: &accounts, held: &held }))
+    let server_version = match csv.spec.min_kube_version.as_deref().filter(|minimum| !minimum.is_empty()) {
+        Some(_) => ctx.client.kube().apiserver_version().await.ok().map(|info| info.git_version),
+        None => None,
+    };
+    let mut served = BTreeSet::new();
+    for (group, version) in group_versions(csv) {
+        // A group-version the server does not serve (or cannot say it does) serves nothing the CSV needs.
+        let listed = if group.is_empty() {
+            ctx.client.kube().list_core_api_resources(&version).await
+        } else {
+            ctx.client.kube().list_api_group_resources(&format!("{group}/{version}")).await
+        };
+        for resource in listed.map(|list| list.resources).unwrap_or_default() {
+            served.insert((group.clone(), version.clone(), resource.kind));
+        }
+    }
+    let mut api_services = BTreeMap::new();
+    let required = csv.spec.api_service_definitions.iter().flat_map(|definitions| &definitions.required);
+    for api in required {
+        let service_name = format!("{}.{}", api.version, api.group);
+        let found = ctx.client.all::<APIService>().get_opt(&service_name).await.map_err(place.read("APIServices"))?;
+        if let Some(service) = found {
+            api_services.insert(service_name, service);
+        }
+    }
+    let platform = Platform { server_version: server_version.as_deref(), served: &served, api_services: &api_services };
+    Ok(requirements(csv, &Cluster { crds: &crds, accounts: &accounts, held: &held, platform }))
 }
 
 /// Whether the CSV's recorded author may create Deployments in its namespace: Err says why not.

@@ -1,7 +1,7 @@
 //! A CSV's requirements as OLM v0's `requirementAndPermissionStatus` checks them, with its statuses and messages
 //! (`kubectl get csv -o yaml` shows them, and users read "Policy rule not satisfied for service account" there):
-//! owned and required CRDs (present, not owned alongside another CSV, the version served, Established and
-//! NamesAccepted), the ServiceAccounts of its permissions (present, not another CSV's), and each of their rules as
+//! the server's version and APIs (`platform`), owned and required CRDs (present, the version served, Established
+//! and NamesAccepted), the ServiceAccounts of its permissions (present, not another CSV's), and each of their rules as
 //! a `PolicyRule` dependent, checked with RBAC semantics against what the account holds.
 
 use std::collections::BTreeMap;
@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
+use super::platform::{min_kube_version, platform_met, platform_requirements, Platform};
 use crate::api::v1alpha1::{ClusterServiceVersion, DependentStatus, RequirementStatus};
 use crate::rbac::{covers, Rule};
 
@@ -24,16 +25,31 @@ pub struct Cluster<'a> {
     pub accounts: &'a BTreeMap<String, ServiceAccount>,
     /// The rules each account holds: in the CSV's namespace (namespaced) and cluster-wide.
     pub held: HeldRules<'a>,
+    /// The server's version, served kinds and required APIServices.
+    pub platform: Platform<'a>,
 }
 
 /// Whether every requirement is met, and the status of each.
 pub fn requirements(csv: &ClusterServiceVersion, cluster: &Cluster<'_>) -> (bool, Vec<RequirementStatus>) {
     let mut met = true;
     let mut statuses = Vec::new();
-    let crds = csv.spec.custom_resource_definitions.as_ref();
-    for description in crds.iter().flat_map(|crds| crds.owned.iter().chain(&crds.required)) {
-        let status = crd_status(&description.name, &description.version, cluster);
+    if let Some(status) = min_kube_version(csv, &cluster.platform) {
         met &= status.status == "Present";
+        statuses.push(status);
+    }
+    // CRDs by name, owned and required merged (owned first, as OLM's map keeps it).
+    let crds = csv.spec.custom_resource_definitions.as_ref();
+    let mut descriptions: BTreeMap<&str, &str> = BTreeMap::new();
+    for description in crds.iter().flat_map(|crds| crds.owned.iter().chain(&crds.required)) {
+        descriptions.entry(description.name.as_str()).or_insert(description.version.as_str());
+    }
+    for (name, version) in descriptions {
+        let status = crd_status(name, version, cluster);
+        met &= status.status == "Present";
+        statuses.push(status);
+    }
+    for status in platform_requirements(csv, &cluster.platform) {
+        met &= platform_met(&status);
         statuses.push(status);
     }
     let strategy = &csv.spec.install.spec;

@@ -288,6 +288,19 @@ fn crd(established: bool) -> CustomResourceDefinition {
     .expect("crd")
 }
 
+fn platform() -> super::platform::Platform<'static> {
+    static SERVED: std::sync::OnceLock<std::collections::BTreeSet<(String, String, String)>> =
+        std::sync::OnceLock::new();
+    static SERVICES: std::sync::OnceLock<
+        BTreeMap<String, k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService>,
+    > = std::sync::OnceLock::new();
+    super::platform::Platform {
+        server_version: Some("v1.33.0"),
+        served: SERVED.get_or_init(Default::default),
+        api_services: SERVICES.get_or_init(Default::default),
+    }
+}
+
 #[test]
 fn requirements_report_crds_accounts_and_rules() {
     let account: ServiceAccount =
@@ -297,7 +310,8 @@ fn requirements_report_crds_accounts_and_rules() {
     let crds: BTreeMap<String, CustomResourceDefinition> = [("plumbuses.example.com".to_owned(), crd(true))].into();
     let configmaps = || vec![Rule::resource(&["get"], &[""], &["configmaps"])];
     let held = move |_: &str| (configmaps(), Vec::new());
-    let (met, statuses) = requirements(&csv(), &Cluster { crds: &crds, accounts: &accounts, held: &held });
+    let (met, statuses) =
+        requirements(&csv(), &Cluster { crds: &crds, accounts: &accounts, held: &held, platform: platform() });
     assert!(!met, "the cluster rule is not held");
     assert_eq!(statuses[0].status, "Present");
     assert_eq!(statuses[0].message, "CRD is present and Established condition is true");
@@ -314,11 +328,14 @@ fn requirements_report_crds_accounts_and_rules() {
         ]
     );
     let everything = |_: &str| (Rule::full_authority(), Rule::full_authority());
-    let (met, _) = requirements(&csv(), &Cluster { crds: &crds, accounts: &accounts, held: &everything });
+    let (met, _) =
+        requirements(&csv(), &Cluster { crds: &crds, accounts: &accounts, held: &everything, platform: platform() });
     assert!(met);
     let missing = BTreeMap::new();
-    let (met, statuses) =
-        requirements(&csv(), &Cluster { crds: &missing, accounts: &BTreeMap::new(), held: &everything });
+    let (met, statuses) = requirements(
+        &csv(),
+        &Cluster { crds: &missing, accounts: &BTreeMap::new(), held: &everything, platform: platform() },
+    );
     assert!(!met);
     assert_eq!((statuses[0].status.as_str(), statuses[0].message.as_str()), ("NotPresent", "CRD is not present"));
     assert_eq!(
@@ -327,7 +344,10 @@ fn requirements_report_crds_accounts_and_rules() {
     );
     let unavailable: BTreeMap<String, CustomResourceDefinition> =
         [("plumbuses.example.com".to_owned(), crd(false))].into();
-    let (_, statuses) = requirements(&csv(), &Cluster { crds: &unavailable, accounts: &accounts, held: &everything });
+    let (_, statuses) = requirements(
+        &csv(),
+        &Cluster { crds: &unavailable, accounts: &accounts, held: &everything, platform: platform() },
+    );
     assert_eq!(statuses[0].status, "PresentNotAvailable");
 }
 

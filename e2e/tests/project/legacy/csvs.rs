@@ -264,3 +264,59 @@ async fn real_community_bundles_applied_by_hand_install_as_in_olm() {
             .await;
     }
 }
+
+/// OLM's "create with unmet requirements min kube version" and "… native API": the CSV waits in Pending with OLM's
+/// requirement entries, and installs once the requirement is one the cluster meets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn unmet_kube_version_and_native_apis_wait_in_pending() {
+    let harness = start("platform").await;
+    apply(&harness, CRD);
+    apply(&harness, &account("ops", true));
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    let demanding = csv("ops", &[("AllNamespaces", true)]).replace(
+        "  displayName: Plumbus\n",
+        "  displayName: Plumbus\n  minKubeVersion: 99.0.0\n  nativeAPIs: [{group: apps, version: v1, kind: Deployment}, {group: nothing.example.com, version: v1, kind: Nothing}]\n",
+    );
+    apply(&harness, &demanding);
+    let waiting = wait_phase(&harness, "ops", CsvPhase::Pending, "RequirementsNotMet").await;
+    let status = waiting.status.unwrap();
+    let kube =
+        status.requirement_status.iter().find(|r| r.kind == "ClusterServiceVersion").expect("kube version entry");
+    assert_eq!(kube.status, "PresentNotSatisfied");
+    assert!(
+        kube.message.starts_with("CSV version requirement not met: minKubeVersion (99.0.0) > server version (1."),
+        "{}",
+        kube.message
+    );
+    let native: Vec<(&str, &str, &str)> = status
+        .requirement_status
+        .iter()
+        .filter(|r| r.name.starts_with("v1.") && r.kind != "APIService")
+        .map(|r| (r.name.as_str(), r.status.as_str(), r.message.as_str()))
+        .collect();
+    assert_eq!(
+        native,
+        [
+            ("v1.apps", "Present", "Native API exists"),
+            ("v1.nothing.example.com", "NotPresent", "Native API does not exist")
+        ]
+    );
+
+    let reasonable = csv("ops", &[("AllNamespaces", true)]).replace(
+        "  displayName: Plumbus\n",
+        "  displayName: Plumbus\n  minKubeVersion: 1.20.0\n  nativeAPIs: [{group: apps, version: v1, kind: Deployment}]\n",
+    );
+    apply(&harness, &reasonable);
+    let installed = wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    let kube = installed
+        .status
+        .unwrap()
+        .requirement_status
+        .into_iter()
+        .find(|r| r.kind == "ClusterServiceVersion")
+        .expect("entry");
+    assert!(kube.message.starts_with("CSV minKubeVersion (1.20.0) less than server version (v1."), "{}", kube.message);
+}
