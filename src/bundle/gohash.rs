@@ -72,8 +72,9 @@ fn strings(list: &[String]) -> String {
     format!("[{}]", list.iter().map(|item| string(item)).collect::<Vec<_>>().join(","))
 }
 
-/// `rbacv1.PolicyRule`: `verbs` always, the other lists only when not empty (`omitempty`).
-fn policy_rule(rule: &PolicyRule) -> String {
+/// `rbacv1.PolicyRule`: `verbs` always, the other lists only when not empty (`omitempty`). Also how OLM v0 writes a
+/// rule into a CSV's requirement status (`legacy::csv::requirements`).
+pub fn policy_rule(rule: &PolicyRule) -> String {
     let mut fields = vec![format!("\"verbs\":{}", strings(&rule.verbs))];
     let optional = [
         ("apiGroups", &rule.api_groups),

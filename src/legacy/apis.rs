@@ -66,6 +66,17 @@ pub fn parse_api_set(value: &str) -> ApiSet {
         .collect()
 }
 
+/// The APIs a group's `olm.providedAPIs` annotation lists.
+pub fn group_provided_apis(group: &crate::api::v1::OperatorGroup) -> ApiSet {
+    group
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|annotations| annotations.get(crate::api::v1::PROVIDED_APIS_ANNOTATION))
+        .map(|value| parse_api_set(value))
+        .unwrap_or_default()
+}
+
 /// The label key of one API: `olm.api.<fnv64a-hex("Kind.version.group")>`.
 pub fn api_label_key(api: &ApiKey) -> String {
     format!("{API_LABEL_PREFIX}{}", fnv64a_hex(&api.to_string()))

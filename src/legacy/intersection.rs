@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use super::apis::{parse_api_set, ApiSet};
-use crate::api::v1::{OperatorGroup, PROVIDED_APIS_ANNOTATION};
+use super::apis::{group_provided_apis, ApiSet};
+use crate::api::v1::OperatorGroup;
 
 /// A group as the intersection check sees it: its targets (from its status) and its provided APIs (annotation).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,13 +27,7 @@ impl GroupSurface {
         if !targets.is_empty() && !global {
             targets.insert(namespace.clone());
         }
-        let provided = group
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|annotations| annotations.get(PROVIDED_APIS_ANNOTATION))
-            .map(|value| parse_api_set(value))
-            .unwrap_or_default();
+        let provided = group_provided_apis(group);
         Self { namespace, name: group.metadata.name.clone().unwrap_or_default(), targets, provided }
     }
 

@@ -1,8 +1,9 @@
 //! OLM v0's loops, run so that existing users can swap controllers and see the same objects, names, annotations,
 //! phases, reasons and messages (`docs/legacy.md` lists every deliberate difference). Pure decisions: `targets`
 //! (an OperatorGroup's namespaces, install-mode support), `membership` (a CSV's group and annotations), `apis` and
-//! `intersection` (provided APIs across groups), `roles` (aggregating ClusterRoles), `hash` (OLM's name hashes).
-//! Loops: `operatorgroup`, `namespaces` (the group labels of namespaces) and `csv` (the phase machine).
+//! `intersection` (provided APIs across groups), `copies` (copied CSVs), `roles` (aggregating ClusterRoles), `hash`.
+//! Loops: `operatorgroup`, `namespaces` (the group labels of namespaces), `csv` (the phase machine, replacement and
+//! the copies of each original), `copied` (copies changed or left behind) and `olmconfig` (the copies' condition).
 
 pub mod apis;
 pub mod copied;

@@ -152,6 +152,11 @@ fn mutate(checker: &Checker, decoded: Decoded, untrusted: bool, unapprove: bool)
     if untrusted {
         tracing::info!(install = %request.name, user = %user.username, "content changed by a user not holding its grants: marked for approval");
     }
+    with_records(response, operations)
+}
+
+/// The allowing `response` with the JSON patch `operations`; denied when the patch cannot be written (fail closed).
+fn with_records(response: AdmissionResponse, operations: Vec<Value>) -> AdmissionReview<DynamicObject> {
     let patched = serde_json::from_value::<json_patch::Patch>(Value::Array(operations))
         .map_err(|error| error.to_string())
         .and_then(|patch| response.clone().with_patch(patch).map_err(|error| error.to_string()));
@@ -218,13 +223,7 @@ pub async fn mutate_csv(
     if operations.is_empty() {
         return Json(response.into_review());
     }
-    let patched = serde_json::from_value::<json_patch::Patch>(Value::Array(operations))
-        .map_err(|error| error.to_string())
-        .and_then(|patch| response.clone().with_patch(patch).map_err(|error| error.to_string()));
-    Json(match patched {
-        Ok(response) => response.into_review(),
-        Err(message) => forbid(response, format!("the webhook could not write its records: {message}")).into_review(),
-    })
+    Json(with_records(response, operations))
 }
 
 pub async fn mutate_operator(

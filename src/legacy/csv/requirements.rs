@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::PolicyRule;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use super::platform::{min_kube_version, platform_met, platform_requirements, Platform};
 use crate::api::v1alpha1::{ClusterServiceVersion, DependentStatus, RequirementStatus};
+use crate::bundle::gohash::policy_rule;
 use crate::rbac::{covers, Rule};
 
 /// The rules an account (by name) holds: in the CSV's namespace (cluster-wide ones included), and cluster-wide.
@@ -96,7 +96,7 @@ pub fn requirements(csv: &ClusterServiceVersion, cluster: &Cluster<'_>) -> (bool
                     message: Some(format!(
                         "{} rule:{}",
                         if cluster_wide { "cluster" } else { "namespaced" },
-                        go_json(rule)
+                        policy_rule(rule)
                     )),
                 });
             }
@@ -146,22 +146,4 @@ fn owned_by_other_csv(account: &ServiceAccount, csv: &ClusterServiceVersion) -> 
     let owners = account.metadata.owner_references.iter().flatten();
     let mut by_csvs = owners.filter(|owner| owner.kind == "ClusterServiceVersion").peekable();
     by_csvs.peek().is_some() && !by_csvs.any(|owner| Some(&owner.uid) == csv.metadata.uid.as_ref())
-}
-
-/// A rule as Go's `json.Marshal` writes an `rbacv1.PolicyRule`: its fields in declaration order, empty lists left
-/// out but `verbs`.
-pub fn go_json(rule: &PolicyRule) -> String {
-    let list = |values: &[String]| serde_json::to_string(values).unwrap_or_default();
-    let mut fields = vec![format!("\"verbs\":{}", list(&rule.verbs))];
-    for (key, values) in [
-        ("apiGroups", &rule.api_groups),
-        ("resources", &rule.resources),
-        ("resourceNames", &rule.resource_names),
-        ("nonResourceURLs", &rule.non_resource_urls),
-    ] {
-        if let Some(values) = values.as_ref().filter(|values| !values.is_empty()) {
-            fields.push(format!("\"{key}\":{}", list(values)));
-        }
-    }
-    format!("{{{}}}", fields.join(","))
 }

@@ -10,10 +10,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
 
 use super::phase::{set_phase, transition, Chain, Observed, CONDITIONS_LIMIT};
-use super::requirements::{go_json, requirements, Cluster};
+use super::requirements::{requirements, Cluster};
 use super::strategy::{check, deployments, Unhealthy, SPEC_HASH_LABEL};
 use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
+use crate::bundle::gohash::policy_rule as go_json;
 use crate::legacy::intersection::ApiReconciliation;
 use crate::legacy::membership::Membership;
 use crate::rbac::Rule;

@@ -10,11 +10,11 @@ use k8s_openapi::api::core::v1::{ObjectReference, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
-use super::super::apis::{api_set_string, parse_api_set, provided_apis, ApiSet};
+use super::super::apis::{api_set_string, group_provided_apis, provided_apis, ApiSet};
 use super::super::membership::{group_annotations, is_copied, is_install_record};
 use super::super::roles::{group_role, SUFFIXES};
 use super::super::targets::{targets, Targets};
-use crate::api::v1::{OperatorGroup, OperatorGroupStatus, PROVIDED_APIS_ANNOTATION};
+use crate::api::v1::{OperatorGroup, OperatorGroupStatus};
 use crate::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 use crate::controller::conditions::{conditions, Wanted, TRUE};
 
@@ -130,13 +130,7 @@ pub fn decide(observed: &Observed<'_>) -> Decision {
         .map(|csv| (csv.metadata.name.clone().unwrap_or_default(), annotations.clone()))
         .collect();
 
-    let group_apis = group
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get(PROVIDED_APIS_ANNOTATION))
-        .map(|value| parse_api_set(value))
-        .unwrap_or_default();
+    let group_apis = group_provided_apis(group);
     let member_apis: Vec<(ApiSet, &ClusterServiceVersion)> =
         members.iter().filter_map(|csv| provided_apis(csv).ok().map(|apis| (apis, *csv))).collect();
     let all_apis: ApiSet =

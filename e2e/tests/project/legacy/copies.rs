@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube::api::Api;
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 
-use super::{account, apply, csv, kubectl, wait_phase, CRD};
+use super::{apply, installed_globally, kubectl};
 use crate::support::harness::Harness;
 
 async fn wait_copy(harness: &Harness, namespace: &str, present: bool) -> Option<ClusterServiceVersion> {
@@ -56,14 +56,7 @@ async fn copies_follow_the_original_everywhere_and_the_olm_config_switches_them(
         Box::new(|options, _| options.protected_copied_csv_namespaces = vec!["team-b".into()]),
     )
     .await;
-    apply(&harness, CRD);
-    apply(&harness, &account("ops", true));
-    apply(
-        &harness,
-        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
-    );
-    apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
-    wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    installed_globally(&harness).await;
     let copy = wait_copy(&harness, "team-a", true).await.expect("copy");
     let status = copy.status.clone().unwrap();
     assert_eq!(status.reason.as_deref(), Some("Copied"));

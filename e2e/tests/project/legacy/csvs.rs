@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 
-use super::{account, apply, csv, start, wait_phase, CRD};
+use super::{account, apply, csv, installed_globally, start, wait_phase, CRD};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn insufficient_permissions_wait_in_pending_until_rbac_grants_them() {
@@ -111,14 +111,7 @@ subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_upgrade_replaces_the_old_csv_and_keeps_the_deployment() {
     let harness = start("upgrade").await;
-    apply(&harness, CRD);
-    apply(&harness, &account("ops", true));
-    apply(
-        &harness,
-        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
-    );
-    apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
-    wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    installed_globally(&harness).await;
     let next = csv("ops", &[("AllNamespaces", true)])
         .replace("name: plumbus.v1.0.0", "name: plumbus.v1.1.0")
         .replace("version: 1.0.0", "version: 1.1.0\n  replaces: plumbus.v1.0.0")

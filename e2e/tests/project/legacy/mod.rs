@@ -108,6 +108,18 @@ pub async fn start(name: &str) -> Harness {
     Harness::start("legacy", name, &["ops", "team-a", "team-b"], Duration::from_secs(30)).await
 }
 
+/// The usual start: the Plumbus CRD, its account and RBAC, a global group in `ops`, and the CSV Succeeded there.
+pub async fn installed_globally(harness: &Harness) -> ClusterServiceVersion {
+    apply(harness, CRD);
+    apply(harness, &account("ops", true));
+    apply(
+        harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    apply(harness, &csv("ops", &[("AllNamespaces", true)]));
+    wait_phase(harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await
+}
+
 pub async fn wait_phase(harness: &Harness, namespace: &str, phase: CsvPhase, reason: &str) -> ClusterServiceVersion {
     let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), namespace);
     let mut last = None;
