@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -165,22 +165,6 @@ async fn admin_create<K: kube::Resource<DynamicType = ()>>(admin: &kube::Client,
 }
 
 // ---- the controller process -----------------------------------------------------------------------------------
-
-/// Builds the release binary and answers its path (from cargo's own report, wherever the target directory is).
-fn build_controller() -> PathBuf {
-    let output = Command::new(env!("CARGO"))
-        .args(["build", "--release", "-p", "olmv2", "--bin", "olmv2", "--message-format=json-render-diagnostics"])
-        .stderr(Stdio::inherit())
-        .output()
-        .expect("cargo runs");
-    assert!(output.status.success(), "the olmv2 binary builds");
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|message| message["target"]["name"] == "olmv2")
-        .find_map(|message| message["executable"].as_str().map(PathBuf::from))
-        .expect("cargo names the olmv2 executable")
-}
 
 fn free_address() -> SocketAddr {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
@@ -511,7 +495,7 @@ fn print_table(all: &[Figures], settings: &Settings) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let settings = Settings::from_env();
-    let binary = build_controller();
+    let binary = project::build_controller(env!("CARGO")).expect("the olmv2 binary");
     let mut all = Vec::new();
     for copies in [Copies::Enabled, Copies::Disabled] {
         for &namespaces in &settings.namespace_counts {

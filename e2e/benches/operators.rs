@@ -92,9 +92,8 @@ fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
-    let built = Command::new(env!("CARGO")).args(["build", "--release", "-p", "olmv2", "--bin", "olmv2"]).status();
-    assert!(built.unwrap().success(), "the olmv2 binary builds");
-    let binary = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/olmv2");
+    // The binary cargo built, wherever the target directory is.
+    let binary = project::build_controller(env!("CARGO")).expect("the olmv2 binary");
 
     let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
     let plane = ControlPlane::start(options).await.expect("control plane starts");

@@ -176,3 +176,22 @@ pub async fn report_rollouts(client: &kube::Client, namespace: &str) -> Result<(
     }
     Ok(())
 }
+
+/// Builds the controller's release binary and answers its path, from cargo's own report (wherever the target
+/// directory is, `CARGO_TARGET_DIR` included): for the benchmarks, which run the controller as its own process.
+pub fn build_controller(cargo: &str) -> Result<std::path::PathBuf, String> {
+    let output = std::process::Command::new(cargo)
+        .args(["build", "--release", "-p", "olmv2", "--bin", "olmv2", "--message-format=json-render-diagnostics"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|error| format!("cargo does not run: {error}"))?;
+    if !output.status.success() {
+        return Err("the olmv2 binary does not build".into());
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|message| message["target"]["name"] == "olmv2")
+        .find_map(|message| message["executable"].as_str().map(std::path::PathBuf::from))
+        .ok_or_else(|| "cargo names no olmv2 executable".into())
+}
