@@ -217,6 +217,24 @@ mod tests {
     use k8s_openapi::api::core::v1::Secret;
     use k8s_openapi::ByteString;
 
+    #[tokio::test]
+    async fn a_deployment_configuration_on_raw_content_is_refused() {
+        let install: Install = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "raw"},
+            "spec": {"content": [{"type": "Raw", "raw": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: default}\n",
+                                  "config": {"env": [{"name": "A", "value": "1"}]}}],
+                     "namespaces": [{"from": "default", "to": "ops"}]}}))
+        .expect("install");
+        let resolver = Resolver {
+            images: ImageClient::new(crate::bundle::image::RegistryOptions::default()),
+            cache: std::env::temp_dir(),
+            limits: UnpackLimits::default(),
+        };
+        let certificates = StoredCertificates { by_secret: BTreeMap::new() };
+        let refused = resolver.resolve(&install, &KindIndex::kubernetes(), &[], &certificates).await;
+        assert!(matches!(refused, Err(ResolveError::ConfigWithoutBundle { index: 0 })), "{:?}", refused.err());
+    }
+
     #[test]
     fn stored_certificates_are_reused_for_the_same_service() {
         let mut secret = Secret::default();
