@@ -235,10 +235,10 @@ mod tests {
         assert!(matches!(refused, Err(ResolveError::ConfigWithoutBundle { index: 0 })), "{:?}", refused.err());
     }
 
-    #[test]
-    fn stored_certificates_are_reused_for_the_same_service() {
+    /// A TLS Secret in `operators` holding placeholder certificate, key and CA.
+    fn tls_secret(name: &str) -> Secret {
         let mut secret = Secret::default();
-        secret.metadata.name = Some("plumbus-service-cert".into());
+        secret.metadata.name = Some(name.to_owned());
         secret.metadata.namespace = Some("operators".into());
         secret.data = Some(
             [("tls.crt", "CERT"), ("tls.key", "KEY"), ("ca.crt", "CA")]
@@ -246,6 +246,12 @@ mod tests {
                 .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
                 .collect(),
         );
+        secret
+    }
+
+    #[test]
+    fn stored_certificates_are_reused_for_the_same_service() {
+        let secret = tls_secret("plumbus-service-cert");
         let stored = StoredCertificates::from_secrets(&[secret]);
         let names = vec!["plumbus-service.operators.svc".to_owned()];
         let issued = stored.issue(&names).expect("issued");
@@ -261,15 +267,7 @@ mod tests {
     fn stored_certificates_are_found_under_a_shortened_secret_name() {
         let service =
             crate::bundle::names::webhook_service_name("a.deployment.whose.name.is.too.long.for.a.service.name");
-        let mut secret = Secret::default();
-        secret.metadata.name = Some(webhook_secret_name(&service));
-        secret.metadata.namespace = Some("operators".into());
-        secret.data = Some(
-            [("tls.crt", "CERT"), ("tls.key", "KEY"), ("ca.crt", "CA")]
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
-                .collect(),
-        );
+        let secret = tls_secret(&webhook_secret_name(&service));
         let stored = StoredCertificates::from_secrets(&[secret]);
         let issued = stored.issue(&crate::tls::service_dns_names(&service, "operators")).expect("issued");
         assert_eq!(issued.cert_pem, "CERT");
