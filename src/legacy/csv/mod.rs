@@ -4,10 +4,11 @@
 //! runs it for every original CSV (copies carry `olm.copiedFrom` and are not watched here). Install records and
 //! copies are left alone: their content is someone else's.
 //!
-//! A CSV's Deployments are applied by the controller only when the CSV's author (recorded by the webhook: its
-//! creator, then whoever last changed its spec) may create Deployments in its namespace, so that writing a CSV
-//! never does more than its author could do by hand.
+//! A CSV's Deployments and per-API ClusterRoles are made by the controller only when the CSV's author (recorded by
+//! the webhook: its creator, then whoever last changed its spec) could make them by hand (`authority`), so that
+//! writing a CSV never does more than its author could do.
 
+pub mod authority;
 pub mod chain;
 pub mod copying;
 pub mod phase;
@@ -19,7 +20,7 @@ pub mod strategy;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -57,8 +58,9 @@ pub struct Context {
     namespaces: Store<PartialObjectMeta<Namespace>>,
     /// Namespaces keeping copies when copies are disabled.
     protected: BTreeSet<String>,
-    /// Originals whose "copying disabled" event was published (once per original while disabled).
-    warned: Mutex<HashSet<String>>,
+    /// The Warning events published per CSV (uid, reason) and their note: each is published once while it holds,
+    /// so a refusal that stands does not write an event on every pass of an idle cluster.
+    warned: Mutex<HashMap<(String, &'static str), String>>,
 }
 
 impl Context {
@@ -75,19 +77,30 @@ impl Context {
     /// Publishes OLM's Warning `DisabledCopiedCSVs` for `csv` once while its copies are off, and forgets it when
     /// they are on again.
     async fn copies_disabled_event(&self, csv: &ClusterServiceVersion, disabled: bool) {
-        let uid = csv.uid().unwrap_or_default();
+        if disabled {
+            let note = format!("CSV copying disabled for {}/{}", csv.namespace().unwrap_or_default(), csv.name_any());
+            self.warn_once(csv, DISABLED_COPIED_CSVS, note).await;
+        } else {
+            self.forget_warning(csv, DISABLED_COPIED_CSVS);
+        }
+    }
+
+    /// Publishes a Warning event with `reason` and `note` on `csv` unless the same one was published last.
+    async fn warn_once(&self, csv: &ClusterServiceVersion, reason: &'static str, note: String) {
+        let key = (csv.uid().unwrap_or_default(), reason);
         let first = match self.warned.lock() {
-            Ok(mut warned) if disabled => warned.insert(uid),
-            Ok(mut warned) => {
-                warned.remove(&uid);
-                false
-            }
+            Ok(mut warned) => warned.insert(key, note.clone()).as_ref() != Some(&note),
             Err(_) => false,
         };
         if first {
-            let note = format!("CSV copying disabled for {}/{}", csv.namespace().unwrap_or_default(), csv.name_any());
-            let event = Transition { warning: true, reason: DISABLED_COPIED_CSVS.into(), note };
-            self.events.publish(csv, &[event]).await;
+            self.events.publish(csv, &[Transition { warning: true, reason: reason.into(), note }]).await;
+        }
+    }
+
+    /// Forgets the Warning with `reason` on `csv`: it no longer holds, and is published again if it comes back.
+    fn forget_warning(&self, csv: &ClusterServiceVersion, reason: &'static str) {
+        if let Ok(mut warned) = self.warned.lock() {
+            warned.remove(&(csv.uid().unwrap_or_default(), reason));
         }
     }
 }
@@ -110,7 +123,7 @@ pub enum ReconcileError {
         #[source]
         source: ClientError,
     },
-    #[error("failed to check whether the author of CSV {namespace}/{name} may create its Deployments")]
+    #[error("failed to check whether the author of CSV {namespace}/{name} may have its objects made for them")]
     Review {
         namespace: String,
         name: String,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
@@ -16,13 +16,13 @@ use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
 
+use super::authority::{self, OnBehalf};
 use super::chain::chain_of;
 use super::copying::copy_original;
 use super::phase::{set_phase, transition, Chain, Observed, Outcome};
 use super::platform::{group_versions, Platform};
 use super::requirements::{requirements, Cluster};
 use super::{Context, ReconcileError};
-use crate::access::{allowed, AccessCheck};
 use crate::api::v1::{OperatorGroup, UpgradeStrategyName, PROVIDED_APIS_ANNOTATION, TARGET_NAMESPACES_ANNOTATION};
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
 use crate::controller::client::ClientError;
@@ -32,7 +32,7 @@ use crate::legacy::intersection::{reconcile as reconcile_apis, ApiReconciliation
 use crate::legacy::membership::{is_copied, is_install_record, membership, missing_annotations, Membership};
 use crate::legacy::roles::{api_roles, role_differs, ProvidedApi};
 use crate::legacy::targets::supports;
-use crate::rbac::{RbacSnapshot, UserInfo};
+use crate::rbac::{RbacSnapshot, Rule, UserInfo};
 use crate::webhook::csv_author::recorded_author;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
@@ -232,25 +232,32 @@ async fn author_may_install(
     csv: &ClusterServiceVersion,
     place: &Place,
 ) -> Result<Result<(), String>, ReconcileError> {
-    let Some(author) = recorded_author(csv.annotations()) else {
-        return Ok(Err("the CSV's author is not recorded (it was written while the webhook did not run): \
-                       apply it again to install it"
-            .into()));
+    let deployments = OnBehalf {
+        namespace: Some(place.namespace.clone()),
+        creates: vec![("apps".into(), "deployments".into())],
+        grants: None,
+        binds: false,
     };
-    let check = AccessCheck::resource(Some(&place.namespace), "create", "apps", "deployments", "");
-    let may = allowed(ctx.client.kube(), &author, &check).await.map_err(|source| ReconcileError::Review {
-        namespace: place.namespace.clone(),
-        name: place.name.clone(),
-        source,
-    })?;
-    Ok(if may {
-        Ok(())
-    } else {
-        Err(format!(
-            "the CSV's author {} may not create deployments in namespace {}, so its Deployments are not created for them",
-            author.username, place.namespace
-        ))
-    })
+    Ok(author_may(ctx, csv, place, &deployments)
+        .await?
+        .map_err(|why| format!("the CSV's {why}, so its Deployments are not created for them")))
+}
+
+/// Whether the CSV's recorded author could make `on_behalf` by hand: Err says who they are and what they may not do.
+async fn author_may(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    place: &Place,
+    on_behalf: &OnBehalf,
+) -> Result<Result<(), String>, ReconcileError> {
+    let Some(author) = recorded_author(csv.annotations()) else {
+        return Ok(Err("author is not recorded (it was written while the webhook did not run; apply it again)".into()));
+    };
+    let answer =
+        authority::review(ctx.client.kube(), &author, &authority::checks(on_behalf)).await.map_err(|source| {
+            ReconcileError::Review { namespace: place.namespace.clone(), name: place.name.clone(), source }
+        })?;
+    Ok(answer.map_err(|why| format!("author {} {why}", author.username)))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -362,10 +369,13 @@ async fn write(
     })
 }
 
-/// The per-API ClusterRoles of a Succeeded CSV's owned CRDs (OLM's `ensureClusterRolesForCSV`).
+/// The per-API ClusterRoles of a Succeeded CSV's owned CRDs (OLM's `ensureClusterRolesForCSV`), made only when the
+/// CSV's author could make them by hand: they add rules to everyone holding admin, edit or view, so a CSV claiming a
+/// CRD must not be a way to widen who may use it. A refusal is a Warning event; the CSV stays Succeeded.
 async fn ensure_api_roles(ctx: &Context, csv: &ClusterServiceVersion, place: &Place) -> Result<(), ReconcileError> {
     let crd_api = ctx.client.all::<CustomResourceDefinition>();
     let roles = ctx.client.all::<ClusterRole>();
+    let mut wanted = Vec::new();
     for owned in csv.spec.custom_resource_definitions.iter().flat_map(|crds| &crds.owned) {
         let Some(crd) = crd_api.get_opt(&owned.name).await.map_err(place.read("CRDs"))? else { continue };
         let Some((_, group)) = owned.name.split_once('.') else { continue };
@@ -381,11 +391,34 @@ async fn ensure_api_roles(ctx: &Context, csv: &ClusterServiceVersion, place: &Pl
         for role in api_roles(&api) {
             let role_name = role["metadata"]["name"].as_str().unwrap_or_default().to_owned();
             let current = roles.get_opt(&role_name).await.map_err(place.read("ClusterRoles"))?;
-            if !role_differs(current.as_ref(), &role) {
-                continue;
+            if role_differs(current.as_ref(), &role) {
+                wanted.push((role_name, role));
             }
-            roles.apply(&role_name, &role, None).await.map_err(place.write(format!("ClusterRole {role_name}")))?;
         }
     }
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let rules = wanted.iter().flat_map(|(_, role)| role_rules(role)).collect();
+    if let Err(why) = author_may(ctx, csv, place, &OnBehalf::cluster_roles(rules)).await? {
+        let names: Vec<&str> = wanted.iter().map(|(name, _)| name.as_str()).collect();
+        let note = format!("ClusterRoles {} are not created: the CSV's {why}", names.join(", "));
+        tracing::warn!(csv = %place.name, namespace = %place.namespace, %note, "per-API ClusterRoles refused");
+        ctx.warn_once(csv, API_ROLES_REFUSED, note).await;
+        return Ok(());
+    }
+    ctx.forget_warning(csv, API_ROLES_REFUSED);
+    for (role_name, role) in wanted {
+        roles.apply(&role_name, &role, None).await.map_err(place.write(format!("ClusterRole {role_name}")))?;
+    }
     Ok(())
+}
+
+/// The reason of the Warning event saying a CSV's per-API ClusterRoles were not made for its author.
+pub const API_ROLES_REFUSED: &str = "APIClusterRolesRefused";
+
+/// The rules of a role rendered as JSON.
+fn role_rules(role: &serde_json::Value) -> Vec<Rule> {
+    let rules: Vec<PolicyRule> = serde_json::from_value(role["rules"].clone()).unwrap_or_default();
+    rules.iter().map(Rule::from).collect()
 }

@@ -5,10 +5,11 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::Api;
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 
-use super::{account, apply, csv, installed_globally, start, wait_phase, CRD};
+use super::{account, apply, csv, installed_globally, kubectl, start, wait_phase, CRD};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn insufficient_permissions_wait_in_pending_until_rbac_grants_them() {
@@ -75,7 +76,7 @@ subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
     assert!(output.status.success(), "mallory may write CSVs: {}", String::from_utf8_lossy(&output.stderr));
     let failed = wait_phase(&harness, "ops", CsvPhase::Failed, "InstallComponentFailed").await;
     let message = failed.status.unwrap().message.unwrap_or_default();
-    assert!(message.contains("mallory may not create deployments in namespace ops"), "{message}");
+    assert!(message.contains("mallory may not create deployments.apps in namespace ops"), "{message}");
     assert!(Api::<Deployment>::namespaced(harness.admin.clone(), "ops")
         .get_opt("plumbus-operator")
         .await
@@ -104,6 +105,106 @@ subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
     // The same CSV re-applied by the admin installs.
     apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
     wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+}
+
+/// The attack: a namespace admin who may run an operator in their namespace writes a CSV claiming a CRD they hold
+/// no rights on (they may create ClusterRoles, as kube-apiserver allows only with rules they hold). OLM v0 would then make the CRD's per-API ClusterRoles, aggregated into `admin`, `edit` and `view`,
+/// and every namespace admin of the cluster could use (here: edit) resources nobody granted them. The roles are made
+/// only for an author who could make them by hand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_author_may_not_widen_admin_edit_and_view_through_a_claimed_crd() {
+    let harness = start("claimed-crd").await;
+    apply(&harness, CRD);
+    apply(&harness, &account("ops", true));
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    apply(
+        &harness,
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: mallory-admin, namespace: ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: csv-writer, namespace: ops}
+rules: [{apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: mallory-csvs, namespace: ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: csv-writer}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: role-maker}
+rules: [{apiGroups: [rbac.authorization.k8s.io], resources: [clusterroles], verbs: [create]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: mallory-role-maker}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: role-maker}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: eve-edit, namespace: team-a}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]
+"#,
+    );
+    let mallory = harness.plane.user_kubeconfig("mallory", &[]);
+    let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&csv("ops", &[("AllNamespaces", true)])));
+    assert!(output.status.success(), "mallory may write CSVs: {}", String::from_utf8_lossy(&output.stderr));
+    // Mallory may run the operator: its Deployment is made and the CSV succeeds.
+    wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+
+    let roles = Api::<ClusterRole>::all(harness.admin.clone());
+    let mut described = String::new();
+    for _ in 0..200 {
+        described = kubectl(&harness, &["describe", "csv", "-n", "ops", "plumbus.v1.0.0"]);
+        if described.contains("APIClusterRolesRefused") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let events = described.split("Events:").nth(1).unwrap_or_default().to_owned();
+    assert!(events.contains("APIClusterRolesRefused"), "no refusal event in:\n{described}");
+    assert!(
+        events.contains(
+            "author mallory does not hold [\"*\"] on [\"plumbuses\"] in group [\"example.com\"] cluster-wide"
+        ),
+        "{described}"
+    );
+    for suffix in ["admin", "edit", "view", "crdview"] {
+        let name = format!("plumbuses.example.com-v1-{suffix}");
+        assert!(roles.get_opt(&name).await.expect("get").is_none(), "{name} was made for mallory");
+    }
+    let can_i = |user: &str| {
+        let output = harness
+            .admin_kubectl(&["auth", "can-i", "create", "plumbuses.example.com", "-n", "team-a", "--as", user], None);
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    assert_eq!(can_i("eve"), "no", "edit in team-a does not reach plumbuses");
+
+    // An admin who holds those rules takes the CSV over (a change of its spec makes them its author): the roles
+    // are made, and edit now reaches plumbuses.
+    let taken_over =
+        csv("ops", &[("AllNamespaces", true)]).replace("displayName: Plumbus", "displayName: Plumbus Operator");
+    apply(&harness, &taken_over);
+    harness.wait_for(&roles, "plumbuses.example.com-v1-edit", "made for the admin", |_| true).await;
+    for _ in 0..100 {
+        if can_i("eve") == "yes" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(can_i("eve"), "yes", "the aggregated edit role reaches plumbuses once an admin authored the CSV");
 }
 
 /// OLM's upgrade along `spec.replaces`: the new CSV waits for the old to go Replacing, installs, and the old one
