@@ -1,7 +1,8 @@
 //! OLM v0's loops, run so that existing users can swap controllers and see the same objects, names, annotations,
 //! phases, reasons and messages (`docs/legacy.md` lists every deliberate difference). Pure decisions: `targets`
 //! (an OperatorGroup's namespaces, install-mode support), `membership` (a CSV's group and annotations), `apis` and
-//! `intersection` (provided APIs across groups), `copies` (copied CSVs), `roles` (aggregating ClusterRoles), `hash`.
+//! `intersection` (provided APIs across groups), `copies` (copied CSVs), `roles` (aggregating ClusterRoles), `tenancy` (a CSV's RBAC copied
+//! into its targets or lifted cluster-wide), `hash`.
 //! Loops: `operatorgroup`, `namespaces` (the group labels of namespaces), `csv` (the phase machine, replacement and
 //! the copies of each original), `copied` (copies changed or left behind) and `olmconfig` (the copies' condition).
 
@@ -17,3 +18,4 @@ pub mod olmconfig;
 pub mod operatorgroup;
 pub mod roles;
 pub mod targets;
+pub mod tenancy;

@@ -1,10 +1,11 @@
 //! The ClusterServiceVersion loop of OLM v0, for CSVs applied by hand or from GitOps repositories: `requirements`,
 //! `strategy`, `phase` and `chain` decide; `reconcile` reads what they need, writes what they say (labels, annotations,
-//! the group's provided APIs, Deployments, the status and its events, per-API ClusterRoles), and [`controller`]
+//! the group's provided APIs, Deployments, the status and its events, per-API ClusterRoles), `tenants` extends the
+//! CSV's RBAC to its group's targets, and [`controller`]
 //! runs it for every original CSV (copies carry `olm.copiedFrom` and are not watched here). Install records and
 //! copies are left alone: their content is someone else's.
 //!
-//! A CSV's Deployments and per-API ClusterRoles are made by the controller only when the CSV's author (recorded by
+//! A CSV's Deployments, per-API ClusterRoles and RBAC in its targets are made by the controller only when the CSV's author (recorded by
 //! the webhook: its creator, then whoever last changed its spec) could make them by hand (`authority`), so that
 //! writing a CSV never does more than its author could do.
 
@@ -16,6 +17,7 @@ pub mod platform;
 pub mod reconcile;
 pub mod requirements;
 pub mod strategy;
+pub mod tenants;
 
 #[cfg(test)]
 mod tests;

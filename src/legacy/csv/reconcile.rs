@@ -22,6 +22,7 @@ use super::copying::copy_original;
 use super::phase::{set_phase, transition, Chain, Observed, Outcome};
 use super::platform::{group_versions, Platform};
 use super::requirements::{requirements, Cluster};
+use super::tenants::ensure_target_rbac;
 use super::{Context, ReconcileError};
 use crate::api::v1::{OperatorGroup, UpgradeStrategyName, PROVIDED_APIS_ANNOTATION, TARGET_NAMESPACES_ANNOTATION};
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
@@ -37,17 +38,17 @@ use crate::webhook::csv_author::recorded_author;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 
 /// Names for errors of one pass.
-struct Place {
-    namespace: String,
-    name: String,
+pub(super) struct Place {
+    pub namespace: String,
+    pub name: String,
 }
 
 impl Place {
-    fn read(&self, what: &'static str) -> impl FnOnce(ClientError) -> ReconcileError + '_ {
+    pub fn read(&self, what: &'static str) -> impl FnOnce(ClientError) -> ReconcileError + '_ {
         move |source| ReconcileError::Read { namespace: self.namespace.clone(), name: self.name.clone(), what, source }
     }
 
-    fn write(&self, what: impl Into<String>) -> impl FnOnce(ClientError) -> ReconcileError + '_ {
+    pub fn write(&self, what: impl Into<String>) -> impl FnOnce(ClientError) -> ReconcileError + '_ {
         let what = what.into();
         move |source| ReconcileError::Write { namespace: self.namespace.clone(), name: self.name.clone(), what, source }
     }
@@ -244,7 +245,7 @@ async fn author_may_install(
 }
 
 /// Whether the CSV's recorded author could make `on_behalf` by hand: Err says who they are and what they may not do.
-async fn author_may(
+pub(super) async fn author_may(
     ctx: &Context,
     csv: &ClusterServiceVersion,
     place: &Place,
@@ -357,6 +358,7 @@ async fn write(
             .await
             .map_err(place.write("its copied CSVs"))?;
         ctx.copies_disabled_event(csv, copying.disabled).await;
+        ensure_target_rbac(ctx, &original, group, place).await?;
     }
     let settled = next.phase == CsvPhase::Succeeded || outcome.phase.is_none() && outcome.group_apis.is_none();
     Ok(if settled && next == *status {

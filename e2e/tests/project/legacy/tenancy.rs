@@ -1,0 +1,187 @@
+//! A CSV's RBAC in its group's targets: OLM v0 copies the CSV's own Roles and RoleBindings into each target
+//! namespace (tenant RBAC) and lifts them to ClusterRoles and ClusterRoleBindings for a group targeting every
+//! namespace (singleton RBAC). Each scenario is also the attack on it: a namespace admin whose CSV and Roles would
+//! have their ServiceAccount given rights outside their namespace gets nothing, and the same CSV authored by a
+//! cluster admin gets OLM's objects.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::Api;
+use kube::ResourceExt;
+use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
+
+use super::{apply, csv, kubectl, start, wait_phase, CRD};
+use crate::support::harness::Harness;
+
+/// Mallory: admin of namespace `ops` (she may write CSVs, Deployments, Roles and RoleBindings there), nothing else.
+const MALLORY: &str = r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: mallory-admin, namespace: ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: csv-writer, namespace: ops}
+rules: [{apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: mallory-csvs, namespace: ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: csv-writer}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
+"#;
+
+/// The CSV's account with a Role reading Secrets and its binding, labelled and owned as OLM v0's InstallPlan makes
+/// them for CSV `uid`.
+fn owned_rbac(uid: &str) -> String {
+    let meta = |name: &str| {
+        format!(
+            "{{name: {name}, namespace: ops, labels: {{olm.owner: plumbus.v1.0.0, olm.owner.namespace: ops, \
+             olm.owner.kind: ClusterServiceVersion}}, ownerReferences: [{{apiVersion: operators.coreos.com/v1alpha1, \
+             kind: ClusterServiceVersion, name: plumbus.v1.0.0, uid: {uid}}}]}}"
+        )
+    };
+    format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: plumbus, namespace: ops}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {role}
+rules: [{{apiGroups: [""], resources: [secrets], verbs: [get, list]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {binding}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: plumbus-secrets}}
+subjects: [{{kind: ServiceAccount, name: plumbus, namespace: ops}}]
+"#,
+        role = meta("plumbus-secrets"),
+        binding = meta("plumbus-secrets-binding"),
+    )
+}
+
+/// The Plumbus CSV asking to read Secrets, with the given install modes.
+fn secrets_csv(modes: &[(&str, bool)]) -> String {
+    csv("ops", modes).replace(
+        "rules: [{apiGroups: [\"\"], resources: [configmaps], verbs: [get, list]}]",
+        "rules: [{apiGroups: [\"\"], resources: [secrets], verbs: [get, list]}]",
+    )
+}
+
+/// Mallory applies the CSV and its owned RBAC; the CSV succeeds in `ops`.
+async fn mallory_installs(harness: &Harness, modes: &[(&str, bool)]) -> String {
+    apply(harness, CRD);
+    apply(harness, MALLORY);
+    let mallory = harness.plane.user_kubeconfig("mallory", &[]);
+    let as_mallory = |manifest: &str| {
+        let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(manifest));
+        assert!(output.status.success(), "mallory: {}", String::from_utf8_lossy(&output.stderr));
+    };
+    as_mallory(&secrets_csv(modes));
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+    let uid = csvs.get("plumbus.v1.0.0").await.expect("csv").uid().unwrap();
+    as_mallory(&owned_rbac(&uid));
+    wait_phase(harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    uid
+}
+
+fn can_i(harness: &Harness, verb: &str, resource: &str, namespace: &str) -> String {
+    let output = harness.admin_kubectl(
+        &["auth", "can-i", verb, resource, "-n", namespace, "--as", "system:serviceaccount:ops:plumbus"],
+        None,
+    );
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+/// Waits for the CSV's Warning event `TargetRBACRefused` and returns its message line.
+async fn refusal(harness: &Harness) -> String {
+    let mut described = String::new();
+    for _ in 0..200 {
+        described = kubectl(harness, &["describe", "csv", "-n", "ops", "plumbus.v1.0.0"]);
+        if let Some(line) = described.lines().find(|line| line.contains("TargetRBACRefused")) {
+            return line.to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no TargetRBACRefused event:\n{described}");
+}
+
+/// The admin takes the CSV over (a change of its spec makes them its author).
+fn taken_over_by_the_admin(harness: &Harness, modes: &[(&str, bool)]) {
+    apply(harness, &secrets_csv(modes).replace("displayName: Plumbus", "displayName: Plumbus Operator"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_csvs_roles_are_copied_into_its_targets_only_for_an_author_who_could_copy_them() {
+    let harness = start("tenant-rbac").await;
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {targetNamespaces: [team-a]}\n",
+    );
+    let modes = [("SingleNamespace", true), ("MultiNamespace", true)];
+    mallory_installs(&harness, &modes).await;
+    let line = refusal(&harness).await;
+    assert!(
+        line.contains("its Roles are not copied to namespace team-a: the CSV's author mallory may not create roles.rbac.authorization.k8s.io in namespace team-a"),
+        "{line}"
+    );
+    let roles = Api::<Role>::namespaced(harness.admin.clone(), "team-a");
+    assert!(roles.get_opt("plumbus-secrets").await.expect("get").is_none(), "copied for mallory");
+    assert_eq!(can_i(&harness, "list", "secrets", "team-a"), "no");
+
+    taken_over_by_the_admin(&harness, &modes);
+    let copied = harness.wait_for(&roles, "plumbus-secrets", "copied into team-a", |_| true).await;
+    let labels = copied.labels();
+    assert_eq!(labels.get("olm.owner.namespace").map(String::as_str), Some("team-a"));
+    assert_eq!(labels.get("olm.copiedFrom").map(String::as_str), Some("ops"));
+    assert_eq!(labels.get("olm.managed").map(String::as_str), Some("true"));
+    let copy = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "team-a")
+        .get("plumbus.v1.0.0")
+        .await
+        .expect("the copied CSV");
+    assert_eq!(copied.owner_references()[0].uid, copy.uid().unwrap(), "owned by the copy in team-a");
+    let bindings = Api::<RoleBinding>::namespaced(harness.admin.clone(), "team-a");
+    let binding = harness.wait_for(&bindings, "plumbus-secrets-binding", "copied into team-a", |_| true).await;
+    assert_eq!(binding.subjects.unwrap()[0].namespace.as_deref(), Some("ops"));
+    assert_eq!(can_i(&harness, "list", "secrets", "team-a"), "yes");
+    assert_eq!(can_i(&harness, "list", "secrets", "team-b"), "no", "only the group's targets");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_csvs_roles_are_lifted_cluster_wide_only_for_an_author_who_could_lift_them() {
+    let harness = start("singleton-rbac").await;
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
+    );
+    let modes = [("AllNamespaces", true)];
+    mallory_installs(&harness, &modes).await;
+    let line = refusal(&harness).await;
+    assert!(
+        line.contains("its Roles are not made ClusterRoles (plumbus-secrets) nor bound cluster-wide (plumbus-secrets-binding): the CSV's author mallory may not create clusterroles.rbac.authorization.k8s.io cluster-wide"),
+        "{line}"
+    );
+    let cluster_roles = Api::<ClusterRole>::all(harness.admin.clone());
+    assert!(cluster_roles.get_opt("plumbus-secrets").await.expect("get").is_none(), "lifted for mallory");
+    assert_eq!(can_i(&harness, "list", "secrets", "team-b"), "no");
+
+    taken_over_by_the_admin(&harness, &modes);
+    let lifted = harness.wait_for(&cluster_roles, "plumbus-secrets", "lifted", |_| true).await;
+    assert_eq!(lifted.labels().get("olm.owner").map(String::as_str), Some("plumbus.v1.0.0"));
+    let rules = lifted.rules.unwrap();
+    assert_eq!(rules.last().unwrap().resources.as_deref(), Some(&["namespaces".to_owned()][..]));
+    assert!(lifted.metadata.owner_references.is_none());
+    let bindings = Api::<ClusterRoleBinding>::all(harness.admin.clone());
+    let binding = harness.wait_for(&bindings, "plumbus-secrets-binding", "lifted", |_| true).await;
+    assert_eq!((binding.role_ref.kind.as_str(), binding.role_ref.name.as_str()), ("ClusterRole", "plumbus-secrets"));
+    assert_eq!(can_i(&harness, "list", "secrets", "team-b"), "yes");
+    assert_eq!(can_i(&harness, "list", "namespaces", "team-b"), "yes");
+}

@@ -1,0 +1,173 @@
+//! A CSV's RBAC in its group's targets (OLM v0's `ensureTenantRBAC` and `ensureSingletonRBAC`; `legacy::tenancy`
+//! decides): read whether its accounts already hold their permissions there, read the CSV's own Roles and
+//! RoleBindings, ask whether the CSV's author could write the copies by hand (`authority`), and write them. A
+//! refusal is one Warning event, `TargetRBACRefused`; the CSV keeps its phase, as its operator runs.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::ListParams;
+use kube::ResourceExt;
+
+use super::authority::OnBehalf;
+use super::reconcile::{author_may, Place};
+use super::{Context, ReconcileError};
+use crate::api::v1::{OperatorGroup, OPERATOR_NAMESPACE_ANNOTATION};
+use crate::api::v1alpha1::ClusterServiceVersion;
+use crate::controller::client::ClientError;
+use crate::legacy::copies::is_uncopiable;
+use crate::legacy::membership::missing_annotations;
+use crate::legacy::tenancy::{owner_selector, permissions_met, singleton_plan, tenant_plan, Owner};
+use crate::rbac::{RbacSnapshot, UserInfo};
+
+/// The reason of the Warning event saying a CSV's RBAC was not copied or lifted for its author.
+pub const TARGET_RBAC_REFUSED: &str = "TargetRBACRefused";
+
+/// Extends the CSV's RBAC to its group's targets where its accounts lack their permissions.
+pub(super) async fn ensure_target_rbac(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    group: &OperatorGroup,
+    place: &Place,
+) -> Result<(), ReconcileError> {
+    let namespace = place.namespace.as_str();
+    // As OLM: only for a CSV its group's annotations describe, and that is copiable (processed, not failing about
+    // its group).
+    let annotated_here = csv.annotations().get(OPERATOR_NAMESPACE_ANNOTATION).map(String::as_str) == Some(namespace);
+    if !annotated_here || !missing_annotations(csv, group).is_empty() || is_uncopiable(csv) {
+        return Ok(());
+    }
+    let targets = group.status.as_ref().map(|status| status.namespaces.clone()).unwrap_or_default();
+    if targets.is_empty() || targets == [namespace] {
+        return Ok(());
+    }
+    let uid = csv.uid().unwrap_or_default();
+    let owner = Owner { name: &place.name, namespace, uid: &uid };
+    let cluster_roles = ctx.client.all::<ClusterRole>().list().await.map_err(place.read("ClusterRoles"))?;
+    let cluster_bindings =
+        ctx.client.all::<ClusterRoleBinding>().list().await.map_err(place.read("ClusterRoleBindings"))?;
+    let strategy = &csv.spec.install.spec;
+    let mut owned: Option<(Vec<Role>, Vec<RoleBinding>)> = None;
+    let mut refusals = Vec::new();
+
+    if targets.iter().any(String::is_empty) {
+        let snapshot = RbacSnapshot::new(&[], &cluster_roles, Vec::new(), cluster_bindings.clone());
+        let held = |account: &str| {
+            let rules = snapshot.rules_for(&UserInfo::service_account(namespace, account), None).0;
+            (rules.clone(), rules)
+        };
+        if permissions_met(strategy, true, &held) {
+            return Ok(());
+        }
+        let (roles, bindings) = owned_rbac(ctx, &owner, place).await?;
+        let by_name = |items: Vec<ClusterRole>| items.into_iter().map(|item| (item.name_any(), item)).collect();
+        let existing_bindings: BTreeMap<String, ClusterRoleBinding> =
+            cluster_bindings.into_iter().map(|binding| (binding.name_any(), binding)).collect();
+        let plan = singleton_plan(owner, &roles, &bindings, &by_name(cluster_roles), &existing_bindings);
+        if plan.is_empty() {
+            return Ok(());
+        }
+        match author_may(ctx, csv, place, &OnBehalf::bound_cluster_roles(plan.grants.clone())).await? {
+            Err(why) => {
+                let names: Vec<String> = plan.cluster_roles.iter().map(|role| role.name_any()).collect();
+                let bound: Vec<String> = plan.bindings.iter().map(|binding| binding.name_any()).collect();
+                refusals.push(format!(
+                    "its Roles are not made ClusterRoles ({}) nor bound cluster-wide ({}): the CSV's {why}",
+                    names.join(", "),
+                    bound.join(", ")
+                ));
+            }
+            Ok(()) => {
+                for role in &plan.cluster_roles {
+                    ignore_conflict(ctx.client.all::<ClusterRole>().create(role).await)
+                        .map_err(place.write(format!("ClusterRole {}", role.name_any())))?;
+                }
+                for binding in &plan.bindings {
+                    ignore_conflict(ctx.client.all::<ClusterRoleBinding>().create(binding).await)
+                        .map_err(place.write(format!("ClusterRoleBinding {}", binding.name_any())))?;
+                }
+            }
+        }
+    } else {
+        for target in targets.iter().filter(|target| *target != namespace) {
+            let roles_there = ctx.client.namespaced::<Role>(target).list().await.map_err(place.read("Roles"))?;
+            let bindings_there =
+                ctx.client.namespaced::<RoleBinding>(target).list().await.map_err(place.read("RoleBindings"))?;
+            let snapshot =
+                RbacSnapshot::new(&roles_there, &cluster_roles, bindings_there.clone(), cluster_bindings.clone());
+            let held = |account: &str| {
+                let user = UserInfo::service_account(namespace, account);
+                (snapshot.rules_for(&user, Some(target)).0, snapshot.rules_for(&user, None).0)
+            };
+            if permissions_met(strategy, false, &held) {
+                continue;
+            }
+            let copies = ctx.client.namespaced::<ClusterServiceVersion>(target);
+            let Some(copy) = copies.get_opt(&place.name).await.map_err(place.read("copied CSVs"))? else {
+                tracing::debug!(csv = %place.name, %namespace, %target, "no copy yet to own its RBAC there");
+                continue;
+            };
+            if owned.is_none() {
+                owned = Some(owned_rbac(ctx, &owner, place).await?);
+            }
+            let (roles, bindings) = owned.as_ref().map(|(r, b)| (r.as_slice(), b.as_slice())).unwrap_or_default();
+            let copy_uid = copy.uid().unwrap_or_default();
+            let plan = tenant_plan(owner, &copy_uid, target, roles, bindings, &roles_there, &bindings_there);
+            if plan.is_empty() {
+                continue;
+            }
+            if let Err(why) = author_may(ctx, csv, place, &OnBehalf::bound_roles(target, plan.grants.clone())).await? {
+                refusals.push(format!("its Roles are not copied to namespace {target}: the CSV's {why}"));
+                continue;
+            }
+            let roles_api = ctx.client.namespaced::<Role>(target);
+            for role in &plan.create_roles {
+                ignore_conflict(roles_api.create(role).await)
+                    .map_err(place.write(format!("Role {target}/{}", role.name_any())))?;
+            }
+            for role in &plan.update_roles {
+                roles_api
+                    .replace(&role.name_any(), role)
+                    .await
+                    .map_err(place.write(format!("Role {target}/{}", role.name_any())))?;
+            }
+            for binding in &plan.create_bindings {
+                ignore_conflict(ctx.client.namespaced::<RoleBinding>(target).create(binding).await)
+                    .map_err(place.write(format!("RoleBinding {target}/{}", binding.name_any())))?;
+            }
+        }
+    }
+    if refusals.is_empty() {
+        ctx.forget_warning(csv, TARGET_RBAC_REFUSED);
+    } else {
+        let note = refusals.join("; ");
+        tracing::warn!(csv = %place.name, %namespace, %note, "RBAC for the targets refused");
+        ctx.warn_once(csv, TARGET_RBAC_REFUSED, note).await;
+    }
+    Ok(())
+}
+
+/// The Roles and RoleBindings of the CSV's namespace labelled as the CSV's.
+async fn owned_rbac(
+    ctx: &Context,
+    owner: &Owner<'_>,
+    place: &Place,
+) -> Result<(Vec<Role>, Vec<RoleBinding>), ReconcileError> {
+    let params = ListParams::default().labels(&owner_selector(owner.name, owner.namespace));
+    let roles = ctx.client.namespaced::<Role>(owner.namespace).list_with(&params).await.map_err(place.read("Roles"))?;
+    let bindings = ctx
+        .client
+        .namespaced::<RoleBinding>(owner.namespace)
+        .list_with(&params)
+        .await
+        .map_err(place.read("RoleBindings"))?;
+    Ok((roles, bindings))
+}
+
+/// A create that found the object already made (by an earlier pass) did what was asked.
+fn ignore_conflict<K>(result: Result<K, ClientError>) -> Result<(), ClientError> {
+    match result {
+        Err(error) if error.code() == Some(409) => Ok(()),
+        other => other.map(|_| ()),
+    }
+}
