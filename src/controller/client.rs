@@ -189,6 +189,12 @@ where
         changed_if(precondition, self.api.patch(name, &params, &Patch::Merge(&body)).await)
     }
 
+    /// Deletes every object `params` select (labels), their dependents left to the garbage collector.
+    pub async fn delete_collection(&self, params: &ListParams) -> Result<(), ClientError> {
+        self.api.delete_collection(&DeleteParams::background(), params).await?;
+        Ok(())
+    }
+
     /// Deletes the object `name`, its dependents left to the garbage collector; one already gone is fine.
     pub async fn ensure_deleted(&self, name: &str) -> Result<(), ClientError> {
         match self.api.delete(name, &DeleteParams::background()).await {

@@ -15,6 +15,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Ro
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 
+use super::csv::requirements::HeldRules;
 use super::membership::COPIED_FROM_LABEL;
 use super::roles::{MANAGED_LABEL, OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 use crate::api::v1alpha1::StrategyDetailsDeployment;
@@ -30,11 +31,7 @@ pub fn owner_selector(name: &str, namespace: &str) -> String {
 /// Whether every account of `strategy` holds its rules (OLM's `permissionStatus`): `held(account)` gives the rules
 /// it holds in the namespace looked at (cluster-wide ones included) and cluster-wide. With `lifted`, the namespaced
 /// permissions count as cluster permissions, as OLM checks them for a group targeting every namespace.
-pub fn permissions_met(
-    strategy: &StrategyDetailsDeployment,
-    lifted: bool,
-    held: &dyn Fn(&str) -> (Vec<Rule>, Vec<Rule>),
-) -> bool {
+pub fn permissions_met(strategy: &StrategyDetailsDeployment, lifted: bool, held: HeldRules<'_>) -> bool {
     let namespaced = strategy.permissions.iter().map(|permission| (permission, lifted));
     let cluster = strategy.cluster_permissions.iter().map(|permission| (permission, true));
     namespaced.chain(cluster).all(|(permission, cluster_wide)| {

@@ -11,6 +11,7 @@
 
 pub mod authority;
 pub mod chain;
+pub mod cleanup;
 pub mod copying;
 pub mod phase;
 pub mod platform;

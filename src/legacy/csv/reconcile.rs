@@ -18,6 +18,7 @@ use serde_json::json;
 
 use super::authority::{self, OnBehalf};
 use super::chain::chain_of;
+use super::cleanup::{add_finalizer, finalize, has_finalizer};
 use super::copying::copy_original;
 use super::phase::{set_phase, transition, Chain, Observed, Outcome};
 use super::platform::{group_versions, Platform};
@@ -55,10 +56,18 @@ impl Place {
 }
 
 pub async fn reconcile(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Action, ReconcileError> {
-    if csv.metadata.deletion_timestamp.is_some() || is_copied(csv) || is_install_record(csv) {
+    if is_copied(csv) || is_install_record(csv) {
         return Ok(Action::await_change());
     }
     let place = Place { namespace: csv.namespace().unwrap_or_default(), name: csv.name_any() };
+    if csv.metadata.deletion_timestamp.is_some() {
+        return finalize(ctx, csv, &place).await;
+    }
+    if !has_finalizer(csv) {
+        // The write wakes the next pass, which sees the CSV with its finalizer.
+        add_finalizer(ctx, csv, &place).await?;
+        return Ok(Action::await_change());
+    }
     let (namespace, name) = (place.namespace.as_str(), place.name.as_str());
     let csvs_api = ctx.client.namespaced::<ClusterServiceVersion>(namespace);
     let provided = match provided_apis(csv) {

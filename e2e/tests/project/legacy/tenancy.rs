@@ -184,4 +184,14 @@ async fn the_csvs_roles_are_lifted_cluster_wide_only_for_an_author_who_could_lif
     assert_eq!((binding.role_ref.kind.as_str(), binding.role_ref.name.as_str()), ("ClusterRole", "plumbus-secrets"));
     assert_eq!(can_i(&harness, "list", "secrets", "team-b"), "yes");
     assert_eq!(can_i(&harness, "list", "namespaces", "team-b"), "yes");
+
+    // OLM's finalizer: deleting the CSV deletes what was lifted for it (they have no owner to be collected with).
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+    let finalizers = csvs.get("plumbus.v1.0.0").await.expect("csv").finalizers().to_vec();
+    assert_eq!(finalizers, ["operators.coreos.com/csv-cleanup"]);
+    kubectl(&harness, &["delete", "csv", "-n", "ops", "plumbus.v1.0.0", "--wait=true", "--timeout=20s"]);
+    assert!(csvs.get_opt("plumbus.v1.0.0").await.expect("get").is_none());
+    assert!(cluster_roles.get_opt("plumbus-secrets").await.expect("get").is_none(), "the lifted ClusterRole is gone");
+    assert!(bindings.get_opt("plumbus-secrets-binding").await.expect("get").is_none(), "and its binding");
+    assert_eq!(can_i(&harness, "list", "secrets", "team-b"), "no");
 }
