@@ -9,7 +9,8 @@
 //! no timing. Copied CSVs are counted whether or not the controller makes them yet.
 //!
 //! Run with `cargo bench -p olmv2-e2e --bench legacy_csvs`. Environment (defaults in brackets):
-//! `OLMV2_BENCH_NAMESPACES` namespace counts [100,500,1000], `OLMV2_BENCH_CSVS` CSVs [100],
+//! `OLMV2_BENCH_NAMESPACES` namespace counts [100,500,1000], `OLMV2_BENCH_CSVS` CSVs [100], `OLMV2_BENCH_COPIES`
+//! the modes [enabled,disabled],
 //! `OLMV2_BENCH_IDLE_SECONDS` idle window [120], `OLMV2_BENCH_RESYNC_SECONDS` the controller's resync [60, so that
 //! every settled object is looked at again within the default idle window].
 
@@ -43,6 +44,7 @@ const GOAL: &str = "goal (issue #19): copies disabled: RSS <= 64 MB and flat in 
 
 struct Settings {
     csvs: usize,
+    modes: Vec<Copies>,
     namespace_counts: Vec<usize>,
     idle: Duration,
     resync_seconds: u64,
@@ -56,8 +58,18 @@ impl Settings {
         let namespace_counts = std::env::var("OLMV2_BENCH_NAMESPACES").map_or(vec![100, 500, 1000], |v| {
             v.split(',').map(|n| n.trim().parse().expect("OLMV2_BENCH_NAMESPACES: numbers, comma-separated")).collect()
         });
+        let modes = std::env::var("OLMV2_BENCH_COPIES").map_or(vec![Copies::Enabled, Copies::Disabled], |v| {
+            v.split(',')
+                .map(|mode| match mode.trim() {
+                    "enabled" => Copies::Enabled,
+                    "disabled" => Copies::Disabled,
+                    other => panic!("OLMV2_BENCH_COPIES: enabled and/or disabled, not {other}"),
+                })
+                .collect()
+        });
         Self {
             csvs: number("OLMV2_BENCH_CSVS", 100) as usize,
+            modes,
             namespace_counts,
             idle: Duration::from_secs(number("OLMV2_BENCH_IDLE_SECONDS", 120)),
             resync_seconds: number("OLMV2_BENCH_RESYNC_SECONDS", 60),
@@ -497,7 +509,7 @@ async fn main() {
     let settings = Settings::from_env();
     let binary = project::build_controller(env!("CARGO")).expect("the olmv2 binary");
     let mut all = Vec::new();
-    for copies in [Copies::Enabled, Copies::Disabled] {
+    for &copies in &settings.modes {
         for &namespaces in &settings.namespace_counts {
             let figures = run(&binary, &settings, copies, namespaces).await;
             print_run(&figures, &settings);

@@ -28,6 +28,19 @@ fn binding(name: &str, owner_uid: &str, kind: &str, role: &str) -> RoleBinding {
                   "subjects": [{"kind": "ServiceAccount", "name": "plumbus", "namespace": "ops"}]}))
 }
 
+/// The plan for target `team-a` of the CSV's Role `r` (reading Secrets) and its binding `r`, given what is there.
+fn plan_with(existing_roles: &[Role], existing_bindings: &[RoleBinding]) -> TenantPlan {
+    tenant_plan(
+        CSV,
+        "copy-uid",
+        "team-a",
+        &[role("r", "csv-uid", "secrets")],
+        &[binding("r", "csv-uid", "Role", "r")],
+        existing_roles,
+        existing_bindings,
+    )
+}
+
 fn secrets_get() -> Rule {
     Rule::resource(&["get"], &[""], &["secrets"])
 }
@@ -62,15 +75,7 @@ fn permissions_are_met_in_the_namespace_or_cluster_wide_as_asked() {
 
 #[test]
 fn roles_and_bindings_are_copied_into_a_target_owned_by_the_copy() {
-    let plan = tenant_plan(
-        CSV,
-        "copy-uid",
-        "team-a",
-        &[role("r", "csv-uid", "secrets")],
-        &[binding("r", "csv-uid", "Role", "r")],
-        &[],
-        &[],
-    );
+    let plan = plan_with(&[], &[]);
     assert_eq!(plan.create_roles.len(), 1);
     let created = &plan.create_roles[0];
     let meta = &created.metadata;
@@ -115,36 +120,12 @@ fn roles_labelled_but_owned_by_another_object_are_not_copied() {
 
 #[test]
 fn a_copied_role_is_updated_only_when_its_rules_differ_and_bindings_are_never_changed() {
-    let copied = tenant_plan(
-        CSV,
-        "copy-uid",
-        "team-a",
-        &[role("r", "csv-uid", "secrets")],
-        &[binding("r", "csv-uid", "Role", "r")],
-        &[],
-        &[],
-    );
+    let copied = plan_with(&[], &[]);
     let mut there = copied.create_roles[0].clone();
-    let same = tenant_plan(
-        CSV,
-        "copy-uid",
-        "team-a",
-        &[role("r", "csv-uid", "secrets")],
-        &[binding("r", "csv-uid", "Role", "r")],
-        std::slice::from_ref(&there),
-        &copied.create_bindings,
-    );
+    let same = plan_with(std::slice::from_ref(&there), &copied.create_bindings);
     assert!(same.is_empty() && same.grants.is_empty(), "{same:?}");
     there.rules = Some(vec![]);
-    let drifted = tenant_plan(
-        CSV,
-        "copy-uid",
-        "team-a",
-        &[role("r", "csv-uid", "secrets")],
-        &[binding("r", "csv-uid", "Role", "r")],
-        &[there],
-        &copied.create_bindings,
-    );
+    let drifted = plan_with(&[there], &copied.create_bindings);
     assert_eq!(drifted.update_roles.len(), 1);
     assert_eq!(drifted.update_roles[0].rules, copied.create_roles[0].rules);
     assert!(drifted.create_bindings.is_empty());
@@ -155,15 +136,7 @@ fn a_copied_role_is_updated_only_when_its_rules_differ_and_bindings_are_never_ch
 fn a_foreign_role_of_the_same_name_in_the_target_is_neither_changed_nor_bound() {
     let foreign: Role = object(json!({"metadata": {"name": "r", "namespace": "team-a"},
         "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}));
-    let plan = tenant_plan(
-        CSV,
-        "copy-uid",
-        "team-a",
-        &[role("r", "csv-uid", "secrets")],
-        &[binding("r", "csv-uid", "Role", "r")],
-        &[foreign],
-        &[],
-    );
+    let plan = plan_with(&[foreign], &[]);
     assert!(plan.is_empty(), "{plan:?}");
 }
 

@@ -9,17 +9,16 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::api::Api;
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 
-use super::{account, apply, csv, installed_globally, kubectl, start, wait_phase, CRD};
+use super::{
+    account, apply, bound_to, csv, csv_writer, installed_globally, kubectl, start, wait_phase, CRD, GLOBAL_GROUP,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn insufficient_permissions_wait_in_pending_until_rbac_grants_them() {
     let harness = start("permissions").await;
     apply(&harness, CRD);
     apply(&harness, &account("ops", false));
-    apply(
-        &harness,
-        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
-    );
+    apply(&harness, GLOBAL_GROUP);
     apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
     let csv = wait_phase(&harness, "ops", CsvPhase::Pending, "RequirementsNotMet").await;
     let status = csv.status.unwrap();
@@ -52,25 +51,8 @@ async fn a_csv_author_who_may_not_create_deployments_gets_none() {
     let harness = start("author").await;
     apply(&harness, CRD);
     apply(&harness, &account("ops", true));
-    apply(
-        &harness,
-        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
-    );
-    apply(
-        &harness,
-        r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: csv-writer, namespace: ops}
-rules: [{apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: mallory, namespace: ops}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: csv-writer}
-subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
-"#,
-    );
+    apply(&harness, GLOBAL_GROUP);
+    apply(&harness, &csv_writer("mallory"));
     let mallory = harness.plane.user_kubeconfig("mallory", &[]);
     let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&csv("ops", &[("AllNamespaces", true)])));
     assert!(output.status.success(), "mallory may write CSVs: {}", String::from_utf8_lossy(&output.stderr));
@@ -116,30 +98,13 @@ async fn a_csv_author_may_not_widen_admin_edit_and_view_through_a_claimed_crd() 
     let harness = start("claimed-crd").await;
     apply(&harness, CRD);
     apply(&harness, &account("ops", true));
-    apply(
-        &harness,
-        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
-    );
+    apply(&harness, GLOBAL_GROUP);
+    apply(&harness, &bound_to("mallory", "admin", "ops"));
+    apply(&harness, &csv_writer("mallory"));
+    apply(&harness, &bound_to("eve", "edit", "team-a"));
     apply(
         &harness,
         r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: mallory-admin, namespace: ops}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}
-subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: csv-writer, namespace: ops}
-rules: [{apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: mallory-csvs, namespace: ops}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: csv-writer}
-subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
----
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: role-maker}
@@ -150,12 +115,6 @@ kind: ClusterRoleBinding
 metadata: {name: mallory-role-maker}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: role-maker}
 subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: eve-edit, namespace: team-a}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
-subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]
 "#,
     );
     let mallory = harness.plane.user_kubeconfig("mallory", &[]);
@@ -292,10 +251,7 @@ fn install_plan_rbac(csv: &ClusterServiceVersion, namespace: &str) -> Vec<serde_
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn real_community_bundles_applied_by_hand_install_as_in_olm() {
     let harness = start("community").await;
-    apply(
-        &harness,
-        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
-    );
+    apply(&harness, GLOBAL_GROUP);
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/community-bundles");
     for (bundle, version) in
         [("ack-mq-controller", "1.5.1"), ("dapr-kubernetes-operator", "0.0.13"), ("debezium-operator", "3.0.0-final")]
@@ -366,10 +322,7 @@ async fn unmet_kube_version_and_native_apis_wait_in_pending() {
     let harness = start("platform").await;
     apply(&harness, CRD);
     apply(&harness, &account("ops", true));
-    apply(
-        &harness,
-        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
-    );
+    apply(&harness, GLOBAL_GROUP);
     let demanding = csv("ops", &[("AllNamespaces", true)]).replace(
         "  displayName: Plumbus\n",
         "  displayName: Plumbus\n  minKubeVersion: 99.0.0\n  nativeAPIs: [{group: apps, version: v1, kind: Deployment}, {group: nothing.example.com, version: v1, kind: Nothing}]\n",

@@ -12,7 +12,7 @@ use olmv2::api::v1::OperatorGroup;
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 use olmv2::legacy::roles::group_role_name;
 
-use super::{account, apply, csv, kubectl, start, wait_phase, CRD};
+use super::{account, apply, csv, kubectl, start, wait_phase, CRD, GLOBAL_GROUP};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_selector_group_targets_labelled_namespaces_and_its_csv_installs_as_in_olm() {
@@ -248,10 +248,7 @@ async fn intersecting_groups_may_not_provide_the_same_api_and_admins_get_the_pro
     assert_eq!(answer, "yes", "an admin of team-a may create plumbuses");
 
     // A global group in ops intersects team-a: its CSV providing the same API fails and installs nothing.
-    apply(
-        &harness,
-        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
-    );
+    apply(&harness, GLOBAL_GROUP);
     apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
     let failed = wait_phase(&harness, "ops", CsvPhase::Failed, "InterOperatorGroupOwnerConflict").await;
     assert_eq!(failed.status.unwrap().message.as_deref(), Some("intersecting operatorgroups provide the same apis"));

@@ -91,6 +91,37 @@ subjects: [{{kind: ServiceAccount, name: plumbus, namespace: {namespace}}}]
     manifest
 }
 
+/// A Role letting `user` write CSVs in `ops`, and its binding.
+pub fn csv_writer(user: &str) -> String {
+    format!(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: csv-writer, namespace: ops}}
+rules: [{{apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: {user}-csvs, namespace: ops}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: csv-writer}}
+subjects: [{{kind: User, apiGroup: rbac.authorization.k8s.io, name: {user}}}]
+"#
+    )
+}
+
+/// `user` bound to Kubernetes' `role` (admin, edit, view) in `namespace`.
+pub fn bound_to(user: &str, role: &str, namespace: &str) -> String {
+    format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: {user}-{role}, namespace: {namespace}}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}\n\
+         subjects: [{{kind: User, apiGroup: rbac.authorization.k8s.io, name: {user}}}]\n"
+    )
+}
+
+/// A global OperatorGroup `og` in `ops`.
+pub const GLOBAL_GROUP: &str =
+    "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n";
+
 pub fn apply(harness: &Harness, manifest: &str) {
     let output = harness.admin_kubectl(&["apply", "-f", "-"], Some(manifest));
     assert!(output.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
@@ -113,10 +144,7 @@ pub async fn start(name: &str) -> Harness {
 pub async fn installed_globally(harness: &Harness) -> ClusterServiceVersion {
     apply(harness, CRD);
     apply(harness, &account("ops", true));
-    apply(
-        harness,
-        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
-    );
+    apply(harness, GLOBAL_GROUP);
     apply(harness, &csv("ops", &[("AllNamespaces", true)]));
     wait_phase(harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await
 }

@@ -13,28 +13,8 @@ use kube::api::Api;
 use kube::ResourceExt;
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 
-use super::{apply, csv, kubectl, start, wait_phase, CRD};
+use super::{apply, bound_to, csv, csv_writer, kubectl, start, wait_phase, CRD, GLOBAL_GROUP};
 use crate::support::harness::Harness;
-
-/// Mallory: admin of namespace `ops` (she may write CSVs, Deployments, Roles and RoleBindings there), nothing else.
-const MALLORY: &str = r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: mallory-admin, namespace: ops}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}
-subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: csv-writer, namespace: ops}
-rules: [{apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: mallory-csvs, namespace: ops}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: csv-writer}
-subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
-"#;
 
 /// The CSV's account with a Role reading Secrets and its binding, labelled and owned as OLM v0's InstallPlan makes
 /// them for CSV `uid`.
@@ -76,10 +56,12 @@ fn secrets_csv(modes: &[(&str, bool)]) -> String {
     )
 }
 
-/// Mallory applies the CSV and its owned RBAC; the CSV succeeds in `ops`.
+/// Mallory, admin of namespace `ops` (she may write CSVs, Deployments, Roles and RoleBindings there) and nothing
+/// else, applies the CSV and its owned RBAC; the CSV succeeds in `ops`.
 async fn mallory_installs(harness: &Harness, modes: &[(&str, bool)]) -> String {
     apply(harness, CRD);
-    apply(harness, MALLORY);
+    apply(harness, &bound_to("mallory", "admin", "ops"));
+    apply(harness, &csv_writer("mallory"));
     let mallory = harness.plane.user_kubeconfig("mallory", &[]);
     let as_mallory = |manifest: &str| {
         let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(manifest));
@@ -158,10 +140,7 @@ async fn the_csvs_roles_are_copied_into_its_targets_only_for_an_author_who_could
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_csvs_roles_are_lifted_cluster_wide_only_for_an_author_who_could_lift_them() {
     let harness = start("singleton-rbac").await;
-    apply(
-        &harness,
-        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n",
-    );
+    apply(&harness, GLOBAL_GROUP);
     let modes = [("AllNamespaces", true)];
     mallory_installs(&harness, &modes).await;
     let line = refusal(&harness).await;
