@@ -367,3 +367,62 @@ async fn unmet_kube_version_and_native_apis_wait_in_pending() {
         .expect("entry");
     assert!(kube.message.starts_with("CSV minKubeVersion (1.20.0) less than server version (v1."), "{}", kube.message);
 }
+
+/// OLM's "create with unmet requirements CRD" and "create requirements met CRD": a CSV owning a CRD that does not
+/// exist waits in Pending and makes no Deployment; the CRD created, it installs; the CRD deleted, it fails
+/// `RequirementsNotMet` and waits again; the CRD back, it installs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_waits_for_its_crd_and_follows_it_when_it_goes_and_comes_back() {
+    let harness = start("crd-requirement").await;
+    apply(&harness, &account("ops", true));
+    apply(&harness, GLOBAL_GROUP);
+    apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
+    let waiting = wait_phase(&harness, "ops", CsvPhase::Pending, "RequirementsNotMet").await;
+    let crd_entry = |csv: &ClusterServiceVersion| {
+        let status = csv.status.clone().unwrap_or_default();
+        let entry =
+            status.requirement_status.into_iter().find(|r| r.kind == "CustomResourceDefinition").expect("CRD entry");
+        (entry.name, entry.status, entry.message)
+    };
+    assert_eq!(
+        crd_entry(&waiting),
+        ("plumbuses.example.com".to_owned(), "NotPresent".to_owned(), "CRD is not present".to_owned())
+    );
+    let deployments = Api::<Deployment>::namespaced(harness.admin.clone(), "ops");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(deployments.get_opt("plumbus-operator").await.expect("get").is_none(), "nothing installed");
+
+    apply(&harness, CRD);
+    let installed = wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    assert_eq!(
+        crd_entry(&installed),
+        (
+            "plumbuses.example.com".to_owned(),
+            "Present".to_owned(),
+            "CRD is present and Established condition is true".to_owned()
+        )
+    );
+
+    kubectl(&harness, &["delete", "crd", "plumbuses.example.com", "--wait=true"]);
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+    let mut failed_seen = false;
+    for _ in 0..400 {
+        let status = csvs.get("plumbus.v1.0.0").await.expect("csv").status.unwrap_or_default();
+        failed_seen |= status.phase == CsvPhase::Failed && status.reason.as_deref() == Some("RequirementsNotMet");
+        if failed_seen && status.phase == CsvPhase::Pending {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let history = csvs.get("plumbus.v1.0.0").await.expect("csv").status.unwrap_or_default().conditions;
+    let lost =
+        history.iter().rev().take(2).map(|c| (c.phase, c.reason.clone().unwrap_or_default())).collect::<Vec<_>>();
+    assert_eq!(
+        lost,
+        [(CsvPhase::Pending, "RequirementsNotMet".to_owned()), (CsvPhase::Failed, "RequirementsNotMet".to_owned())],
+        "Failed/RequirementsNotMet, then Pending, as OLM"
+    );
+
+    apply(&harness, CRD);
+    wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+}

@@ -2,7 +2,8 @@
 //! applied with the real kubectl, and OLM's names, annotations, labels, phases, reasons and messages asserted
 //! (scenarios rewritten from the intent of OLM's `operator_groups_e2e_test.go`, `csv_e2e_test.go` and
 //! `disabling_copied_csv_e2e_test.go`): groups and membership (`groups`), CSVs from requirements to upgrades and real
-//! bundles (`csvs`), copied CSVs and the OLMConfig switch (`copies`), a CSV's RBAC in its targets (`tenancy`). This module holds what they share.
+//! bundles (`csvs`), copied CSVs and the OLMConfig switch (`copies`), a CSV's RBAC in its targets (`tenancy`), static
+//! groups (`static_groups`). This module holds what they share.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -16,6 +17,7 @@ use crate::support::harness::Harness;
 mod copies;
 mod csvs;
 mod groups;
+mod static_groups;
 mod tenancy;
 
 const CRD: &str = r#"
