@@ -21,6 +21,12 @@ use crate::category::Categorized;
 use crate::error::report;
 use crate::metrics::Metrics;
 
+/// How many objects one controller reconciles at once. kube-runtime's default is no limit: a hundred objects
+/// changing together (a controller's start, a change every CSV watches) then run a hundred passes at once, each
+/// holding what it read, and the process keeps the peak. A bound keeps memory flat in the number of objects while
+/// leaving room for passes that wait on the network (a bundle pull, an access review).
+const CONCURRENT_RECONCILES: u16 = 16;
+
 /// How soon a reconcile that only lost a race with a change of its object runs again: the change is there to be
 /// seen at once.
 const CONFLICT_RETRY: Duration = Duration::from_millis(200);
@@ -57,6 +63,7 @@ pub async fn run<R: Reconciler>(
 ) {
     tracing::info!("controller started");
     controller
+        .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENT_RECONCILES))
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, reconciler)
         .for_each(|result| async move {

@@ -151,6 +151,39 @@ impl RbacSnapshot {
         (rules, missing)
     }
 
+    /// The rules `user` holds in `namespace` through `bindings` there, with the Roles they refer to taken from
+    /// `roles` (the namespace's) and the ClusterRoles from this snapshot: for a snapshot of the cluster-wide objects
+    /// only, shared by many checks, and one namespace's objects read for one of them.
+    pub fn local_rules_for(
+        &self,
+        user: &UserInfo,
+        namespace: &str,
+        roles: &[Role],
+        bindings: &[RoleBinding],
+    ) -> Vec<Rule> {
+        let mut rules = Vec::new();
+        for binding in bindings {
+            if !binding.subjects.iter().flatten().any(|subject| applies_to(user, subject, namespace)) {
+                continue;
+            }
+            let role_ref = &binding.role_ref;
+            match role_ref.kind.as_str() {
+                "Role" => {
+                    let role = roles.iter().find(|role| {
+                        role.metadata.name.as_deref() == Some(role_ref.name.as_str())
+                            && role.metadata.namespace.as_deref() == Some(namespace)
+                    });
+                    rules.extend(role.into_iter().flat_map(|role| role.rules.iter().flatten()).map(Rule::from));
+                }
+                "ClusterRole" => {
+                    rules.extend_from_slice(self.roles.cluster_role_rules(&role_ref.name).unwrap_or_default())
+                }
+                _ => {}
+            }
+        }
+        rules
+    }
+
     /// Every rule `user` holds in `namespace` (cluster-wide rules included), or cluster-wide only with `None`:
     /// what kube-apiserver's `RulesFor` returns.
     pub fn rules_for(&self, user: &UserInfo, namespace: Option<&str>) -> (Vec<Rule>, Vec<MissingRole>) {
@@ -229,4 +262,51 @@ fn resolve_cluster_role(
     visiting.pop();
     resolved.insert(name.to_owned(), rules.clone());
     rules
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
+        serde_json::from_value(value).expect("object")
+    }
+
+    #[test]
+    fn local_rules_from_a_cluster_snapshot_are_those_of_a_full_snapshot() {
+        let roles: Vec<Role> = vec![
+            object(json!({"metadata": {"name": "reader", "namespace": "ns"},
+                          "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]})),
+            object(json!({"metadata": {"name": "reader", "namespace": "other"},
+                          "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["*"]}]})),
+        ];
+        let cluster_roles: Vec<ClusterRole> = vec![
+            object(json!({"metadata": {"name": "viewer", "labels": {"agg": "true"}},
+                          "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}]})),
+            object(json!({"metadata": {"name": "gathered"},
+                          "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"agg": "true"}}]}})),
+        ];
+        let bindings: Vec<RoleBinding> = vec![
+            object(json!({"metadata": {"name": "a", "namespace": "ns"},
+                          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+                          "subjects": [{"kind": "ServiceAccount", "name": "robot"}]})),
+            object(json!({"metadata": {"name": "b", "namespace": "ns"},
+                          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "gathered"},
+                          "subjects": [{"kind": "ServiceAccount", "name": "robot", "namespace": "ns"}]})),
+            object(json!({"metadata": {"name": "c", "namespace": "ns"},
+                          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "reader"},
+                          "subjects": [{"kind": "ServiceAccount", "name": "someone-else"}]})),
+        ];
+        let user = UserInfo::service_account("ns", "robot");
+        let full = RbacSnapshot::new(&roles, &cluster_roles, bindings.clone(), Vec::new());
+        let cluster_only = RbacSnapshot::new(&[], &cluster_roles, Vec::new(), Vec::new());
+        let local = cluster_only.local_rules_for(&user, "ns", &roles, &bindings);
+        assert_eq!(local, full.namespace_rules_for(&user, "ns").0);
+        assert_eq!(
+            local,
+            [Rule::resource(&["get"], &[""], &["secrets"]), Rule::resource(&["list"], &[""], &["configmaps"])],
+            "the namespace's Role, and the aggregated ClusterRole"
+        );
+    }
 }

@@ -12,6 +12,7 @@
 pub mod authority;
 pub mod chain;
 pub mod cleanup;
+pub mod cluster_rbac;
 pub mod copying;
 pub mod phase;
 pub mod platform;
@@ -30,6 +31,7 @@ use std::time::Duration;
 use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{Action, Controller};
@@ -59,6 +61,8 @@ pub struct Context {
     resync: Duration,
     /// Every namespace, as metadata: where copies of CSVs of global groups go.
     namespaces: Store<PartialObjectMeta<Namespace>>,
+    /// The ClusterRoles and ClusterRoleBindings accounts are checked against.
+    rbac: Arc<cluster_rbac::ClusterRbac>,
     /// Namespaces keeping copies when copies are disabled.
     protected: BTreeSet<String>,
     /// The Warning events published per CSV (uid, reason) and their note: each is published once while it holds,
@@ -75,6 +79,15 @@ impl Context {
             .filter(|namespace| namespace.metadata.deletion_timestamp.is_none())
             .map(|namespace| namespace.name_any())
             .collect()
+    }
+
+    /// The cluster's ClusterRoles and ClusterRoleBindings, once both have been read (before, an empty snapshot:
+    /// every account seems to hold nothing, so a check waits rather than passes).
+    async fn cluster_rbac(&self) -> Arc<crate::rbac::RbacSnapshot> {
+        match self.rbac.wait_until_ready().await {
+            Ok(()) => self.rbac.snapshot(),
+            Err(_) => Arc::default(),
+        }
     }
 
     /// Publishes OLM's Warning `DisabledCopiedCSVs` for `csv` once while its copies are off, and forgets it when
@@ -178,6 +191,18 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         writer,
         watcher(Api::<PartialObjectMeta<Namespace>>::all(client.clone()), watcher::Config::default()),
     );
+    let (cluster_roles, roles_writer) = kube::runtime::reflector::store::<ClusterRole>();
+    let (cluster_bindings, bindings_writer) = kube::runtime::reflector::store::<ClusterRoleBinding>();
+    let rbac = Arc::new(cluster_rbac::ClusterRbac::new(cluster_roles, cluster_bindings));
+    let role_changes = kube::runtime::reflector(
+        roles_writer,
+        watcher(Api::<ClusterRole>::all(client.clone()), watcher::Config::default()),
+    );
+    let binding_changes = kube::runtime::reflector(
+        bindings_writer,
+        watcher(Api::<ClusterRoleBinding>::all(client.clone()), watcher::Config::default()),
+    );
+    let (roles_changed, bindings_changed) = (rbac.clone(), rbac.clone());
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
         events: Events::new(client.clone(), "olmv2-csv-controller"),
@@ -185,6 +210,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         retry: process.options.retry,
         resync: process.options.resync,
         namespaces,
+        rbac,
         protected: process.options.protected_copied_csv_namespaces.iter().cloned().collect(),
         warned: Mutex::default(),
     });
@@ -235,6 +261,16 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         .watches_stream(super::copied::deletions(client.clone(), super::membership::COPIED_FROM_LABEL), |copy| {
             let origin = copy.labels().get(super::membership::COPIED_FROM_LABEL).cloned()?;
             Some(ObjectRef::<ClusterServiceVersion>::new(&copy.name_any()).within(&origin))
+        })
+        // The cluster's RBAC, held for the permission checks (a change wakes no CSV: a CSV waiting on RBAC looks
+        // again after the retry interval, as OLM's does).
+        .watches_stream(role_changes.touched_objects(), move |_| {
+            roles_changed.changed();
+            None::<ObjectRef<ClusterServiceVersion>>
+        })
+        .watches_stream(binding_changes.touched_objects(), move |_| {
+            bindings_changed.changed();
+            None::<ObjectRef<ClusterServiceVersion>>
         })
         .watches(Api::<CustomResourceDefinition>::all(client), watcher::Config::default(), move |crd| {
             let crd_name = crd.name_any();

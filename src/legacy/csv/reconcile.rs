@@ -4,11 +4,12 @@
 //! ClusterRoles, copies.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::ListParams;
@@ -192,20 +193,20 @@ async fn read_requirements(
         .map(|account| (account.name_any(), account))
         .collect();
     let strategy = &csv.spec.install.spec;
-    let snapshot = if strategy.permissions.is_empty() && strategy.cluster_permissions.is_empty() {
-        RbacSnapshot::default()
+    let (roles, bindings, cluster) = if strategy.permissions.is_empty() && strategy.cluster_permissions.is_empty() {
+        (Vec::new(), Vec::new(), Arc::new(RbacSnapshot::default()))
     } else {
         let roles = ctx.client.namespaced::<Role>(namespace).list().await.map_err(place.read("Roles"))?;
-        let cluster_roles = ctx.client.all::<ClusterRole>().list().await.map_err(place.read("ClusterRoles"))?;
         let bindings =
             ctx.client.namespaced::<RoleBinding>(namespace).list().await.map_err(place.read("RoleBindings"))?;
-        let cluster_bindings =
-            ctx.client.all::<ClusterRoleBinding>().list().await.map_err(place.read("ClusterRoleBindings"))?;
-        RbacSnapshot::new(&roles, &cluster_roles, bindings, cluster_bindings)
+        (roles, bindings, ctx.cluster_rbac().await)
     };
     let held = |account: &str| {
         let user = UserInfo::service_account(namespace, account);
-        (snapshot.rules_for(&user, Some(namespace)).0, snapshot.rules_for(&user, None).0)
+        let everywhere = cluster.cluster_rules_for(&user).0;
+        let mut here = everywhere.clone();
+        here.extend(cluster.local_rules_for(&user, namespace, &roles, &bindings));
+        (here, everywhere)
     };
     let server_version = match csv.spec.min_kube_version.as_deref().filter(|minimum| !minimum.is_empty()) {
         Some(_) => ctx.client.kube().apiserver_version().await.ok().map(|info| info.git_version),

@@ -18,7 +18,7 @@ use crate::controller::client::ClientError;
 use crate::legacy::copies::is_uncopiable;
 use crate::legacy::membership::missing_annotations;
 use crate::legacy::tenancy::{owner_selector, permissions_met, singleton_plan, tenant_plan, Owner};
-use crate::rbac::{RbacSnapshot, UserInfo};
+use crate::rbac::UserInfo;
 
 /// The reason of the Warning event saying a CSV's RBAC was not copied or lifted for its author.
 pub const TARGET_RBAC_REFUSED: &str = "TargetRBACRefused";
@@ -43,27 +43,29 @@ pub(super) async fn ensure_target_rbac(
     }
     let uid = csv.uid().unwrap_or_default();
     let owner = Owner { name: &place.name, namespace, uid: &uid };
-    let cluster_roles = ctx.client.all::<ClusterRole>().list().await.map_err(place.read("ClusterRoles"))?;
-    let cluster_bindings =
-        ctx.client.all::<ClusterRoleBinding>().list().await.map_err(place.read("ClusterRoleBindings"))?;
+    let cluster = ctx.cluster_rbac().await;
     let strategy = &csv.spec.install.spec;
     let mut owned: Option<(Vec<Role>, Vec<RoleBinding>)> = None;
     let mut refusals = Vec::new();
 
     if targets.iter().any(String::is_empty) {
-        let snapshot = RbacSnapshot::new(&[], &cluster_roles, Vec::new(), cluster_bindings.clone());
         let held = |account: &str| {
-            let rules = snapshot.rules_for(&UserInfo::service_account(namespace, account), None).0;
+            let rules = cluster.cluster_rules_for(&UserInfo::service_account(namespace, account)).0;
             (rules.clone(), rules)
         };
         if permissions_met(strategy, true, &held) {
             return Ok(());
         }
         let (roles, bindings) = owned_rbac(ctx, &owner, place).await?;
-        let by_name = |items: Vec<ClusterRole>| items.into_iter().map(|item| (item.name_any(), item)).collect();
-        let existing_bindings: BTreeMap<String, ClusterRoleBinding> =
-            cluster_bindings.into_iter().map(|binding| (binding.name_any(), binding)).collect();
-        let plan = singleton_plan(owner, &roles, &bindings, &by_name(cluster_roles), &existing_bindings);
+        let existing_roles: BTreeMap<String, ClusterRole> =
+            ctx.rbac.cluster_roles().iter().map(|role| (role.name_any(), role.as_ref().clone())).collect();
+        let existing_bindings: BTreeMap<String, ClusterRoleBinding> = ctx
+            .rbac
+            .cluster_role_bindings()
+            .iter()
+            .map(|binding| (binding.name_any(), binding.as_ref().clone()))
+            .collect();
+        let plan = singleton_plan(owner, &roles, &bindings, &existing_roles, &existing_bindings);
         if plan.is_empty() {
             return Ok(());
         }
@@ -93,11 +95,12 @@ pub(super) async fn ensure_target_rbac(
             let roles_there = ctx.client.namespaced::<Role>(target).list().await.map_err(place.read("Roles"))?;
             let bindings_there =
                 ctx.client.namespaced::<RoleBinding>(target).list().await.map_err(place.read("RoleBindings"))?;
-            let snapshot =
-                RbacSnapshot::new(&roles_there, &cluster_roles, bindings_there.clone(), cluster_bindings.clone());
             let held = |account: &str| {
                 let user = UserInfo::service_account(namespace, account);
-                (snapshot.rules_for(&user, Some(target)).0, snapshot.rules_for(&user, None).0)
+                let everywhere = cluster.cluster_rules_for(&user).0;
+                let mut there = everywhere.clone();
+                there.extend(cluster.local_rules_for(&user, target, &roles_there, &bindings_there));
+                (there, everywhere)
             };
             if permissions_met(strategy, false, &held) {
                 continue;
