@@ -8,13 +8,20 @@
 //! creator, then whoever last changed its spec) may create Deployments in its namespace, so that writing a CSV
 //! never does more than its author could do by hand.
 
+pub mod apiservices;
+pub mod availability;
+pub mod certs;
 pub mod chain;
+pub mod component_access;
+pub mod components;
 pub mod copying;
 pub mod phase;
 pub mod platform;
 pub mod reconcile;
 pub mod requirements;
+pub mod rotation;
 pub mod strategy;
+pub mod webhooks;
 
 #[cfg(test)]
 mod tests;
@@ -117,6 +124,13 @@ pub enum ReconcileError {
         #[source]
         source: kube::Error,
     },
+    #[error("failed to generate the serving certificates of CSV {namespace}/{name}")]
+    Certificate {
+        namespace: String,
+        name: String,
+        #[source]
+        source: rotation::GenerateError,
+    },
 }
 
 impl Categorized for ReconcileError {
@@ -125,13 +139,14 @@ impl Categorized for ReconcileError {
             Self::Read { .. } => "CsvReadFailed",
             Self::Write { .. } => "CsvWriteFailed",
             Self::Review { .. } => "CsvAuthorReviewFailed",
+            Self::Certificate { .. } => "CsvCertificateFailed",
         }
     }
 
     fn is_conflict(&self) -> bool {
         match self {
             Self::Read { source, .. } | Self::Write { source, .. } => source.is_conflict(),
-            Self::Review { .. } => false,
+            Self::Review { .. } | Self::Certificate { .. } => false,
         }
     }
 }
