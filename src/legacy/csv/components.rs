@@ -270,7 +270,7 @@ where
     if existing.is_empty() {
         let Some(configuration) = webhooks::configuration(csv, webhook, selector, ca_pem) else { return Ok(()) };
         let object: K = serde_json::from_value(configuration)
-            .map_err(|source| ClientError::Encode(source))
+            .map_err(ClientError::Encode)
             .map_err(at.write(format!("a {kind}")))?;
         configurations.create(&object).await.map_err(at.write(format!("a {kind}")))?;
     }
