@@ -56,12 +56,13 @@ fn the_secret_holds_the_pair_the_ca_and_its_hash() {
 }
 
 fn stored(pair: &ServingPair) -> Secret {
-    let mut secret = Secret::default();
-    secret.data = Some(BTreeMap::from([
-        (CA_KEY.to_owned(), ByteString(pair.ca_pem.clone().into_bytes())),
-        ("tls.crt".to_owned(), ByteString(pair.cert_pem.clone().into_bytes())),
-    ]));
-    secret
+    Secret {
+        data: Some(BTreeMap::from([
+            (CA_KEY.to_owned(), ByteString(pair.ca_pem.clone().into_bytes())),
+            ("tls.crt".to_owned(), ByteString(pair.cert_pem.clone().into_bytes())),
+        ])),
+        ..Secret::default()
+    }
 }
 
 #[test]

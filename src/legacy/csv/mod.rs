@@ -1,12 +1,14 @@
 //! The ClusterServiceVersion loop of OLM v0, for CSVs applied by hand or from GitOps repositories: `requirements`,
 //! `strategy`, `phase` and `chain` decide; `reconcile` reads what they need, writes what they say (labels, annotations,
-//! the group's provided APIs, Deployments, the status and its events, per-API ClusterRoles), and [`controller`]
+//! the group's provided APIs, Deployments, the status and its events, per-API ClusterRoles), `components` does the
+//! same for owned APIServices and webhooks (decided by `certs`, `rotation`, `apiservices`, `webhooks`,
+//! `availability` and `component_access`), and [`controller`]
 //! runs it for every original CSV (copies carry `olm.copiedFrom` and are not watched here). Install records and
 //! copies are left alone: their content is someone else's.
 //!
-//! A CSV's Deployments are applied by the controller only when the CSV's author (recorded by the webhook: its
-//! creator, then whoever last changed its spec) may create Deployments in its namespace, so that writing a CSV
-//! never does more than its author could do by hand.
+//! A CSV's Deployments (and the objects of its APIServices and webhooks) are applied by the controller only when the
+//! CSV's author (recorded by the webhook: its creator, then whoever last changed its spec) may create them, so that
+//! writing a CSV never does more than its author could do by hand.
 
 pub mod apiservices;
 pub mod availability;

@@ -357,3 +357,60 @@ subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
         .expect("get")
         .is_none());
 }
+
+fn conversion_csv(modes: &str) -> String {
+    super::csv("ops", &[]).replace("installModes: []", &format!("installModes: [{modes}]")).replace(
+        "  install:",
+        r#"  webhookdefinitions:
+  - generateName: cplumbus.example.com
+    type: ConversionWebhook
+    deploymentName: plumbus-operator
+    containerPort: 443
+    targetPort: 9443
+    sideEffects: None
+    admissionReviewVersions: [v1, v1beta1]
+    conversionCRDs: [plumbuses.example.com]
+  install:"#,
+    )
+}
+
+/// A conversion webhook: OLM's precondition refuses a CSV that does not support only AllNamespaces, with its
+/// message; an AllNamespaces-only CSV gets its owned CRD converted by `<deployment>-service` with the install's CA,
+/// and Succeeds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_conversion_webhook_is_set_on_the_owned_crd_as_olm_sets_it() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let harness = start("conversion").await;
+    apply(&harness, CRD);
+    apply(&harness, GLOBAL_GROUP);
+    apply(&harness, &super::account("ops", true));
+    apply(&harness, &conversion_csv("{type: AllNamespaces, supported: true}, {type: OwnNamespace, supported: true}"));
+    let failed = wait_csv(&harness, "plumbus.v1.0.0", CsvPhase::Failed, None).await;
+    assert_eq!(
+        failed.status.unwrap().message.as_deref(),
+        Some(
+            "install strategy failed: unable to manage conversion webhook: CSVs with conversion webhooks must support \
+             only AllNamespaces"
+        )
+    );
+
+    apply(&harness, &conversion_csv("{type: AllNamespaces, supported: true}, {type: OwnNamespace, supported: false}"));
+    wait_csv(&harness, "plumbus.v1.0.0", CsvPhase::Succeeded, Some("install strategy completed with no errors")).await;
+    let crd =
+        Api::<CustomResourceDefinition>::all(harness.admin.clone()).get("plumbuses.example.com").await.expect("crd");
+    let conversion = crd.spec.conversion.expect("conversion");
+    assert_eq!(conversion.strategy, "Webhook");
+    let webhook = conversion.webhook.expect("webhook");
+    assert_eq!(webhook.conversion_review_versions, ["v1", "v1beta1"]);
+    let config = webhook.client_config.expect("client config");
+    let service = config.service.expect("service");
+    assert_eq!(
+        (service.name.as_str(), service.namespace.as_str(), service.path.as_deref(), service.port),
+        ("plumbus-operator-service", "ops", Some("/"), Some(443))
+    );
+    let secret = Api::<Secret>::namespaced(harness.admin.clone(), "ops")
+        .get("plumbus-operator-service-cert")
+        .await
+        .expect("secret");
+    assert_eq!(config.ca_bundle.expect("caBundle").0, decoded(&secret, "olmCAKey").into_bytes());
+}
