@@ -220,6 +220,7 @@ pub async fn install_apis(ctx: &Context, csv: &ClusterServiceVersion, issued: &I
         let Some(ca_pem) = issued.0.get(api.deployment_name.as_deref().unwrap_or_default()) else { continue };
         apply(ctx.client.all::<APIService>(), &at, &apiservices::api_service(csv, api, ca_pem)).await?;
     }
+    remove_stale_configurations(ctx, &at).await?;
     if csv.spec.webhook_definitions.is_empty() {
         return Ok(());
     }
@@ -302,7 +303,7 @@ pub async fn ca_hashes(ctx: &Context, csv: &ClusterServiceVersion) -> Result<BTr
 
 /// Whether the install is complete (`availability::judge`): the Deployments `found`, the owned APIServices
 /// available and served, the webhooks in place. Configurations of webhooks the CSV no longer has are deleted
-/// (OLM's `cleanUpRemovedWebhooks`).
+/// (OLM's `cleanUpRemovedWebhooks`), here and on install.
 pub async fn health(
     ctx: &Context,
     csv: &ClusterServiceVersion,
@@ -319,9 +320,10 @@ pub async fn health(
         api_services &= apiservices::available(service.as_ref(), served);
     }
     let mut seen = webhooks::Found::default();
-    let owner = webhooks::owner_selector(csv);
-    remove_stale(ctx.client.all::<ValidatingWebhookConfiguration>(), &at, &owner).await?;
-    remove_stale(ctx.client.all::<MutatingWebhookConfiguration>(), &at, &owner).await?;
+    // A CSV without webhooks lists no configurations on every pass: its install removed the stale ones.
+    if !csv.spec.webhook_definitions.is_empty() {
+        remove_stale_configurations(ctx, &at).await?;
+    }
     for webhook in &csv.spec.webhook_definitions {
         let selector = format!(
             "{},{}={}",
@@ -348,6 +350,13 @@ pub async fn health(
         seen.configurations.insert(webhook.generate_name.clone(), count.map_err(at.read("webhook configurations"))?);
     }
     Ok(availability::judge(deployments, api_services, webhooks::available(csv, &seen)))
+}
+
+/// Deletes the configurations made for webhooks the CSV no longer declares (OLM's `cleanUpRemovedWebhooks`).
+async fn remove_stale_configurations(ctx: &Context, at: &At<'_>) -> Result<(), ReconcileError> {
+    let owner = webhooks::owner_selector(at.0);
+    remove_stale(ctx.client.all::<ValidatingWebhookConfiguration>(), at, &owner).await?;
+    remove_stale(ctx.client.all::<MutatingWebhookConfiguration>(), at, &owner).await
 }
 
 /// Deletes the configurations of `csv` (`owner`: its owner labels) made for webhooks it no longer declares.

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
@@ -182,6 +182,30 @@ async fn a_community_bundle_with_webhooks_gets_olms_objects_and_succeeds() {
             .starts_with("validatingwebhookconfiguration.admissionregistration.k8s.io/vbrowsersystem-v1alpha1.kb.io-"),
         "{listed}"
     );
+    // The CSV drops its validating webhook: its configuration goes (OLM's cleanUpRemovedWebhooks).
+    let mut dropped = csv.clone();
+    dropped["spec"]["webhookdefinitions"] = json!(csv["spec"]["webhookdefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["type"] != "ValidatingAdmissionWebhook")
+        .cloned()
+        .collect::<Vec<_>>());
+    let output = harness.admin_kubectl(&["apply", "--server-side", "-f", "-"], Some(&dropped.to_string()));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let validating = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+    let owned = ListParams::default().labels(&format!("olm.owner={name}"));
+    for _ in 0..600 {
+        if validating.list(&owned).await.expect("list").items.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        validating.list(&owned).await.expect("list").items.is_empty(),
+        "the dropped webhook's configuration is deleted"
+    );
+    assert_eq!(Api::<MutatingWebhookConfiguration>::all(client).list(&owned).await.expect("list").items.len(), 1);
 }
 
 fn api_csv() -> String {
