@@ -1,7 +1,8 @@
 //! Whether a CSV's author may have its APIServices and webhooks installed: every kind of object the install
 //! makes for them (Services, certificate Secrets, the Role and RoleBinding reading them, the aggregated API
 //! server's bindings, APIServices, webhook configurations, CRD conversion) is one the author must be allowed, by
-//! SubjectAccessReview, to create by hand. OLM v0 makes them with its own rights, so a CSV would let anyone who
+//! SubjectAccessReview, to create by hand (and to patch, where the install applies over an object of the name;
+//! to bind the roles it binds). OLM v0 makes them with its own rights, so a CSV would let anyone who
 //! may write one register a webhook that sees every object of the cluster; here writing a CSV never does more than
 //! its author could do.
 
@@ -22,6 +23,13 @@ fn need(check: AccessCheck, objects: &str) -> Need {
     Need { checks: vec![check], objects: objects.to_owned() }
 }
 
+/// Creating and patching one kind (the install server-side applies it, over an object of the name if one exists).
+fn written(needs: &mut Vec<Need>, namespace: Option<&str>, group: &str, resource: &str, objects: &str) {
+    for verb in ["create", "patch"] {
+        needs.push(need(AccessCheck::resource(namespace, verb, group, resource, ""), objects));
+    }
+}
+
 /// Everything the install of `csv`'s APIServices and webhooks needs its author to be allowed, in install order.
 pub fn needs(csv: &ClusterServiceVersion) -> Vec<Need> {
     let namespace = csv.metadata.namespace.clone().unwrap_or_default();
@@ -30,10 +38,10 @@ pub fn needs(csv: &ClusterServiceVersion) -> Vec<Need> {
     let mut needs = Vec::new();
     let served = served(csv);
     if !served.is_empty() {
-        needs.push(need(AccessCheck::resource(ns, "create", "", "services", ""), "Services"));
-        needs.push(need(AccessCheck::resource(ns, "create", "", "secrets", ""), "certificate Secrets"));
-        needs.push(need(AccessCheck::resource(ns, "create", rbac, "roles", ""), "certificate Roles"));
-        needs.push(need(AccessCheck::resource(ns, "create", rbac, "rolebindings", ""), "certificate RoleBindings"));
+        written(&mut needs, ns, "", "services", "Services");
+        written(&mut needs, ns, "", "secrets", "certificate Secrets");
+        written(&mut needs, ns, rbac, "roles", "certificate Roles");
+        written(&mut needs, ns, rbac, "rolebindings", "certificate RoleBindings");
     }
     for deployment in served.keys() {
         // Binding the Role needs what it grants (reading the Secret), or `bind` on it, as RBAC checks it.
@@ -48,13 +56,12 @@ pub fn needs(csv: &ClusterServiceVersion) -> Vec<Need> {
     }
     if served.values().any(|served| served.api_service) {
         let delegator = "system:auth-delegator ClusterRoleBindings";
-        needs.push(need(AccessCheck::resource(None, "create", rbac, "clusterrolebindings", ""), delegator));
+        written(&mut needs, None, rbac, "clusterrolebindings", delegator);
         needs.push(need(AccessCheck::resource(None, "bind", rbac, "clusterroles", AUTH_DELEGATOR), delegator));
         let reader = "authentication-reader RoleBindings";
-        needs.push(need(AccessCheck::resource(Some(KUBE_SYSTEM), "create", rbac, "rolebindings", ""), reader));
+        written(&mut needs, Some(KUBE_SYSTEM), rbac, "rolebindings", reader);
         needs.push(need(AccessCheck::resource(Some(KUBE_SYSTEM), "bind", rbac, "roles", AUTH_READER), reader));
-        let apis = AccessCheck::resource(None, "create", "apiregistration.k8s.io", "apiservices", "");
-        needs.push(need(apis, "APIServices"));
+        written(&mut needs, None, "apiregistration.k8s.io", "apiservices", "APIServices");
     }
     let kinds = [
         (WebhookAdmissionType::ValidatingAdmissionWebhook, "validatingwebhookconfigurations"),

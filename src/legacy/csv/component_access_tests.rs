@@ -30,16 +30,23 @@ fn every_kind_of_object_made_for_the_author_is_checked() {
         described(&csv()),
         [
             "create /services  @ops",
+            "patch /services  @ops",
             "create /secrets  @ops",
+            "patch /secrets  @ops",
             "create rbac.authorization.k8s.io/roles  @ops",
+            "patch rbac.authorization.k8s.io/roles  @ops",
             "create rbac.authorization.k8s.io/rolebindings  @ops",
+            "patch rbac.authorization.k8s.io/rolebindings  @ops",
             "get /secrets api-service-cert @ops | bind rbac.authorization.k8s.io/roles api-service-cert @ops",
             "get /secrets hooks-service-cert @ops | bind rbac.authorization.k8s.io/roles hooks-service-cert @ops",
             "create rbac.authorization.k8s.io/clusterrolebindings  @*",
+            "patch rbac.authorization.k8s.io/clusterrolebindings  @*",
             "bind rbac.authorization.k8s.io/clusterroles system:auth-delegator @*",
             "create rbac.authorization.k8s.io/rolebindings  @kube-system",
+            "patch rbac.authorization.k8s.io/rolebindings  @kube-system",
             "bind rbac.authorization.k8s.io/roles extension-apiserver-authentication-reader @kube-system",
             "create apiregistration.k8s.io/apiservices  @*",
+            "patch apiregistration.k8s.io/apiservices  @*",
             "create admissionregistration.k8s.io/validatingwebhookconfigurations  @*",
             "create admissionregistration.k8s.io/mutatingwebhookconfigurations  @*",
             "update apiextensions.k8s.io/customresourcedefinitions spells.example.com @*",
@@ -83,7 +90,7 @@ fn refusals_name_the_author_and_what_they_may_not_do() {
         "the CSV's author mallory may not create services in namespace ops, so its Services are not created for them"
     );
     assert_eq!(
-        refusal("mallory", &needs[4]),
+        refusal("mallory", &needs[8]),
         "the CSV's author mallory may not get secret api-service-cert in namespace ops (nor bind its Role), so its \
          certificate RoleBindings are not created for them"
     );
