@@ -205,7 +205,49 @@ async fn a_community_bundle_with_webhooks_gets_olms_objects_and_succeeds() {
         validating.list(&owned).await.expect("list").items.is_empty(),
         "the dropped webhook's configuration is deleted"
     );
-    assert_eq!(Api::<MutatingWebhookConfiguration>::all(client).list(&owned).await.expect("list").items.len(), 1);
+    assert_eq!(
+        Api::<MutatingWebhookConfiguration>::all(client.clone()).list(&owned).await.expect("list").items.len(),
+        1
+    );
+
+    // A certificate that no longer parses is replaced: the CSV goes Pending/NeedsCertRotation, is installed again
+    // with a new CA, and its Deployment and webhook carry the new one.
+    let secrets = Api::<Secret>::namespaced(client.clone(), "ops");
+    let broken = json!({"data": {"olmCAKey": "Z2FyYmFnZQ=="}});
+    secrets
+        .patch(
+            "kubebrowser-controller-manager-service-cert",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&broken),
+        )
+        .await
+        .expect("patch");
+    let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), "ops");
+    let mut rotated = None;
+    for _ in 0..1800 {
+        harness.roll_out("ops").await;
+        let csv = csvs.get(&name).await.expect("csv");
+        let status = csv.status.clone().unwrap_or_default();
+        let through = status.conditions.iter().any(|c| c.reason.as_deref() == Some("NeedsCertRotation"));
+        if through && status.phase == CsvPhase::Succeeded {
+            rotated = Some(status);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let rotated = rotated.expect("the CSV went through NeedsCertRotation back to Succeeded");
+    let rotation = rotated.conditions.iter().find(|c| c.reason.as_deref() == Some("NeedsCertRotation")).unwrap();
+    assert_eq!(rotation.message.as_deref(), Some("CSV owns resources that require a cert refresh"));
+    let secret = secrets.get("kubebrowser-controller-manager-service-cert").await.expect("secret");
+    let new_ca = decoded(&secret, "olmCAKey");
+    assert_ne!(new_ca, ca);
+    let new_hash = olmv2::legacy::csv::rotation::pem_sha256(new_ca.as_bytes());
+    let deployment =
+        Api::<Deployment>::namespaced(client.clone(), "ops").get(deployment_name).await.expect("deployment");
+    assert_eq!(deployment.spec.unwrap().template.metadata.unwrap().annotations.unwrap()["olmcahash"], new_hash);
+    let mutating = Api::<MutatingWebhookConfiguration>::all(client).list(&owned).await.expect("list");
+    let bundle = mutating.items[0].webhooks.as_ref().unwrap()[0].client_config.ca_bundle.clone().unwrap();
+    assert_eq!(bundle.0, new_ca.as_bytes());
 }
 
 fn api_csv() -> String {
@@ -437,4 +479,65 @@ async fn a_conversion_webhook_is_set_on_the_owned_crd_as_olm_sets_it() {
         .await
         .expect("secret");
     assert_eq!(config.ca_bundle.expect("caBundle").0, decoded(&secret, "olmCAKey").into_bytes());
+}
+
+/// The attack on an aggregated API: an author who may create and patch everything the install makes, cluster role
+/// bindings and APIServices included, but may not bind `system:auth-delegator`, gets nothing made: binding that role
+/// by hand would be refused to them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_author_who_may_not_bind_the_auth_delegator_gets_no_apiservice() {
+    let harness = start("apiservice-author").await;
+    apply(&harness, GLOBAL_GROUP);
+    apply(
+        &harness,
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: operator-author, namespace: ops}
+rules:
+- {apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}
+- {apiGroups: [apps], resources: [deployments], verbs: [get, list, create, update, patch]}
+- {apiGroups: [""], resources: [services, secrets], verbs: [get, list, create, update, patch]}
+- {apiGroups: [rbac.authorization.k8s.io], resources: [roles, rolebindings], verbs: [get, list, create, update, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: mallory, namespace: ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: operator-author}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: aggregated-api-author}
+rules:
+- {apiGroups: [rbac.authorization.k8s.io], resources: [clusterrolebindings], verbs: [create, patch]}
+- {apiGroups: [apiregistration.k8s.io], resources: [apiservices], verbs: [create, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: mallory-aggregated-api-author}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: aggregated-api-author}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
+"#,
+    );
+    let mallory = harness.plane.user_kubeconfig("mallory", &[]);
+    let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&api_csv()));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let failed = wait_csv(&harness, "wizard.v1.0.0", CsvPhase::Failed, None).await;
+    assert_eq!(
+        failed.status.unwrap().message.as_deref(),
+        Some(
+            "install strategy failed: the CSV's author mallory may not bind clusterrole system:auth-delegator, so its \
+             system:auth-delegator ClusterRoleBindings are not created for them"
+        )
+    );
+    let client = harness.admin.clone();
+    assert!(Api::<APIService>::all(client.clone())
+        .get_opt("v1alpha1.wizards.example.com")
+        .await
+        .expect("get")
+        .is_none());
+    let bindings = "wizard-api-service-system:auth-delegator";
+    assert!(Api::<ClusterRoleBinding>::all(client.clone()).get_opt(bindings).await.expect("get").is_none());
+    assert!(Api::<Secret>::namespaced(client, "ops").get_opt("wizard-api-service-cert").await.expect("get").is_none());
 }
