@@ -1,7 +1,7 @@
 //! A CSV's owned APIServices and webhooks, installed as OLM v0's install strategy does: a real community bundle's
-//! admission webhooks, an aggregated API served with the certificate the controller issued (the control plane's
-//! aggregator checks it against the APIService's caBundle), and the attack of an author who may not create webhook
-//! configurations.
+//! admission webhooks (and their certificate rotated), an aggregated API served with the certificate the controller
+//! issued (the control plane's aggregator checks it against the APIService's caBundle), a conversion webhook. The
+//! attacks of authors who may not create what the install makes are in `component_attacks`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -21,12 +21,17 @@ use super::csvs::install_plan_rbac;
 use super::{apply, start, CRD};
 use crate::support::harness::Harness;
 
-const GLOBAL_GROUP: &str =
+pub(super) const GLOBAL_GROUP: &str =
     "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n";
 
 /// Waits until the CSV `name` of `ops` is in `phase` (and `message`, when given), standing in for the Deployment
 /// controller meanwhile.
-async fn wait_csv(harness: &Harness, name: &str, phase: CsvPhase, message: Option<&str>) -> ClusterServiceVersion {
+pub(super) async fn wait_csv(
+    harness: &Harness,
+    name: &str,
+    phase: CsvPhase,
+    message: Option<&str>,
+) -> ClusterServiceVersion {
     let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
     let mut last = None;
     for _ in 0..600 {
@@ -250,7 +255,7 @@ async fn a_community_bundle_with_webhooks_gets_olms_objects_and_succeeds() {
     assert_eq!(bundle.0, new_ca.as_bytes());
 }
 
-fn api_csv() -> String {
+pub(super) fn api_csv() -> String {
     r#"
 apiVersion: operators.coreos.com/v1alpha1
 kind: ClusterServiceVersion
@@ -348,82 +353,6 @@ async fn an_owned_apiservice_is_served_with_the_certificate_olm_issues() {
     Api::<APIService>::all(client).delete("v1alpha1.wizards.example.com", &Default::default()).await.expect("delete");
 }
 
-/// The attack: a user who may write CSVs and create Deployments, Services, Secrets, Roles and RoleBindings in a
-/// namespace, but not webhook configurations, applies a CSV with a mutating webhook. OLM v0 would register it with
-/// its own rights (a webhook seeing every matching object of the cluster); here the CSV fails and nothing is made.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_csv_author_who_may_not_create_webhook_configurations_gets_none() {
-    let harness = start("webhook-author").await;
-    apply(&harness, CRD);
-    apply(&harness, GLOBAL_GROUP);
-    apply(&harness, &super::account("ops", true));
-    apply(
-        &harness,
-        r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: operator-author, namespace: ops}
-rules:
-- {apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}
-- {apiGroups: [apps], resources: [deployments], verbs: [get, list, create, update, patch]}
-- {apiGroups: [""], resources: [services, secrets], verbs: [get, list, create, update, patch]}
-- {apiGroups: [rbac.authorization.k8s.io], resources: [roles, rolebindings], verbs: [get, list, create, update, patch]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: mallory, namespace: ops}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: operator-author}
-subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
-"#,
-    );
-    let webhook = r#"  webhookdefinitions:
-  - generateName: mallory.example.com
-    type: MutatingAdmissionWebhook
-    deploymentName: plumbus-operator
-    containerPort: 443
-    sideEffects: None
-    admissionReviewVersions: [v1]
-    rules: [{operations: [CREATE, UPDATE], apiGroups: [""], apiVersions: [v1], resources: [secrets]}]
-  install:"#;
-    let manifest = super::csv("ops", &[("AllNamespaces", true)]).replace("  install:", webhook);
-    let mallory = harness.plane.user_kubeconfig("mallory", &[]);
-    let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&manifest));
-    assert!(output.status.success(), "mallory may write CSVs: {}", String::from_utf8_lossy(&output.stderr));
-    let failed = wait_csv(&harness, "plumbus.v1.0.0", CsvPhase::Failed, None).await;
-    let status = failed.status.unwrap();
-    assert_eq!(status.reason.as_deref(), Some("InstallComponentFailed"));
-    assert_eq!(
-        status.message.as_deref(),
-        Some(
-            "install strategy failed: the CSV's author mallory may not create mutatingwebhookconfigurations, so its \
-             webhook configurations are not created for them"
-        )
-    );
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let configurations = Api::<MutatingWebhookConfiguration>::all(harness.admin.clone())
-        .list(&ListParams::default())
-        .await
-        .expect("list");
-    let made: Vec<String> =
-        configurations.items.into_iter().filter_map(|c| c.metadata.name).filter(|n| n.starts_with("mallory")).collect();
-    assert!(made.is_empty(), "no webhook configuration: {made:?}");
-    let cluster_bindings = Api::<ClusterRoleBinding>::all(harness.admin.clone())
-        .list(&ListParams::default().labels("olm.owner=plumbus.v1.0.0"))
-        .await
-        .expect("list");
-    assert!(cluster_bindings.items.is_empty());
-    assert!(Api::<Deployment>::namespaced(harness.admin.clone(), "ops")
-        .get_opt("plumbus-operator")
-        .await
-        .expect("get")
-        .is_none());
-    assert!(Api::<Service>::namespaced(harness.admin.clone(), "ops")
-        .get_opt("plumbus-operator-service")
-        .await
-        .expect("get")
-        .is_none());
-}
-
 fn conversion_csv(modes: &str) -> String {
     super::csv("ops", &[]).replace("installModes: []", &format!("installModes: [{modes}]")).replace(
         "  install:",
@@ -479,65 +408,4 @@ async fn a_conversion_webhook_is_set_on_the_owned_crd_as_olm_sets_it() {
         .await
         .expect("secret");
     assert_eq!(config.ca_bundle.expect("caBundle").0, decoded(&secret, "olmCAKey").into_bytes());
-}
-
-/// The attack on an aggregated API: an author who may create and patch everything the install makes, cluster role
-/// bindings and APIServices included, but may not bind `system:auth-delegator`, gets nothing made: binding that role
-/// by hand would be refused to them.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_csv_author_who_may_not_bind_the_auth_delegator_gets_no_apiservice() {
-    let harness = start("apiservice-author").await;
-    apply(&harness, GLOBAL_GROUP);
-    apply(
-        &harness,
-        r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: operator-author, namespace: ops}
-rules:
-- {apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}
-- {apiGroups: [apps], resources: [deployments], verbs: [get, list, create, update, patch]}
-- {apiGroups: [""], resources: [services, secrets], verbs: [get, list, create, update, patch]}
-- {apiGroups: [rbac.authorization.k8s.io], resources: [roles, rolebindings], verbs: [get, list, create, update, patch]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: mallory, namespace: ops}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: operator-author}
-subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata: {name: aggregated-api-author}
-rules:
-- {apiGroups: [rbac.authorization.k8s.io], resources: [clusterrolebindings], verbs: [create, patch]}
-- {apiGroups: [apiregistration.k8s.io], resources: [apiservices], verbs: [create, patch]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: mallory-aggregated-api-author}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: aggregated-api-author}
-subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
-"#,
-    );
-    let mallory = harness.plane.user_kubeconfig("mallory", &[]);
-    let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&api_csv()));
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let failed = wait_csv(&harness, "wizard.v1.0.0", CsvPhase::Failed, None).await;
-    assert_eq!(
-        failed.status.unwrap().message.as_deref(),
-        Some(
-            "install strategy failed: the CSV's author mallory may not bind clusterrole system:auth-delegator, so its \
-             system:auth-delegator ClusterRoleBindings are not created for them"
-        )
-    );
-    let client = harness.admin.clone();
-    assert!(Api::<APIService>::all(client.clone())
-        .get_opt("v1alpha1.wizards.example.com")
-        .await
-        .expect("get")
-        .is_none());
-    let bindings = "wizard-api-service-system:auth-delegator";
-    assert!(Api::<ClusterRoleBinding>::all(client.clone()).get_opt(bindings).await.expect("get").is_none());
-    assert!(Api::<Secret>::namespaced(client, "ops").get_opt("wizard-api-service-cert").await.expect("get").is_none());
 }

@@ -13,6 +13,7 @@ use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 
 use crate::support::harness::Harness;
 
+mod component_attacks;
 mod components;
 mod copies;
 mod csvs;
