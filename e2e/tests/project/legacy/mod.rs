@@ -2,7 +2,8 @@
 //! applied with the real kubectl, and OLM's names, annotations, labels, phases, reasons and messages asserted
 //! (scenarios rewritten from the intent of OLM's `operator_groups_e2e_test.go`, `csv_e2e_test.go` and
 //! `disabling_copied_csv_e2e_test.go`): groups and membership (`groups`), CSVs from requirements to upgrades and real
-//! bundles (`csvs`), copied CSVs and the OLMConfig switch (`copies`). This module holds what they share.
+//! bundles (`csvs`), owned APIServices and webhooks (`components`, and the attacks on them in `component_attacks`),
+//! copied CSVs and the OLMConfig switch (`copies`). This module holds what they share.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
