@@ -144,14 +144,19 @@ pub async fn preflight(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Res
     Ok(Ok(()))
 }
 
-/// The CA PEM of each serving Deployment after [`install_certificates`].
+/// The CA PEM of each serving Deployment after [`install_certificates`], and whether any certificate was issued.
 #[derive(Default)]
-pub struct Issued(pub BTreeMap<String, String>);
+pub struct Issued {
+    /// The CA PEM of each serving Deployment, by name.
+    pub cas: BTreeMap<String, String>,
+    /// Whether a certificate was issued (not all kept).
+    pub rotated: bool,
+}
 
 impl Issued {
     /// The `olmcahash` of each serving Deployment.
     pub fn hashes(&self) -> BTreeMap<String, String> {
-        self.0.iter().map(|(deployment, ca)| (deployment.clone(), pem_sha256(ca.as_bytes()))).collect()
+        self.cas.iter().map(|(deployment, ca)| (deployment.clone(), pem_sha256(ca.as_bytes()))).collect()
     }
 }
 
@@ -182,6 +187,7 @@ pub async fn install_certificates(ctx: &Context, csv: &ClusterServiceVersion) ->
                 let Some(authority) = ca.as_ref() else { continue };
                 let pair = authority.issue(&hosts).map_err(|e| generate_error(&at, e))?;
                 apply(ctx.client.namespaced::<Secret>(&namespace), &at, &certs::secret(csv, &service, &pair)).await?;
+                issued.rotated = true;
                 pair.ca_pem
             }
         };
@@ -194,7 +200,7 @@ pub async fn install_certificates(ctx: &Context, csv: &ClusterServiceVersion) ->
             let reader = certs::auth_reader(csv, &service, &account);
             apply(ctx.client.namespaced::<RoleBinding>(certs::KUBE_SYSTEM), &at, &reader).await?;
         }
-        issued.0.insert(deployment, ca_pem);
+        issued.cas.insert(deployment, ca_pem);
     }
     Ok(issued)
 }
@@ -217,7 +223,7 @@ where
 pub async fn install_apis(ctx: &Context, csv: &ClusterServiceVersion, issued: &Issued) -> Result<(), ReconcileError> {
     let at = At(csv);
     for api in csv.spec.api_service_definitions.iter().flat_map(|definitions| &definitions.owned) {
-        let Some(ca_pem) = issued.0.get(api.deployment_name.as_deref().unwrap_or_default()) else { continue };
+        let Some(ca_pem) = issued.cas.get(api.deployment_name.as_deref().unwrap_or_default()) else { continue };
         apply(ctx.client.all::<APIService>(), &at, &apiservices::api_service(csv, api, ca_pem)).await?;
     }
     remove_stale_configurations(ctx, &at).await?;
@@ -228,7 +234,7 @@ pub async fn install_apis(ctx: &Context, csv: &ClusterServiceVersion, issued: &I
         ctx.client.namespaced::<OperatorGroup>(&at.namespace()).list().await.map_err(at.read("OperatorGroups"))?;
     let selector = groups.first().and_then(webhooks::namespace_selector);
     for webhook in &csv.spec.webhook_definitions {
-        let Some(ca_pem) = issued.0.get(&webhook.deployment_name) else { continue };
+        let Some(ca_pem) = issued.cas.get(&webhook.deployment_name) else { continue };
         match webhook.webhook_type {
             WebhookAdmissionType::ValidatingAdmissionWebhook => {
                 let configurations = ctx.client.all::<ValidatingWebhookConfiguration>();

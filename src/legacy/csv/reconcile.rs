@@ -309,8 +309,10 @@ async fn write(
             deployments.ensure_deleted(&spec.name).await.map_err(place.write(format!("Deployment {}", spec.name)))?;
         }
     }
+    let mut issued_certificates = false;
     if outcome.install {
         let issued = super::components::install_certificates(ctx, csv).await?;
+        issued_certificates = issued.rotated;
         let deployments = ctx.client.namespaced::<Deployment>(namespace);
         for deployment in super::strategy::deployments_with(csv, &issued.hashes()) {
             let deployment_name = deployment["metadata"]["name"].as_str().unwrap_or_default().to_owned();
@@ -322,6 +324,9 @@ async fn write(
         super::components::install_apis(ctx, csv, &issued).await?;
     }
     let mut next = status.clone();
+    if issued_certificates {
+        next = super::rotation::rotated_status(&next, now);
+    }
     if let Some(statuses) = &outcome.requirement_status {
         next.requirement_status = statuses.clone();
     }

@@ -94,6 +94,22 @@ fn validity(params: &mut CertificateParams) {
     params.not_after = now + CERT_VALIDITY;
 }
 
+/// The status after an install that issued certificates at `now`: `certsLastUpdated` now, `certsRotateAt` when
+/// they are due (OLM's validity less its minimum freshness: 729 days on).
+pub fn rotated_status(
+    status: &crate::api::v1alpha1::ClusterServiceVersionStatus,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> crate::api::v1alpha1::ClusterServiceVersionStatus {
+    let due = CERT_VALIDITY.saturating_sub(CERT_MIN_FRESH);
+    let mut next = status.clone();
+    next.certs_last_updated = Some(now.clone());
+    next.certs_rotate_at = k8s_openapi::jiff::SignedDuration::try_from(due)
+        .ok()
+        .and_then(|due| now.0.checked_add(due).ok())
+        .map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time);
+    next
+}
+
 /// OLM's `PEMSHA256`: the hex SHA-256 of a PEM, the `olmcahash` annotation.
 pub fn pem_sha256(pem: &[u8]) -> String {
     Sha256::digest(pem).iter().map(|byte| format!("{byte:02x}")).collect()
@@ -200,6 +216,17 @@ mod tests {
         assert!(should_rotate(Some(pair.ca_pem.as_bytes()), Some(pair.cert_pem.as_bytes()), &other_hosts, now()));
         let stranger = InstallCa::generate().expect("ca");
         assert!(should_rotate(Some(stranger.pem.as_bytes()), Some(pair.cert_pem.as_bytes()), &hosts(), now()));
+    }
+
+    #[test]
+    fn an_install_issuing_certificates_records_when_and_when_they_are_due() {
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::from_second(1_700_000_000).expect("time"),
+        );
+        let next = rotated_status(&Default::default(), &now);
+        assert_eq!(next.certs_last_updated, Some(now.clone()));
+        let due = next.certs_rotate_at.expect("due").0.as_second() - now.0.as_second();
+        assert_eq!(due, 729 * 86_400);
     }
 
     #[test]

@@ -299,7 +299,10 @@ async fn an_owned_apiservice_is_served_with_the_certificate_olm_issues() {
     let harness = start("apiservice").await;
     apply(&harness, GLOBAL_GROUP);
     apply(&harness, &api_csv());
-    wait_csv(&harness, "wizard.v1.0.0", CsvPhase::Installing, Some("apiServices not installed")).await;
+    let installing = wait_csv(&harness, "wizard.v1.0.0", CsvPhase::Installing, Some("apiServices not installed")).await;
+    let status = installing.status.unwrap();
+    let (issued, due) = (status.certs_last_updated.expect("certsLastUpdated"), status.certs_rotate_at.expect("due"));
+    assert_eq!(due.0.as_second() - issued.0.as_second(), 729 * 86_400, "certsRotateAt is 729 days on");
 
     let client = harness.admin.clone();
     let api_service =
