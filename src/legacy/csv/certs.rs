@@ -187,10 +187,12 @@ pub fn auth_delegator(csv: &ClusterServiceVersion, service: &str, account: &str)
         "subjects": account_subject(csv, account), "roleRef": role_ref("ClusterRole", AUTH_DELEGATOR)})
 }
 
-/// The `kube-system` RoleBinding of the authentication-reader Role to an aggregated API server's account.
+/// The `kube-system` RoleBinding of the authentication-reader Role to an aggregated API server's account. Outside
+/// the CSV's namespace it cannot be owned by it: it carries the owner labels (OLM gives it `olm.managed` only), so
+/// that the CSV's cleanup finds it as it finds the cluster-scoped objects.
 pub fn auth_reader(csv: &ClusterServiceVersion, service: &str, account: &str) -> Value {
     json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": auth_reader_name(service), "namespace": KUBE_SYSTEM, "labels": managed()},
+        "metadata": {"name": auth_reader_name(service), "namespace": KUBE_SYSTEM, "labels": owner_labels(csv)},
         "subjects": account_subject(csv, account), "roleRef": role_ref("Role", AUTH_READER)})
 }
 

@@ -104,6 +104,7 @@ fn rbac_lets_the_account_read_its_secret_and_binds_aggregated_api_servers() {
     let reader = auth_reader(&csv, "api-service", "wizard");
     assert_eq!(reader["metadata"]["namespace"], "kube-system");
     assert_eq!(reader["metadata"]["name"], "api-service-auth-reader");
+    assert_eq!(reader["metadata"]["labels"], delegator["metadata"]["labels"], "found by the owner labels");
     assert_eq!(
         reader["roleRef"],
         json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "extension-apiserver-authentication-reader"})

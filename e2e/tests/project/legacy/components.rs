@@ -338,6 +338,9 @@ async fn an_owned_apiservice_is_served_with_the_certificate_olm_issues() {
         .await
         .expect("reader");
     assert_eq!(reader.role_ref.name, "extension-apiserver-authentication-reader");
+    for (key, value) in owned_by("wizard.v1.0.0") {
+        assert_eq!(reader.metadata.labels.as_ref().unwrap().get(&key), Some(&value), "{key}");
+    }
     let service = Api::<Service>::namespaced(client.clone(), "ops").get("wizard-api-service").await.expect("service");
     assert_eq!(service.spec.unwrap().ports.unwrap()[0].port, 5443);
 
