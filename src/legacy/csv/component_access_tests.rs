@@ -48,7 +48,9 @@ fn every_kind_of_object_made_for_the_author_is_checked() {
             "create apiregistration.k8s.io/apiservices  @*",
             "patch apiregistration.k8s.io/apiservices  @*",
             "create admissionregistration.k8s.io/validatingwebhookconfigurations  @*",
+            "patch admissionregistration.k8s.io/validatingwebhookconfigurations  @*",
             "create admissionregistration.k8s.io/mutatingwebhookconfigurations  @*",
+            "patch admissionregistration.k8s.io/mutatingwebhookconfigurations  @*",
             "update apiextensions.k8s.io/customresourcedefinitions spells.example.com @*",
         ]
     );

@@ -23,6 +23,7 @@ use super::phase::Components;
 use super::rotation::{pem_sha256, InstallCa};
 use super::strategy::Unhealthy;
 use super::{apiservices, availability, certs, component_access, webhooks, Context, ReconcileError};
+use crate::access::{allowed, AccessCheck};
 use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::{ClusterServiceVersion, CsvPhase, WebhookAdmissionType};
 use crate::controller::client::{ClientError, Objects};
@@ -358,25 +359,44 @@ pub async fn health(
     Ok(availability::judge(deployments, api_services, webhooks::available(csv, &seen)))
 }
 
-/// Deletes the configurations made for webhooks the CSV no longer declares (OLM's `cleanUpRemovedWebhooks`).
+/// Deletes the configurations made for webhooks the CSV no longer declares (OLM's `cleanUpRemovedWebhooks`), each
+/// only when the CSV's author may delete it: removing a webhook from a CSV never removes more than its author could.
 async fn remove_stale_configurations(ctx: &Context, at: &At<'_>) -> Result<(), ReconcileError> {
     let owner = webhooks::owner_selector(at.0);
-    remove_stale(ctx.client.all::<ValidatingWebhookConfiguration>(), at, &owner).await?;
-    remove_stale(ctx.client.all::<MutatingWebhookConfiguration>(), at, &owner).await
+    remove_stale(ctx, ctx.client.all::<ValidatingWebhookConfiguration>(), at, &owner).await?;
+    remove_stale(ctx, ctx.client.all::<MutatingWebhookConfiguration>(), at, &owner).await
 }
 
 /// Deletes the configurations of `csv` (`owner`: its owner labels) made for webhooks it no longer declares.
-async fn remove_stale<K>(configurations: Objects<K>, at: &At<'_>, owner: &str) -> Result<(), ReconcileError>
+async fn remove_stale<K>(
+    ctx: &Context,
+    configurations: Objects<K>,
+    at: &At<'_>,
+    owner: &str,
+) -> Result<(), ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
 {
     let params = ListParams::default().labels(owner);
     for found in configurations.list_with(&params).await.map_err(at.read("webhook configurations"))? {
         let generate_name = found.meta().labels.as_ref().and_then(|l| l.get(webhooks::GENERATE_NAME_LABEL)).cloned();
-        if webhooks::is_stale(at.0, generate_name.as_deref()) {
-            let name = found.meta().name.clone().unwrap_or_default();
-            configurations.ensure_deleted(&name).await.map_err(at.write(format!("webhook configuration {name}")))?;
+        if !webhooks::is_stale(at.0, generate_name.as_deref()) {
+            continue;
         }
+        let name = found.meta().name.clone().unwrap_or_default();
+        let check = AccessCheck::resource(None, "delete", "admissionregistration.k8s.io", &K::plural(&()), &name);
+        let may = match recorded_author(at.0.annotations()) {
+            Some(author) => allowed(ctx.client.kube(), &author, &check).await.map_err(|source| {
+                ReconcileError::Review { namespace: at.namespace(), name: at.0.name_any(), source }
+            })?,
+            None => false,
+        };
+        if !may {
+            tracing::warn!(csv = %at.0.name_any(), namespace = %at.namespace(), configuration = %name,
+                "the CSV's author may not delete the configuration of a webhook it dropped: it is kept");
+            continue;
+        }
+        configurations.ensure_deleted(&name).await.map_err(at.write(format!("webhook configuration {name}")))?;
     }
     Ok(())
 }
