@@ -1,18 +1,20 @@
 //! OLM v0's CSV finalizer `operators.coreos.com/csv-cleanup`: put on every original CSV the loop runs, so that what
 //! was made for the CSV outside its namespace and without an owner reference (the ClusterRoles and
-//! ClusterRoleBindings lifted for a group targeting every namespace, and its webhook configurations) goes when the
-//! CSV goes. On deletion those objects, found by the CSV's owner labels, are deleted; the finalizer is removed once
-//! no ClusterRole or ClusterRoleBinding is left.
+//! ClusterRoleBindings lifted for a group targeting every namespace, its webhook configurations, APIServices and the
+//! aggregated API server's bindings) goes when the CSV goes. On deletion those objects, found by the CSV's owner
+//! labels, are deleted; the finalizer is removed once no ClusterRole or ClusterRoleBinding is left.
 
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
 
+use super::certs::KUBE_SYSTEM;
 use super::reconcile::Place;
 use super::{Context, ReconcileError};
 use crate::api::v1alpha1::ClusterServiceVersion;
@@ -74,6 +76,14 @@ pub(super) async fn finalize(
         .delete_collection(&params)
         .await
         .map_err(place.write("its ValidatingWebhookConfigurations"))?;
+    // As OLM's deletion handler: its APIServices (one left behind breaks discovery for every client of the
+    // cluster) and the authentication-reader binding made for them in kube-system.
+    ctx.client.all::<APIService>().delete_collection(&params).await.map_err(place.write("its APIServices"))?;
+    ctx.client
+        .namespaced::<RoleBinding>(KUBE_SYSTEM)
+        .delete_collection(&params)
+        .await
+        .map_err(place.write("its RoleBindings in kube-system"))?;
     if !bindings.list_with(&params).await.map_err(place.read("ClusterRoleBindings"))?.is_empty() {
         tracing::info!(csv = %place.name, namespace = %place.namespace, "waiting for ClusterRoleBindings to delete");
         return Ok(Action::requeue(Duration::from_secs(1)));

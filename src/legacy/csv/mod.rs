@@ -1,25 +1,35 @@
 //! The ClusterServiceVersion loop of OLM v0, for CSVs applied by hand or from GitOps repositories: `requirements`,
 //! `strategy`, `phase` and `chain` decide; `reconcile` reads what they need, writes what they say (labels, annotations,
-//! the group's provided APIs, Deployments, the status and its events, per-API ClusterRoles), `tenants` extends the
-//! CSV's RBAC to its group's targets, and [`controller`]
+//! the group's provided APIs, Deployments, the status and its events, per-API ClusterRoles), `components` does the
+//! same for owned APIServices and webhooks (decided by `certs`, `rotation`, `apiservices`, `webhooks`,
+//! `availability` and `component_access`), `tenants` extends the CSV's RBAC to its group's targets, `cleanup` is
+//! OLM's finalizer, and [`controller`]
 //! runs it for every original CSV (copies carry `olm.copiedFrom` and are not watched here). Install records and
 //! copies are left alone: their content is someone else's.
 //!
-//! A CSV's Deployments, per-API ClusterRoles and RBAC in its targets are made by the controller only when the CSV's author (recorded by
-//! the webhook: its creator, then whoever last changed its spec) could make them by hand (`authority`), so that
-//! writing a CSV never does more than its author could do.
+//! A CSV's Deployments, the objects of its APIServices and webhooks, its per-API ClusterRoles and its RBAC in its
+//! targets are made by the controller only when the CSV's author (recorded by the webhook: its creator, then whoever
+//! last changed its spec) could make them by hand (`authority`, `component_access`), so that writing a CSV never does
+//! more than its author could do.
 
+pub mod apiservices;
 pub mod authority;
+pub mod availability;
+pub mod certs;
 pub mod chain;
 pub mod cleanup;
 pub mod cluster_rbac;
+pub mod component_access;
+pub mod components;
 pub mod copying;
 pub mod phase;
 pub mod platform;
 pub mod reconcile;
 pub mod requirements;
+pub mod rotation;
 pub mod strategy;
 pub mod tenants;
+pub mod webhooks;
 
 #[cfg(test)]
 mod tests;
@@ -146,6 +156,13 @@ pub enum ReconcileError {
         #[source]
         source: kube::Error,
     },
+    #[error("failed to generate the serving certificates of CSV {namespace}/{name}")]
+    Certificate {
+        namespace: String,
+        name: String,
+        #[source]
+        source: rotation::GenerateError,
+    },
 }
 
 impl Categorized for ReconcileError {
@@ -154,13 +171,14 @@ impl Categorized for ReconcileError {
             Self::Read { .. } => "CsvReadFailed",
             Self::Write { .. } => "CsvWriteFailed",
             Self::Review { .. } => "CsvAuthorReviewFailed",
+            Self::Certificate { .. } => "CsvCertificateFailed",
         }
     }
 
     fn is_conflict(&self) -> bool {
         match self {
             Self::Read { source, .. } | Self::Write { source, .. } => source.is_conflict(),
-            Self::Review { .. } => false,
+            Self::Review { .. } | Self::Certificate { .. } => false,
         }
     }
 }

@@ -34,6 +34,19 @@ pub struct Observed<'a> {
     pub health: Result<(), Unhealthy>,
     pub now: Time,
     pub chain: Chain,
+    /// What OLM checks of owned APIServices and webhooks outside the install (`components`).
+    pub components: Components,
+}
+
+/// OLM's checks of owned APIServices and webhooks in Pending, Succeeded and Failed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Components {
+    /// A webhook description OLM refuses (`InvalidWebhookDescription`): its message.
+    pub invalid_webhooks: Option<String>,
+    /// An owned APIService exists and may not be adopted (`OwnerConflict`).
+    pub unadoptable_api_service: bool,
+    /// A serving certificate must be replaced (`NeedsCertRotation`).
+    pub rotate: bool,
 }
 
 /// Where a CSV stands in its replacement chain (`spec.replaces`), from the CSVs of its namespace.
@@ -134,8 +147,12 @@ pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed<'_>) 
             let chain = &observed.chain;
             outcome.phase = if !met {
                 to(CsvPhase::Pending, "RequirementsNotMet", "one or more requirements couldn't be found")
+            } else if let Some(message) = &observed.components.invalid_webhooks {
+                fail("InvalidWebhookDescription", message.clone())
             } else if chain.crd_owner_conflict {
                 fail("OwnerConflict", "conflicting CRD owner in namespace".into())
+            } else if observed.components.unadoptable_api_service {
+                fail("OwnerConflict", "unable to adopt APIService".into())
             } else if chain.replaces.as_ref().is_some_and(|(_, phase)| *phase != CsvPhase::Replacing) {
                 // The CSV it replaces must step aside first (it goes Replacing once it sees this one).
                 None
@@ -161,6 +178,9 @@ pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed<'_>) 
         CsvPhase::Succeeded => {
             if let Some((next, _)) = &observed.chain.replaced_by {
                 outcome.phase = Some((CsvPhase::Replacing, "BeingReplaced", format!("being replaced by csv: {next}")));
+            } else if observed.components.rotate {
+                outcome.phase =
+                    to(CsvPhase::Pending, "NeedsCertRotation", "CSV owns resources that require a cert refresh");
             } else if !met {
                 outcome.requirement_status = Some(statuses);
                 outcome.phase = fail("RequirementsNotMet", "requirements no longer met".into());
@@ -192,6 +212,8 @@ pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed<'_>) 
             } else if !met {
                 outcome.requirement_status = Some(statuses);
                 outcome.phase = to(CsvPhase::Pending, "RequirementsNotMet", "requirements not met");
+            } else if observed.components.rotate {
+                outcome.phase = to(CsvPhase::Pending, "NeedsCertRotation", "owned APIServices need cert refresh");
             } else {
                 outcome.phase = health(&observed.health, CsvPhase::Pending, "NeedsReinstall");
             }
@@ -228,6 +250,9 @@ fn health(
         Ok(()) => Some((CsvPhase::Succeeded, "InstallSucceeded", "install strategy completed with no errors".into())),
         Err(Unhealthy::TimedOut(message)) => {
             Some((CsvPhase::Failed, "InstallCheckFailed", format!("install failed: {message}")))
+        }
+        Err(Unhealthy::Component { reinstall, message }) => {
+            Some((if *reinstall { CsvPhase::InstallReady } else { phase }, reason, message.clone()))
         }
         Err(unhealthy @ Unhealthy::Outdated(_)) => {
             Some((CsvPhase::InstallReady, reason, format!("installing: {}", unhealthy.message())))

@@ -104,6 +104,7 @@ pub async fn reconcile(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Act
         health: Ok(()),
         now: now.clone(),
         chain: Chain::default(),
+        components: Default::default(),
     };
     let mut group = None;
     if let Membership::Member(found) = member {
@@ -141,6 +142,7 @@ pub async fn reconcile(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Act
     };
     if needs_requirements(&status) {
         observed.requirements = read_requirements(ctx, csv, &place).await?;
+        observed.components = super::components::observe(ctx, csv, status.phase).await?;
     }
     if matches!(status.phase, CsvPhase::Installing | CsvPhase::Succeeded | CsvPhase::Failed) {
         let mut found = BTreeMap::new();
@@ -150,10 +152,13 @@ pub async fn reconcile(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Act
                 found.insert(spec.name.clone(), deployment);
             }
         }
-        observed.health = super::strategy::check(csv, &found);
+        observed.health = super::components::health(ctx, csv, &found).await?;
     }
     if status.phase == CsvPhase::InstallReady {
         observed.author = author_may_install(ctx, csv, &place).await?;
+        if observed.author.is_ok() {
+            observed.author = super::components::preflight(ctx, csv).await?;
+        }
     }
 
     let outcome = transition(&status, observed);
@@ -322,17 +327,24 @@ async fn write(
             deployments.ensure_deleted(&spec.name).await.map_err(place.write(format!("Deployment {}", spec.name)))?;
         }
     }
+    let mut issued_certificates = false;
     if outcome.install {
+        let issued = super::components::install_certificates(ctx, csv).await?;
+        issued_certificates = issued.rotated;
         let deployments = ctx.client.namespaced::<Deployment>(namespace);
-        for deployment in super::strategy::deployments(csv) {
+        for deployment in super::strategy::deployments_with(csv, &issued.hashes()) {
             let deployment_name = deployment["metadata"]["name"].as_str().unwrap_or_default().to_owned();
             deployments
                 .apply(&deployment_name, &deployment, None)
                 .await
                 .map_err(place.write(format!("Deployment {deployment_name}")))?;
         }
+        super::components::install_apis(ctx, csv, &issued).await?;
     }
     let mut next = status.clone();
+    if issued_certificates {
+        next = super::rotation::rotated_status(&next, now);
+    }
     if let Some(statuses) = &outcome.requirement_status {
         next.requirement_status = statuses.clone();
     }

@@ -23,13 +23,23 @@ const NOT_COPIED: &[&str] = &["kubectl.kubernetes.io/last-applied-configuration"
 
 /// The Deployments of `csv`, ready to apply.
 pub fn deployments(csv: &ClusterServiceVersion) -> Vec<Value> {
-    csv.spec.install.spec.deployments.iter().map(|spec| deployment(csv, spec)).collect()
+    deployments_with(csv, &BTreeMap::new())
 }
 
-fn deployment(csv: &ClusterServiceVersion, spec: &StrategyDeploymentSpec) -> Value {
+/// The Deployments of `csv`, those serving APIServices or webhooks with their certificate mounted (`cas`: the hash
+/// of the CA of each serving Deployment, by name; `certs::mount`).
+pub fn deployments_with(csv: &ClusterServiceVersion, cas: &BTreeMap<String, String>) -> Vec<Value> {
+    csv.spec.install.spec.deployments.iter().map(|spec| deployment(csv, spec, cas.get(&spec.name))).collect()
+}
+
+fn deployment(csv: &ClusterServiceVersion, spec: &StrategyDeploymentSpec, ca_hash: Option<&String>) -> Value {
     let name = csv.metadata.name.clone().unwrap_or_default();
     let namespace = csv.metadata.namespace.clone().unwrap_or_default();
     let mut body = serde_json::to_value(&spec.spec).unwrap_or_else(|_| json!({}));
+    if let Some(ca_hash) = ca_hash {
+        let secret = super::certs::secret_name(&super::certs::service_name(&spec.name));
+        super::certs::mount(&mut body, &secret, ca_hash);
+    }
     let template = &mut body["template"];
     let mut annotations: serde_json::Map<String, Value> =
         template["metadata"]["annotations"].as_object().cloned().unwrap_or_default();
@@ -90,21 +100,35 @@ pub enum Unhealthy {
     Waiting(String),
     /// A Deployment exceeded its progress deadline: OLM gives up on it.
     TimedOut(String),
+    /// An APIService or webhook is not in place (`availability::judge`): the whole message, and whether the
+    /// install runs again.
+    Component { reinstall: bool, message: String },
 }
 
 impl Unhealthy {
     pub fn message(&self) -> &str {
         match self {
-            Self::Missing(message) | Self::Outdated(message) | Self::Waiting(message) | Self::TimedOut(message) => {
-                message
-            }
+            Self::Missing(message)
+            | Self::Outdated(message)
+            | Self::Waiting(message)
+            | Self::TimedOut(message)
+            | Self::Component { message, .. } => message,
         }
     }
 }
 
 /// Whether the Deployments `found` (by name) are those of `csv`, applied, and available (OLM's `CheckInstalled`).
 pub fn check(csv: &ClusterServiceVersion, found: &BTreeMap<String, Deployment>) -> Result<(), Unhealthy> {
-    for wanted in deployments(csv) {
+    check_with(csv, found, &BTreeMap::new())
+}
+
+/// [`check`] of the Deployments as [`deployments_with`] renders them.
+pub fn check_with(
+    csv: &ClusterServiceVersion,
+    found: &BTreeMap<String, Deployment>,
+    cas: &BTreeMap<String, String>,
+) -> Result<(), Unhealthy> {
+    for wanted in deployments_with(csv, cas) {
         let name = wanted["metadata"]["name"].as_str().unwrap_or_default();
         let Some(deployment) = found.get(name) else {
             return Err(Unhealthy::Missing(format!("missing deployment with name={name}")));

@@ -9,7 +9,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::json;
 
-use super::phase::{set_phase, transition, Chain, Observed, CONDITIONS_LIMIT};
+use super::phase::{set_phase, transition, Chain, Components, Observed, CONDITIONS_LIMIT};
 use super::requirements::{requirements, Cluster};
 use super::strategy::{check, deployments, Unhealthy, SPEC_HASH_LABEL};
 use crate::api::v1::OperatorGroup;
@@ -62,6 +62,7 @@ fn observed(group: &OperatorGroup) -> Observed<'_> {
         health: Ok(()),
         now: now(0),
         chain: Chain::default(),
+        components: Components::default(),
     }
 }
 
@@ -474,3 +475,6 @@ fn a_failed_csv_is_replaced_only_with_fail_forward_and_owner_conflicts_fail() {
     let outcome = transition(&status(CsvPhase::Pending, "RequirementsUnknown"), conflict);
     assert_eq!(outcome.phase, Some((CsvPhase::Failed, "OwnerConflict", "conflicting CRD owner in namespace".into())));
 }
+
+#[path = "components_phase_tests.rs"]
+mod components;

@@ -215,7 +215,7 @@ async fn an_upgrade_replaces_the_old_csv_and_keeps_the_deployment() {
 
 /// The RBAC an OLM v0 InstallPlan would have made for `csv`'s permissions in `namespace` (OLM's CSV loop only checks
 /// it): a Role and RoleBinding per namespaced entry, a ClusterRole and ClusterRoleBinding per cluster entry.
-fn install_plan_rbac(csv: &ClusterServiceVersion, namespace: &str) -> Vec<serde_json::Value> {
+pub(super) fn install_plan_rbac(csv: &ClusterServiceVersion, namespace: &str) -> Vec<serde_json::Value> {
     use serde_json::json;
     let strategy = &csv.spec.install.spec;
     let mut objects = Vec::new();

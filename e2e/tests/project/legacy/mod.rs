@@ -2,8 +2,9 @@
 //! applied with the real kubectl, and OLM's names, annotations, labels, phases, reasons and messages asserted
 //! (scenarios rewritten from the intent of OLM's `operator_groups_e2e_test.go`, `csv_e2e_test.go` and
 //! `disabling_copied_csv_e2e_test.go`): groups and membership (`groups`), CSVs from requirements to upgrades and real
-//! bundles (`csvs`), copied CSVs and the OLMConfig switch (`copies`), a CSV's RBAC in its targets (`tenancy`), static
-//! groups (`static_groups`). This module holds what they share.
+//! bundles (`csvs`), owned APIServices and webhooks (`components`, and the attacks on them in `component_attacks`),
+//! copied CSVs and the OLMConfig switch (`copies`), a CSV's RBAC in its targets (`tenancy`), static groups
+//! (`static_groups`). This module holds what they share.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -14,6 +15,8 @@ use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 
 use crate::support::harness::Harness;
 
+mod component_attacks;
+mod components;
 mod copies;
 mod csvs;
 mod groups;
