@@ -29,7 +29,8 @@ pub struct Observed<'a> {
     pub static_group: bool,
     pub apis: ApiReconciliation,
     pub requirements: (bool, Vec<RequirementStatus>),
-    /// Whether the CSV's author may create its Deployments: Err(why not).
+    /// Whether the CSV's author may create its Deployments (and its components' objects): Err(why not). Read in
+    /// InstallReady, and in Failed after an install failed.
     pub author: Result<(), String>,
     pub health: Result<(), Unhealthy>,
     pub now: Time,
@@ -196,6 +197,10 @@ pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed<'_>) 
                 format!("Fail Forward is enabled, allowing Failed csv to be replaced by csv: {next}"),
             ));
         }
+        // The author still may not: failing again after a round through Pending and InstallReady would rewrite the
+        // status (and an event) on every retry of an idle cluster. A new author (a change of the spec) or new
+        // rights heal it.
+        CsvPhase::Failed if reason == "InstallComponentFailed" && observed.author.is_err() => {}
         CsvPhase::Failed => {
             let healed = match reason {
                 reason if GROUP_REASONS.contains(&reason) => Some("InstallModes now support target namespaces"),

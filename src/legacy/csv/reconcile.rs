@@ -154,7 +154,8 @@ pub async fn reconcile(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Act
         }
         observed.health = super::components::health(ctx, csv, &found).await?;
     }
-    if status.phase == CsvPhase::InstallReady {
+    let install_failed = status.phase == CsvPhase::Failed && status.reason.as_deref() == Some("InstallComponentFailed");
+    if status.phase == CsvPhase::InstallReady || install_failed {
         observed.author = author_may_install(ctx, csv, &place).await?;
         if observed.author.is_ok() {
             observed.author = super::components::preflight(ctx, csv).await?;

@@ -214,6 +214,20 @@ fn an_author_who_may_not_create_deployments_fails_the_install() {
 }
 
 #[test]
+fn a_failed_install_stays_failed_while_the_author_still_may_not_and_heals_once_they_may() {
+    let group = group();
+    let failed = status(CsvPhase::Failed, "InstallComponentFailed");
+    let refused = transition(&failed, Observed { author: Err("nope".into()), ..observed(&group) });
+    assert_eq!(refused.phase, None, "no round through Pending: nothing is written while nothing changed");
+    assert!(!refused.install);
+    let allowed = transition(&failed, observed(&group));
+    assert_eq!(
+        allowed.phase.map(|(phase, reason, _)| (phase, reason)),
+        Some((CsvPhase::Succeeded, "InstallSucceeded"))
+    );
+}
+
+#[test]
 fn health_moves_installing_and_succeeded_as_olm_does() {
     let group = group();
     let waiting = Unhealthy::Waiting("waiting for deployment plumbus to become ready: x".into());

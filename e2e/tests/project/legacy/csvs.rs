@@ -59,6 +59,11 @@ async fn a_csv_author_who_may_not_create_deployments_gets_none() {
     let failed = wait_phase(&harness, "ops", CsvPhase::Failed, "InstallComponentFailed").await;
     let message = failed.status.unwrap().message.unwrap_or_default();
     assert!(message.contains("mallory may not create deployments.apps in namespace ops"), "{message}");
+    // It stays failed, unwritten, while nothing changes (no round through Pending on every retry).
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+    let version = csvs.get("plumbus.v1.0.0").await.expect("csv").metadata.resource_version;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(csvs.get("plumbus.v1.0.0").await.expect("csv").metadata.resource_version, version);
     assert!(Api::<Deployment>::namespaced(harness.admin.clone(), "ops")
         .get_opt("plumbus-operator")
         .await
@@ -72,7 +77,6 @@ async fn a_csv_author_who_may_not_create_deployments_gets_none() {
     ).replace("1.0.0\"}]", "1.0.1\"}]");
     let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&forged));
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
     let written = csvs.get("plumbus.v1.0.0").await.expect("csv");
     let author =
         written.metadata.annotations.unwrap().get("v2alpha1.operators.coreos.com/creator").cloned().unwrap_or_default();
