@@ -18,18 +18,9 @@ use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 use super::components::{api_csv, wait_csv, GLOBAL_GROUP};
 use super::{apply, start, CRD};
 
-/// The attack: a user who may write CSVs and create Deployments, Services, Secrets, Roles and RoleBindings in a
-/// namespace, but not webhook configurations, applies a CSV with a mutating webhook. OLM v0 would register it with
-/// its own rights (a webhook seeing every matching object of the cluster); here the CSV fails and nothing is made.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_csv_author_who_may_not_create_webhook_configurations_gets_none() {
-    let harness = start("webhook-author").await;
-    apply(&harness, CRD);
-    apply(&harness, GLOBAL_GROUP);
-    apply(&harness, &super::account("ops", true));
-    apply(
-        &harness,
-        r#"
+/// Mallory may write CSVs and create Deployments, Services, Secrets, Roles and RoleBindings in `ops`: all a
+/// namespaced operator needs, nothing cluster-scoped.
+const OPERATOR_AUTHOR: &str = r#"
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
 metadata: {name: operator-author, namespace: ops}
@@ -44,8 +35,18 @@ kind: RoleBinding
 metadata: {name: mallory, namespace: ops}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: operator-author}
 subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
-"#,
-    );
+"#;
+
+/// The attack: a user who may write CSVs and create Deployments, Services, Secrets, Roles and RoleBindings in a
+/// namespace, but not webhook configurations, applies a CSV with a mutating webhook. OLM v0 would register it with
+/// its own rights (a webhook seeing every matching object of the cluster); here the CSV fails and nothing is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_author_who_may_not_create_webhook_configurations_gets_none() {
+    let harness = start("webhook-author").await;
+    apply(&harness, CRD);
+    apply(&harness, GLOBAL_GROUP);
+    apply(&harness, &super::account("ops", true));
+    apply(&harness, OPERATOR_AUTHOR);
     let webhook = r#"  webhookdefinitions:
   - generateName: mallory.example.com
     type: MutatingAdmissionWebhook
@@ -101,24 +102,10 @@ subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
 async fn a_csv_author_who_may_not_bind_the_auth_delegator_gets_no_apiservice() {
     let harness = start("apiservice-author").await;
     apply(&harness, GLOBAL_GROUP);
+    apply(&harness, OPERATOR_AUTHOR);
     apply(
         &harness,
         r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: operator-author, namespace: ops}
-rules:
-- {apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}
-- {apiGroups: [apps], resources: [deployments], verbs: [get, list, create, update, patch]}
-- {apiGroups: [""], resources: [services, secrets], verbs: [get, list, create, update, patch]}
-- {apiGroups: [rbac.authorization.k8s.io], resources: [roles, rolebindings], verbs: [get, list, create, update, patch]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: mallory, namespace: ops}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: operator-author}
-subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
----
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: aggregated-api-author}

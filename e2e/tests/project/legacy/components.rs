@@ -17,7 +17,7 @@ use kube::api::{Api, ListParams};
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 use serde_json::json;
 
-use super::csvs::install_plan_rbac;
+use super::csvs::apply_bundle_by_hand;
 use super::{apply, start, CRD};
 use crate::support::harness::Harness;
 
@@ -70,19 +70,7 @@ async fn a_community_bundle_with_webhooks_gets_olms_objects_and_succeeds() {
     apply(&harness, GLOBAL_GROUP);
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../shared/testdata/community-bundles/kubebrowser/0.0.2");
-    let loaded = olmv2::bundle::model::Bundle::load(&dir).expect("bundle loads");
-    for object in install_plan_rbac(&loaded.csv, "ops") {
-        olmv2_e2e::project::create(&harness.plane, &object).await.expect("rbac");
-    }
-    for manifest in &loaded.objects {
-        let output = harness
-            .admin_kubectl(&["apply", "--server-side", "-n", "ops", "-f", "-"], Some(&manifest.object.to_string()));
-        assert!(output.status.success(), "{}: {}", manifest.file, String::from_utf8_lossy(&output.stderr));
-    }
-    let mut csv = serde_json::to_value(&loaded.csv).expect("csv");
-    csv["metadata"]["namespace"] = "ops".into();
-    let output = harness.admin_kubectl(&["apply", "--server-side", "-f", "-"], Some(&csv.to_string()));
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let (loaded, csv) = apply_bundle_by_hand(&harness, &dir).await;
     let name = loaded.csv.metadata.name.clone().expect("name");
     wait_csv(&harness, &name, CsvPhase::Succeeded, Some("install strategy completed with no errors")).await;
 

@@ -217,6 +217,29 @@ async fn an_upgrade_replaces_the_old_csv_and_keeps_the_deployment() {
     assert_eq!(image.as_deref(), Some("example.com/plumbus:1.1.0"));
 }
 
+/// Applies a bundle of the shared test data by hand in `ops`, as an OLM v0 user without InstallPlans would: the RBAC
+/// an InstallPlan would have made, the bundle's other manifests, then its CSV (its `namespace: placeholder`
+/// replaced). Returns the bundle and the CSV as applied.
+pub(super) async fn apply_bundle_by_hand(
+    harness: &crate::support::harness::Harness,
+    dir: &std::path::Path,
+) -> (olmv2::bundle::model::Bundle, serde_json::Value) {
+    let loaded = olmv2::bundle::model::Bundle::load(dir).expect("bundle loads");
+    for object in install_plan_rbac(&loaded.csv, "ops") {
+        olmv2_e2e::project::create(&harness.plane, &object).await.expect("rbac");
+    }
+    for manifest in &loaded.objects {
+        let output = harness
+            .admin_kubectl(&["apply", "--server-side", "-n", "ops", "-f", "-"], Some(&manifest.object.to_string()));
+        assert!(output.status.success(), "{}: {}", manifest.file, String::from_utf8_lossy(&output.stderr));
+    }
+    let mut csv = serde_json::to_value(&loaded.csv).expect("csv");
+    csv["metadata"]["namespace"] = "ops".into();
+    let output = harness.admin_kubectl(&["apply", "--server-side", "-f", "-"], Some(&csv.to_string()));
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    (loaded, csv)
+}
+
 /// The RBAC an OLM v0 InstallPlan would have made for `csv`'s permissions in `namespace` (OLM's CSV loop only checks
 /// it): a Role and RoleBinding per namespaced entry, a ClusterRole and ClusterRoleBinding per cluster entry.
 pub(super) fn install_plan_rbac(csv: &ClusterServiceVersion, namespace: &str) -> Vec<serde_json::Value> {
@@ -260,21 +283,7 @@ async fn real_community_bundles_applied_by_hand_install_as_in_olm() {
     for (bundle, version) in
         [("ack-mq-controller", "1.5.1"), ("dapr-kubernetes-operator", "0.0.13"), ("debezium-operator", "3.0.0-final")]
     {
-        let dir = root.join(bundle).join(version);
-        let loaded = olmv2::bundle::model::Bundle::load(&dir).expect("bundle loads");
-        for object in install_plan_rbac(&loaded.csv, "ops") {
-            olmv2_e2e::project::create(&harness.plane, &object).await.expect("rbac");
-        }
-        for manifest in &loaded.objects {
-            let output = harness
-                .admin_kubectl(&["apply", "--server-side", "-n", "ops", "-f", "-"], Some(&manifest.object.to_string()));
-            assert!(output.status.success(), "{}: {}", manifest.file, String::from_utf8_lossy(&output.stderr));
-        }
-        // The CSV as written in the bundle, its `namespace: placeholder` replaced as users do.
-        let mut csv = serde_json::to_value(&loaded.csv).expect("csv");
-        csv["metadata"]["namespace"] = "ops".into();
-        let output = harness.admin_kubectl(&["apply", "--server-side", "-f", "-"], Some(&csv.to_string()));
-        assert!(output.status.success(), "{bundle}: {}", String::from_utf8_lossy(&output.stderr));
+        let (loaded, _) = apply_bundle_by_hand(&harness, &root.join(bundle).join(version)).await;
         let name = loaded.csv.metadata.name.clone().expect("name");
         let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
         let mut last = None;
