@@ -5,13 +5,17 @@
 //! ClusterRoleBindings. Only Roles labelled and owned as the CSV's are used. These functions decide what to write;
 //! `csv/tenants.rs` reads, asks the author and writes.
 //!
-//! Two guards OLM lacks: a binding is copied or lifted only when it refers to one of those Roles (OLM lifts a
-//! RoleBinding to `cluster-admin` into a ClusterRoleBinding to `cluster-admin`), and a Role is never bound in place
-//! of an object of the same name that is not the CSV's (OLM binds to whatever ClusterRole has the name).
+//! Guards OLM lacks, because labels and owner references are written by whoever may write Roles in the operator's
+//! namespace, not only by the InstallPlan: a binding is copied or lifted only when it refers to one of those Roles
+//! (OLM lifts a RoleBinding to `cluster-admin` into a ClusterRoleBinding to `cluster-admin`), only for its subjects
+//! that are the CSV's own accounts (those of `spec.install.spec.permissions`, in the CSV's namespace), and only when
+//! the rules the CSV declares for them cover the Role's: what is copied or lifted never grants more, nor to anyone
+//! else, than the CSV itself asks. A Role is never bound in place of an object of the same name that is not the
+//! CSV's (OLM binds to whatever ClusterRole has the name).
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 
@@ -60,16 +64,70 @@ fn owner_labels(csv: &str, namespace: &str) -> BTreeMap<String, String> {
 }
 
 /// Whether an object's labels mark it as CSV `csv`'s in `namespace`.
-fn labelled_as(labels: &BTreeMap<String, String>, csv: &str, namespace: &str) -> bool {
+pub fn labelled_as(labels: &BTreeMap<String, String>, csv: &str, namespace: &str) -> bool {
     owner_labels(csv, namespace).iter().all(|(key, value)| labels.get(key) == Some(value))
 }
 
-/// The CSV whose RBAC is extended: its name, namespace and uid.
+/// The CSV whose RBAC is extended: its name, namespace, uid and declared namespaced permissions.
 #[derive(Clone, Copy, Debug)]
 pub struct Owner<'a> {
     pub name: &'a str,
     pub namespace: &'a str,
     pub uid: &'a str,
+    pub declared: &'a Declared,
+}
+
+/// The CSV's declared namespaced permissions (`spec.install.spec.permissions`): each of its accounts (of the CSV's
+/// namespace; `""` is `default`) and the rules it is to hold. What is copied or lifted stays within them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Declared {
+    accounts: BTreeMap<String, Vec<Rule>>,
+}
+
+impl Declared {
+    pub fn of(strategy: &StrategyDetailsDeployment) -> Self {
+        let mut accounts: BTreeMap<String, Vec<Rule>> = BTreeMap::new();
+        for permission in &strategy.permissions {
+            let account = match permission.service_account_name.as_str() {
+                "" => "default",
+                name => name,
+            };
+            accounts.entry(account.to_owned()).or_default().extend(permission.rules.iter().map(Rule::from));
+        }
+        Self { accounts }
+    }
+
+    /// Every rule declared, for any account.
+    fn all(&self) -> Vec<Rule> {
+        self.accounts.values().flatten().cloned().collect()
+    }
+
+    /// The subjects among `subjects` that are declared accounts of `namespace` (a ServiceAccount subject without a
+    /// namespace is of `namespace`, as in a RoleBinding there), each with its namespace written out, and the rules
+    /// declared for them.
+    fn bound(&self, subjects: Option<&Vec<Subject>>, namespace: &str) -> (Vec<Subject>, Vec<Rule>) {
+        let mut kept = Vec::new();
+        let mut rules = Vec::new();
+        for subject in subjects.into_iter().flatten() {
+            let in_namespace = subject.namespace.as_deref().unwrap_or_default();
+            let in_namespace = if in_namespace.is_empty() { namespace } else { in_namespace };
+            let account = subject.kind == "ServiceAccount"
+                && subject.api_group.as_deref().unwrap_or_default().is_empty()
+                && in_namespace == namespace;
+            let Some(declared) = self.accounts.get(&subject.name).filter(|_| account) else { continue };
+            kept.push(Subject { namespace: Some(namespace.to_owned()), ..subject.clone() });
+            rules.extend(declared.iter().cloned());
+        }
+        (kept, rules)
+    }
+}
+
+/// A binding of the CSV's to copy or lift: the Role it refers to, with the subjects it may keep and whether the
+/// rules `rules` of that Role are within what the CSV declares for them.
+fn bindable(csv: Owner<'_>, binding: &RoleBinding, rules: &[PolicyRule]) -> Option<Vec<Subject>> {
+    let (subjects, declared) = csv.declared.bound(binding.subjects.as_ref(), csv.namespace);
+    let rules: Vec<Rule> = rules.iter().map(Rule::from).collect();
+    (!subjects.is_empty() && covers(&declared, &rules)).then_some(subjects)
 }
 
 /// What to write in one target namespace, and every rule it grants there (for the author check).
@@ -105,12 +163,21 @@ pub fn tenant_plan(
         return plan;
     }
     let existing: BTreeMap<String, &Role> = existing_roles.iter().map(|role| (role.name_any(), role)).collect();
+    let declared = csv.declared.all();
     let mut ours = BTreeMap::new();
     for role in owned_roles.iter().filter(|role| owned_by(role.metadata.owner_references.as_ref(), csv.uid)) {
         let name = role.name_any();
         let rules = role.rules.clone().unwrap_or_default();
+        if !covers(&declared, &rules.iter().map(Rule::from).collect::<Vec<_>>()) {
+            continue;
+        }
         match existing.get(&name) {
-            Some(there) if !labelled_as(there.labels(), csv.name, target) => continue,
+            Some(there)
+                if !labelled_as(there.labels(), csv.name, target)
+                    || !owned_by(there.metadata.owner_references.as_ref(), copy_uid) =>
+            {
+                continue
+            }
             Some(there) => {
                 if there.rules.clone().unwrap_or_default() != rules {
                     let mut updated = (*there).clone();
@@ -130,13 +197,14 @@ pub fn tenant_plan(
     for binding in owned_bindings.iter().filter(|binding| owned_by(binding.metadata.owner_references.as_ref(), csv.uid))
     {
         let Some(rules) = refers_to_role(&binding.role_ref).and_then(|role| ours.get(role)) else { continue };
+        let Some(subjects) = bindable(csv, binding, rules) else { continue };
         if bound.contains_key(&binding.name_any()) {
             continue;
         }
         plan.create_bindings.push(RoleBinding {
             metadata: tenant_metadata(&binding.metadata, csv, copy_uid, target),
             role_ref: binding.role_ref.clone(),
-            subjects: binding.subjects.clone(),
+            subjects: Some(subjects),
         });
         plan.grants.extend(rules.iter().map(Rule::from));
     }
@@ -203,8 +271,8 @@ impl SingletonPlan {
 
 /// The CSV's Roles lifted to ClusterRoles of the same names, labels and rules plus [`namespaces_rule`], and its
 /// RoleBindings to those Roles lifted to ClusterRoleBindings; what exists is left as it is (OLM never updates
-/// them). A ClusterRole of the same name that is not the CSV's is not bound. `cluster_roles` and `bindings` are the
-/// cluster's, by name.
+/// them). A ClusterRole of the same name that is not the CSV's is not bound, nor one of the CSV's granting more
+/// than it declares. `cluster_roles` and `bindings` are the cluster's, by name.
 pub fn singleton_plan(
     csv: Owner<'_>,
     owned_roles: &[Role],
@@ -213,18 +281,27 @@ pub fn singleton_plan(
     bindings: &BTreeMap<String, ClusterRoleBinding>,
 ) -> SingletonPlan {
     let mut plan = SingletonPlan::default();
+    let declared = csv.declared.all();
+    // The Roles' rules, for the bindings: a lifted role's own (its namespaces rule is granted to every lifted
+    // binding), or those of the CSV's ClusterRole already there, less that rule.
     let mut ours: BTreeMap<String, Vec<PolicyRule>> = BTreeMap::new();
-    for role in owned_roles {
+    for role in owned_roles.iter().filter(|role| owned_by(role.metadata.owner_references.as_ref(), csv.uid)) {
         let name = role.name_any();
+        let rules = role.rules.clone().unwrap_or_default();
+        if !covers(&declared, &rules.iter().map(Rule::from).collect::<Vec<_>>()) {
+            continue;
+        }
         match cluster_roles.get(&name) {
             Some(there) if labelled_as(there.labels(), csv.name, csv.namespace) => {
-                ours.insert(name, there.rules.clone().unwrap_or_default());
+                let mut rules = there.rules.clone().unwrap_or_default();
+                rules.retain(|rule| *rule != namespaces_rule());
+                ours.insert(name, rules);
             }
             Some(_) => {}
             None => {
-                let mut rules = role.rules.clone().unwrap_or_default();
-                rules.push(namespaces_rule());
                 ours.insert(name.clone(), rules.clone());
+                let mut rules = rules;
+                rules.push(namespaces_rule());
                 plan.cluster_roles.push(ClusterRole {
                     metadata: ObjectMeta {
                         name: Some(name),
@@ -237,8 +314,10 @@ pub fn singleton_plan(
             }
         }
     }
-    for binding in owned_bindings {
+    for binding in owned_bindings.iter().filter(|binding| owned_by(binding.metadata.owner_references.as_ref(), csv.uid))
+    {
         let Some(rules) = refers_to_role(&binding.role_ref).and_then(|role| ours.get(role)) else { continue };
+        let Some(subjects) = bindable(csv, binding, rules) else { continue };
         if bindings.contains_key(&binding.name_any()) {
             continue;
         }
@@ -253,9 +332,10 @@ pub fn singleton_plan(
                 kind: "ClusterRole".into(),
                 name: binding.role_ref.name.clone(),
             },
-            subjects: binding.subjects.clone(),
+            subjects: Some(subjects),
         });
         plan.grants.extend(rules.iter().map(Rule::from));
+        plan.grants.push(Rule::from(&namespaces_rule()));
     }
     for role in &plan.cluster_roles {
         plan.grants.extend(role.rules.iter().flatten().map(Rule::from));

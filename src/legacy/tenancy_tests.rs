@@ -2,7 +2,15 @@ use serde_json::{json, Value};
 
 use super::*;
 
-const CSV: Owner<'static> = Owner { name: "plumbus.v1", namespace: "ops", uid: "csv-uid" };
+/// The CSV declares that its account `plumbus` reads Secrets and ConfigMaps in its namespace.
+static DECLARED: std::sync::LazyLock<Declared> = std::sync::LazyLock::new(|| {
+    Declared::of(&object(json!({"permissions": [{"serviceAccountName": "plumbus", "rules": [
+        {"apiGroups": [""], "resources": ["secrets", "configmaps"], "verbs": ["get"]}]}]})))
+});
+
+fn csv() -> Owner<'static> {
+    Owner { name: "plumbus.v1", namespace: "ops", uid: "csv-uid", declared: &DECLARED }
+}
 
 fn object<T: serde::de::DeserializeOwned>(value: Value) -> T {
     serde_json::from_value(value).expect("object")
@@ -31,7 +39,7 @@ fn binding(name: &str, owner_uid: &str, kind: &str, role: &str) -> RoleBinding {
 /// The plan for target `team-a` of the CSV's Role `r` (reading Secrets) and its binding `r`, given what is there.
 fn plan_with(existing_roles: &[Role], existing_bindings: &[RoleBinding]) -> TenantPlan {
     tenant_plan(
-        CSV,
+        csv(),
         "copy-uid",
         "team-a",
         &[role("r", "csv-uid", "secrets")],
@@ -100,14 +108,14 @@ fn roles_and_bindings_are_copied_into_a_target_owned_by_the_copy() {
 
 #[test]
 fn nothing_is_copied_into_the_operators_own_namespace() {
-    let plan = tenant_plan(CSV, "copy-uid", "ops", &[role("r", "csv-uid", "secrets")], &[], &[], &[]);
+    let plan = tenant_plan(csv(), "copy-uid", "ops", &[role("r", "csv-uid", "secrets")], &[], &[], &[]);
     assert!(plan.is_empty());
 }
 
 #[test]
 fn roles_labelled_but_owned_by_another_object_are_not_copied() {
     let plan = tenant_plan(
-        CSV,
+        csv(),
         "copy-uid",
         "team-a",
         &[role("r", "someone-else", "secrets")],
@@ -144,16 +152,16 @@ fn a_foreign_role_of_the_same_name_in_the_target_is_neither_changed_nor_bound() 
 fn bindings_to_cluster_roles_are_neither_copied_nor_lifted() {
     let bindings = [binding("admin-everywhere", "csv-uid", "ClusterRole", "cluster-admin")];
     let roles = [role("r", "csv-uid", "secrets")];
-    let plan = tenant_plan(CSV, "copy-uid", "team-a", &roles, &bindings, &[], &[]);
+    let plan = tenant_plan(csv(), "copy-uid", "team-a", &roles, &bindings, &[], &[]);
     assert!(plan.create_bindings.is_empty());
-    let lifted = singleton_plan(CSV, &roles, &bindings, &BTreeMap::new(), &BTreeMap::new());
+    let lifted = singleton_plan(csv(), &roles, &bindings, &BTreeMap::new(), &BTreeMap::new());
     assert!(lifted.bindings.is_empty(), "{lifted:?}");
 }
 
 #[test]
 fn roles_are_lifted_with_the_namespaces_rule_and_bound_cluster_wide() {
     let plan = singleton_plan(
-        CSV,
+        csv(),
         &[role("r", "csv-uid", "secrets")],
         &[binding("b", "csv-uid", "Role", "r")],
         &BTreeMap::new(),
@@ -180,19 +188,23 @@ fn existing_cluster_roles_are_kept_and_only_the_csvs_own_are_bound() {
         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}));
     let existing = BTreeMap::from([("r".to_owned(), ours)]);
     let plan = singleton_plan(
-        CSV,
+        csv(),
         &[role("r", "csv-uid", "secrets")],
         &[binding("b", "csv-uid", "Role", "r")],
         &existing,
         &BTreeMap::new(),
     );
     assert!(plan.cluster_roles.is_empty(), "never updated");
-    assert_eq!(plan.grants, [Rule::resource(&["get"], &[""], &["configmaps"])], "the binding grants what is there");
+    assert_eq!(
+        plan.grants,
+        [Rule::resource(&["get"], &[""], &["configmaps"]), Rule::from(&namespaces_rule())],
+        "the binding grants what is there"
+    );
 
     let foreign: ClusterRole =
         object(json!({"metadata": {"name": "r"}, "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}));
     let plan = singleton_plan(
-        CSV,
+        csv(),
         &[role("r", "csv-uid", "secrets")],
         &[binding("b", "csv-uid", "Role", "r")],
         &BTreeMap::from([("r".to_owned(), foreign)]),
@@ -206,7 +218,7 @@ fn existing_cluster_role_bindings_are_left_alone() {
     let bound: ClusterRoleBinding = object(json!({"metadata": {"name": "b"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "r"}}));
     let plan = singleton_plan(
-        CSV,
+        csv(),
         &[role("r", "csv-uid", "secrets")],
         &[binding("b", "csv-uid", "Role", "r")],
         &BTreeMap::new(),
@@ -214,4 +226,108 @@ fn existing_cluster_role_bindings_are_left_alone() {
     );
     assert_eq!(plan.cluster_roles.len(), 1);
     assert!(plan.bindings.is_empty());
+}
+
+/// A binding `name` to Role `r` of the CSV's (labelled and owned as its), for `subjects`.
+fn binding_for(name: &str, subjects: Value) -> RoleBinding {
+    object(json!({"metadata": owned_meta(name, "ops", "csv-uid"),
+                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "r"},
+                  "subjects": subjects}))
+}
+
+#[test]
+fn roles_labelled_but_not_owned_by_the_csv_are_not_lifted() {
+    // Anyone who may write Roles in the operator's namespace can write OLM's owner labels.
+    let plan = singleton_plan(
+        csv(),
+        &[role("r", "someone-else", "secrets")],
+        &[binding("b", "someone-else", "Role", "r")],
+        &BTreeMap::new(),
+        &BTreeMap::new(),
+    );
+    assert!(plan.is_empty(), "{plan:?}");
+    let owned_role_planted_binding = singleton_plan(
+        csv(),
+        &[role("r", "csv-uid", "secrets")],
+        &[binding("b", "someone-else", "Role", "r")],
+        &BTreeMap::new(),
+        &BTreeMap::new(),
+    );
+    assert!(owned_role_planted_binding.bindings.is_empty(), "{owned_role_planted_binding:?}");
+}
+
+#[test]
+fn only_the_csvs_own_accounts_are_bound_and_named_with_their_namespace() {
+    let subjects = json!([
+        {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "mallory"},
+        {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:authenticated"},
+        {"kind": "ServiceAccount", "name": "plumbus", "namespace": "elsewhere"},
+        {"kind": "ServiceAccount", "name": "undeclared", "namespace": "ops"},
+        {"kind": "ServiceAccount", "name": "plumbus"},
+    ]);
+    let roles = [role("r", "csv-uid", "secrets")];
+    let bindings = [binding_for("b", subjects)];
+    let kept = |subjects: Option<Vec<Subject>>| {
+        let subjects = subjects.unwrap_or_default();
+        subjects.iter().map(|s| (s.kind.clone(), s.name.clone(), s.namespace.clone())).collect::<Vec<_>>()
+    };
+    let expected = [("ServiceAccount".to_owned(), "plumbus".to_owned(), Some("ops".to_owned()))];
+    let copied = tenant_plan(csv(), "copy-uid", "team-a", &roles, &bindings, &[], &[]);
+    assert_eq!(kept(copied.create_bindings[0].subjects.clone()), expected);
+    let lifted = singleton_plan(csv(), &roles, &bindings, &BTreeMap::new(), &BTreeMap::new());
+    assert_eq!(kept(lifted.bindings[0].subjects.clone()), expected);
+
+    let strangers =
+        [binding_for("b", json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "mallory"}]))];
+    let copied = tenant_plan(csv(), "copy-uid", "team-a", &roles, &strangers, &[], &[]);
+    assert!(copied.create_bindings.is_empty() && copied.grants == [secrets_get()], "{copied:?}");
+    let lifted = singleton_plan(csv(), &roles, &strangers, &BTreeMap::new(), &BTreeMap::new());
+    assert!(lifted.bindings.is_empty(), "{lifted:?}");
+}
+
+#[test]
+fn roles_granting_more_than_the_csv_declares_are_neither_copied_nor_lifted() {
+    let roles = [role("r", "csv-uid", "pods")];
+    let bindings = [binding("b", "csv-uid", "Role", "r")];
+    let copied = tenant_plan(csv(), "copy-uid", "team-a", &roles, &bindings, &[], &[]);
+    assert!(copied.is_empty(), "{copied:?}");
+    let lifted = singleton_plan(csv(), &roles, &bindings, &BTreeMap::new(), &BTreeMap::new());
+    assert!(lifted.is_empty(), "{lifted:?}");
+}
+
+#[test]
+fn a_binding_is_kept_only_when_its_own_accounts_are_declared_the_roles_rules() {
+    // Declared: `plumbus` reads Secrets and ConfigMaps; `helper` only reads ConfigMaps.
+    let declared = Declared::of(&object(json!({"permissions": [
+        {"serviceAccountName": "plumbus", "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]},
+        {"serviceAccountName": "helper", "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}]})));
+    let owner = Owner { declared: &declared, ..csv() };
+    let bindings = [binding_for("b", json!([{"kind": "ServiceAccount", "name": "helper", "namespace": "ops"}]))];
+    let plan = tenant_plan(owner, "copy-uid", "team-a", &[role("r", "csv-uid", "secrets")], &bindings, &[], &[]);
+    assert!(plan.create_bindings.is_empty(), "helper was not declared Secrets: {plan:?}");
+}
+
+#[test]
+fn a_labelled_cluster_role_granting_more_than_declared_is_not_bound() {
+    let widened: ClusterRole = object(json!({"metadata": {"name": "r", "labels": {"olm.owner": "plumbus.v1",
+        "olm.owner.namespace": "ops", "olm.owner.kind": "ClusterServiceVersion"}},
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}));
+    let plan = singleton_plan(
+        csv(),
+        &[role("r", "csv-uid", "secrets")],
+        &[binding("b", "csv-uid", "Role", "r")],
+        &BTreeMap::from([("r".to_owned(), widened)]),
+        &BTreeMap::new(),
+    );
+    assert!(plan.is_empty(), "{plan:?}");
+}
+
+#[test]
+fn a_labelled_role_in_the_target_not_owned_by_the_copy_is_not_updated() {
+    let copied = plan_with(&[], &[]);
+    let mut there = copied.create_roles[0].clone();
+    there.metadata.owner_references = None;
+    there.rules = Some(vec![]);
+    let plan = plan_with(&[there], &[]);
+    assert!(plan.update_roles.is_empty() && plan.create_bindings.is_empty(), "{plan:?}");
 }

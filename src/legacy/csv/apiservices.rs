@@ -26,21 +26,24 @@ pub fn api_service(csv: &ClusterServiceVersion, api: &ApiServiceDescription, ca_
             "caBundle": crate::tls::ca_bundle(ca_pem)}})
 }
 
-/// OLM's `IsAPIServiceAdoptable`: the existing APIService's owner labels name a CSV of this namespace that is this
-/// one, the one it replaces, or its current owner while that one is Replacing or Deleting. `owner_phase` is the
-/// phase of the CSV its `olm.owner` label names, when that exists in the namespace.
-pub fn adoptable(csv: &ClusterServiceVersion, existing: &APIService, owner_phase: Option<CsvPhase>) -> bool {
+/// OLM's `IsAPIServiceAdoptable`: the existing APIService's owner labels name this CSV, the CSV of this namespace
+/// it replaces while that exists (`replaced_exists`), or a CSV of any namespace that is Replacing or Deleting.
+/// `owner_phase` is the phase of the CSV its owner labels name, when that exists.
+pub fn adoptable(
+    csv: &ClusterServiceVersion,
+    existing: &APIService,
+    owner_phase: Option<CsvPhase>,
+    replaced_exists: bool,
+) -> bool {
     let labels = existing.metadata.labels.clone().unwrap_or_default();
     let label = |key: &str| labels.get(key).map(String::as_str).unwrap_or_default();
     let (kind, owner, namespace) = (label(OWNER_KIND_LABEL), label(OWNER_LABEL), label(OWNER_NAMESPACE_LABEL));
     if kind.is_empty() || owner.is_empty() || namespace.is_empty() || kind != "ClusterServiceVersion" {
         return false;
     }
-    if Some(namespace) != csv.metadata.namespace.as_deref() {
-        return false;
-    }
-    Some(owner) == csv.metadata.name.as_deref()
-        || Some(owner) == csv.spec.replaces.as_deref()
+    let here = Some(namespace) == csv.metadata.namespace.as_deref();
+    here && Some(owner) == csv.metadata.name.as_deref()
+        || here && replaced_exists && Some(owner) == csv.spec.replaces.as_deref()
         || matches!(owner_phase, Some(CsvPhase::Replacing | CsvPhase::Deleting))
 }
 

@@ -49,18 +49,22 @@ fn its_port_defaults_to_443() {
 #[test]
 fn adoption_follows_olms_rule() {
     let mut csv = csv();
-    assert!(adoptable(&csv, &existing(owned_by("wizard.v1", "ops"), None), None));
-    assert!(!adoptable(&csv, &existing(json!({}), None), None), "no owner labels");
-    assert!(!adoptable(&csv, &existing(owned_by("wizard.v1", "elsewhere"), None), None));
+    assert!(adoptable(&csv, &existing(owned_by("wizard.v1", "ops"), None), None, false));
+    assert!(!adoptable(&csv, &existing(json!({}), None), None, false), "no owner labels");
+    assert!(!adoptable(&csv, &existing(owned_by("wizard.v1", "elsewhere"), None), None, false));
     let mut other_kind = owned_by("wizard.v1", "ops");
     other_kind["olm.owner.kind"] = json!("OperatorGroup");
-    assert!(!adoptable(&csv, &existing(other_kind, None), None));
+    assert!(!adoptable(&csv, &existing(other_kind, None), None, false));
     let stranger = existing(owned_by("other.v1", "ops"), None);
-    assert!(!adoptable(&csv, &stranger, Some(CsvPhase::Succeeded)));
-    assert!(adoptable(&csv, &stranger, Some(CsvPhase::Replacing)));
-    assert!(adoptable(&csv, &stranger, Some(CsvPhase::Deleting)));
+    assert!(!adoptable(&csv, &stranger, Some(CsvPhase::Succeeded), false));
+    assert!(adoptable(&csv, &stranger, Some(CsvPhase::Replacing), false));
+    assert!(adoptable(&csv, &stranger, Some(CsvPhase::Deleting), false));
+    let leaving_elsewhere = existing(owned_by("other.v1", "elsewhere"), None);
+    assert!(adoptable(&csv, &leaving_elsewhere, Some(CsvPhase::Deleting), false), "OLM: the owner's own namespace");
     csv.spec.replaces = Some("other.v1".into());
-    assert!(adoptable(&csv, &stranger, None), "the CSV it replaces");
+    assert!(adoptable(&csv, &stranger, None, true), "the CSV it replaces");
+    assert!(!adoptable(&csv, &stranger, None, false), "only while that CSV exists, as OLM reads it");
+    assert!(!adoptable(&csv, &leaving_elsewhere, None, true), "the replaced CSV is of this namespace");
     assert_eq!(owner_of(&stranger), Some(("ops".into(), "other.v1".into())));
 }
 

@@ -24,6 +24,8 @@ pub struct OnBehalf {
     pub grants: Option<(String, Vec<Rule>)>,
     /// Whether bindings to those roles are made too (`bind` on the role kind, when the rules are not held).
     pub binds: bool,
+    /// `(verb, group, resource)` of each other write: changing an object that exists needs `update` or `patch`.
+    pub changes: Vec<(String, String, String)>,
 }
 
 impl OnBehalf {
@@ -34,7 +36,14 @@ impl OnBehalf {
             creates: vec![(RBAC_GROUP.into(), "clusterroles".into())],
             grants: Some(("clusterroles".into(), rules)),
             binds: false,
+            changes: Vec::new(),
         }
+    }
+
+    /// The same writes, and `verb` on `resource` of `group` too (an object there changed).
+    pub fn changing(mut self, verb: &str, group: &str, resource: &str) -> Self {
+        self.changes.push((verb.into(), group.into(), resource.into()));
+        self
     }
 
     /// Roles granting `rules` in `namespace` and the RoleBindings binding them.
@@ -44,6 +53,7 @@ impl OnBehalf {
             creates: vec![(RBAC_GROUP.into(), "roles".into()), (RBAC_GROUP.into(), "rolebindings".into())],
             grants: Some(("roles".into(), rules)),
             binds: true,
+            changes: Vec::new(),
         }
     }
 
@@ -57,6 +67,7 @@ impl OnBehalf {
             ],
             grants: Some(("clusterroles".into(), rules)),
             binds: true,
+            changes: Vec::new(),
         }
     }
 }
@@ -76,6 +87,12 @@ pub fn checks(on_behalf: &OnBehalf) -> Checks {
         .creates
         .iter()
         .map(|(group, resource)| AccessCheck::resource(namespace, "create", group, resource, ""))
+        .chain(
+            on_behalf
+                .changes
+                .iter()
+                .map(|(verb, group, resource)| AccessCheck::resource(namespace, verb, group, resource, "")),
+        )
         .collect();
     let Some((role_kind, rules)) = &on_behalf.grants else {
         return Checks { required, ..Checks::default() };
@@ -238,6 +255,7 @@ mod tests {
             creates: vec![("apps".into(), "deployments".into())],
             grants: None,
             binds: false,
+            changes: Vec::new(),
         };
         let checks = checks(&on_behalf);
         assert_eq!(
@@ -245,6 +263,18 @@ mod tests {
             ["create deployments.apps in namespace ns"]
         );
         assert!(checks.grants.is_empty() && checks.escalation.is_empty());
+    }
+
+    #[test]
+    fn changing_an_object_there_is_asked_after_creating() {
+        let checks = checks(&OnBehalf::cluster_roles(rules()).changing("patch", RBAC_GROUP, "clusterroles"));
+        assert_eq!(
+            checks.required.iter().map(describe).collect::<Vec<_>>(),
+            [
+                "create clusterroles.rbac.authorization.k8s.io cluster-wide",
+                "patch clusterroles.rbac.authorization.k8s.io cluster-wide"
+            ]
+        );
     }
 
     #[test]

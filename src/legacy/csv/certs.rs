@@ -196,6 +196,19 @@ pub fn auth_reader(csv: &ClusterServiceVersion, service: &str, account: &str) ->
         "subjects": account_subject(csv, account), "roleRef": role_ref("Role", AUTH_READER)})
 }
 
+/// The CSV of another namespace an existing object of a cluster-unique name (the auth-delegator and auth-reader
+/// bindings, named after the Deployment only) is labelled for, `<namespace>/<name>`: it is not taken over, as OLM
+/// would, re-pointing another namespace's aggregated API server's binding to this CSV's account. A CSV of the same
+/// namespace (the one this CSV replaces) may pass it on.
+pub fn claimed_elsewhere(labels: &BTreeMap<String, String>, csv: &ClusterServiceVersion) -> Option<String> {
+    if labels.get(OWNER_KIND_LABEL).map(String::as_str) != Some("ClusterServiceVersion") {
+        return None;
+    }
+    let namespace = labels.get(OWNER_NAMESPACE_LABEL)?;
+    (Some(namespace) != csv.metadata.namespace.as_ref())
+        .then(|| format!("{namespace}/{}", labels.get(OWNER_LABEL).map(String::as_str).unwrap_or_default()))
+}
+
 /// The account a Deployment spec runs as: OLM defaults it to `default`.
 pub fn account_of(spec: &Value) -> String {
     spec["template"]["spec"]["serviceAccountName"]

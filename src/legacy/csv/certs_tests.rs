@@ -148,3 +148,20 @@ fn a_named_account_is_kept() {
     assert_eq!(spec["template"]["spec"]["serviceAccountName"], "wizard");
     assert_eq!(account_of(&spec), "wizard");
 }
+
+#[test]
+fn a_binding_of_a_csv_of_another_namespace_is_claimed_there() {
+    let csv = csv();
+    let namespace = csv.metadata.namespace.clone().unwrap_or_default();
+    let labels = |name: &str, namespace: &str| {
+        BTreeMap::from([
+            ("olm.owner".to_owned(), name.to_owned()),
+            ("olm.owner.namespace".to_owned(), namespace.to_owned()),
+            ("olm.owner.kind".to_owned(), "ClusterServiceVersion".to_owned()),
+        ])
+    };
+    assert_eq!(claimed_elsewhere(&labels("other.v1", "elsewhere"), &csv).as_deref(), Some("elsewhere/other.v1"));
+    assert_eq!(claimed_elsewhere(&labels("older.v0", &namespace), &csv), None, "the replaced CSV passes it on");
+    assert_eq!(claimed_elsewhere(&owner_labels(&csv), &csv), None);
+    assert_eq!(claimed_elsewhere(&BTreeMap::new(), &csv), None, "unlabelled: OLM's to take over");
+}

@@ -2,7 +2,8 @@
 //! makes for them (Services, certificate Secrets, the Role and RoleBinding reading them, the aggregated API
 //! server's bindings, APIServices, webhook configurations, CRD conversion) is one the author must be allowed, by
 //! SubjectAccessReview, to create by hand (and to patch, where the install applies over an object of the name;
-//! to bind the roles it binds). OLM v0 makes them with its own rights, so a CSV would let anyone who
+//! to hold what the roles it makes grant or `escalate` them, and to hold it or `bind` the roles it binds: for
+//! `system:auth-delegator`, `bind` only, stricter than RBAC, which would also take holding its rules). OLM v0 makes them with its own rights, so a CSV would let anyone who
 //! may write one register a webhook that sees every object of the cluster; here writing a CSV never does more than
 //! its author could do.
 
@@ -44,8 +45,16 @@ pub fn needs(csv: &ClusterServiceVersion) -> Vec<Need> {
         written(&mut needs, ns, rbac, "rolebindings", "certificate RoleBindings");
     }
     for deployment in served.keys() {
-        // Binding the Role needs what it grants (reading the Secret), or `bind` on it, as RBAC checks it.
+        // Making the Role needs what it grants (reading the Secret) or `escalate`, and binding it that or `bind`
+        // on it, as RBAC checks them.
         let secret = secret_name(&service_name(deployment));
+        needs.push(Need {
+            checks: vec![
+                AccessCheck::resource(ns, "get", "", "secrets", &secret),
+                AccessCheck::resource(ns, "escalate", rbac, "roles", &secret),
+            ],
+            objects: "certificate Roles".to_owned(),
+        });
         needs.push(Need {
             checks: vec![
                 AccessCheck::resource(ns, "get", "", "secrets", &secret),
@@ -95,7 +104,10 @@ pub fn refusal(author: &str, need: &Need) -> String {
         Some(namespace) => format!(" in namespace {namespace}"),
         None => String::new(),
     };
-    let alternatives = if need.checks.len() > 1 { " (nor bind its Role)" } else { "" };
+    let alternatives = match need.checks.get(1) {
+        Some(other) => format!(" (nor {} its Role)", other.verb),
+        None => String::new(),
+    };
     format!(
         "the CSV's author {author} may not {} {object}{place}{alternatives}, so its {} are not created for them",
         check.verb, need.objects

@@ -37,7 +37,9 @@ fn every_kind_of_object_made_for_the_author_is_checked() {
             "patch rbac.authorization.k8s.io/roles  @ops",
             "create rbac.authorization.k8s.io/rolebindings  @ops",
             "patch rbac.authorization.k8s.io/rolebindings  @ops",
+            "get /secrets api-service-cert @ops | escalate rbac.authorization.k8s.io/roles api-service-cert @ops",
             "get /secrets api-service-cert @ops | bind rbac.authorization.k8s.io/roles api-service-cert @ops",
+            "get /secrets hooks-service-cert @ops | escalate rbac.authorization.k8s.io/roles hooks-service-cert @ops",
             "get /secrets hooks-service-cert @ops | bind rbac.authorization.k8s.io/roles hooks-service-cert @ops",
             "create rbac.authorization.k8s.io/clusterrolebindings  @*",
             "patch rbac.authorization.k8s.io/clusterrolebindings  @*",
@@ -93,6 +95,11 @@ fn refusals_name_the_author_and_what_they_may_not_do() {
     );
     assert_eq!(
         refusal("mallory", &needs[8]),
+        "the CSV's author mallory may not get secret api-service-cert in namespace ops (nor escalate its Role), so \
+         its certificate Roles are not created for them"
+    );
+    assert_eq!(
+        refusal("mallory", &needs[9]),
         "the CSV's author mallory may not get secret api-service-cert in namespace ops (nor bind its Role), so its \
          certificate RoleBindings are not created for them"
     );

@@ -94,7 +94,17 @@ async fn unadoptable(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Optio
                 .and_then(|owner| owner.status.map(|status| status.phase)),
             None => None,
         };
-        if !apiservices::adoptable(csv, &existing, owner_phase) {
+        let replaced_exists = match csv.spec.replaces.as_deref() {
+            Some(replaced) => ctx
+                .client
+                .namespaced::<ClusterServiceVersion>(&at.namespace())
+                .get_opt(replaced)
+                .await
+                .map_err(at.read("CSVs"))?
+                .is_some(),
+            None => false,
+        };
+        if !apiservices::adoptable(csv, &existing, owner_phase, replaced_exists) {
             return Ok(Some(name));
         }
     }
@@ -141,6 +151,34 @@ pub async fn preflight(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Res
     }
     if let Some(name) = unadoptable(ctx, csv).await? {
         return Ok(Err(format!("pre-existing APIService {name} is not adoptable")));
+    }
+    for (deployment, served) in certs::served(csv) {
+        if !served.api_service {
+            continue;
+        }
+        let service = certs::service_name(&deployment);
+        let name = certs::auth_delegator_name(&service);
+        let delegator =
+            ctx.client.all::<ClusterRoleBinding>().get_opt(&name).await.map_err(at.read("ClusterRoleBindings"))?;
+        let reader_name = certs::auth_reader_name(&service);
+        let reader = ctx
+            .client
+            .namespaced::<RoleBinding>(certs::KUBE_SYSTEM)
+            .get_opt(&reader_name)
+            .await
+            .map_err(at.read("RoleBindings"))?;
+        let claims = [
+            (format!("ClusterRoleBinding {name}"), delegator.map(|binding| binding.labels().clone())),
+            (
+                format!("RoleBinding {}/{reader_name}", certs::KUBE_SYSTEM),
+                reader.map(|binding| binding.labels().clone()),
+            ),
+        ];
+        for (what, labels) in claims {
+            if let Some(other) = labels.and_then(|labels| certs::claimed_elsewhere(&labels, csv)) {
+                return Ok(Err(format!("{what} belongs to CSV {other} and is not taken over")));
+            }
+        }
     }
     Ok(Ok(()))
 }
@@ -361,23 +399,40 @@ pub async fn health(
 
 /// Deletes the configurations made for webhooks the CSV no longer declares (OLM's `cleanUpRemovedWebhooks`), each
 /// only when the CSV's author may delete it: removing a webhook from a CSV never removes more than its author could.
+/// One kept is told once as a Warning event, `WebhookConfigurationKept`.
 async fn remove_stale_configurations(ctx: &Context, at: &At<'_>) -> Result<(), ReconcileError> {
     let owner = webhooks::owner_selector(at.0);
-    remove_stale(ctx, ctx.client.all::<ValidatingWebhookConfiguration>(), at, &owner).await?;
-    remove_stale(ctx, ctx.client.all::<MutatingWebhookConfiguration>(), at, &owner).await
+    let mut kept = remove_stale(ctx, ctx.client.all::<ValidatingWebhookConfiguration>(), at, &owner).await?;
+    kept.extend(remove_stale(ctx, ctx.client.all::<MutatingWebhookConfiguration>(), at, &owner).await?);
+    if kept.is_empty() {
+        ctx.forget_warning(at.0, WEBHOOK_CONFIGURATION_KEPT);
+    } else {
+        let author = recorded_author(at.0.annotations()).map(|author| author.username).unwrap_or_default();
+        let note = format!(
+            "the CSV no longer declares the webhooks of {}, but its author {author} may not delete them: they are kept",
+            kept.join(", ")
+        );
+        ctx.warn_once(at.0, WEBHOOK_CONFIGURATION_KEPT, note).await;
+    }
+    Ok(())
 }
 
-/// Deletes the configurations of `csv` (`owner`: its owner labels) made for webhooks it no longer declares.
+/// The reason of the Warning event saying a dropped webhook's configuration is kept for its CSV's author.
+pub const WEBHOOK_CONFIGURATION_KEPT: &str = "WebhookConfigurationKept";
+
+/// Deletes the configurations of `csv` (`owner`: its owner labels) made for webhooks it no longer declares; those
+/// its author may not delete are kept, and named (`<plural> <name>`).
 async fn remove_stale<K>(
     ctx: &Context,
     configurations: Objects<K>,
     at: &At<'_>,
     owner: &str,
-) -> Result<(), ReconcileError>
+) -> Result<Vec<String>, ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
 {
     let params = ListParams::default().labels(owner);
+    let mut kept = Vec::new();
     for found in configurations.list_with(&params).await.map_err(at.read("webhook configurations"))? {
         let generate_name = found.meta().labels.as_ref().and_then(|l| l.get(webhooks::GENERATE_NAME_LABEL)).cloned();
         if !webhooks::is_stale(at.0, generate_name.as_deref()) {
@@ -394,9 +449,10 @@ where
         if !may {
             tracing::warn!(csv = %at.0.name_any(), namespace = %at.namespace(), configuration = %name,
                 "the CSV's author may not delete the configuration of a webhook it dropped: it is kept");
+            kept.push(format!("{} {name}", K::plural(&())));
             continue;
         }
         configurations.ensure_deleted(&name).await.map_err(at.write(format!("webhook configuration {name}")))?;
     }
-    Ok(())
+    Ok(kept)
 }

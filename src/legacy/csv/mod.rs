@@ -39,6 +39,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
+use futures_util::stream::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
@@ -120,6 +121,14 @@ impl Context {
         };
         if first {
             self.events.publish(csv, &[Transition { warning: true, reason: reason.into(), note }]).await;
+        }
+    }
+
+    /// Forgets every Warning published on `csv`, being deleted.
+    fn forget_warnings(&self, csv: &ClusterServiceVersion) {
+        let uid = csv.uid().unwrap_or_default();
+        if let Ok(mut warned) = self.warned.lock() {
+            warned.retain(|(of, _), _| *of != uid);
         }
     }
 
@@ -212,15 +221,19 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let (cluster_roles, roles_writer) = kube::runtime::reflector::store::<ClusterRole>();
     let (cluster_bindings, bindings_writer) = kube::runtime::reflector::store::<ClusterRoleBinding>();
     let rbac = Arc::new(cluster_rbac::ClusterRbac::new(cluster_roles, cluster_bindings));
+    // Every event of either watch, after the store has taken it, dates the snapshot, the end of a relist
+    // included (its objects replace the store's only then, with no object of its own).
+    let (roles_changed, bindings_changed) = (rbac.clone(), rbac.clone());
     let role_changes = kube::runtime::reflector(
         roles_writer,
         watcher(Api::<ClusterRole>::all(client.clone()), watcher::Config::default()),
-    );
+    )
+    .inspect(move |_| roles_changed.changed());
     let binding_changes = kube::runtime::reflector(
         bindings_writer,
         watcher(Api::<ClusterRoleBinding>::all(client.clone()), watcher::Config::default()),
-    );
-    let (roles_changed, bindings_changed) = (rbac.clone(), rbac.clone());
+    )
+    .inspect(move |_| bindings_changed.changed());
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
         events: Events::new(client.clone(), "olmv2-csv-controller"),
@@ -282,14 +295,8 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         })
         // The cluster's RBAC, held for the permission checks (a change wakes no CSV: a CSV waiting on RBAC looks
         // again after the retry interval, as OLM's does).
-        .watches_stream(role_changes.touched_objects(), move |_| {
-            roles_changed.changed();
-            None::<ObjectRef<ClusterServiceVersion>>
-        })
-        .watches_stream(binding_changes.touched_objects(), move |_| {
-            bindings_changed.changed();
-            None::<ObjectRef<ClusterServiceVersion>>
-        })
+        .watches_stream(role_changes.touched_objects(), |_| None::<ObjectRef<ClusterServiceVersion>>)
+        .watches_stream(binding_changes.touched_objects(), |_| None::<ObjectRef<ClusterServiceVersion>>)
         .watches(Api::<CustomResourceDefinition>::all(client), watcher::Config::default(), move |crd| {
             let crd_name = crd.name_any();
             by_crd

@@ -62,6 +62,7 @@ pub async fn reconcile(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Act
     }
     let place = Place { namespace: csv.namespace().unwrap_or_default(), name: csv.name_any() };
     if csv.metadata.deletion_timestamp.is_some() {
+        ctx.forget_warnings(csv);
         return finalize(ctx, csv, &place).await;
     }
     if !has_finalizer(csv) {
@@ -254,6 +255,7 @@ async fn author_may_install(
         creates: vec![("apps".into(), "deployments".into())],
         grants: None,
         binds: false,
+        changes: Vec::new(),
     };
     Ok(author_may(ctx, csv, place, &deployments)
         .await?
@@ -401,6 +403,8 @@ async fn ensure_api_roles(ctx: &Context, csv: &ClusterServiceVersion, place: &Pl
     let crd_api = ctx.client.all::<CustomResourceDefinition>();
     let roles = ctx.client.all::<ClusterRole>();
     let mut wanted = Vec::new();
+    // Whether a role of those names exists and is changed: by hand, that is a patch.
+    let mut changes_one = false;
     for owned in csv.spec.custom_resource_definitions.iter().flat_map(|crds| &crds.owned) {
         let Some(crd) = crd_api.get_opt(&owned.name).await.map_err(place.read("CRDs"))? else { continue };
         let Some((_, group)) = owned.name.split_once('.') else { continue };
@@ -417,6 +421,7 @@ async fn ensure_api_roles(ctx: &Context, csv: &ClusterServiceVersion, place: &Pl
             let role_name = role["metadata"]["name"].as_str().unwrap_or_default().to_owned();
             let current = roles.get_opt(&role_name).await.map_err(place.read("ClusterRoles"))?;
             if role_differs(current.as_ref(), &role) {
+                changes_one |= current.is_some();
                 wanted.push((role_name, role));
             }
         }
@@ -425,7 +430,11 @@ async fn ensure_api_roles(ctx: &Context, csv: &ClusterServiceVersion, place: &Pl
         return Ok(());
     }
     let rules = wanted.iter().flat_map(|(_, role)| role_rules(role)).collect();
-    if let Err(why) = author_may(ctx, csv, place, &OnBehalf::cluster_roles(rules)).await? {
+    let mut on_behalf = OnBehalf::cluster_roles(rules);
+    if changes_one {
+        on_behalf = on_behalf.changing("patch", "rbac.authorization.k8s.io", "clusterroles");
+    }
+    if let Err(why) = author_may(ctx, csv, place, &on_behalf).await? {
         let names: Vec<&str> = wanted.iter().map(|(name, _)| name.as_str()).collect();
         let note = format!("ClusterRoles {} are not created: the CSV's {why}", names.join(", "));
         tracing::warn!(csv = %place.name, namespace = %place.namespace, %note, "per-API ClusterRoles refused");

@@ -17,7 +17,9 @@ use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::controller::client::ClientError;
 use crate::legacy::copies::is_uncopiable;
 use crate::legacy::membership::missing_annotations;
-use crate::legacy::tenancy::{owner_selector, permissions_met, singleton_plan, tenant_plan, Owner};
+use crate::legacy::tenancy::{
+    labelled_as, owner_selector, permissions_met, singleton_plan, tenant_plan, Declared, Owner,
+};
 use crate::rbac::UserInfo;
 
 /// The reason of the Warning event saying a CSV's RBAC was not copied or lifted for its author.
@@ -42,7 +44,8 @@ pub(super) async fn ensure_target_rbac(
         return Ok(());
     }
     let uid = csv.uid().unwrap_or_default();
-    let owner = Owner { name: &place.name, namespace, uid: &uid };
+    let declared = Declared::of(&csv.spec.install.spec);
+    let owner = Owner { name: &place.name, namespace, uid: &uid, declared: &declared };
     let cluster = ctx.cluster_rbac().await;
     let strategy = &csv.spec.install.spec;
     let mut owned: Option<(Vec<Role>, Vec<RoleBinding>)> = None;
@@ -80,11 +83,23 @@ pub(super) async fn ensure_target_rbac(
                 ));
             }
             Ok(()) => {
+                let api = ctx.client.all::<ClusterRole>();
+                let mut taken = Vec::new();
                 for role in &plan.cluster_roles {
-                    ignore_conflict(ctx.client.all::<ClusterRole>().create(role).await)
-                        .map_err(place.write(format!("ClusterRole {}", role.name_any())))?;
+                    let name = role.name_any();
+                    let made = api.create(role).await;
+                    if !created_or_ours(
+                        made,
+                        || api.get_opt(&name),
+                        |there: &ClusterRole| labelled_as(there.labels(), owner.name, namespace),
+                    )
+                    .await
+                    .map_err(place.write(format!("ClusterRole {name}")))?
+                    {
+                        taken.push(name);
+                    }
                 }
-                for binding in &plan.bindings {
+                for binding in plan.bindings.iter().filter(|binding| !taken.contains(&binding.role_ref.name)) {
                     ignore_conflict(ctx.client.all::<ClusterRoleBinding>().create(binding).await)
                         .map_err(place.write(format!("ClusterRoleBinding {}", binding.name_any())))?;
                 }
@@ -119,14 +134,32 @@ pub(super) async fn ensure_target_rbac(
             if plan.is_empty() {
                 continue;
             }
-            if let Err(why) = author_may(ctx, csv, place, &OnBehalf::bound_roles(target, plan.grants.clone())).await? {
+            let mut on_behalf = OnBehalf::bound_roles(target, plan.grants.clone());
+            if !plan.update_roles.is_empty() {
+                on_behalf = on_behalf.changing("update", "rbac.authorization.k8s.io", "roles");
+            }
+            if let Err(why) = author_may(ctx, csv, place, &on_behalf).await? {
                 refusals.push(format!("its Roles are not copied to namespace {target}: the CSV's {why}"));
                 continue;
             }
             let roles_api = ctx.client.namespaced::<Role>(target);
+            let mut taken = Vec::new();
             for role in &plan.create_roles {
-                ignore_conflict(roles_api.create(role).await)
-                    .map_err(place.write(format!("Role {target}/{}", role.name_any())))?;
+                let name = role.name_any();
+                let made = roles_api.create(role).await;
+                if !created_or_ours(
+                    made,
+                    || roles_api.get_opt(&name),
+                    |there: &Role| {
+                        labelled_as(there.labels(), owner.name, target)
+                            && there.owner_references().iter().any(|reference| reference.uid == copy_uid)
+                    },
+                )
+                .await
+                .map_err(place.write(format!("Role {target}/{name}")))?
+                {
+                    taken.push(name);
+                }
             }
             for role in &plan.update_roles {
                 roles_api
@@ -134,7 +167,7 @@ pub(super) async fn ensure_target_rbac(
                     .await
                     .map_err(place.write(format!("Role {target}/{}", role.name_any())))?;
             }
-            for binding in &plan.create_bindings {
+            for binding in plan.create_bindings.iter().filter(|binding| !taken.contains(&binding.role_ref.name)) {
                 ignore_conflict(ctx.client.namespaced::<RoleBinding>(target).create(binding).await)
                     .map_err(place.write(format!("RoleBinding {target}/{}", binding.name_any())))?;
             }
@@ -165,6 +198,23 @@ async fn owned_rbac(
         .await
         .map_err(place.read("RoleBindings"))?;
     Ok((roles, bindings))
+}
+
+/// Whether a role create made the role, or found it made already as the CSV's (`ours`, read again by `get`): a
+/// role of that name made meanwhile by someone else is not to be bound.
+async fn created_or_ours<K, F>(
+    made: Result<K, ClientError>,
+    get: impl FnOnce() -> F,
+    ours: impl FnOnce(&K) -> bool,
+) -> Result<bool, ClientError>
+where
+    F: std::future::Future<Output = Result<Option<K>, ClientError>>,
+{
+    match made {
+        Ok(_) => Ok(true),
+        Err(error) if error.code() == Some(409) => Ok(get().await?.as_ref().is_some_and(ours)),
+        Err(error) => Err(error),
+    }
 }
 
 /// A create that found the object already made (by an earlier pass) did what was asked.

@@ -195,10 +195,21 @@ subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
     let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
     let edited = csvs.get("plumbus.v1.0.0").await.expect("csv");
     assert!(edited.metadata.annotations.unwrap()["v2alpha1.operators.coreos.com/creator"].contains("\"mallory\""));
-    for _ in 0..60 {
+    // The pass that would have deleted it says it kept it.
+    let mut described = String::new();
+    for _ in 0..600 {
         harness.roll_out("ops").await;
+        described = super::kubectl(&harness, &["describe", "csv", "-n", "ops", "plumbus.v1.0.0"]);
+        if described.contains("WebhookConfigurationKept") {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let kept = described.lines().find(|line| line.contains("WebhookConfigurationKept")).unwrap_or_else(|| {
+        panic!("no WebhookConfigurationKept event:\n{described}");
+    });
+    assert!(kept.contains("validatingwebhookconfigurations vplumbus.example.com-"), "{kept}");
+    assert!(kept.contains("but its author mallory may not delete them"), "{kept}");
     assert_eq!(validating.list(&owned).await.expect("list").items.len(), 1, "kept: mallory may not delete it");
 
     // Written by the admin, who may delete it, the CSV's dropped webhook loses its configuration.

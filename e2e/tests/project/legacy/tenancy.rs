@@ -16,16 +16,19 @@ use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 use super::{apply, bound_to, csv, csv_writer, kubectl, start, wait_phase, CRD, GLOBAL_GROUP};
 use crate::support::harness::Harness;
 
+/// The metadata of object `name` of `ops`, labelled and owned as OLM v0's InstallPlan makes them for CSV `uid`.
+fn owned_meta(name: &str, uid: &str) -> String {
+    format!(
+        "{{name: {name}, namespace: ops, labels: {{olm.owner: plumbus.v1.0.0, olm.owner.namespace: ops, \
+         olm.owner.kind: ClusterServiceVersion}}, ownerReferences: [{{apiVersion: operators.coreos.com/v1alpha1, \
+         kind: ClusterServiceVersion, name: plumbus.v1.0.0, uid: {uid}}}]}}"
+    )
+}
+
 /// The CSV's account with a Role reading Secrets and its binding, labelled and owned as OLM v0's InstallPlan makes
 /// them for CSV `uid`.
 fn owned_rbac(uid: &str) -> String {
-    let meta = |name: &str| {
-        format!(
-            "{{name: {name}, namespace: ops, labels: {{olm.owner: plumbus.v1.0.0, olm.owner.namespace: ops, \
-             olm.owner.kind: ClusterServiceVersion}}, ownerReferences: [{{apiVersion: operators.coreos.com/v1alpha1, \
-             kind: ClusterServiceVersion, name: plumbus.v1.0.0, uid: {uid}}}]}}"
-        )
-    };
+    let meta = |name: &str| owned_meta(name, uid);
     format!(
         r#"
 apiVersion: v1
@@ -173,4 +176,87 @@ async fn the_csvs_roles_are_lifted_cluster_wide_only_for_an_author_who_could_lif
     assert!(cluster_roles.get_opt("plumbus-secrets").await.expect("get").is_none(), "the lifted ClusterRole is gone");
     assert!(bindings.get_opt("plumbus-secrets-binding").await.expect("get").is_none(), "and its binding");
     assert_eq!(can_i(&harness, "list", "secrets", "team-b"), "no");
+}
+
+/// Mallory, admin of namespace `ops` only, plants Roles and RoleBindings labelled and owned as the admin's CSV's
+/// (labels and owner references are anyone's to write), each bound to herself and the CSV's account: one granting
+/// more than the CSV declares, one granting what it declares. The admin's CSV, allowed to lift its RBAC, lifts only
+/// what it declares and only to its own account: nothing planted gives Mallory or the account more cluster-wide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn roles_planted_with_the_csvs_labels_are_not_lifted_for_the_planter() {
+    let harness = start("planted-rbac").await;
+    apply(&harness, GLOBAL_GROUP);
+    apply(&harness, CRD);
+    apply(&harness, &bound_to("mallory", "admin", "ops"));
+    let modes = [("AllNamespaces", true)];
+    apply(&harness, &secrets_csv(&modes));
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+    let uid = csvs.get("plumbus.v1.0.0").await.expect("csv").uid().unwrap();
+    let meta = |name: &str| owned_meta(name, &uid);
+    let mallory_and_the_account = "[{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}, \
+                                   {kind: ServiceAccount, name: plumbus, namespace: ops}]";
+    let planted = format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: plumbus, namespace: ops}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {wide}
+rules: [{{apiGroups: [""], resources: [secrets, pods], verbs: [get, list, create, delete]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {wide_binding}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: mallory-wide}}
+subjects: {mallory_and_the_account}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {narrow}
+rules: [{{apiGroups: [""], resources: [secrets], verbs: [get, list]}}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {narrow_binding}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: mallory-narrow}}
+subjects: {mallory_and_the_account}
+"#,
+        wide = meta("mallory-wide"),
+        wide_binding = meta("mallory-wide-binding"),
+        narrow = meta("mallory-narrow"),
+        narrow_binding = meta("mallory-narrow-binding"),
+    );
+    let mallory = harness.plane.user_kubeconfig("mallory", &[]);
+    let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&planted));
+    assert!(output.status.success(), "mallory: {}", String::from_utf8_lossy(&output.stderr));
+
+    // Mallory's Roles give the account what its CSV asks in `ops`: the CSV succeeds, and a pass lifts what it
+    // takes from the plants. The narrow one lifted is the proof that the pass saw the wide one (made before it).
+    wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    let bindings = Api::<ClusterRoleBinding>::all(harness.admin.clone());
+    let mut lifted = None;
+    for _ in 0..200 {
+        assert!(bindings.get_opt("mallory-wide-binding").await.expect("get").is_none(), "a planted binding was lifted");
+        lifted = bindings.get_opt("mallory-narrow-binding").await.expect("get");
+        if lifted.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lifted = lifted.expect("the narrow planted Role, within the CSV's declaration, is never lifted");
+    let subjects: Vec<String> = lifted.subjects.unwrap().iter().map(|subject| subject.name.clone()).collect();
+    assert_eq!(subjects, ["plumbus"], "a planted subject was bound cluster-wide");
+    assert_eq!(can_i(&harness, "list", "secrets", "team-b"), "yes", "what the CSV declares is lifted");
+
+    let cluster_roles = Api::<ClusterRole>::all(harness.admin.clone());
+    assert!(cluster_roles.get_opt("mallory-wide").await.expect("get").is_none(), "a planted Role was lifted");
+    assert!(bindings.get_opt("mallory-wide-binding").await.expect("get").is_none(), "a planted binding was lifted");
+    let as_mallory = |verb: &str, resource: &str| {
+        let output = harness.admin_kubectl(&["auth", "can-i", verb, resource, "-n", "team-b", "--as", "mallory"], None);
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    assert_eq!(as_mallory("list", "secrets"), "no", "mallory reads Secrets everywhere");
+    assert_eq!(can_i(&harness, "create", "pods", "team-b"), "no", "the account got more than its CSV declares");
 }
