@@ -49,6 +49,18 @@ fn plan_with(existing_roles: &[Role], existing_bindings: &[RoleBinding]) -> Tena
     )
 }
 
+/// The plan lifting the CSV's Role `r` (reading Secrets) and its binding `b` where ClusterRole `r` is `there`.
+fn lifted_over(there: ClusterRole) -> SingletonPlan {
+    let roles = [role("r", "csv-uid", "secrets")];
+    singleton_plan(
+        csv(),
+        &roles,
+        &[binding("b", "csv-uid", "Role", "r")],
+        &BTreeMap::from([("r".into(), there)]),
+        &BTreeMap::new(),
+    )
+}
+
 fn secrets_get() -> Rule {
     Rule::resource(&["get"], &[""], &["secrets"])
 }
@@ -186,14 +198,7 @@ fn existing_cluster_roles_are_kept_and_only_the_csvs_own_are_bound() {
     let ours: ClusterRole = object(json!({"metadata": {"name": "r", "labels": {"olm.owner": "plumbus.v1",
         "olm.owner.namespace": "ops", "olm.owner.kind": "ClusterServiceVersion"}},
         "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}));
-    let existing = BTreeMap::from([("r".to_owned(), ours)]);
-    let plan = singleton_plan(
-        csv(),
-        &[role("r", "csv-uid", "secrets")],
-        &[binding("b", "csv-uid", "Role", "r")],
-        &existing,
-        &BTreeMap::new(),
-    );
+    let plan = lifted_over(ours);
     assert!(plan.cluster_roles.is_empty(), "never updated");
     assert_eq!(
         plan.grants,
@@ -203,13 +208,7 @@ fn existing_cluster_roles_are_kept_and_only_the_csvs_own_are_bound() {
 
     let foreign: ClusterRole =
         object(json!({"metadata": {"name": "r"}, "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}));
-    let plan = singleton_plan(
-        csv(),
-        &[role("r", "csv-uid", "secrets")],
-        &[binding("b", "csv-uid", "Role", "r")],
-        &BTreeMap::from([("r".to_owned(), foreign)]),
-        &BTreeMap::new(),
-    );
+    let plan = lifted_over(foreign);
     assert!(plan.is_empty(), "a role named like cluster-admin is not bound: {plan:?}");
 }
 
@@ -312,13 +311,7 @@ fn a_labelled_cluster_role_granting_more_than_declared_is_not_bound() {
     let widened: ClusterRole = object(json!({"metadata": {"name": "r", "labels": {"olm.owner": "plumbus.v1",
         "olm.owner.namespace": "ops", "olm.owner.kind": "ClusterServiceVersion"}},
         "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]}));
-    let plan = singleton_plan(
-        csv(),
-        &[role("r", "csv-uid", "secrets")],
-        &[binding("b", "csv-uid", "Role", "r")],
-        &BTreeMap::from([("r".to_owned(), widened)]),
-        &BTreeMap::new(),
-    );
+    let plan = lifted_over(widened);
     assert!(plan.is_empty(), "{plan:?}");
 }
 

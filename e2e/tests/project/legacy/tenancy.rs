@@ -25,30 +25,37 @@ fn owned_meta(name: &str, uid: &str) -> String {
     )
 }
 
-/// The CSV's account with a Role reading Secrets and its binding, labelled and owned as OLM v0's InstallPlan makes
-/// them for CSV `uid`.
-fn owned_rbac(uid: &str) -> String {
-    let meta = |name: &str| owned_meta(name, uid);
+/// A Role `role` with `rules` and a RoleBinding `binding` of it to `subjects`, in `ops`, labelled and owned as
+/// OLM v0's InstallPlan makes them for CSV `uid`.
+fn role_and_binding(uid: &str, role: &str, rules: &str, binding: &str, subjects: &str) -> String {
     format!(
         r#"
-apiVersion: v1
-kind: ServiceAccount
-metadata: {{name: plumbus, namespace: ops}}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: Role
-metadata: {role}
-rules: [{{apiGroups: [""], resources: [secrets], verbs: [get, list]}}]
+metadata: {role_meta}
+rules: {rules}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
-metadata: {binding}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: plumbus-secrets}}
-subjects: [{{kind: ServiceAccount, name: plumbus, namespace: ops}}]
+metadata: {binding_meta}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {role}}}
+subjects: {subjects}
 "#,
-        role = meta("plumbus-secrets"),
-        binding = meta("plumbus-secrets-binding"),
+        role_meta = owned_meta(role, uid),
+        binding_meta = owned_meta(binding, uid),
     )
+}
+
+/// The CSV's account `plumbus` of `ops`.
+const ACCOUNT: &str = "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: plumbus, namespace: ops}\n";
+
+/// The CSV's account with a Role reading Secrets and its binding, labelled and owned as OLM v0's InstallPlan makes
+/// them for CSV `uid`.
+fn owned_rbac(uid: &str) -> String {
+    let secrets = r#"[{apiGroups: [""], resources: [secrets], verbs: [get, list]}]"#;
+    let account = "[{kind: ServiceAccount, name: plumbus, namespace: ops}]";
+    ACCOUNT.to_owned() + &role_and_binding(uid, "plumbus-secrets", secrets, "plumbus-secrets-binding", account)
 }
 
 /// The Plumbus CSV asking to read Secrets, with the given install modes.
@@ -192,42 +199,13 @@ async fn roles_planted_with_the_csvs_labels_are_not_lifted_for_the_planter() {
     apply(&harness, &secrets_csv(&modes));
     let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
     let uid = csvs.get("plumbus.v1.0.0").await.expect("csv").uid().unwrap();
-    let meta = |name: &str| owned_meta(name, &uid);
     let mallory_and_the_account = "[{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}, \
                                    {kind: ServiceAccount, name: plumbus, namespace: ops}]";
-    let planted = format!(
-        r#"
-apiVersion: v1
-kind: ServiceAccount
-metadata: {{name: plumbus, namespace: ops}}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {wide}
-rules: [{{apiGroups: [""], resources: [secrets, pods], verbs: [get, list, create, delete]}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {wide_binding}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: mallory-wide}}
-subjects: {mallory_and_the_account}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {narrow}
-rules: [{{apiGroups: [""], resources: [secrets], verbs: [get, list]}}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {narrow_binding}
-roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: mallory-narrow}}
-subjects: {mallory_and_the_account}
-"#,
-        wide = meta("mallory-wide"),
-        wide_binding = meta("mallory-wide-binding"),
-        narrow = meta("mallory-narrow"),
-        narrow_binding = meta("mallory-narrow-binding"),
-    );
+    let wide = r#"[{apiGroups: [""], resources: [secrets, pods], verbs: [get, list, create, delete]}]"#;
+    let narrow = r#"[{apiGroups: [""], resources: [secrets], verbs: [get, list]}]"#;
+    let planted = ACCOUNT.to_owned()
+        + &role_and_binding(&uid, "mallory-wide", wide, "mallory-wide-binding", mallory_and_the_account)
+        + &role_and_binding(&uid, "mallory-narrow", narrow, "mallory-narrow-binding", mallory_and_the_account);
     let mallory = harness.plane.user_kubeconfig("mallory", &[]);
     let output = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&planted));
     assert!(output.status.success(), "mallory: {}", String::from_utf8_lossy(&output.stderr));
