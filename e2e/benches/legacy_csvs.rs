@@ -12,7 +12,9 @@
 //! `OLMV2_BENCH_NAMESPACES` namespace counts [100,500,1000], `OLMV2_BENCH_CSVS` CSVs [100], `OLMV2_BENCH_COPIES`
 //! the modes [enabled,disabled],
 //! `OLMV2_BENCH_IDLE_SECONDS` idle window [120], `OLMV2_BENCH_RESYNC_SECONDS` the controller's resync [60, so that
-//! every settled object is looked at again within the default idle window].
+//! every settled object is looked at again within the default idle window], `OLMV2_BENCH_HEAPTRACK` a file to run the
+//! controller under `heaptrack -o <file>` for a heap profile [unset: the controller runs alone; under heaptrack the
+//! RSS figures are the profiler's, not the controller's].
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
@@ -197,7 +199,15 @@ async fn start_controller(plane: &ControlPlane, binary: &Path, dir: &Path, resyn
     std::fs::write(&kubeconfig, project::controller_kubeconfig(plane).await.expect("identity")).unwrap();
     let (health, webhook) = (free_address(), free_address());
     plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, "olmv2-webhook", webhook);
-    let child = Command::new(binary)
+    let mut command = match std::env::var("OLMV2_BENCH_HEAPTRACK") {
+        Ok(out) => {
+            let mut command = Command::new("heaptrack");
+            command.args(["-o", &out]).arg(binary);
+            command
+        }
+        Err(_) => Command::new(binary),
+    };
+    let child = command
         .args(["run", "--health-address", &health.to_string(), "--webhook-address", &webhook.to_string()])
         .args(["--resync-seconds", &resync_seconds.to_string()])
         .args(["--cache", &dir.join("cache").display().to_string()])
