@@ -1,12 +1,14 @@
 //! The HTTP face of the emulator: every request is authenticated, impersonated and authorized (`auth::front`),
 //! recorded in the audit log, routed by kube-apiserver's URL layout (`routes`) to a verb on a resource (`verbs`,
 //! with `watch` streaming), discovery or the OpenAPI documents (`openapi`), and answered in the media type the
-//! client takes (`content`, with `protobuf`; Tables from `table`). Query options are read in `query`.
+//! client takes (`content`, with `protobuf`; Tables from `table`; metadata alone from `metadata`). Query options
+//! are read in `query`.
 //!
 //! May import everything below it (`request`, `aggregator`, `auth`, `crds`, `model`, `storage`, `status`,
 //! `audit`); nothing imports it but `server`.
 
 mod content;
+mod metadata;
 pub mod openapi;
 pub mod protobuf;
 mod query;

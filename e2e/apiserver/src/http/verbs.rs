@@ -9,7 +9,8 @@ use axum::http::{HeaderMap, Method};
 use axum::response::Response;
 use serde_json::{json, Value};
 
-use super::content::{json_response, parse_body, wants_table};
+use super::content::{error_response, json_response, parse_body, wants_table};
+use super::metadata;
 use super::protobuf;
 use super::query::{filter, write_options, Query};
 use super::table::{self, Include};
@@ -67,7 +68,12 @@ fn review(
 }
 
 fn written(result: Written, headers: &HeaderMap, resource: &ResourceType, query: &Query) -> Response {
-    let object = if wants_table(headers) && result.object["kind"] != "Status" {
+    let object = if let Some(metadata) = metadata::requested(headers).filter(|_| result.object["kind"] != "Status") {
+        match metadata.object(&result.object) {
+            Ok(object) => object,
+            Err(error) => return error_response(&error),
+        }
+    } else if wants_table(headers) && result.object["kind"] != "Status" {
         table::table(
             resource,
             std::slice::from_ref(&result.object),
@@ -127,6 +133,9 @@ pub(super) async fn resource_request(
                     ),
                     &[],
                 ));
+            }
+            if let Some(metadata) = metadata::requested(headers) {
+                return Ok(json_response(200, &metadata.list(&list)?, &[]));
             }
             Ok(json_response(200, &list, &[]))
         }

@@ -1,6 +1,7 @@
-//! Watch responses: a stream of newline-delimited events from the store, rendered for the requested version (or as
-//! Tables for `kubectl get -w`), with bookmarks after quiet intervals, the initial events of `sendInitialEvents`
-//! closed by the `k8s.io/initial-events-end` bookmark, `timeoutSeconds`, and ERROR events (410 Expired) in-stream.
+//! Watch responses: a stream of newline-delimited events from the store, rendered for the requested version (as
+//! Tables for `kubectl get -w`, or as PartialObjectMetadata for metadata watchers), with bookmarks after quiet
+//! intervals, the initial events of `sendInitialEvents` closed by the `k8s.io/initial-events-end` bookmark,
+//! `timeoutSeconds`, and ERROR events (410 Expired) in-stream.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::content::wants_table;
+use super::metadata::{self, Metadata};
 use super::query::{filter, Query};
 use super::table::{self, Include};
 use crate::request::api_server::ApiServer;
@@ -30,6 +32,7 @@ struct WatchState {
     watch: Option<crate::storage::store::Watch>,
     target: Target,
     table: Option<Include>,
+    metadata: Option<Metadata>,
     bookmarks: bool,
     pending: std::collections::VecDeque<Bytes>,
     deadline: tokio::time::Instant,
@@ -39,6 +42,10 @@ struct WatchState {
 
 pub fn watch(api: &Arc<ApiServer>, target: Target, query: &Query, headers: &HeaderMap) -> Result<Response, ApiError> {
     let filter = filter(&target, query)?;
+    let metadata = metadata::requested(headers);
+    if let Some(metadata) = &metadata {
+        metadata.check_watch()?;
+    }
     let from = match query.get("resourceVersion").map(String::as_str) {
         None | Some("") | Some("0") => None,
         Some(rv) => {
@@ -67,6 +74,7 @@ pub fn watch(api: &Arc<ApiServer>, target: Target, query: &Query, headers: &Head
         done: watch.is_none(),
         watch,
         table: wants_table(headers).then(|| Include::parse(query.get("includeObject").map(String::as_str))),
+        metadata,
         bookmarks,
         pending,
         deadline: tokio::time::Instant::now() + Duration::from_secs(timeout),
@@ -138,6 +146,9 @@ async fn initial_events(state: &mut WatchState) -> Bytes {
 
 fn render(state: &WatchState, object: Value) -> Value {
     let object = state.api.present(&state.target.resource, object);
+    if let Some(metadata) = &state.metadata {
+        return as_metadata(metadata, object);
+    }
     match state.table {
         Some(include) => table::table(
             &state.target.resource,
@@ -154,5 +165,14 @@ fn bookmark(state: &WatchState, initial_end: bool) -> Value {
     if initial_end {
         metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    json!({"kind": state.target.resource.kind, "apiVersion": state.target.resource.group_version(), "metadata": metadata})
+    let object = json!({"kind": state.target.resource.kind, "apiVersion": state.target.resource.group_version(), "metadata": metadata});
+    match &state.metadata {
+        Some(asked) => as_metadata(asked, object),
+        None => object,
+    }
+}
+
+/// An event's object in the metadata form (checked acceptable when the watch began).
+fn as_metadata(metadata: &Metadata, object: Value) -> Value {
+    metadata.object(&object).unwrap_or(object)
 }

@@ -1,5 +1,6 @@
 //! Lists and watches over HTTP: label and field selectors, pagination with `limit`/`continue`, watches from a
-//! resourceVersion, bookmarks, `sendInitialEvents`, 410 Gone for a compacted resourceVersion, and Tables.
+//! resourceVersion, bookmarks, `sendInitialEvents`, 410 Gone for a compacted resourceVersion, Tables, and
+//! metadata only (PartialObjectMetadata).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
@@ -188,6 +189,60 @@ async fn a_kube_runtime_watcher_sees_changes() {
         .expect("seen in time");
         assert_eq!(seen.metadata.namespace.as_deref(), Some("default"));
     }
+}
+
+#[tokio::test]
+async fn metadata_only_lists_gets_and_watches_as_kube_asks_them() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::PartialObjectMeta;
+    use kube::runtime::{watcher, WatchStreamExt};
+    let (_plane, client) = start().await;
+    post(&client, CMS, &json!({"metadata": {"name": "meta", "labels": {"tier": "a"}}, "data": {"big": "x"}})).await;
+    let api: kube::Api<ConfigMap> = kube::Api::namespaced(client.clone(), "default");
+    let one = api.get_metadata("meta").await.expect("get_metadata");
+    assert_eq!(
+        one.types.as_ref().map(|t| (t.api_version.as_str(), t.kind.as_str())),
+        Some(("meta.k8s.io/v1", "PartialObjectMetadata"))
+    );
+    assert_eq!(one.metadata.labels.as_ref().and_then(|l| l.get("tier")).map(String::as_str), Some("a"));
+    let list = api.list_metadata(&kube::api::ListParams::default().limit(1)).await.expect("list_metadata");
+    assert_eq!(list.types.kind, "PartialObjectMetadataList");
+    assert_eq!(list.items.len(), 1);
+    assert!(list.metadata.continue_.is_some(), "the list's own metadata is kept");
+    // On the wire: metadata alone, no data.
+    let accept =
+        |path: &str, value: &str| http::Request::get(path).header("accept", value).body(Vec::new()).expect("request");
+    let raw: Value = client
+        .request(accept(&format!("{CMS}/meta"), "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"))
+        .await
+        .expect("raw get");
+    assert_eq!(
+        raw,
+        json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": raw["metadata"]})
+    );
+    assert!(raw.get("data").is_none());
+    // The object form asked of a list is refused, as kube-apiserver refuses it.
+    let refused = client
+        .request_text(accept(CMS, "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"))
+        .await
+        .expect_err("406");
+    assert!(matches!(refused, kube::Error::Api(ref status) if status.code == 406), "{refused:?}");
+    // kube-runtime's watcher of metadata (an `Api` of PartialObjectMeta asks for metadata only) sees a change.
+    let metadata: kube::Api<PartialObjectMeta<ConfigMap>> = kube::Api::namespaced(client.clone(), "default");
+    let mut stream = Box::pin(watcher(metadata, watcher::Config::default()).applied_objects());
+    post(&client, CMS, &json!({"metadata": {"name": "watched"}})).await;
+    let seen = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(object) = stream.next().await {
+            let object = object.expect("no watch error");
+            if object.metadata.name.as_deref() == Some("watched") {
+                return object;
+            }
+        }
+        panic!("stream ended")
+    })
+    .await
+    .expect("seen in time");
+    assert_eq!(seen.types.map(|t| t.kind), Some("PartialObjectMetadata".to_owned()));
 }
 
 #[tokio::test]
