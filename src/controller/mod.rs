@@ -1,6 +1,7 @@
 //! The controller pattern every reconciler follows. `runner` drives a reconciler (metrics, error policy, logs,
 //! shutdown); `client` is the reads and writes they all make; `conditions` the Kubernetes condition conventions and
-//! the events their transitions make, which `events` publishes; [`Process`] what every controller is built from.
+//! the events their transitions make, which `events` publishes; `watches` the watches whose objects are held,
+//! trimmed; [`Process`] what every controller is built from.
 //! The list of controllers one process runs is `crate::process`, above the controllers, so that this pattern
 //! imports none of them.
 
@@ -8,6 +9,7 @@ pub mod client;
 pub mod conditions;
 pub mod events;
 pub mod runner;
+pub mod watches;
 
 use std::future::Future;
 use std::path::PathBuf;

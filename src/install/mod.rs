@@ -18,7 +18,7 @@ use std::sync::Arc;
 use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::ResourceExt;
@@ -27,6 +27,7 @@ use crate::api::v2alpha1::Install;
 use crate::bundle::image::ImageClient;
 use crate::bundle::unpack::UnpackLimits;
 use crate::controller::runner::{self, Reconciler};
+use crate::controller::watches;
 use crate::controller::Process;
 use crate::metrics::Metrics;
 use crate::webhook::configuration::WebhookService;
@@ -58,7 +59,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         metrics: process.metrics.clone(),
     });
     let client = process.client.clone();
-    let controller = Controller::new(Api::<Install>::all(client.clone()), watcher::Config::default()).watches(
+    let controller = watches::controller(Api::<Install>::all(client.clone()), watcher::Config::default()).watches(
         Api::<Deployment>::all(client),
         watcher::Config::default(),
         |deployment| {

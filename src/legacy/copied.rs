@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use kube::api::{Api, PartialObjectMeta};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::ResourceExt;
@@ -21,6 +21,7 @@ use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::runner::{self, Reconciler};
+use crate::controller::watches;
 use crate::controller::Process;
 use crate::metrics::Metrics;
 
@@ -119,7 +120,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         retry: process.options.retry,
     });
     // Metadata only: `Api<PartialObjectMeta<_>>` watches and lists without specs and statuses.
-    let controller = Controller::new(
+    let controller = watches::controller(
         Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client.clone()),
         watcher::Config::default().labels(COPIED_FROM_LABEL),
     );

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::ResourceExt;
@@ -20,6 +20,7 @@ use crate::api::v1::OperatorGroup;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::runner::{self, Reconciler};
+use crate::controller::watches;
 use crate::controller::Process;
 use crate::metrics::Metrics;
 
@@ -78,11 +79,11 @@ impl Categorized for LabelError {
 }
 
 impl Reconciler for Context {
-    type Object = Namespace;
+    type Object = PartialObjectMeta<Namespace>;
     type Error = LabelError;
     const NAME: &'static str = "operatorgroup-namespaces";
 
-    async fn reconcile(self: Arc<Self>, namespace: Arc<Namespace>) -> Result<Action, LabelError> {
+    async fn reconcile(self: Arc<Self>, namespace: Arc<PartialObjectMeta<Namespace>>) -> Result<Action, LabelError> {
         let name = namespace.name_any();
         // Until every group has been read, a missing one would look deleted and its labels would be removed.
         if self.groups.wait_until_ready().await.is_err() {
@@ -115,7 +116,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let (groups, writer) = kube::runtime::reflector::store::<OperatorGroup>();
     let group_changes = kube::runtime::reflector(
         writer,
-        watcher(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default()),
+        watches::trimmed(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default()),
     );
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), super::operatorgroup::FIELD_MANAGER),
@@ -123,7 +124,8 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         metrics: process.metrics.clone(),
         retry: process.options.retry,
     });
-    let controller = Controller::new(Api::<Namespace>::all(client), watcher::Config::default());
+    // Names and labels are all a pass reads: the store holds namespaces' metadata only.
+    let controller = watches::controller(Api::<PartialObjectMeta<Namespace>>::all(client), watcher::Config::default());
     let namespaces = controller.store();
     let controller = controller.watches_stream(
         kube::runtime::WatchStreamExt::touched_objects(group_changes),

@@ -11,7 +11,7 @@ use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams, PartialObjectMeta};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 use kube::ResourceExt;
 
@@ -23,6 +23,7 @@ use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::conditions::conditions;
 use crate::controller::runner::{self, Reconciler};
+use crate::controller::watches;
 use crate::controller::Process;
 use crate::metrics::Metrics;
 
@@ -156,7 +157,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         retry: process.options.retry,
         resync: process.options.resync,
     });
-    let controller = Controller::new(Api::<OLMConfig>::all(client), watcher::Config::default());
+    let controller = watches::controller(Api::<OLMConfig>::all(client), watcher::Config::default());
     runner::run(controller, context, process.shutdown()).boxed()
 }
 

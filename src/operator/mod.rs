@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 
 use crate::api::v2alpha1::Operator;
@@ -25,6 +25,7 @@ use crate::catalog::CatalogCache;
 use crate::controller::client::ControllerClient;
 use crate::controller::events::Events;
 use crate::controller::runner::{self, Reconciler};
+use crate::controller::watches;
 use crate::controller::Process;
 use crate::metrics::Metrics;
 use reconcile::{Context, OperatorOptions, ReconcileError, FIELD_MANAGER};
@@ -47,7 +48,8 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         metrics: process.metrics.clone(),
     });
     let triggers = watch::component_triggers(client.clone(), context.index.clone());
-    let controller = Controller::new(Api::<Operator>::all(client), watcher::Config::default()).reconcile_on(triggers);
+    let controller =
+        watches::controller(Api::<Operator>::all(client), watcher::Config::default()).reconcile_on(triggers);
     runner::run(controller, context, process.shutdown()).boxed()
 }
 

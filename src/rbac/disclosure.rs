@@ -8,6 +8,7 @@
 //! `admin`, that many already hold. Both are shown as structured data in `status.pending`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject};
 use serde_json::Value;
@@ -192,7 +193,7 @@ fn binding_rules(rules: &[Rule]) -> Vec<BindingRule> {
 
 /// How `role`, a ClusterRole of the content, takes part in aggregation among `all` (the cluster's ClusterRoles with
 /// the content's overlaid): none, one or both of Gathers and Extends.
-fn aggregations_of(role: &ClusterRole, all: &[ClusterRole]) -> Vec<PendingAggregation> {
+fn aggregations_of(role: &ClusterRole, all: &[Arc<ClusterRole>]) -> Vec<PendingAggregation> {
     let name = role.metadata.name.clone().unwrap_or_default();
     let mut found = Vec::new();
     if let Some(rule) = &role.aggregation_rule {
@@ -237,7 +238,7 @@ fn selects(aggregated: &ClusterRole, candidate: &ClusterRole) -> bool {
 /// travel along chains (`view` into `edit` into `admin`); a role is never its own source, and cycles end.
 fn reachable(
     start: &ClusterRole,
-    all: &[ClusterRole],
+    all: &[Arc<ClusterRole>],
     step: impl Fn(&ClusterRole, &ClusterRole) -> bool,
 ) -> Vec<String> {
     let name_of = |role: &ClusterRole| role.metadata.name.clone().unwrap_or_default();
@@ -253,7 +254,7 @@ fn reachable(
             }
             if step(current, candidate) {
                 found.insert(candidate_name);
-                frontier.push(candidate);
+                frontier.push(candidate.as_ref());
             }
         }
     }

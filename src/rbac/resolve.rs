@@ -3,6 +3,7 @@
 //! aggregated ClusterRoles as their aggregation controller fills them.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject};
 
@@ -26,13 +27,19 @@ pub struct MissingRole {
 pub struct Roles {
     roles: HashMap<(String, String), Vec<Rule>>,
     cluster_roles: HashMap<String, Vec<Rule>>,
-    /// As read, to re-aggregate when roles are added.
-    raw_cluster_roles: Vec<ClusterRole>,
+    /// As read, to re-aggregate when roles are added; shared with the store they were read from, where there is
+    /// one, rather than copied.
+    raw_cluster_roles: Vec<Arc<ClusterRole>>,
 }
 
 impl Roles {
     pub fn new(roles: &[Role], cluster_roles: &[ClusterRole]) -> Self {
-        let mut catalog = Self { raw_cluster_roles: cluster_roles.to_vec(), ..Self::default() };
+        Self::shared(roles, cluster_roles.iter().cloned().map(Arc::new).collect())
+    }
+
+    /// As [`Roles::new`], the ClusterRoles shared (a reflector store's, say) rather than copied.
+    pub fn shared(roles: &[Role], cluster_roles: Vec<Arc<ClusterRole>>) -> Self {
+        let mut catalog = Self { raw_cluster_roles: cluster_roles, ..Self::default() };
         catalog.add_roles(roles);
         catalog.cluster_roles = aggregate_cluster_roles(&catalog.raw_cluster_roles);
         catalog
@@ -53,7 +60,7 @@ impl Roles {
         overlaid.add_roles(roles);
         for role in cluster_roles {
             overlaid.raw_cluster_roles.retain(|existing| existing.metadata.name != role.metadata.name);
-            overlaid.raw_cluster_roles.push(role.clone());
+            overlaid.raw_cluster_roles.push(Arc::new(role.clone()));
         }
         if !cluster_roles.is_empty() {
             overlaid.cluster_roles = aggregate_cluster_roles(&overlaid.raw_cluster_roles);
@@ -63,7 +70,7 @@ impl Roles {
 
     /// Every ClusterRole as read (or overlaid), before aggregation: what aggregation selectors are evaluated
     /// against.
-    pub fn cluster_role_objects(&self) -> &[ClusterRole] {
+    pub fn cluster_role_objects(&self) -> &[Arc<ClusterRole>] {
         &self.raw_cluster_roles
     }
 
@@ -92,7 +99,7 @@ impl Roles {
 pub struct RbacSnapshot {
     pub roles: Roles,
     role_bindings: BTreeMap<String, Vec<RoleBinding>>,
-    cluster_role_bindings: Vec<ClusterRoleBinding>,
+    cluster_role_bindings: Vec<Arc<ClusterRoleBinding>>,
 }
 
 impl RbacSnapshot {
@@ -106,7 +113,17 @@ impl RbacSnapshot {
         for binding in role_bindings {
             by_namespace.entry(binding.metadata.namespace.clone().unwrap_or_default()).or_default().push(binding);
         }
+        let cluster_role_bindings = cluster_role_bindings.into_iter().map(Arc::new).collect();
         Self { roles: Roles::new(roles, cluster_roles), role_bindings: by_namespace, cluster_role_bindings }
+    }
+
+    /// The cluster-wide objects alone, shared (reflector stores', say) rather than copied: what every check of
+    /// cluster-wide rules, and of local ones with [`RbacSnapshot::local_rules_for`], reads.
+    pub fn cluster_wide(
+        cluster_roles: Vec<Arc<ClusterRole>>,
+        cluster_role_bindings: Vec<Arc<ClusterRoleBinding>>,
+    ) -> Self {
+        Self { roles: Roles::shared(&[], cluster_roles), role_bindings: BTreeMap::new(), cluster_role_bindings }
     }
 
     /// The rules `user` holds cluster-wide: those of ClusterRoleBindings.
@@ -213,9 +230,9 @@ pub fn applies_to(user: &UserInfo, subject: &Subject, binding_namespace: &str) -
 
 /// The rules of every ClusterRole, with each aggregated role holding the union of the rules of the roles its
 /// selectors match (other than itself), as Kubernetes' aggregation controller keeps them.
-fn aggregate_cluster_roles(cluster_roles: &[ClusterRole]) -> HashMap<String, Vec<Rule>> {
+fn aggregate_cluster_roles(cluster_roles: &[Arc<ClusterRole>]) -> HashMap<String, Vec<Rule>> {
     let by_name: HashMap<&str, &ClusterRole> =
-        cluster_roles.iter().map(|role| (role.metadata.name.as_deref().unwrap_or_default(), role)).collect();
+        cluster_roles.iter().map(|role| (role.metadata.name.as_deref().unwrap_or_default(), role.as_ref())).collect();
     let mut resolved = HashMap::new();
     for name in by_name.keys() {
         let mut visiting = Vec::new();
@@ -224,10 +241,12 @@ fn aggregate_cluster_roles(cluster_roles: &[ClusterRole]) -> HashMap<String, Vec
     resolved
 }
 
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+
 fn resolve_cluster_role(
     name: &str,
     by_name: &HashMap<&str, &ClusterRole>,
-    all: &[ClusterRole],
+    all: &[Arc<ClusterRole>],
     resolved: &mut HashMap<String, Vec<Rule>>,
     visiting: &mut Vec<String>,
 ) -> Vec<Rule> {
@@ -249,8 +268,8 @@ fn resolve_cluster_role(
     for selector in aggregation.cluster_role_selectors.iter().flatten() {
         for candidate in all {
             let candidate_name = candidate.metadata.name.as_deref().unwrap_or_default();
-            let labels = candidate.metadata.labels.clone().unwrap_or_default();
-            if candidate_name != name && selector_matches(selector, &labels) {
+            let labels = candidate.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
+            if candidate_name != name && selector_matches(selector, labels) {
                 for rule in resolve_cluster_role(candidate_name, by_name, all, resolved, visiting) {
                     if !rules.contains(&rule) {
                         rules.push(rule);

@@ -50,10 +50,9 @@ impl ClusterRbac {
                 return snapshot.clone();
             }
         }
-        let roles: Vec<ClusterRole> = self.roles.state().iter().map(|role| role.as_ref().clone()).collect();
-        let bindings: Vec<ClusterRoleBinding> =
-            self.bindings.state().iter().map(|binding| binding.as_ref().clone()).collect();
-        let snapshot = Arc::new(RbacSnapshot::new(&[], &roles, Vec::new(), bindings));
+        // The stores' objects themselves, shared: a snapshot still held by a pass costs its resolved rules, not a
+        // copy of every role and binding.
+        let snapshot = Arc::new(RbacSnapshot::cluster_wide(self.roles.state(), self.bindings.state()));
         *built = Some((seen, snapshot.clone()));
         snapshot
     }

@@ -45,7 +45,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PartialObjectMeta};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
@@ -58,6 +58,7 @@ use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::conditions::Transition;
 use crate::controller::events::Events;
 use crate::controller::runner::{self, Reconciler};
+use crate::controller::watches;
 use crate::controller::Process;
 use crate::metrics::Metrics;
 
@@ -214,10 +215,8 @@ impl Reconciler for Context {
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
     let (namespaces, writer) = kube::runtime::reflector::store::<PartialObjectMeta<Namespace>>();
-    let namespace_changes = kube::runtime::reflector(
-        writer,
-        watcher(Api::<PartialObjectMeta<Namespace>>::all(client.clone()), watcher::Config::default()),
-    );
+    let namespace_changes =
+        kube::runtime::reflector(writer, watches::metadata::<Namespace>(client.clone(), watcher::Config::default()));
     let (cluster_roles, roles_writer) = kube::runtime::reflector::store::<ClusterRole>();
     let (cluster_bindings, bindings_writer) = kube::runtime::reflector::store::<ClusterRoleBinding>();
     let rbac = Arc::new(cluster_rbac::ClusterRbac::new(cluster_roles, cluster_bindings));
@@ -226,12 +225,12 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let (roles_changed, bindings_changed) = (rbac.clone(), rbac.clone());
     let role_changes = kube::runtime::reflector(
         roles_writer,
-        watcher(Api::<ClusterRole>::all(client.clone()), watcher::Config::default()),
+        watches::trimmed(Api::<ClusterRole>::all(client.clone()), watcher::Config::default()),
     )
     .inspect(move |_| roles_changed.changed());
     let binding_changes = kube::runtime::reflector(
         bindings_writer,
-        watcher(Api::<ClusterRoleBinding>::all(client.clone()), watcher::Config::default()),
+        watches::trimmed(Api::<ClusterRoleBinding>::all(client.clone()), watcher::Config::default()),
     )
     .inspect(move |_| bindings_changed.changed());
     let context = Arc::new(Context {
@@ -246,7 +245,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         warned: Mutex::default(),
     });
     let controller =
-        Controller::new(Api::<ClusterServiceVersion>::all(client.clone()), super::operatorgroup::csv_watch());
+        watches::controller(Api::<ClusterServiceVersion>::all(client.clone()), super::operatorgroup::csv_watch());
     let csvs = controller.store();
     let every = |store: Store<ClusterServiceVersion>| {
         move || store.state().iter().map(|csv| ObjectRef::from_obj(csv.as_ref())).collect::<Vec<_>>()

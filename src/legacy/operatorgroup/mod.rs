@@ -12,9 +12,9 @@ use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::Api;
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -25,6 +25,7 @@ use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::runner::{self, Reconciler};
+use crate::controller::watches;
 use crate::controller::Process;
 use crate::metrics::Metrics;
 
@@ -204,7 +205,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         retry: process.options.retry,
         resync: process.options.resync,
     });
-    let controller = Controller::new(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default());
+    let controller = watches::controller(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default());
     let groups = controller.store();
     let siblings = groups.clone();
     let selecting = groups.clone();
@@ -219,14 +220,18 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
                 .map(|group| ObjectRef::from_obj(group.as_ref()))
                 .collect::<Vec<_>>()
         })
-        .watches(Api::<Namespace>::all(client.clone()), watcher::Config::default(), move |_| {
-            selecting
-                .state()
-                .iter()
-                .filter(|group| group.spec.target_namespaces.is_empty() && !group.spec.is_global())
-                .map(|group| ObjectRef::from_obj(group.as_ref()))
-                .collect::<Vec<_>>()
-        })
+        // Which namespaces exist is all a selector needs: their metadata is watched, not whole objects.
+        .watches_stream(
+            watches::metadata::<Namespace>(client.clone(), watcher::Config::default()).touched_objects(),
+            move |_| {
+                selecting
+                    .state()
+                    .iter()
+                    .filter(|group| group.spec.target_namespaces.is_empty() && !group.spec.is_global())
+                    .map(|group| ObjectRef::from_obj(group.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
         .watches(Api::<ClusterServiceVersion>::all(client), csv_watch(), move |csv| {
             let namespace = csv.namespace();
             groups

@@ -1,0 +1,69 @@
+//! Watches whose objects the controllers hold in memory, trimmed to what they read. An object's `managedFields` are
+//! the largest part of most small objects (a Namespace's or a ClusterRole's several times over, every field owned
+//! decoded as JSON) and no loop reads them from a store: they are dropped before an object is stored. Where a loop
+//! needs only names and labels (namespaces), only metadata is asked for. With a thousand namespaces and the roles of a
+//! hundred CSVs, the stores were most of the legacy loops' memory.
+
+use std::fmt::Debug;
+
+use futures_util::Stream;
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::controller::Controller;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{reflector, WatchStreamExt};
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+/// Drops what no loop reads from a stored object.
+pub fn trim<K: Resource>(object: &mut K) {
+    object.managed_fields_mut().clear();
+}
+
+/// The watch of `api`'s objects, retried with backoff, each object trimmed.
+pub fn trimmed<K>(api: Api<K>, config: watcher::Config) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    watcher::watcher(api, config).default_backoff().modify(trim)
+}
+
+/// The watch of the metadata of every object of kind `K` (kube asks an `Api` of PartialObjectMeta for metadata
+/// only), retried with backoff, trimmed.
+pub fn metadata<K>(
+    client: kube::Client,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<Event<PartialObjectMeta<K>>, watcher::Error>> + Send
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    trimmed(Api::<PartialObjectMeta<K>>::all(client), config)
+}
+
+/// A controller of `K` whose store holds trimmed objects: `Controller::new` with [`trim`] before the store.
+pub fn controller<K>(api: Api<K>, config: watcher::Config) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    Controller::for_stream(reflector(writer, trimmed(api, config)).applied_objects(), reader)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Namespace;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
+    #[test]
+    fn trimming_drops_managed_fields_and_keeps_the_rest() {
+        let mut namespace = Namespace::default();
+        namespace.metadata.name = Some("ops".into());
+        namespace.labels_mut().insert("team".into(), "a".into());
+        namespace.metadata.managed_fields =
+            Some(vec![ManagedFieldsEntry { manager: Some("kubectl".into()), ..ManagedFieldsEntry::default() }]);
+        trim(&mut namespace);
+        assert!(namespace.managed_fields().is_empty());
+        assert_eq!(namespace.name_any(), "ops");
+        assert_eq!(namespace.labels().get("team").map(String::as_str), Some("a"));
+    }
+}
