@@ -9,6 +9,7 @@ use semver::Version;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::properties::{self, Dependency, Gvk, Read};
 use crate::category::Categorized;
 
 /// A catalog: every package it holds, by name.
@@ -47,13 +48,21 @@ pub struct ChannelEntry {
     pub skip_range: Option<String>,
 }
 
-/// A bundle of the catalog: where its image is and which version it is.
+/// A bundle of the catalog: where its image is, which version it is, and what it provides and requires of the
+/// rest of a resolution.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CatalogBundle {
     pub name: String,
     pub package: String,
     pub image: String,
     pub version: Version,
+    /// Its `olm.gvk` properties.
+    pub provides: Vec<Gvk>,
+    /// Its `olm.gvk.required`, `olm.package.required` and `olm.constraint` properties.
+    pub requires: Vec<Dependency>,
+    /// Why a dependency property could not be read, if one could not: the bundle stays in the catalog (installing
+    /// it by name still works, as in OLM) and resolution leaves it out, saying why.
+    pub unreadable: Option<String>,
 }
 
 /// Why a catalog did not load.
@@ -164,7 +173,8 @@ impl Catalog {
                     let bundle: BundleBlob =
                         serde_json::from_value(blob).map_err(|error| invalid(error.to_string()))?;
                     let version = bundle_version(&bundle).map_err(&invalid)?;
-                    bundles.push((path, bundle, version));
+                    let dependencies = bundle_dependencies(&bundle);
+                    bundles.push((path, bundle, version, dependencies));
                 }
                 _ => {}
             }
@@ -178,14 +188,22 @@ impl Catalog {
             })?;
             package.channels.insert(blob.channel.name.clone(), blob.channel);
         }
-        for (path, blob, version) in bundles {
+        for (path, blob, version, (provides, requires, unreadable)) in bundles {
             let package = catalog.packages.get_mut(&blob.package).ok_or_else(|| CatalogError::InvalidBlob {
                 path,
                 schema: "olm.bundle".into(),
                 name: blob.name.clone(),
                 reason: format!("package {:?} has no olm.package blob", blob.package),
             })?;
-            let bundle = CatalogBundle { name: blob.name, package: blob.package, image: blob.image, version };
+            let bundle = CatalogBundle {
+                name: blob.name,
+                package: blob.package,
+                image: blob.image,
+                version,
+                provides,
+                requires,
+                unreadable,
+            };
             package.bundles.insert(bundle.name.clone(), bundle);
         }
         Ok(catalog)
@@ -201,6 +219,20 @@ fn bundle_version(bundle: &BundleBlob) -> Result<Version, String> {
         .ok_or_else(|| "no olm.package property gives its version".to_owned())?;
     let version = property.value.get("version").and_then(Value::as_str).unwrap_or_default();
     Version::parse(version).map_err(|error| format!("version {version:?} is not semver: {error}"))
+}
+
+/// What a bundle provides and requires, from its properties, and why a property could not be read.
+fn bundle_dependencies(bundle: &BundleBlob) -> (Vec<Gvk>, Vec<Dependency>, Option<String>) {
+    let (mut provides, mut requires, mut unreadable) = (Vec::new(), Vec::new(), None);
+    for property in &bundle.properties {
+        match properties::read(&property.type_, &property.value) {
+            Ok(Read::Provides(gvk)) => provides.push(gvk),
+            Ok(Read::Requires(dependency)) => requires.push(dependency),
+            Ok(Read::Other) => {}
+            Err(error) => unreadable = unreadable.or(Some(error.to_string())),
+        }
+    }
+    (provides, requires, unreadable)
 }
 
 /// The blobs of one catalog file: a YAML stream, or a JSON stream of objects.

@@ -1,7 +1,10 @@
-//! Catalogs: File-Based Catalogs read into packages (`fbc`), resolution of what to install and upgrade to
-//! (`resolve`), and CatalogSource images pulled and kept loaded (`source`).
+//! Catalogs: File-Based Catalogs read into packages (`fbc`) with their bundles' dependency properties
+//! (`properties`), resolution of what to install and upgrade to (`resolve`), dependency resolution across catalogs
+//! with a SAT solver (`dependencies`), and CatalogSource images pulled and kept loaded (`source`).
 
+pub mod dependencies;
 pub mod fbc;
+pub mod properties;
 pub mod resolve;
 pub mod source;
 

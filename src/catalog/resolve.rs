@@ -242,6 +242,9 @@ mod tests {
                         package: "plumbus".into(),
                         image: format!("registry.example/{name}"),
                         version: Version::parse(version).expect("version"),
+                        provides: Vec::new(),
+                        requires: Vec::new(),
+                        unreadable: None,
                     };
                     ((*name).to_owned(), bundle)
                 })

@@ -1,0 +1,504 @@
+//! Dependency resolution across catalogs and what is installed, with resolvo (a CDCL SAT solver), over the
+//! properties OLM v0's resolver reads (`properties`). What is wanted (a Subscription's or an Operator's candidate
+//! bundles, in the order they are preferred) must be in the solution; every bundle in it brings what it requires
+//! (`olm.package.required`, `olm.gvk.required`, `olm.constraint`); at most one bundle per package and one provider
+//! per API, as OLM's invariants say. Candidates are preferred as OLM prefers them: what is installed, then the
+//! higher catalog priority, the default channel, the newer version. When nothing satisfies every constraint the
+//! answer is OLM's `ConstraintsNotSatisfiable`, explained as the chain of requirements that conflict.
+//!
+//! Pure: the caller reads catalogs and installed CSVs, and acts on the answer.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use resolvo::utils::Pool;
+use resolvo::{
+    Candidates, Condition, ConditionId, ConditionalRequirement, Dependencies, DependencyProvider, Interner,
+    KnownDependencies, NameId, Requirement, SolvableId, Solver, SolverCache, StringId, UnsolvableOrCancelled,
+    VersionSetId, VersionSetUnionId,
+};
+
+use super::fbc::{Catalog, CatalogBundle};
+use super::properties::{Constraint, Dependency, Gvk, Rule, VersionRange};
+
+/// A catalog taking part in a resolution.
+#[derive(Clone, Debug)]
+pub struct Source<'a> {
+    /// The CatalogSource's name and namespace.
+    pub name: String,
+    pub namespace: String,
+    /// `spec.priority`: higher is preferred.
+    pub priority: i32,
+    pub catalog: &'a Catalog,
+}
+
+/// Where a bundle comes from: a source (its index) or what is installed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Origin {
+    Installed,
+    Source(usize),
+}
+
+/// One bundle of a resolution, named by where it comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pick {
+    pub origin: Origin,
+    pub bundle: String,
+}
+
+/// What must be in the solution: one of `candidates` (most preferred first), for `by` (a Subscription or an
+/// Operator, named in explanations).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Want {
+    pub by: String,
+    pub package: String,
+    pub candidates: Vec<Pick>,
+}
+
+/// A resolution problem: the sources, what is installed (as bundles: a CSV's name, version and properties), and
+/// what is wanted.
+#[derive(Clone, Debug, Default)]
+pub struct Problem<'a> {
+    pub sources: Vec<Source<'a>>,
+    pub installed: Vec<CatalogBundle>,
+    pub wants: Vec<Want>,
+}
+
+/// A bundle of the solution.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Chosen {
+    pub origin: Origin,
+    pub bundle: CatalogBundle,
+    /// The want it answers, if it answers one (otherwise some chosen bundle requires it).
+    pub wanted_by: Option<String>,
+}
+
+/// Why a problem has no solution.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DependencyError {
+    /// No choice satisfies every constraint: OLM's `ConstraintsNotSatisfiable`.
+    #[error("constraints not satisfiable: {explanation}")]
+    Unsatisfiable { explanation: String },
+    /// A want names a bundle that is not there.
+    #[error("{by} wants bundle {bundle:?} of package {package:?}, which {origin} does not hold")]
+    UnknownCandidate { by: String, package: String, bundle: String, origin: String },
+}
+
+impl DependencyError {
+    /// The reason of the condition that reports it, as OLM's.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Unsatisfiable { .. } => "ConstraintsNotSatisfiable",
+            Self::UnknownCandidate { .. } => "ErrorPreventedResolution",
+        }
+    }
+}
+
+/// Resolves `problem`: the bundles of the solution, ordered by package and bundle name.
+pub fn resolve_dependencies(problem: &Problem<'_>) -> Result<Vec<Chosen>, DependencyError> {
+    let provider = Provider::new(problem);
+    let mut requirements = Vec::new();
+    // The want each bundle answers (the first that lists it).
+    let mut wanted_by: HashMap<usize, &str> = HashMap::new();
+    for want in &problem.wants {
+        let mut picks = Vec::new();
+        for pick in &want.candidates {
+            let index = provider.bundle_index(pick).ok_or_else(|| DependencyError::UnknownCandidate {
+                by: want.by.clone(),
+                package: want.package.clone(),
+                bundle: pick.bundle.clone(),
+                origin: provider.origin_name(pick.origin),
+            })?;
+            picks.push(index);
+            wanted_by.entry(index).or_insert(&want.by);
+        }
+        let name = provider.pool.intern_package_name(Name::Package(want.package.clone()));
+        let set = provider.pool.intern_version_set(name, Set::Bundles(picks));
+        requirements.push(ConditionalRequirement::from(Requirement::Single(set)));
+    }
+    let mut solver = Solver::new(provider);
+    match solver.solve(resolvo::Problem::new().requirements(requirements)) {
+        Ok(solution) => {
+            let provider = solver.provider();
+            let mut chosen: Vec<Chosen> = solution
+                .into_iter()
+                .filter_map(|solvable| match provider.pool.resolve_solvable(solvable).record.kind {
+                    Kind::Bundle(index) => Some(index),
+                    Kind::Provider { .. } => None,
+                })
+                .map(|index| {
+                    let entry = &provider.bundles[index];
+                    let wanted_by = wanted_by.get(&index).map(|by| (*by).to_owned());
+                    Chosen { origin: entry.origin, bundle: entry.bundle.clone(), wanted_by }
+                })
+                .collect();
+            chosen.sort_by(|a, b| (&a.bundle.package, &a.bundle.name).cmp(&(&b.bundle.package, &b.bundle.name)));
+            Ok(chosen)
+        }
+        Err(UnsolvableOrCancelled::Unsolvable(conflict)) => {
+            Err(DependencyError::Unsatisfiable { explanation: conflict.display_user_friendly(&solver).to_string() })
+        }
+        Err(UnsolvableOrCancelled::Cancelled(_)) => {
+            Err(DependencyError::Unsatisfiable { explanation: "the resolution was cancelled".into() })
+        }
+    }
+}
+
+/// A name of the solver: a package (its bundles compete) or an API (its providers compete: one provider per API).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Name {
+    Package(String),
+    Api(Gvk),
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Package(package) => write!(f, "package {package}"),
+            Self::Api(gvk) => write!(f, "API {gvk}"),
+        }
+    }
+}
+
+/// A solvable: a bundle, or a bundle's claim to provide an API.
+#[derive(Clone, Debug)]
+struct Entry {
+    kind: Kind,
+    label: String,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Kind {
+    Bundle(usize),
+    Provider { bundle: usize },
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label)
+    }
+}
+
+/// A set of solvables of one name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Set {
+    /// Every solvable of the name.
+    Any,
+    /// None (what `not` leaves of an API).
+    Nothing,
+    /// Bundles in the range.
+    Range(VersionRange),
+    /// Bundles outside the range (what `not` leaves of a package).
+    Outside(VersionRange),
+    /// These bundles, or these bundles' claims to an API.
+    Bundles(Vec<usize>),
+}
+
+impl resolvo::utils::VersionSet for Set {
+    type V = Entry;
+}
+
+/// A bundle the solver may choose.
+struct Candidate {
+    origin: Origin,
+    bundle: CatalogBundle,
+    default_channel: bool,
+    priority: i32,
+    source_name: String,
+}
+
+struct Provider {
+    pool: Pool<Set, Name>,
+    bundles: Vec<Candidate>,
+    /// The solvable of each bundle (same index).
+    solvables: Vec<SolvableId>,
+    by_name: HashMap<NameId, Vec<SolvableId>>,
+    /// The first candidate of each want, by package: tried first.
+    favored: HashMap<String, usize>,
+    /// Each bundle's index, by origin and name.
+    by_pick: HashMap<(Origin, String), usize>,
+    origins: Vec<String>,
+}
+
+impl Provider {
+    fn new(problem: &Problem<'_>) -> Self {
+        let mut bundles = Vec::new();
+        for bundle in &problem.installed {
+            let (default_channel, priority, source_name) = (true, i32::MAX, String::new());
+            bundles.push(Candidate {
+                origin: Origin::Installed,
+                bundle: bundle.clone(),
+                default_channel,
+                priority,
+                source_name,
+            });
+        }
+        for (index, source) in problem.sources.iter().enumerate() {
+            for package in source.catalog.packages.values() {
+                let default = package.default_channel.as_ref().and_then(|name| package.channels.get(name));
+                for bundle in package.bundles.values() {
+                    bundles.push(Candidate {
+                        origin: Origin::Source(index),
+                        bundle: bundle.clone(),
+                        default_channel: default.is_some_and(|c| c.entries.iter().any(|e| e.name == bundle.name)),
+                        priority: source.priority,
+                        source_name: format!("{}/{}", source.namespace, source.name),
+                    });
+                }
+            }
+        }
+        let origins = problem.sources.iter().map(|s| format!("catalog {}/{}", s.namespace, s.name)).collect();
+        let pool: Pool<Set, Name> = Pool::new();
+        let mut by_name: HashMap<NameId, Vec<SolvableId>> = HashMap::new();
+        let mut solvables = Vec::new();
+        for (index, candidate) in bundles.iter().enumerate() {
+            let name = pool.intern_package_name(Name::Package(candidate.bundle.package.clone()));
+            let label = match candidate.origin {
+                Origin::Installed => format!("{} (installed)", candidate.bundle.name),
+                Origin::Source(_) => format!("{} (from {})", candidate.bundle.name, candidate.source_name),
+            };
+            let solvable = pool.intern_solvable(name, Entry { kind: Kind::Bundle(index), label: label.clone() });
+            by_name.entry(name).or_default().push(solvable);
+            solvables.push(solvable);
+            for gvk in &candidate.bundle.provides {
+                let api = pool.intern_package_name(Name::Api(gvk.clone()));
+                let claim =
+                    pool.intern_solvable(api, Entry { kind: Kind::Provider { bundle: index }, label: label.clone() });
+                by_name.entry(api).or_default().push(claim);
+            }
+        }
+        let by_pick = bundles.iter().enumerate().map(|(i, c)| ((c.origin, c.bundle.name.clone()), i)).collect();
+        let mut provider = Self { pool, bundles, solvables, by_name, favored: HashMap::new(), by_pick, origins };
+        for want in &problem.wants {
+            if let Some(index) = want.candidates.first().and_then(|pick| provider.bundle_index(pick)) {
+                provider.favored.entry(want.package.clone()).or_insert(index);
+            }
+        }
+        provider
+    }
+
+    fn bundle_index(&self, pick: &Pick) -> Option<usize> {
+        self.by_pick.get(&(pick.origin, pick.bundle.clone())).copied()
+    }
+
+    fn origin_name(&self, origin: Origin) -> String {
+        match origin {
+            Origin::Installed => "what is installed".into(),
+            Origin::Source(index) => self.origins.get(index).cloned().unwrap_or_else(|| format!("source {index}")),
+        }
+    }
+
+    fn bundle_of(&self, solvable: SolvableId) -> usize {
+        match self.pool.resolve_solvable(solvable).record.kind {
+            Kind::Bundle(index) | Kind::Provider { bundle: index } => index,
+        }
+    }
+
+    fn set(&self, name: Name, set: Set) -> VersionSetId {
+        let name = self.pool.intern_package_name(name);
+        self.pool.intern_version_set(name, set)
+    }
+
+    /// What a bundle's properties require of the solution, or why they cannot be evaluated.
+    fn requirements_of(&self, index: usize) -> Result<KnownDependencies, String> {
+        let bundle = &self.bundles[index].bundle;
+        if let Some(reason) = &bundle.unreadable {
+            return Err(format!("its properties cannot be read: {reason}"));
+        }
+        let mut known = KnownDependencies::default();
+        // Claiming every API it provides keeps one provider per API.
+        for gvk in &bundle.provides {
+            known
+                .requirements
+                .push(Requirement::Single(self.set(Name::Api(gvk.clone()), Set::Bundles(vec![index]))).into());
+        }
+        for dependency in &bundle.requires {
+            match dependency {
+                Dependency::Api(gvk) => {
+                    known.requirements.push(Requirement::Single(self.set(Name::Api(gvk.clone()), Set::Any)).into())
+                }
+                Dependency::Package { package, range } => known.requirements.push(
+                    Requirement::Single(self.set(Name::Package(package.clone()), Set::Range(range.clone()))).into(),
+                ),
+                Dependency::Constraint(constraint) => self.translate(constraint, &mut known)?,
+            }
+        }
+        Ok(known)
+    }
+
+    /// An `olm.constraint` as requirements and constraints of the solver: `all` of what can be, `any` of APIs and
+    /// packages (a union), `not` of APIs and packages (nothing of them in the solution). CEL rules, and nestings a
+    /// union cannot express, are not evaluated: the bundle is left out, and says why.
+    fn translate(&self, constraint: &Constraint, known: &mut KnownDependencies) -> Result<(), String> {
+        match &constraint.rule {
+            Rule::Api(_) | Rule::Package { .. } => {
+                let leaf =
+                    self.leaf(constraint).ok_or_else(|| format!("olm.constraint {constraint} is not supported"))?;
+                known.requirements.push(Requirement::Single(leaf).into());
+            }
+            Rule::All(children) => {
+                for child in children {
+                    self.translate(child, known)?;
+                }
+            }
+            Rule::Any(children) => {
+                let leaves: Option<Vec<VersionSetId>> = children.iter().map(|child| self.leaf(child)).collect();
+                let leaves = leaves.ok_or_else(|| {
+                    format!("olm.constraint {constraint}: only APIs and packages are supported under \"any\"")
+                })?;
+                let Some((first, rest)) = leaves.split_first() else {
+                    return Err("olm.constraint \"any\" of no constraint is never satisfied".into());
+                };
+                let union: VersionSetUnionId = self.pool.intern_version_set_union(*first, rest.iter().copied());
+                known.requirements.push(Requirement::Union(union).into());
+            }
+            Rule::Not(children) => {
+                for child in children {
+                    let excluded = match &child.rule {
+                        Rule::Api(gvk) => self.set(Name::Api(gvk.clone()), Set::Nothing),
+                        Rule::Package { package, range } => {
+                            self.set(Name::Package(package.clone()), Set::Outside(range.clone()))
+                        }
+                        _ => {
+                            return Err(format!(
+                                "olm.constraint {constraint}: only APIs and packages are supported under \"not\""
+                            ))
+                        }
+                    };
+                    known.constrains.push(excluded);
+                }
+            }
+            Rule::Cel(_) => return Err(format!("olm.constraint {constraint}: CEL rules are not evaluated here")),
+        }
+        Ok(())
+    }
+
+    fn leaf(&self, constraint: &Constraint) -> Option<VersionSetId> {
+        match &constraint.rule {
+            Rule::Api(gvk) => Some(self.set(Name::Api(gvk.clone()), Set::Any)),
+            Rule::Package { package, range } => {
+                Some(self.set(Name::Package(package.clone()), Set::Range(range.clone())))
+            }
+            _ => None,
+        }
+    }
+
+    fn matches(&self, set: &Set, solvable: SolvableId) -> bool {
+        let index = self.bundle_of(solvable);
+        let version = &self.bundles[index].bundle.version;
+        match set {
+            Set::Any => true,
+            Set::Nothing => false,
+            Set::Range(range) => range.contains(version),
+            Set::Outside(range) => !range.contains(version),
+            Set::Bundles(indices) => indices.contains(&index),
+        }
+    }
+
+    /// OLM's preference: installed first, then higher catalog priority, the default channel, the newer version;
+    /// then by catalog and name, so that the answer never depends on the order catalogs were read in.
+    fn preference(&self, solvable: SolvableId) -> impl Ord + '_ {
+        let candidate = &self.bundles[self.bundle_of(solvable)];
+        (
+            candidate.origin != Origin::Installed,
+            std::cmp::Reverse(candidate.priority),
+            !candidate.default_channel,
+            std::cmp::Reverse(&candidate.bundle.version),
+            &candidate.source_name,
+            &candidate.bundle.name,
+        )
+    }
+}
+
+impl Interner for Provider {
+    type NameId = NameId;
+    type SolvableId = SolvableId;
+
+    fn display_solvable(&self, solvable: SolvableId) -> impl fmt::Display + '_ {
+        self.pool.resolve_solvable(solvable).record.label.clone()
+    }
+
+    fn display_name(&self, name: NameId) -> impl fmt::Display + '_ {
+        self.pool.resolve_package_name(name).to_string()
+    }
+
+    fn display_version_set(&self, version_set: VersionSetId) -> impl fmt::Display + '_ {
+        match self.pool.resolve_version_set(version_set) {
+            Set::Any => "any provider".to_owned(),
+            Set::Nothing => "none".to_owned(),
+            Set::Range(range) => format!("in range {range}"),
+            Set::Outside(range) => format!("outside range {range}"),
+            Set::Bundles(indices) => {
+                let names: Vec<&str> = indices.iter().map(|i| self.bundles[*i].bundle.name.as_str()).collect();
+                names.join(" | ")
+            }
+        }
+    }
+
+    fn display_string(&self, string_id: StringId) -> impl fmt::Display + '_ {
+        self.pool.resolve_string(string_id).to_owned()
+    }
+
+    fn version_set_name(&self, version_set: VersionSetId) -> NameId {
+        self.pool.resolve_version_set_package_name(version_set)
+    }
+
+    fn solvable_name(&self, solvable: SolvableId) -> NameId {
+        self.pool.resolve_solvable(solvable).name
+    }
+
+    fn version_sets_in_union(&self, version_set_union: VersionSetUnionId) -> impl Iterator<Item = VersionSetId> {
+        self.pool.resolve_version_set_union(version_set_union)
+    }
+
+    fn resolve_condition(&self, condition: ConditionId) -> Condition {
+        self.pool.resolve_condition(condition).clone()
+    }
+}
+
+impl DependencyProvider for Provider {
+    async fn filter_candidates(
+        &self,
+        candidates: &[SolvableId],
+        version_set: VersionSetId,
+        inverse: bool,
+    ) -> Vec<SolvableId> {
+        let set = self.pool.resolve_version_set(version_set);
+        candidates.iter().copied().filter(|solvable| self.matches(set, *solvable) != inverse).collect()
+    }
+
+    async fn get_candidates(&self, name: NameId) -> Option<Candidates<SolvableId>> {
+        let candidates = self.by_name.get(&name).cloned().unwrap_or_default();
+        let favored = match self.pool.resolve_package_name(name) {
+            Name::Package(package) => self.favored.get(package).map(|index| self.solvables[*index]).or_else(|| {
+                candidates.iter().copied().find(|s| self.bundles[self.bundle_of(*s)].origin == Origin::Installed)
+            }),
+            Name::Api(_) => None,
+        };
+        Some(Candidates { candidates, favored, ..Candidates::default() })
+    }
+
+    async fn sort_candidates(&self, _solver: &SolverCache<Self>, solvables: &mut [SolvableId]) {
+        solvables.sort_by(|a, b| self.preference(*a).cmp(&self.preference(*b)));
+    }
+
+    async fn get_dependencies(&self, solvable: SolvableId) -> Dependencies {
+        match self.pool.resolve_solvable(solvable).record.kind {
+            Kind::Bundle(index) => match self.requirements_of(index) {
+                Ok(known) => Dependencies::Known(known),
+                Err(reason) => Dependencies::Unknown(self.pool.intern_string(reason)),
+            },
+            // A claim to an API brings the bundle that makes it.
+            Kind::Provider { bundle } => {
+                let package = Name::Package(self.bundles[bundle].bundle.package.clone());
+                let mut known = KnownDependencies::default();
+                known.requirements.push(Requirement::Single(self.set(package, Set::Bundles(vec![bundle]))).into());
+                Dependencies::Known(known)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "dependencies_tests.rs"]
+mod tests;
