@@ -61,6 +61,11 @@ fn source<'a>(name: &str, priority: i32, catalog: &'a Catalog) -> Source<'a> {
     Source { name: name.into(), namespace: "olm".into(), priority, catalog }
 }
 
+/// What is wanted of the one catalog `community`.
+fn problem(catalog: &Catalog, wants: Vec<Want>) -> Problem<'_> {
+    Problem { sources: vec![source("community", 0, catalog)], wants, ..Problem::default() }
+}
+
 fn want(package: &str, bundles: &[&str]) -> Want {
     let candidates = bundles.iter().map(|b| Pick { origin: Origin::Source(0), bundle: (*b).into() }).collect();
     Want { by: format!("subscription {package}"), package: package.into(), candidates }
@@ -88,11 +93,7 @@ fn a_required_api_brings_the_bundle_providing_it() {
         bundle("grumbo", "grumbo.v1.1.0", "1.1.0", vec![provides("Grumbo")]),
         bundle("unrelated", "unrelated.v1.0.0", "1.0.0", vec![provides("Other")]),
     ]);
-    let problem = Problem {
-        sources: vec![source("community", 0, &catalog)],
-        wants: vec![want("plumbus", &["plumbus.v1.0.0"])],
-        ..Problem::default()
-    };
+    let problem = problem(&catalog, vec![want("plumbus", &["plumbus.v1.0.0"])]);
     let chosen = resolve_dependencies(&problem).expect("solution");
     assert_eq!(names(&chosen), ["grumbo.v1.1.0", "plumbus.v1.0.0"], "the newest provider, nothing unrelated");
     assert_eq!(chosen[0].wanted_by, None, "brought as a dependency");
@@ -108,11 +109,7 @@ fn a_required_package_is_taken_newest_within_its_range() {
         bundle("grumbo", "grumbo.v1.5.0", "1.5.0", vec![]),
         bundle("grumbo", "grumbo.v2.0.0", "2.0.0", vec![]),
     ]);
-    let problem = Problem {
-        sources: vec![source("community", 0, &catalog)],
-        wants: vec![want("plumbus", &["plumbus.v1.0.0"])],
-        ..Problem::default()
-    };
+    let problem = problem(&catalog, vec![want("plumbus", &["plumbus.v1.0.0"])]);
     assert_eq!(names(&resolve_dependencies(&problem).expect("solution")), ["grumbo.v1.5.0", "plumbus.v1.0.0"]);
 }
 
@@ -145,11 +142,7 @@ fn a_want_takes_its_first_candidate_and_falls_back_when_that_cannot_be_satisfied
         bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![]),
         bundle("plumbus", "plumbus.v2.0.0", "2.0.0", vec![requires_package("fleeb", ">=1.0.0")]),
     ]);
-    let problem = Problem {
-        sources: vec![source("community", 0, &catalog)],
-        wants: vec![want("plumbus", &["plumbus.v2.0.0", "plumbus.v1.0.0"])],
-        ..Problem::default()
-    };
+    let problem = problem(&catalog, vec![want("plumbus", &["plumbus.v2.0.0", "plumbus.v1.0.0"])]);
     assert_eq!(names(&resolve_dependencies(&problem).expect("solution")), ["plumbus.v1.0.0"]);
     let first_only = Problem { wants: vec![want("plumbus", &["plumbus.v1.0.0"])], ..problem.clone() };
     assert_eq!(names(&resolve_dependencies(&first_only).expect("solution")), ["plumbus.v1.0.0"]);
@@ -164,11 +157,7 @@ fn a_missing_dependency_is_explained_along_the_chain_of_requirements() {
         bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![requires_package("grumbo", ">=1.0.0")]),
         bundle("grumbo", "grumbo.v1.0.0", "1.0.0", vec![requires_api("Certificate")]),
     ]);
-    let problem = Problem {
-        sources: vec![source("community", 0, &catalog)],
-        wants: vec![want("plumbus", &["plumbus.v1.0.0"])],
-        ..Problem::default()
-    };
+    let problem = problem(&catalog, vec![want("plumbus", &["plumbus.v1.0.0"])]);
     let explained = explanation(resolve_dependencies(&problem));
     assert!(explained.starts_with("constraints not satisfiable: "), "{explained}");
     for link in ["plumbus.v1.0.0", "grumbo", "Certificate (example.com/v1)"] {
@@ -182,11 +171,7 @@ fn two_providers_of_one_api_conflict() {
         bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![provides("Grumbo")]),
         bundle("grumbo", "grumbo.v1.0.0", "1.0.0", vec![provides("Grumbo")]),
     ]);
-    let problem = Problem {
-        sources: vec![source("community", 0, &catalog)],
-        wants: vec![want("plumbus", &["plumbus.v1.0.0"]), want("grumbo", &["grumbo.v1.0.0"])],
-        ..Problem::default()
-    };
+    let problem = problem(&catalog, vec![want("plumbus", &["plumbus.v1.0.0"]), want("grumbo", &["grumbo.v1.0.0"])]);
     let explained = explanation(resolve_dependencies(&problem));
     assert!(explained.contains("Grumbo (example.com/v1)"), "{explained}");
     let one = Problem { wants: vec![want("plumbus", &["plumbus.v1.0.0"])], ..problem };
@@ -213,9 +198,7 @@ fn constraints_any_and_not_are_honoured_and_cel_is_refused_with_its_reason() {
             "cel": {"rule": "properties.exists(p, p.type == 'olm.maxOpenShiftVersion')"}}))],
         ),
     ]);
-    let solve = |wants: Vec<Want>| {
-        resolve_dependencies(&Problem { sources: vec![source("community", 0, &catalog)], wants, ..Problem::default() })
-    };
+    let solve = |wants: Vec<Want>| resolve_dependencies(&problem(&catalog, wants));
     assert_eq!(
         names(&solve(vec![want("plumbus", &["plumbus.v1.0.0"])]).expect("any")),
         ["grumbo.v2.0.0", "plumbus.v1.0.0"]
@@ -237,11 +220,7 @@ fn a_bundle_whose_properties_cannot_be_read_stays_in_its_catalog_and_is_left_out
         bundle("grumbo", "grumbo.v1.0.0", "1.0.0", vec![]),
     ]);
     assert!(catalog.packages["plumbus"].bundles.contains_key("plumbus.v1.0.0"));
-    let problem = Problem {
-        sources: vec![source("community", 0, &catalog)],
-        wants: vec![want("plumbus", &["plumbus.v1.0.0"])],
-        ..Problem::default()
-    };
+    let problem = problem(&catalog, vec![want("plumbus", &["plumbus.v1.0.0"])]);
     let explained = explanation(resolve_dependencies(&problem));
     assert!(explained.contains("its properties cannot be read: version range \"~1.0.0\""), "{explained}");
 }
@@ -249,11 +228,7 @@ fn a_bundle_whose_properties_cannot_be_read_stays_in_its_catalog_and_is_left_out
 #[test]
 fn a_candidate_that_is_not_there_is_an_error_of_its_own() {
     let catalog = catalog(vec![bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![])]);
-    let problem = Problem {
-        sources: vec![source("community", 0, &catalog)],
-        wants: vec![want("plumbus", &["plumbus.v9.0.0"])],
-        ..Problem::default()
-    };
+    let problem = problem(&catalog, vec![want("plumbus", &["plumbus.v9.0.0"])]);
     let error = resolve_dependencies(&problem).expect_err("unknown");
     assert_eq!(error.reason(), "ErrorPreventedResolution");
     assert_eq!(
@@ -269,11 +244,7 @@ fn a_real_catalog_whose_head_requires_apis_no_catalog_provides_says_which() {
     let package = &catalog.packages["shipwright-operator"];
     let newest = package.bundles.values().max_by(|a, b| a.version.cmp(&b.version)).expect("a bundle");
     assert!(!newest.requires.is_empty(), "its olm.gvk.required properties are read");
-    let problem = Problem {
-        sources: vec![source("community", 0, &catalog)],
-        wants: vec![want("shipwright-operator", &[newest.name.as_str()])],
-        ..Problem::default()
-    };
+    let problem = problem(&catalog, vec![want("shipwright-operator", &[newest.name.as_str()])]);
     let explained = explanation(resolve_dependencies(&problem));
     assert!(explained.contains("TektonConfig") || explained.contains("Certificate"), "{explained}");
 }
