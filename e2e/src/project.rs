@@ -172,7 +172,13 @@ pub async fn report_rollouts(client: &kube::Client, namespace: &str) -> Result<(
         let name = deployment.metadata.name.clone().unwrap_or_default();
         let status = serde_json::json!({"status": {"observedGeneration": deployment.metadata.generation, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
             "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "standing in for the Deployment controller"}]}});
-        deployments.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await?;
+        match deployments.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
+            // Deleted since the list (its CSV replaced or failed): nothing to report, as for the real controller.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            result => {
+                result?;
+            }
+        }
     }
     Ok(())
 }
