@@ -17,43 +17,39 @@ pub struct Metadata {
     version: String,
 }
 
-/// The metadata form the first acceptable media type asks for, if it asks for one.
-pub fn requested(headers: &HeaderMap) -> Option<Metadata> {
-    let first = headers.get("accept")?.to_str().ok()?.split(',').next()?;
-    let parameters = first.split(';').skip(1).filter_map(|p| p.trim().split_once('='));
-    let (mut kind, mut group, mut version) = (None, None, None);
-    for (key, value) in parameters {
-        match key {
-            "as" => kind = Some(value),
-            "g" => group = Some(value),
-            "v" => version = Some(value),
-            _ => {}
+/// The metadata form the first acceptable media type of `Accept` asks for, if it asks for one. As kube-apiserver
+/// negotiates, before anything is done: an entry asking for a conversion it cannot make (another group or version,
+/// an unknown kind) is skipped for the next, and when no entry is acceptable the request is refused with 406.
+pub fn requested(headers: &HeaderMap) -> Result<Option<Metadata>, ApiError> {
+    let Some(accept) = headers.get("accept").and_then(|value| value.to_str().ok()) else { return Ok(None) };
+    for entry in accept.split(',') {
+        let (mut kind, mut group, mut version) = (None, "", "");
+        for (key, value) in entry.split(';').skip(1).filter_map(|p| p.trim().split_once('=')) {
+            match key {
+                "as" => kind = Some(value),
+                "g" => group = value,
+                "v" => version = value,
+                _ => {}
+            }
+        }
+        let list = match kind {
+            None | Some("Table") => return Ok(None),
+            Some("PartialObjectMetadata") => false,
+            Some("PartialObjectMetadataList") => true,
+            Some(_) => continue,
+        };
+        if group == "meta.k8s.io" && matches!(version, "v1" | "v1beta1") {
+            return Ok(Some(Metadata { list, version: version.to_owned() }));
         }
     }
-    let list = match kind? {
-        "PartialObjectMetadata" => false,
-        "PartialObjectMetadataList" => true,
-        _ => return None,
-    };
-    let version = match group.unwrap_or_default() {
-        "meta.k8s.io" => version.unwrap_or_default(),
-        // Another group has no such kind: refused below, as kube-apiserver refuses it.
-        other => return Some(Metadata { list, version: format!("{other}/{}", version.unwrap_or_default()) }),
-    };
-    Some(Metadata { list, version: version.to_owned() })
+    Err(ApiError::not_acceptable(
+        "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+    ))
 }
 
 impl Metadata {
-    fn group_version(&self) -> Result<String, ApiError> {
-        match self.version.as_str() {
-            "v1" | "v1beta1" => Ok(format!("meta.k8s.io/{}", self.version)),
-            other => {
-                let group_version = if other.contains('/') { other.to_owned() } else { format!("meta.k8s.io/{other}") };
-                Err(ApiError::not_acceptable(format!(
-                    "no PartialObjectMetadataList exists in group version {group_version}"
-                )))
-            }
-        }
+    fn group_version(&self) -> String {
+        format!("meta.k8s.io/{}", self.version)
     }
 
     /// One object (a get, a write's answer, a watch event's object) as PartialObjectMetadata.
@@ -63,7 +59,7 @@ impl Metadata {
                 "you requested PartialObjectMetadataList, but the requested object is not a list (*unstructured.Unstructured)",
             ));
         }
-        Ok(partial(object, &self.group_version()?))
+        Ok(partial(object, &self.group_version()))
     }
 
     /// A list as a PartialObjectMetadataList, its `metadata` (resourceVersion, continue, remainingItemCount) kept.
@@ -73,7 +69,7 @@ impl Metadata {
                 "you requested PartialObjectMetadata, but the requested object is a list (*unstructured.UnstructuredList)",
             ));
         }
-        let group_version = self.group_version()?;
+        let group_version = self.group_version();
         let items: Vec<Value> =
             list["items"].as_array().into_iter().flatten().map(|item| partial(item, &group_version)).collect();
         Ok(json!({"kind": "PartialObjectMetadataList", "apiVersion": group_version, "metadata": list["metadata"],
@@ -102,21 +98,24 @@ mod tests {
 
     #[test]
     fn only_the_first_media_type_asking_for_metadata_counts() {
-        assert_eq!(requested(&accept("application/json")), None);
-        assert_eq!(requested(&accept("application/json;as=Table;g=meta.k8s.io;v=v1")), None);
-        assert_eq!(requested(&accept("application/json, application/json;as=PartialObjectMetadata;v=v1")), None);
+        assert_eq!(requested(&HeaderMap::new()), Ok(None));
+        assert_eq!(requested(&accept("application/json")), Ok(None));
+        assert_eq!(requested(&accept("application/json;as=Table;g=meta.k8s.io;v=v1")), Ok(None));
+        assert_eq!(requested(&accept("application/json, application/json;as=PartialObjectMetadata;v=v1")), Ok(None));
         let single = requested(&accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"));
-        assert_eq!(single, Some(Metadata { list: false, version: "v1".into() }));
+        assert_eq!(single, Ok(Some(Metadata { list: false, version: "v1".into() })));
         let list = requested(&accept("application/json; as=PartialObjectMetadataList; g=meta.k8s.io; v=v1beta1"));
-        assert_eq!(list, Some(Metadata { list: true, version: "v1beta1".into() }));
+        assert_eq!(list, Ok(Some(Metadata { list: true, version: "v1beta1".into() })));
     }
 
     #[test]
     fn an_object_keeps_its_metadata_only() {
         let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "labels": {"x": "y"}},
             "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
-        let metadata =
-            requested(&accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1")).expect("asked");
+        let metadata = requested(&accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"))
+            .ok()
+            .flatten()
+            .expect("asked");
         assert_eq!(
             metadata.object(&object).expect("object"),
             json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
@@ -132,8 +131,10 @@ mod tests {
         let list = json!({"apiVersion": "v1", "kind": "NamespaceList",
             "metadata": {"resourceVersion": "7", "continue": "c"},
             "items": [{"metadata": {"name": "a"}, "spec": {}}, {"metadata": {"name": "b"}, "status": {}}]});
-        let metadata =
-            requested(&accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")).expect("asked");
+        let metadata = requested(&accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"))
+            .ok()
+            .flatten()
+            .expect("asked");
         assert_eq!(
             metadata.list(&list).expect("list"),
             json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
@@ -146,13 +147,14 @@ mod tests {
     }
 
     #[test]
-    fn other_group_versions_are_not_acceptable() {
+    fn conversions_that_cannot_be_made_are_skipped_for_the_next_entry_or_refused() {
         for asked in [
             "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2",
             "application/json;as=PartialObjectMetadata;g=apps;v=v1",
+            "application/json;as=Deployment;g=apps;v=v1",
         ] {
-            let error = requested(&accept(asked)).expect("asked").object(&json!({"metadata": {}})).expect_err(asked);
-            assert_eq!(error.code, 406, "{asked}");
+            assert_eq!(requested(&accept(asked)).expect_err(asked).code, 406, "{asked}");
+            assert_eq!(requested(&accept(&format!("{asked}, application/json"))), Ok(None), "{asked}");
         }
     }
 }

@@ -68,7 +68,8 @@ fn review(
 }
 
 fn written(result: Written, headers: &HeaderMap, resource: &ResourceType, query: &Query) -> Response {
-    let object = if let Some(metadata) = metadata::requested(headers).filter(|_| result.object["kind"] != "Status") {
+    let asked = metadata::requested(headers).ok().flatten().filter(|_| result.object["kind"] != "Status");
+    let object = if let Some(metadata) = asked {
         match metadata.object(&result.object) {
             Ok(object) => object,
             Err(error) => return error_response(&error),
@@ -95,6 +96,9 @@ pub(super) async fn resource_request(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    // Negotiated before anything is done, as kube-apiserver negotiates: a write asking for a form it cannot be
+    // answered in is refused before it is made.
+    metadata::requested(headers)?;
     if method == Method::POST {
         if let Some(answer) = review(api, user, &target, headers, &body)? {
             return Ok(json_response(201, &answer, &[]));
@@ -134,7 +138,7 @@ pub(super) async fn resource_request(
                     &[],
                 ));
             }
-            if let Some(metadata) = metadata::requested(headers) {
+            if let Some(metadata) = metadata::requested(headers)? {
                 return Ok(json_response(200, &metadata.list(&list)?, &[]));
             }
             Ok(json_response(200, &list, &[]))

@@ -42,7 +42,7 @@ struct WatchState {
 
 pub fn watch(api: &Arc<ApiServer>, target: Target, query: &Query, headers: &HeaderMap) -> Result<Response, ApiError> {
     let filter = filter(&target, query)?;
-    let metadata = metadata::requested(headers);
+    let metadata = metadata::requested(headers)?;
     if let Some(metadata) = &metadata {
         metadata.check_watch()?;
     }

@@ -227,6 +227,15 @@ async fn metadata_only_lists_gets_and_watches_as_kube_asks_them() {
         .await
         .expect_err("406");
     assert!(matches!(refused, kube::Error::Api(ref status) if status.code == 406), "{refused:?}");
+    // A write asking for a form that cannot be made is refused before it is made, as kube-apiserver negotiates.
+    let write = http::Request::post(CMS)
+        .header("accept", "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v2")
+        .header("content-type", "application/json")
+        .body(json!({"metadata": {"name": "never"}}).to_string().into_bytes())
+        .expect("request");
+    let refused = client.request_text(write).await.expect_err("406");
+    assert!(matches!(refused, kube::Error::Api(ref status) if status.code == 406), "{refused:?}");
+    assert_eq!(get(&client, &format!("{CMS}/never")).await.0, 404, "nothing was written");
     // kube-runtime's watcher of metadata (an `Api` of PartialObjectMeta asks for metadata only) sees a change.
     let metadata: kube::Api<PartialObjectMeta<ConfigMap>> = kube::Api::namespaced(client.clone(), "default");
     let mut stream = Box::pin(watcher(metadata, watcher::Config::default()).applied_objects());
