@@ -103,18 +103,29 @@ pub fn resolve_dependencies(problem: &Problem<'_>) -> Result<Vec<Chosen>, Depend
     for want in &problem.wants {
         let mut picks = Vec::new();
         for pick in &want.candidates {
-            let index = provider.bundle_index(pick).ok_or_else(|| DependencyError::UnknownCandidate {
-                by: want.by.clone(),
-                package: want.package.clone(),
-                bundle: pick.bundle.clone(),
-                origin: provider.origin_name(pick.origin),
-            })?;
+            let index =
+                provider.bundle_index(&want.package, pick).ok_or_else(|| DependencyError::UnknownCandidate {
+                    by: want.by.clone(),
+                    package: want.package.clone(),
+                    bundle: pick.bundle.clone(),
+                    origin: provider.origin_name(pick.origin),
+                })?;
             picks.push(index);
             wanted_by.entry(index).or_insert(&want.by);
         }
         let name = provider.pool.intern_package_name(Name::Package(want.package.clone()));
         let set = provider.pool.intern_version_set(name, Set::Bundles(picks));
         requirements.push(ConditionalRequirement::from(Requirement::Single(set)));
+    }
+    // What is installed and wanted by no one stays, as OLM keeps a CSV no Subscription refers to: nothing chosen may
+    // take its package or an API it provides.
+    for (index, candidate) in provider.bundles.iter().enumerate() {
+        if candidate.origin == Origin::Installed && !problem.wants.iter().any(|w| w.package == candidate.bundle.package)
+        {
+            let name = provider.pool.intern_package_name(Name::Package(candidate.bundle.package.clone()));
+            let set = provider.pool.intern_version_set(name, Set::Bundles(vec![index]));
+            requirements.push(ConditionalRequirement::from(Requirement::Single(set)));
+        }
     }
     let mut solver = Solver::new(provider);
     match solver.solve(resolvo::Problem::new().requirements(requirements)) {
@@ -184,12 +195,8 @@ impl fmt::Display for Entry {
 enum Set {
     /// Every solvable of the name.
     Any,
-    /// None (what `not` leaves of an API).
-    Nothing,
     /// Bundles in the range.
     Range(VersionRange),
-    /// Bundles outside the range (what `not` leaves of a package).
-    Outside(VersionRange),
     /// These bundles, or these bundles' claims to an API.
     Bundles(Vec<usize>),
 }
@@ -213,10 +220,12 @@ struct Provider {
     /// The solvable of each bundle (same index).
     solvables: Vec<SolvableId>,
     by_name: HashMap<NameId, Vec<SolvableId>>,
-    /// The first candidate of each want, by package: tried first.
+    /// The installed bundle of each package: tried first where no want says otherwise.
     favored: HashMap<String, usize>,
-    /// Each bundle's index, by origin and name.
-    by_pick: HashMap<(Origin, String), usize>,
+    /// Each bundle's position among the candidates of the first want listing it: a want's order comes first.
+    rank: HashMap<usize, usize>,
+    /// Each bundle's index, by origin, package and name.
+    by_pick: HashMap<(Origin, String, String), usize>,
     origins: Vec<String>,
 }
 
@@ -267,18 +276,33 @@ impl Provider {
                 by_name.entry(api).or_default().push(claim);
             }
         }
-        let by_pick = bundles.iter().enumerate().map(|(i, c)| ((c.origin, c.bundle.name.clone()), i)).collect();
-        let mut provider = Self { pool, bundles, solvables, by_name, favored: HashMap::new(), by_pick, origins };
+        let by_pick = bundles
+            .iter()
+            .enumerate()
+            .map(|(i, c)| ((c.origin, c.bundle.package.clone(), c.bundle.name.clone()), i))
+            .collect();
+        let favored = bundles
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.origin == Origin::Installed)
+            .map(|(i, c)| (c.bundle.package.clone(), i))
+            .collect();
+        let mut provider = Self { pool, bundles, solvables, by_name, favored, rank: HashMap::new(), by_pick, origins };
         for want in &problem.wants {
-            if let Some(index) = want.candidates.first().and_then(|pick| provider.bundle_index(pick)) {
-                provider.favored.entry(want.package.clone()).or_insert(index);
+            if let Some(first) = want.candidates.first().and_then(|pick| provider.bundle_index(&want.package, pick)) {
+                provider.favored.insert(want.package.clone(), first);
+            }
+            for (position, pick) in want.candidates.iter().enumerate() {
+                if let Some(index) = provider.bundle_index(&want.package, pick) {
+                    provider.rank.entry(index).or_insert(position);
+                }
             }
         }
         provider
     }
 
-    fn bundle_index(&self, pick: &Pick) -> Option<usize> {
-        self.by_pick.get(&(pick.origin, pick.bundle.clone())).copied()
+    fn bundle_index(&self, package: &str, pick: &Pick) -> Option<usize> {
+        self.by_pick.get(&(pick.origin, package.to_owned(), pick.bundle.clone())).copied()
     }
 
     fn origin_name(&self, origin: Origin) -> String {
@@ -305,6 +329,9 @@ impl Provider {
         if let Some(reason) = &bundle.unreadable {
             return Err(format!("its properties cannot be read: {reason}"));
         }
+        if bundle.deprecated {
+            return Err(format!("bundle {} is deprecated", bundle.name));
+        }
         let mut known = KnownDependencies::default();
         // Claiming every API it provides keeps one provider per API.
         for gvk in &bundle.provides {
@@ -320,67 +347,78 @@ impl Provider {
                 Dependency::Package { package, range } => known.requirements.push(
                     Requirement::Single(self.set(Name::Package(package.clone()), Set::Range(range.clone()))).into(),
                 ),
-                Dependency::Constraint(constraint) => self.translate(constraint, &mut known)?,
+                Dependency::Constraint(constraint) => {
+                    known.requirements.push(self.matching(dependency, |i| self.satisfies(i, constraint))?)
+                }
+                Dependency::Label(label) => known
+                    .requirements
+                    .push(self.matching(dependency, |i| Ok(self.bundles[i].bundle.labels.contains(label)))?),
             }
         }
         Ok(known)
     }
 
-    /// An `olm.constraint` as requirements and constraints of the solver: `all` of what can be, `any` of APIs and
-    /// packages (a union), `not` of APIs and packages (nothing of them in the solution). CEL rules, and nestings a
-    /// union cannot express, are not evaluated: the bundle is left out, and says why.
-    fn translate(&self, constraint: &Constraint, known: &mut KnownDependencies) -> Result<(), String> {
-        match &constraint.rule {
-            Rule::Api(_) | Rule::Package { .. } => {
-                let leaf =
-                    self.leaf(constraint).ok_or_else(|| format!("olm.constraint {constraint} is not supported"))?;
-                known.requirements.push(Requirement::Single(leaf).into());
+    /// A requirement on the bundles that pass `test` (OLM turns an `olm.constraint` or `olm.label.required` into
+    /// one predicate that a single candidate must pass): those of one package, or a union across packages. None
+    /// passing leaves the requiring bundle out, saying what it requires.
+    fn matching(
+        &self,
+        dependency: &Dependency,
+        test: impl Fn(usize) -> Result<bool, String>,
+    ) -> Result<ConditionalRequirement, String> {
+        let mut by_package: std::collections::BTreeMap<&str, Vec<usize>> = std::collections::BTreeMap::new();
+        for (index, candidate) in self.bundles.iter().enumerate() {
+            if test(index)? {
+                by_package.entry(candidate.bundle.package.as_str()).or_default().push(index);
             }
-            Rule::All(children) => {
-                for child in children {
-                    self.translate(child, known)?;
-                }
-            }
-            Rule::Any(children) => {
-                let leaves: Option<Vec<VersionSetId>> = children.iter().map(|child| self.leaf(child)).collect();
-                let leaves = leaves.ok_or_else(|| {
-                    format!("olm.constraint {constraint}: only APIs and packages are supported under \"any\"")
-                })?;
-                let Some((first, rest)) = leaves.split_first() else {
-                    return Err("olm.constraint \"any\" of no constraint is never satisfied".into());
-                };
-                let union: VersionSetUnionId = self.pool.intern_version_set_union(*first, rest.iter().copied());
-                known.requirements.push(Requirement::Union(union).into());
-            }
-            Rule::Not(children) => {
-                for child in children {
-                    let excluded = match &child.rule {
-                        Rule::Api(gvk) => self.set(Name::Api(gvk.clone()), Set::Nothing),
-                        Rule::Package { package, range } => {
-                            self.set(Name::Package(package.clone()), Set::Outside(range.clone()))
-                        }
-                        _ => {
-                            return Err(format!(
-                                "olm.constraint {constraint}: only APIs and packages are supported under \"not\""
-                            ))
-                        }
-                    };
-                    known.constrains.push(excluded);
-                }
-            }
-            Rule::Cel(_) => return Err(format!("olm.constraint {constraint}: CEL rules are not evaluated here")),
         }
-        Ok(())
+        let sets: Vec<VersionSetId> = by_package
+            .into_iter()
+            .map(|(package, indices)| self.set(Name::Package(package.to_owned()), Set::Bundles(indices)))
+            .collect();
+        match sets.split_first() {
+            None => Err(format!("it requires an operator {dependency}, and no bundle is one")),
+            Some((first, [])) => Ok(Requirement::Single(*first).into()),
+            Some((first, rest)) => {
+                Ok(Requirement::Union(self.pool.intern_version_set_union(*first, rest.iter().copied())).into())
+            }
+        }
     }
 
-    fn leaf(&self, constraint: &Constraint) -> Option<VersionSetId> {
-        match &constraint.rule {
-            Rule::Api(gvk) => Some(self.set(Name::Api(gvk.clone()), Set::Any)),
-            Rule::Package { package, range } => {
-                Some(self.set(Name::Package(package.clone()), Set::Range(range.clone())))
+    /// Whether bundle `index` passes `constraint`. CEL rules are not evaluated: a bundle requiring one is left out,
+    /// saying so.
+    fn satisfies(&self, index: usize, constraint: &Constraint) -> Result<bool, String> {
+        let bundle = &self.bundles[index].bundle;
+        Ok(match &constraint.rule {
+            Rule::Api(gvk) => bundle.provides.contains(gvk),
+            Rule::Package { package, range } => bundle.package == *package && range.contains(&bundle.version),
+            Rule::All(children) => {
+                for child in children {
+                    if !self.satisfies(index, child)? {
+                        return Ok(false);
+                    }
+                }
+                true
             }
-            _ => None,
-        }
+            Rule::Any(children) => {
+                for child in children {
+                    if self.satisfies(index, child)? {
+                        return Ok(true);
+                    }
+                }
+                false
+            }
+            // None of them holds.
+            Rule::Not(children) => {
+                for child in children {
+                    if self.satisfies(index, child)? {
+                        return Ok(false);
+                    }
+                }
+                true
+            }
+            Rule::Cel(_) => return Err(format!("olm.constraint {constraint}: CEL rules are not evaluated here")),
+        })
     }
 
     fn matches(&self, set: &Set, solvable: SolvableId) -> bool {
@@ -388,9 +426,7 @@ impl Provider {
         let version = &self.bundles[index].bundle.version;
         match set {
             Set::Any => true,
-            Set::Nothing => false,
             Set::Range(range) => range.contains(version),
-            Set::Outside(range) => !range.contains(version),
             Set::Bundles(indices) => indices.contains(&index),
         }
     }
@@ -425,9 +461,7 @@ impl Interner for Provider {
     fn display_version_set(&self, version_set: VersionSetId) -> impl fmt::Display + '_ {
         match self.pool.resolve_version_set(version_set) {
             Set::Any => "any provider".to_owned(),
-            Set::Nothing => "none".to_owned(),
             Set::Range(range) => format!("in range {range}"),
-            Set::Outside(range) => format!("outside range {range}"),
             Set::Bundles(indices) => {
                 let names: Vec<&str> = indices.iter().map(|i| self.bundles[*i].bundle.name.as_str()).collect();
                 names.join(" | ")
@@ -479,7 +513,8 @@ impl DependencyProvider for Provider {
     }
 
     async fn sort_candidates(&self, _solver: &SolverCache<Self>, solvables: &mut [SolvableId]) {
-        solvables.sort_by(|a, b| self.preference(*a).cmp(&self.preference(*b)));
+        let rank = |solvable: &SolvableId| self.rank.get(&self.bundle_of(*solvable)).copied().unwrap_or(usize::MAX);
+        solvables.sort_by(|a, b| (rank(a), self.preference(*a)).cmp(&(rank(b), self.preference(*b))));
     }
 
     async fn get_dependencies(&self, solvable: SolvableId) -> Dependencies {

@@ -57,6 +57,11 @@ fn catalog(bundles: Vec<Value>) -> Catalog {
     Catalog::from_blobs(blobs.into_iter().map(|blob| (PathBuf::from("catalog.yaml"), blob)).collect()).expect("catalog")
 }
 
+/// One bundle blob, read as a catalog reads it: what is installed, in these tests.
+fn catalog_bundles(blob: Value) -> Vec<CatalogBundle> {
+    catalog(vec![blob]).packages.values().flat_map(|package| package.bundles.values().cloned()).collect()
+}
+
 fn source<'a>(name: &str, priority: i32, catalog: &'a Catalog) -> Source<'a> {
     Source { name: name.into(), namespace: "olm".into(), priority, catalog }
 }
@@ -129,8 +134,7 @@ fn what_is_installed_is_kept_over_a_newer_bundle_and_a_higher_priority_catalog_w
     assert_eq!(names(&chosen), ["grumbo.v2.0.0", "plumbus.v1.0.0"], "priority before version");
     assert_eq!(chosen[0].origin, Origin::Source(1));
 
-    let installed = bundle("grumbo", "grumbo.v1.0.0", "1.0.0", vec![provides("Grumbo")]);
-    problem.installed = catalog(vec![installed]).packages["grumbo"].bundles.values().cloned().collect();
+    problem.installed = catalog_bundles(bundle("grumbo", "grumbo.v1.0.0", "1.0.0", vec![provides("Grumbo")]));
     let chosen = resolve_dependencies(&problem).expect("solution");
     assert_eq!(names(&chosen), ["grumbo.v1.0.0", "plumbus.v1.0.0"], "installed before anything");
     assert_eq!(chosen[0].origin, Origin::Installed);
@@ -179,17 +183,32 @@ fn two_providers_of_one_api_conflict() {
 }
 
 #[test]
-fn constraints_any_and_not_are_honoured_and_cel_is_refused_with_its_reason() {
+fn a_constraint_is_one_test_a_single_bundle_passes_and_cel_is_refused_with_its_reason() {
     let any = constraint(json!({"any": {"constraints": [
         {"package": {"packageName": "fleeb", "versionRange": ">=1.0.0"}},
         {"gvk": {"group": "example.com", "version": "v1", "kind": "Grumbo"}}]}}));
-    let not = constraint(json!({"not": {"constraints": [
-        {"package": {"packageName": "grumbo", "versionRange": ">=2.0.0"}}]}}));
+    // A grumbo, but not 2.0.0 or later: `all` and `not` test one bundle, as OLM's predicates do.
+    let grumbo_one = constraint(json!({"all": {"constraints": [
+        {"package": {"packageName": "grumbo", "versionRange": ">=1.0.0"}},
+        {"not": {"constraints": [{"package": {"packageName": "grumbo", "versionRange": ">=2.0.0"}}]}}]}}));
     let catalog = catalog(vec![
-        bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![any.clone()]),
+        bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![any]),
         bundle("grumbo", "grumbo.v1.0.0", "1.0.0", vec![provides("Grumbo")]),
         bundle("grumbo", "grumbo.v2.0.0", "2.0.0", vec![provides("Grumbo")]),
-        bundle("dinglebop", "dinglebop.v1.0.0", "1.0.0", vec![any, not]),
+        bundle("dinglebop", "dinglebop.v1.0.0", "1.0.0", vec![grumbo_one]),
+        bundle("squanch", "squanch.v1.0.0", "1.0.0", vec![json!({"type": "olm.label", "value": {"label": "tier-1"}})]),
+        bundle(
+            "blamf",
+            "blamf.v1.0.0",
+            "1.0.0",
+            vec![json!({"type": "olm.label.required", "value": {"label": "tier-1"}})],
+        ),
+        bundle(
+            "gazorp",
+            "gazorp.v1.0.0",
+            "1.0.0",
+            vec![json!({"type": "olm.label.required", "value": {"label": "tier-9"}})],
+        ),
         bundle(
             "schleem",
             "schleem.v1.0.0",
@@ -204,13 +223,54 @@ fn constraints_any_and_not_are_honoured_and_cel_is_refused_with_its_reason() {
         ["grumbo.v2.0.0", "plumbus.v1.0.0"]
     );
     assert_eq!(
-        names(&solve(vec![want("dinglebop", &["dinglebop.v1.0.0"])]).expect("any, not the excluded range")),
+        names(&solve(vec![want("dinglebop", &["dinglebop.v1.0.0"])]).expect("all of a package and not a range")),
         ["dinglebop.v1.0.0", "grumbo.v1.0.0"]
     );
     let excluded = solve(vec![want("dinglebop", &["dinglebop.v1.0.0"]), want("grumbo", &["grumbo.v2.0.0"])]);
     assert!(explanation(excluded).contains("grumbo"));
+    assert_eq!(
+        names(&solve(vec![want("blamf", &["blamf.v1.0.0"])]).expect("a label")),
+        ["blamf.v1.0.0", "squanch.v1.0.0"]
+    );
+    let no_label = explanation(solve(vec![want("gazorp", &["gazorp.v1.0.0"])]));
+    assert!(no_label.contains("with label: tier-9, and no bundle is one"), "{no_label}");
     let cel = explanation(solve(vec![want("schleem", &["schleem.v1.0.0"])]));
     assert!(cel.contains("CEL rules are not evaluated here") && cel.contains("needs OpenShift"), "{cel}");
+}
+
+#[test]
+fn deprecated_bundles_are_never_chosen() {
+    let catalog = catalog(vec![
+        bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![requires_package("grumbo", ">=1.0.0")]),
+        bundle("grumbo", "grumbo.v1.0.0", "1.0.0", vec![]),
+        bundle("grumbo", "grumbo.v2.0.0", "2.0.0", vec![json!({"type": "olm.deprecated", "value": {}})]),
+    ]);
+    let chosen = resolve_dependencies(&problem(&catalog, vec![want("plumbus", &["plumbus.v1.0.0"])])).expect("one");
+    assert_eq!(names(&chosen), ["grumbo.v1.0.0", "plumbus.v1.0.0"]);
+    let only = explanation(resolve_dependencies(&problem(&catalog, vec![want("grumbo", &["grumbo.v2.0.0"])])));
+    assert!(only.contains("bundle grumbo.v2.0.0 is deprecated"), "{only}");
+}
+
+#[test]
+fn an_installed_bundle_wanted_by_no_one_stays_and_keeps_its_apis() {
+    let catalog = catalog(vec![bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![provides("Grumbo")])]);
+    let installed = catalog_bundles(bundle("grumbo", "grumbo.v1.0.0", "1.0.0", vec![provides("Grumbo")]));
+    let problem = Problem { installed, ..problem(&catalog, vec![want("plumbus", &["plumbus.v1.0.0"])]) };
+    let explained = explanation(resolve_dependencies(&problem));
+    assert!(explained.contains("grumbo.v1.0.0 (installed)"), "{explained}");
+}
+
+#[test]
+fn a_want_tries_its_candidates_in_its_own_order_before_what_is_installed() {
+    let catalog = catalog(vec![
+        bundle("plumbus", "plumbus.v2.0.0", "2.0.0", vec![]),
+        bundle("plumbus", "plumbus.v3.0.0", "3.0.0", vec![requires_package("fleeb", ">=1.0.0")]),
+    ]);
+    let installed = catalog_bundles(bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![]));
+    let mut wanted = want("plumbus", &["plumbus.v3.0.0", "plumbus.v2.0.0"]);
+    wanted.candidates.push(Pick { origin: Origin::Installed, bundle: "plumbus.v1.0.0".into() });
+    let problem = Problem { installed, ..problem(&catalog, vec![wanted]) };
+    assert_eq!(names(&resolve_dependencies(&problem).expect("v2")), ["plumbus.v2.0.0"], "not back to v1");
 }
 
 #[test]

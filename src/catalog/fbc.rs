@@ -63,6 +63,10 @@ pub struct CatalogBundle {
     /// Why a dependency property could not be read, if one could not: the bundle stays in the catalog (installing
     /// it by name still works, as in OLM) and resolution leaves it out, saying why.
     pub unreadable: Option<String>,
+    /// Its `olm.label` properties.
+    pub labels: Vec<String>,
+    /// Whether it carries `olm.deprecated`.
+    pub deprecated: bool,
 }
 
 /// Why a catalog did not load.
@@ -188,7 +192,7 @@ impl Catalog {
             })?;
             package.channels.insert(blob.channel.name.clone(), blob.channel);
         }
-        for (path, blob, version, (provides, requires, unreadable)) in bundles {
+        for (path, blob, version, read) in bundles {
             let package = catalog.packages.get_mut(&blob.package).ok_or_else(|| CatalogError::InvalidBlob {
                 path,
                 schema: "olm.bundle".into(),
@@ -200,9 +204,11 @@ impl Catalog {
                 package: blob.package,
                 image: blob.image,
                 version,
-                provides,
-                requires,
-                unreadable,
+                provides: read.provides,
+                requires: read.requires,
+                unreadable: read.unreadable,
+                labels: read.labels,
+                deprecated: read.deprecated,
             };
             package.bundles.insert(bundle.name.clone(), bundle);
         }
@@ -221,18 +227,30 @@ fn bundle_version(bundle: &BundleBlob) -> Result<Version, String> {
     Version::parse(version).map_err(|error| format!("version {version:?} is not semver: {error}"))
 }
 
+/// What a bundle's properties say about resolution.
+#[derive(Default)]
+struct DependencyProperties {
+    provides: Vec<Gvk>,
+    requires: Vec<Dependency>,
+    unreadable: Option<String>,
+    labels: Vec<String>,
+    deprecated: bool,
+}
+
 /// What a bundle provides and requires, from its properties, and why a property could not be read.
-fn bundle_dependencies(bundle: &BundleBlob) -> (Vec<Gvk>, Vec<Dependency>, Option<String>) {
-    let (mut provides, mut requires, mut unreadable) = (Vec::new(), Vec::new(), None);
+fn bundle_dependencies(bundle: &BundleBlob) -> DependencyProperties {
+    let mut read = DependencyProperties::default();
     for property in &bundle.properties {
         match properties::read(&property.type_, &property.value) {
-            Ok(Read::Provides(gvk)) => provides.push(gvk),
-            Ok(Read::Requires(dependency)) => requires.push(dependency),
+            Ok(Read::Provides(gvk)) => read.provides.push(gvk),
+            Ok(Read::Requires(dependency)) => read.requires.push(dependency),
+            Ok(Read::Label(label)) => read.labels.push(label),
+            Ok(Read::Deprecated) => read.deprecated = true,
             Ok(Read::Other) => {}
-            Err(error) => unreadable = unreadable.or(Some(error.to_string())),
+            Err(error) => read.unreadable = read.unreadable.or(Some(error.to_string())),
         }
     }
-    (provides, requires, unreadable)
+    read
 }
 
 /// The blobs of one catalog file: a YAML stream, or a JSON stream of objects.

@@ -15,7 +15,9 @@ use serde_json::Value;
 pub struct Gvk {
     #[serde(default)]
     pub group: String,
+    #[serde(default)]
     pub version: String,
+    #[serde(default)]
     pub kind: String,
 }
 
@@ -61,16 +63,35 @@ pub enum PropertyError {
 const MAX_CONSTRAINT_SIZE: usize = 2 << 16;
 
 impl VersionRange {
+    /// Parses a range as blang/semver's `ParseRange` does, its quirks included: only a space separates
+    /// comparators (none after `>`, `<` or `=`), a one-character token is dropped, `||` must stand alone, and a
+    /// comparator containing `x` is expanded as a wildcard by its number of parts (`1.x` is [1.0.0, 2.0.0), `1.2.x`
+    /// and `1.x.x` are [1.2.0, 1.3.0) and [1.0.0, 1.1.0)).
     pub fn parse(text: &str) -> Result<Self, PropertyError> {
         let error = |reason: String| PropertyError::Range { range: text.to_owned(), reason };
-        let mut alternatives = Vec::new();
-        for alternative in text.split("||") {
-            let mut all = Vec::new();
-            for comparator in tokens(alternative) {
-                all.extend(comparison(&comparator).map_err(error)?);
+        let tokens = split_and_trim(text);
+        let mut groups: Vec<&[String]> = Vec::new();
+        let mut last = 0;
+        for (index, token) in tokens.iter().enumerate() {
+            if token == "||" {
+                if index == 0 {
+                    return Err(error("First element in range is '||'".into()));
+                }
+                groups.push(&tokens[last..index]);
+                last = index + 1;
             }
-            if all.is_empty() {
-                return Err(error("an alternative of the range is empty".into()));
+        }
+        if last == tokens.len() {
+            return Err(error("Last element in range is '||'".into()));
+        }
+        groups.push(&tokens[last..]);
+        let mut alternatives = Vec::new();
+        for group in groups {
+            let mut all = Vec::new();
+            for token in group {
+                for comparator in expand_wildcard(token).map_err(error)? {
+                    all.push(comparison(&comparator).map_err(error)?);
+                }
             }
             alternatives.push(all);
         }
@@ -100,22 +121,100 @@ impl fmt::Display for VersionRange {
     }
 }
 
-/// The comparators of one alternative: split on spaces, a space right after an operator tolerated (`>= 1.0.0`).
-fn tokens(alternative: &str) -> Vec<String> {
-    let mut tokens: Vec<String> = Vec::new();
-    for part in alternative.split_whitespace() {
-        match tokens.last_mut() {
-            Some(last) if last.chars().all(|c| matches!(c, '<' | '>' | '=' | '!')) => last.push_str(part),
-            _ => tokens.push(part.to_owned()),
+/// blang's tokens: split at spaces, except a space after `>`, `<` or `=` (so `>= 1.0.0` is one token); tokens of
+/// one character are dropped, as blang drops them; spaces inside a token are removed.
+fn split_and_trim(text: &str) -> Vec<String> {
+    let bytes = text.as_bytes();
+    let (mut tokens, mut last, mut last_char) = (Vec::new(), 0, 0u8);
+    for (index, byte) in bytes.iter().enumerate() {
+        if *byte == b' ' && !matches!(last_char, b'>' | b'<' | b'=') {
+            if last + 1 < index {
+                tokens.push(text[last..index].replace(' ', ""));
+            }
+            last = index + 1;
+        } else if *byte != b' ' {
+            last_char = *byte;
         }
+    }
+    if last + 1 < bytes.len() {
+        tokens.push(text[last..].replace(' ', ""));
     }
     tokens
 }
 
-/// One comparator, wildcards expanded into the comparisons they stand for.
-fn comparison(comparator: &str) -> Result<Vec<(Op, Version)>, String> {
-    let split = comparator.find(|c: char| !matches!(c, '<' | '>' | '=' | '!')).unwrap_or(comparator.len());
-    let (operator, version) = comparator.split_at(split);
+/// The operator (what precedes the first digit) and the version of a comparator.
+fn split_comparator(token: &str) -> Result<(&str, &str), String> {
+    let digit = token
+        .find(|c: char| c.is_ascii_digit())
+        .ok_or_else(|| format!("Could not get version from string: {token:?}"))?;
+    Ok((token[..digit].trim(), &token[digit..]))
+}
+
+/// A token containing `x`, expanded as blang expands wildcards; other tokens as they are.
+fn expand_wildcard(token: &str) -> Result<Vec<String>, String> {
+    if !token.contains('x') {
+        return Ok(vec![token.to_owned()]);
+    }
+    let (operator, version) = split_comparator(token)?;
+    let parts: Vec<&str> = version.split('.').collect();
+    // The kind of wildcard, by the number of parts, when the last one is `x`.
+    let wildcard = match (parts.len(), parts.last()) {
+        (2, Some(&"x")) => Some(Bump::Major),
+        (3, Some(&"x")) => Some(Bump::Minor),
+        _ => None,
+    };
+    let mut flat = version.replacen(".x.x", ".x", 1).replacen(".x", ".0", 1);
+    if flat.split('.').count() == 2 {
+        flat.push_str(".0");
+    }
+    let mut expanded = Vec::new();
+    let (result_operator, increment) = match operator {
+        ">" => (">=", true),
+        ">=" => (">=", false),
+        "<" => ("<", false),
+        "<=" => ("<", true),
+        "" | "=" | "==" => {
+            expanded.push(format!(">={flat}"));
+            ("<", true)
+        }
+        "!=" | "!" => {
+            expanded.push(format!("<{flat}"));
+            (">=", true)
+        }
+        _ => ("", false),
+    };
+    let bound = match (increment, wildcard) {
+        (false, _) => flat,
+        (true, Some(bump)) => bump.apply(&flat).unwrap_or_default(),
+        (true, None) => String::new(),
+    };
+    expanded.push(format!("{result_operator}{bound}"));
+    Ok(expanded)
+}
+
+#[derive(Clone, Copy)]
+enum Bump {
+    Major,
+    Minor,
+}
+
+impl Bump {
+    /// The version with its major (or minor) number one higher; None when that number does not parse or overflows.
+    fn apply(self, version: &str) -> Option<String> {
+        let mut parts: Vec<String> = version.split('.').map(str::to_owned).collect();
+        let index = match self {
+            Self::Major => 0,
+            Self::Minor => 1,
+        };
+        let number: u64 = parts.get(index)?.parse().ok()?;
+        *parts.get_mut(index)? = number.checked_add(1)?.to_string();
+        Some(parts.join("."))
+    }
+}
+
+/// One comparator: an operator blang knows and a strict version.
+fn comparison(comparator: &str) -> Result<(Op, Version), String> {
+    let (operator, version) = split_comparator(comparator)?;
     let op = match operator {
         "" | "=" | "==" => Op::Eq,
         "!" | "!=" => Op::Ne,
@@ -123,34 +222,11 @@ fn comparison(comparator: &str) -> Result<Vec<(Op, Version)>, String> {
         "<=" => Op::Le,
         ">" => Op::Gt,
         ">=" => Op::Ge,
-        _ => return Err(format!("could not parse comparator {comparator:?}")),
+        _ => return Err(format!("Could not parse comparator {operator:?} in {comparator:?}")),
     };
-    if !version.contains('x') {
-        let version = Version::parse(version).map_err(|e| format!("{version:?} is not a version: {e}"))?;
-        return Ok(vec![(op, version)]);
-    }
-    // `1.2.x` stands for [1.2.0, 1.3.0), `1.x` (or `1.x.x`) for [1.0.0, 2.0.0).
-    let parts: Vec<&str> = version.split('.').collect();
-    let number = |part: &str| part.parse::<u64>().map_err(|_| format!("{version:?} is not a version"));
-    let (low, high) = match parts.as_slice() {
-        [major, "x"] | [major, "x", "x"] => {
-            let major = number(major)?;
-            (Version::new(major, 0, 0), Version::new(major + 1, 0, 0))
-        }
-        [major, minor, "x"] => {
-            let (major, minor) = (number(major)?, number(minor)?);
-            (Version::new(major, minor, 0), Version::new(major, minor + 1, 0))
-        }
-        _ => return Err(format!("{version:?} is not a version")),
-    };
-    Ok(match op {
-        Op::Eq => vec![(Op::Ge, low), (Op::Lt, high)],
-        Op::Ne => vec![(Op::Lt, low), (Op::Ge, high)],
-        Op::Ge => vec![(Op::Ge, low)],
-        Op::Lt => vec![(Op::Lt, low)],
-        Op::Le => vec![(Op::Lt, high)],
-        Op::Gt => vec![(Op::Ge, high)],
-    })
+    let parsed =
+        Version::parse(version).map_err(|e| format!("Could not parse version {version:?} in {comparator:?}: {e}"))?;
+    Ok((op, parsed))
 }
 
 /// What a bundle needs of the rest of the solution.
@@ -162,6 +238,8 @@ pub enum Dependency {
     Package { package: String, range: VersionRange },
     /// `olm.constraint`.
     Constraint(Constraint),
+    /// `olm.label.required`: some bundle carrying the `olm.label`.
+    Label(String),
 }
 
 /// An `olm.constraint`: the first of gvk, package, all, any, not and cel that is set, as OLM reads it.
@@ -193,6 +271,7 @@ impl fmt::Display for Dependency {
             Self::Api(gvk) => api(f, gvk),
             Self::Package { package, range } => package_in(f, package, range),
             Self::Constraint(constraint) => write!(f, "{constraint}"),
+            Self::Label(label) => write!(f, "with label: {label}"),
         }
     }
 }
@@ -229,6 +308,10 @@ impl fmt::Display for Constraint {
 pub enum Read {
     Provides(Gvk),
     Requires(Dependency),
+    /// `olm.label`.
+    Label(String),
+    /// `olm.deprecated`: OLM never resolves to the bundle.
+    Deprecated,
     Other,
 }
 
@@ -252,8 +335,19 @@ pub fn read(kind: &str, value: &Value) -> Result<Read, PropertyError> {
             let blob = ConstraintBlob::deserialize(value).map_err(|e| invalid(e.to_string()))?;
             Ok(Read::Requires(Dependency::Constraint(blob.typed()?)))
         }
+        "olm.label" => Ok(Read::Label(Label::deserialize(value).map_err(|e| invalid(e.to_string()))?.label)),
+        "olm.label.required" => {
+            Ok(Read::Requires(Dependency::Label(Label::deserialize(value).map_err(|e| invalid(e.to_string()))?.label)))
+        }
+        "olm.deprecated" => Ok(Read::Deprecated),
         _ => Ok(Read::Other),
     }
+}
+
+#[derive(Deserialize)]
+struct Label {
+    #[serde(default)]
+    label: String,
 }
 
 #[derive(Deserialize)]
@@ -341,6 +435,8 @@ mod tests {
         assert_eq!(accepts(">= 1.2.0", &["1.1.9", "1.2.0"]), [false, true], "a space after the operator");
         assert_eq!(accepts("1.2.3", &["1.2.3", "1.2.4"]), [true, false]);
         assert_eq!(accepts("!=1.2.3", &["1.2.3", "1.2.4"]), [false, true]);
+        assert_eq!(accepts("! 1.2.3", &["1.2.3", "1.2.4"]), [true, false], "a one-character token is dropped");
+        assert_eq!(accepts(">=1.0.0+linux", &["1.0.0"]), [true], "an x in build metadata is no wildcard");
         assert_eq!(accepts(">1.0.0 <=1.1.0", &["1.0.0", "1.1.0", "1.1.1"]), [false, true, false]);
         assert_eq!(accepts(">=1.0.0", &["1.1.0-rc.1"]), [true], "pre-releases compare as any version");
         assert_eq!(accepts("=1.0.0", &["1.0.0+build.7"]), [true], "build metadata is not compared");
@@ -350,6 +446,11 @@ mod tests {
     fn wildcards_expand_as_blangs() {
         assert_eq!(accepts("1.2.x", &["1.1.9", "1.2.0", "1.2.9", "1.3.0"]), [false, true, true, false]);
         assert_eq!(accepts("1.x", &["0.9.0", "1.0.0", "1.9.9", "2.0.0"]), [false, true, true, false]);
+        assert_eq!(
+            accepts("1.x.x", &["1.0.0", "1.0.9", "1.1.0"]),
+            [true, true, false],
+            "three parts: a patch wildcard"
+        );
         assert_eq!(accepts(">=1.2.x", &["1.1.9", "1.2.0"]), [false, true]);
         assert_eq!(accepts("<=1.2.x", &["1.2.9", "1.3.0"]), [true, false]);
         assert_eq!(accepts(">1.2.x", &["1.2.9", "1.3.0"]), [false, true]);
@@ -358,9 +459,19 @@ mod tests {
 
     #[test]
     fn malformed_ranges_are_errors() {
-        for bad in ["", "~1.0.0", "^1.0.0", "v1.0.0", "1.0", ">=1.0.0 ||", "=>1.0.0", "1.y.x"] {
+        for bad in
+            ["", "~1.0.0", "^1.0.0", "v1.0.0", "1.0", ">=1.0.0 ||", "|| 1.0.0", "1.0.0||2.0.0", "=>1.0.0", "1.y.x"]
+        {
             assert!(VersionRange::parse(bad).is_err(), "{bad:?}");
         }
+        assert!(
+            VersionRange::parse("18446744073709551615.x").is_err(),
+            "an overflowing wildcard is an error, not a panic"
+        );
+        assert_eq!(
+            VersionRange::parse("").map(|_| ()),
+            Err(PropertyError::Range { range: String::new(), reason: "Last element in range is '||'".into() })
+        );
     }
 
     #[test]
@@ -374,7 +485,12 @@ mod tests {
         assert_eq!(dependency.to_string(), "with package: grumbo and with version in range: >=1.0.0");
         assert_eq!(read("olm.bundle.object", &json!({"data": "x"})), Ok(Read::Other));
         assert!(read("olm.package.required", &json!({"packageName": "grumbo", "versionRange": "~1"})).is_err());
-        assert!(read("olm.gvk.required", &json!({"group": "g"})).is_err(), "no version or kind");
+        assert_eq!(read("olm.label", &json!({"label": "tier-1"})), Ok(Read::Label("tier-1".into())));
+        assert_eq!(
+            read("olm.label.required", &json!({"label": "tier-1"})),
+            Ok(Read::Requires(Dependency::Label("tier-1".into())))
+        );
+        assert_eq!(read("olm.deprecated", &json!({})), Ok(Read::Deprecated));
     }
 
     #[test]

@@ -245,6 +245,8 @@ mod tests {
                         provides: Vec::new(),
                         requires: Vec::new(),
                         unreadable: None,
+                        labels: Vec::new(),
+                        deprecated: false,
                     };
                     ((*name).to_owned(), bundle)
                 })
