@@ -363,9 +363,9 @@ struct ConstraintBlob {
     #[serde(default)]
     failure_message: Option<String>,
     #[serde(default)]
-    gvk: Option<Gvk>,
+    gvk: Option<StrictGvk>,
     #[serde(default)]
-    package: Option<PackageRequired>,
+    package: Option<StrictPackage>,
     #[serde(default)]
     all: Option<Compound>,
     #[serde(default)]
@@ -374,6 +374,25 @@ struct ConstraintBlob {
     not: Option<Compound>,
     #[serde(default)]
     cel: Option<Cel>,
+}
+
+/// The objects inside an `olm.constraint`, read as OLM reads the whole value: unknown fields refused.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StrictGvk {
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    kind: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct StrictPackage {
+    package_name: String,
+    version_range: String,
 }
 
 #[derive(Deserialize)]
@@ -395,8 +414,8 @@ impl ConstraintBlob {
         let children = |compound: Compound| -> Result<Vec<Constraint>, PropertyError> {
             compound.constraints.into_iter().map(ConstraintBlob::typed).collect()
         };
-        let rule = if let Some(gvk) = self.gvk {
-            Rule::Api(gvk)
+        let rule = if let Some(StrictGvk { group, version, kind }) = self.gvk {
+            Rule::Api(Gvk { group, version, kind })
         } else if let Some(package) = self.package {
             Rule::Package { range: VersionRange::parse(&package.version_range)?, package: package.package_name }
         } else if let Some(all) = self.all {
@@ -515,6 +534,9 @@ mod tests {
         assert_eq!(cel.to_string(), r#"with constraint: "properties.exists(p, true)" and message: "m""#);
         assert_eq!(read("olm.constraint", &json!({})), Err(PropertyError::EmptyConstraint));
         assert!(read("olm.constraint", &json!({"gvk": {"group": "g", "version": "v", "kind": "k"}, "x": 1})).is_err());
+        assert!(read("olm.constraint", &json!({"gvk": {"group": "g", "version": "v", "kind": "k", "x": 1}})).is_err());
+        let package = json!({"package": {"packageName": "p", "versionRange": ">=1.0.0", "x": 1}});
+        assert!(read("olm.constraint", &package).is_err(), "unknown fields are refused at every depth");
         let huge = json!({"cel": {"rule": "a".repeat(MAX_CONSTRAINT_SIZE)}});
         assert_eq!(read("olm.constraint", &huge), Err(PropertyError::ConstraintTooLarge));
     }
