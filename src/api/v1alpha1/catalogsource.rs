@@ -163,10 +163,54 @@ pub struct CatalogSourceStatus {
     /// When the image was last polled.
     #[serde(default)]
     pub latest_image_registry_poll: Option<Time>,
+    /// The registry service OLM v0 runs for a catalog (kept as OLM writes it; no such service runs here).
+    #[serde(default)]
+    pub registry_service: Option<RegistryServiceStatus>,
+    /// The state of the connection to the catalog: OLM v0's `connectionState` (READY, CONNECTING,
+    /// TRANSIENT_FAILURE, ...).
+    #[serde(default)]
+    pub connection_state: Option<GrpcConnectionState>,
     /// Conditions of the catalog.
     #[serde(default, deserialize_with = "null_as_default", skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// The service serving a catalog, as OLM v0 records it.
+#[skip_serializing_none]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RegistryServiceStatus {
+    /// The protocol served (`grpc`).
+    #[serde(default)]
+    pub protocol: Option<String>,
+    /// The Service's name.
+    #[serde(default)]
+    pub service_name: Option<String>,
+    /// The Service's namespace.
+    #[serde(default)]
+    pub service_namespace: Option<String>,
+    /// The port served.
+    #[serde(default)]
+    pub port: Option<String>,
+    /// When the service was created.
+    #[serde(default)]
+    pub created_at: Option<Time>,
+}
+
+/// The state of the connection to a catalog, as OLM v0 records it.
+#[skip_serializing_none]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GrpcConnectionState {
+    /// Where the catalog is served from.
+    #[serde(default)]
+    pub address: Option<String>,
+    /// READY, CONNECTING, TRANSIENT_FAILURE, IDLE or SHUTDOWN.
+    pub last_observed_state: String,
+    /// When that state was observed.
+    #[serde(default, rename = "lastConnect")]
+    pub last_connect_time: Option<Time>,
 }
 
 /// The ConfigMap a configmap catalog was read from, and the version of it that was read.
@@ -194,6 +238,19 @@ pub struct ConfigMapResourceReference {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_olm_v0_status_reads_and_writes_back_the_same() {
+        let status = serde_json::json!({"message": "m", "reason": "r",
+            "latestImageRegistryPoll": "2026-01-01T00:00:00Z",
+            "registryService": {"protocol": "grpc", "serviceName": "community", "serviceNamespace": "olm",
+                "port": "50051", "createdAt": "2026-01-01T00:00:00Z"},
+            "connectionState": {"address": "community.olm.svc:50051", "lastObservedState": "READY",
+                "lastConnect": "2026-01-01T00:00:01Z"}});
+        let read: CatalogSourceStatus = serde_json::from_value(status.clone()).expect("OLM's status");
+        assert_eq!(read.connection_state.as_ref().map(|c| c.last_observed_state.as_str()), Some("READY"));
+        assert_eq!(serde_json::to_value(&read).expect("written"), status);
+    }
 
     #[test]
     fn grpc_pod_config_keeps_every_olm_field() {
