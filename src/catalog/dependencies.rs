@@ -96,25 +96,16 @@ impl DependencyError {
 
 /// Resolves `problem`: the bundles of the solution, ordered by package and bundle name.
 pub fn resolve_dependencies(problem: &Problem<'_>) -> Result<Vec<Chosen>, DependencyError> {
-    let provider = Provider::new(problem);
+    let provider = Provider::new(problem)?;
     let mut requirements = Vec::new();
     // The want each bundle answers (the first that lists it).
     let mut wanted_by: HashMap<usize, &str> = HashMap::new();
-    for want in &problem.wants {
-        let mut picks = Vec::new();
-        for pick in &want.candidates {
-            let index =
-                provider.bundle_index(&want.package, pick).ok_or_else(|| DependencyError::UnknownCandidate {
-                    by: want.by.clone(),
-                    package: want.package.clone(),
-                    bundle: pick.bundle.clone(),
-                    origin: provider.origin_name(pick.origin),
-                })?;
-            picks.push(index);
-            wanted_by.entry(index).or_insert(&want.by);
+    for (want, picks) in problem.wants.iter().zip(&provider.wanted) {
+        for index in picks {
+            wanted_by.entry(*index).or_insert(&want.by);
         }
         let name = provider.pool.intern_package_name(Name::Package(want.package.clone()));
-        let set = provider.pool.intern_version_set(name, Set::Bundles(picks));
+        let set = provider.pool.intern_version_set(name, Set::Bundles(picks.clone()));
         requirements.push(ConditionalRequirement::from(Requirement::Single(set)));
     }
     // What is installed and wanted by no one stays, as OLM keeps a CSV no Subscription refers to: nothing chosen may
@@ -214,23 +205,31 @@ struct Candidate {
     source_name: String,
 }
 
+/// How explanations name where a bundle comes from.
+fn origin_name(origins: &[String], origin: Origin) -> String {
+    match origin {
+        Origin::Installed => "what is installed".into(),
+        Origin::Source(index) => origins.get(index).cloned().unwrap_or_else(|| format!("source {index}")),
+    }
+}
+
 struct Provider {
     pool: Pool<Set, Name>,
     bundles: Vec<Candidate>,
     /// The solvable of each bundle (same index).
     solvables: Vec<SolvableId>,
     by_name: HashMap<NameId, Vec<SolvableId>>,
-    /// The installed bundle of each package: tried first where no want says otherwise.
+    /// What is tried first for each package: a want's first candidate, else the installed bundle.
     favored: HashMap<String, usize>,
     /// Each bundle's position among the candidates of the first want listing it: a want's order comes first.
     rank: HashMap<usize, usize>,
-    /// Each bundle's index, by origin, package and name.
-    by_pick: HashMap<(Origin, String, String), usize>,
-    origins: Vec<String>,
+    /// The candidates of each want (same order as the problem's), as bundle indices.
+    wanted: Vec<Vec<usize>>,
 }
 
 impl Provider {
-    fn new(problem: &Problem<'_>) -> Self {
+    /// The solver's view of `problem`; a want naming a bundle that is not there is an error.
+    fn new(problem: &Problem<'_>) -> Result<Self, DependencyError> {
         let mut bundles = Vec::new();
         for bundle in &problem.installed {
             let (default_channel, priority, source_name) = (true, i32::MAX, String::new());
@@ -256,7 +255,8 @@ impl Provider {
                 }
             }
         }
-        let origins = problem.sources.iter().map(|s| format!("catalog {}/{}", s.namespace, s.name)).collect();
+        let origins: Vec<String> =
+            problem.sources.iter().map(|s| format!("catalog {}/{}", s.namespace, s.name)).collect();
         let pool: Pool<Set, Name> = Pool::new();
         let mut by_name: HashMap<NameId, Vec<SolvableId>> = HashMap::new();
         let mut solvables = Vec::new();
@@ -276,40 +276,39 @@ impl Provider {
                 by_name.entry(api).or_default().push(claim);
             }
         }
-        let by_pick = bundles
+        let by_pick: HashMap<(Origin, &str, &str), usize> = bundles
             .iter()
             .enumerate()
-            .map(|(i, c)| ((c.origin, c.bundle.package.clone(), c.bundle.name.clone()), i))
+            .map(|(i, c)| ((c.origin, c.bundle.package.as_str(), c.bundle.name.as_str()), i))
             .collect();
-        let favored = bundles
+        let mut favored: HashMap<String, usize> = bundles
             .iter()
             .enumerate()
             .filter(|(_, c)| c.origin == Origin::Installed)
             .map(|(i, c)| (c.bundle.package.clone(), i))
             .collect();
-        let mut provider = Self { pool, bundles, solvables, by_name, favored, rank: HashMap::new(), by_pick, origins };
+        let (mut rank, mut wanted) = (HashMap::new(), Vec::new());
         for want in &problem.wants {
-            if let Some(first) = want.candidates.first().and_then(|pick| provider.bundle_index(&want.package, pick)) {
-                provider.favored.insert(want.package.clone(), first);
-            }
+            let mut picks = Vec::new();
             for (position, pick) in want.candidates.iter().enumerate() {
-                if let Some(index) = provider.bundle_index(&want.package, pick) {
-                    provider.rank.entry(index).or_insert(position);
-                }
+                let index = by_pick
+                    .get(&(pick.origin, want.package.as_str(), pick.bundle.as_str()))
+                    .copied()
+                    .ok_or_else(|| DependencyError::UnknownCandidate {
+                        by: want.by.clone(),
+                        package: want.package.clone(),
+                        bundle: pick.bundle.clone(),
+                        origin: origin_name(&origins, pick.origin),
+                    })?;
+                rank.entry(index).or_insert(position);
+                picks.push(index);
             }
+            if let Some(first) = picks.first() {
+                favored.insert(want.package.clone(), *first);
+            }
+            wanted.push(picks);
         }
-        provider
-    }
-
-    fn bundle_index(&self, package: &str, pick: &Pick) -> Option<usize> {
-        self.by_pick.get(&(pick.origin, package.to_owned(), pick.bundle.clone())).copied()
-    }
-
-    fn origin_name(&self, origin: Origin) -> String {
-        match origin {
-            Origin::Installed => "what is installed".into(),
-            Origin::Source(index) => self.origins.get(index).cloned().unwrap_or_else(|| format!("source {index}")),
-        }
+        Ok(Self { pool, bundles, solvables, by_name, favored, rank, wanted })
     }
 
     fn bundle_of(&self, solvable: SolvableId) -> usize {
@@ -504,9 +503,7 @@ impl DependencyProvider for Provider {
     async fn get_candidates(&self, name: NameId) -> Option<Candidates<SolvableId>> {
         let candidates = self.by_name.get(&name).cloned().unwrap_or_default();
         let favored = match self.pool.resolve_package_name(name) {
-            Name::Package(package) => self.favored.get(package).map(|index| self.solvables[*index]).or_else(|| {
-                candidates.iter().copied().find(|s| self.bundles[self.bundle_of(*s)].origin == Origin::Installed)
-            }),
+            Name::Package(package) => self.favored.get(package).map(|index| self.solvables[*index]),
             Name::Api(_) => None,
         };
         Some(Candidates { candidates, favored, ..Candidates::default() })

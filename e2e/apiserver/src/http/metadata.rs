@@ -96,6 +96,11 @@ mod tests {
         headers
     }
 
+    /// The form `value` asks for, which must be one.
+    fn asked(value: &str) -> Metadata {
+        requested(&accept(value)).ok().flatten().expect("a metadata form")
+    }
+
     #[test]
     fn only_the_first_media_type_asking_for_metadata_counts() {
         assert_eq!(requested(&HeaderMap::new()), Ok(None));
@@ -112,10 +117,7 @@ mod tests {
     fn an_object_keeps_its_metadata_only() {
         let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "labels": {"x": "y"}},
             "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
-        let metadata = requested(&accept("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"))
-            .ok()
-            .flatten()
-            .expect("asked");
+        let metadata = asked("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1");
         assert_eq!(
             metadata.object(&object).expect("object"),
             json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
@@ -131,10 +133,7 @@ mod tests {
         let list = json!({"apiVersion": "v1", "kind": "NamespaceList",
             "metadata": {"resourceVersion": "7", "continue": "c"},
             "items": [{"metadata": {"name": "a"}, "spec": {}}, {"metadata": {"name": "b"}, "status": {}}]});
-        let metadata = requested(&accept("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"))
-            .ok()
-            .flatten()
-            .expect("asked");
+        let metadata = asked("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1");
         assert_eq!(
             metadata.list(&list).expect("list"),
             json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
