@@ -27,6 +27,7 @@ pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] = &[
     crate::legacy::csv::controller,
     crate::legacy::copied::controller,
     crate::legacy::olmconfig::controller,
+    crate::legacy::catalogsource::controller,
 ];
 
 /// Running controllers; dropping them aborts them where they are, as a killed process would, and

@@ -90,7 +90,9 @@ async fn a_testdata_catalog_image_reads_back_through_a_catalog_source() {
     let reference = registry.reference("trident-catalog:latest");
     images.push_catalog(&dir, &reference).await.expect("catalog pushed");
     let cache = std::env::temp_dir().join(format!("olmv2-catalog-testdata-{}", std::process::id()));
-    let catalogs = CatalogCache::new(images, cache.clone(), Duration::from_secs(600));
+    // No cluster: an image catalog reads none (only ConfigMap catalogs do).
+    let nowhere = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+    let catalogs = CatalogCache::new(images, nowhere, cache.clone(), Duration::from_secs(600));
     let source: CatalogSource = serde_json::from_value(json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
         "metadata": {"name": "trident", "namespace": "catalogs"},

@@ -19,7 +19,8 @@ use std::time::Duration;
 use futures_util::future::{FutureExt, Shared};
 use tokio::sync::oneshot;
 
-use crate::bundle::image::RegistryOptions;
+use crate::bundle::image::{ImageClient, RegistryOptions};
+use crate::catalog::CatalogCache;
 use crate::metrics::Metrics;
 use crate::webhook::WebhookOptions;
 
@@ -53,6 +54,8 @@ pub struct Process {
     pub client: kube::Client,
     pub options: ControllerOptions,
     pub metrics: Arc<Metrics>,
+    /// The catalogs CatalogSources serve, loaded once for every controller that reads them.
+    pub catalogs: Arc<CatalogCache>,
     stopped: Shared<oneshot::Receiver<()>>,
 }
 
@@ -65,7 +68,10 @@ impl Process {
         metrics: Arc<Metrics>,
         stopped: oneshot::Receiver<()>,
     ) -> Self {
-        Self { config, client, options, metrics, stopped: stopped.shared() }
+        let images = Arc::new(ImageClient::new(options.registry.clone()));
+        let catalogs =
+            Arc::new(CatalogCache::new(images, client.clone(), options.cache.join("catalogs"), options.catalog_poll));
+        Self { config, client, options, metrics, catalogs, stopped: stopped.shared() }
     }
 
     /// Completes when the process stops its controllers.

@@ -3,10 +3,11 @@
 //! (an OperatorGroup's namespaces, install-mode support), `membership` (a CSV's group and annotations), `apis` and
 //! `intersection` (provided APIs across groups), `copies` (copied CSVs), `roles` (aggregating ClusterRoles), `tenancy` (a CSV's RBAC copied
 //! into its targets or lifted cluster-wide), `hash`.
-//! Loops: `operatorgroup`, `namespaces` (the group labels of namespaces), `csv` (the phase machine, replacement and
+//! Loops: `catalogsource` (catalogs loaded, their status), `operatorgroup`, `namespaces` (the group labels of namespaces), `csv` (the phase machine, replacement and
 //! the copies of each original), `copied` (copies changed or left behind) and `olmconfig` (the copies' condition).
 
 pub mod apis;
+pub mod catalogsource;
 pub mod copied;
 pub mod copies;
 pub mod csv;

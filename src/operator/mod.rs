@@ -20,8 +20,6 @@ use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 
 use crate::api::v2alpha1::Operator;
-use crate::bundle::image::ImageClient;
-use crate::catalog::CatalogCache;
 use crate::controller::client::ControllerClient;
 use crate::controller::events::Events;
 use crate::controller::runner::{self, Reconciler};
@@ -34,12 +32,11 @@ use reconcile::{Context, OperatorOptions, ReconcileError, FIELD_MANAGER};
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let options = &process.options;
     let client = process.client.clone();
-    let images = Arc::new(ImageClient::new(options.registry.clone()));
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
         events: Events::new(client.clone(), "olmv2-operator-controller"),
         index: Arc::default(),
-        catalogs: CatalogCache::new(images, options.cache.join("catalogs"), options.catalog_poll),
+        catalogs: process.catalogs.clone(),
         options: OperatorOptions {
             install_namespace: options.operator_namespace.clone(),
             resync: options.resync,

@@ -46,7 +46,7 @@ pub struct Context {
     pub client: ControllerClient,
     pub events: Events,
     pub index: SharedIndex,
-    pub catalogs: CatalogCache,
+    pub catalogs: Arc<CatalogCache>,
     pub options: OperatorOptions,
     pub metrics: Arc<crate::metrics::Metrics>,
 }
@@ -192,6 +192,17 @@ async fn catalog_outcome(ctx: &Context, updates: &CatalogSourceUpdates, install:
         Ok(resolution) => resolution,
         Err(error) => return SourceOutcome::Failed { reason: "ResolutionFailed", message: error.to_string() },
     };
+    if resolution.bundle.image.is_empty() {
+        // A ConfigMap catalog's bundles carry their content inline, with no image to install from.
+        return SourceOutcome::Failed {
+            reason: "BundleWithoutImage",
+            message: format!(
+                "bundle {} of CatalogSource {}/{} has no image: its content is inline in the catalog, which Operators \
+                 do not install from",
+                resolution.bundle.name, reference.namespace, reference.name
+            ),
+        };
+    }
     let available = match &resolution.followed {
         Some((package, channel)) => loaded
             .catalog

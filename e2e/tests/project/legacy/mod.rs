@@ -4,7 +4,8 @@
 //! `disabling_copied_csv_e2e_test.go`): groups and membership (`groups`), CSVs from requirements to upgrades and real
 //! bundles (`csvs`), owned APIServices and webhooks (`components`, and the attacks on them in `component_attacks`),
 //! copied CSVs and the OLMConfig switch (`copies`), a CSV's RBAC in its targets (`tenancy`), static groups
-//! (`static_groups`). This module holds what they share.
+//! (`static_groups`), and CatalogSources served from images and ConfigMaps (`catalogs`). This module holds what they
+//! share.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -15,6 +16,7 @@ use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 
 use crate::support::harness::Harness;
 
+mod catalogs;
 mod component_attacks;
 mod components;
 mod copies;
