@@ -28,6 +28,7 @@ pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] = &[
     crate::legacy::copied::controller,
     crate::legacy::olmconfig::controller,
     crate::legacy::catalogsource::controller,
+    crate::legacy::subscription::controller,
 ];
 
 /// Running controllers; dropping them aborts them where they are, as a killed process would, and

@@ -136,6 +136,7 @@ pub fn controller_options(
         retry: Duration::from_secs(1),
         operator_namespace: "operators".into(),
         catalog_poll: Duration::from_secs(1),
+        global_catalog_namespace: "olm".into(),
         protected_copied_csv_namespaces: Vec::new(),
     }
 }

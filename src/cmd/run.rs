@@ -42,6 +42,10 @@ pub struct RunOptions {
     /// disabled (OLM v0's flag, spelled as OLM spells it).
     #[arg(long = "protectedCopiedCSVNamespaces", env = "OLMV2_PROTECTED_COPIED_CSV_NAMESPACES", default_value = "")]
     pub protected_copied_csv_namespaces: String,
+    /// The global catalog namespace: its CatalogSources serve Subscriptions of every namespace (OLM v0's catalog
+    /// operator `--namespace`, `GLOBAL_CATALOG_NAMESPACE`).
+    #[arg(long, env = "OLMV2_GLOBAL_CATALOG_NAMESPACE", default_value = "olm")]
+    pub global_catalog_namespace: String,
     #[command(flatten)]
     pub webhook: WebhookOptions,
     #[command(flatten)]
@@ -60,6 +64,7 @@ impl RunOptions {
             retry: Duration::from_secs(self.retry_seconds.max(1)),
             operator_namespace: self.operator_namespace.clone(),
             catalog_poll: Duration::from_secs(self.catalog_poll_seconds.max(1)),
+            global_catalog_namespace: self.global_catalog_namespace.clone(),
             protected_copied_csv_namespaces: self
                 .protected_copied_csv_namespaces
                 .split(',')

@@ -41,6 +41,8 @@ pub struct ControllerOptions {
     pub operator_namespace: String,
     /// How often a catalog image tag is looked up again when its CatalogSource sets no registryPoll interval.
     pub catalog_poll: Duration,
+    /// The namespace whose CatalogSources serve Subscriptions of every namespace.
+    pub global_catalog_namespace: String,
     /// Namespaces keeping the copies of CSVs of groups targeting every namespace when the `OLMConfig` `cluster`
     /// disables copied CSVs (OLM v0's `--protectedCopiedCSVNamespaces`).
     pub protected_copied_csv_namespaces: Vec<String>,

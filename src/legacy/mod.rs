@@ -18,5 +18,6 @@ pub mod namespaces;
 pub mod olmconfig;
 pub mod operatorgroup;
 pub mod roles;
+pub mod subscription;
 pub mod targets;
 pub mod tenancy;

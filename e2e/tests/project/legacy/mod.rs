@@ -4,8 +4,8 @@
 //! `disabling_copied_csv_e2e_test.go`): groups and membership (`groups`), CSVs from requirements to upgrades and real
 //! bundles (`csvs`), owned APIServices and webhooks (`components`, and the attacks on them in `component_attacks`),
 //! copied CSVs and the OLMConfig switch (`copies`), a CSV's RBAC in its targets (`tenancy`), static groups
-//! (`static_groups`), and CatalogSources served from images and ConfigMaps (`catalogs`). This module holds what they
-//! share.
+//! (`static_groups`), CatalogSources served from images and ConfigMaps (`catalogs`), Subscriptions resolved
+//! (`subscriptions`). This module holds what they share.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -23,6 +23,7 @@ mod copies;
 mod csvs;
 mod groups;
 mod static_groups;
+mod subscriptions;
 mod tenancy;
 
 const CRD: &str = r#"

@@ -1,0 +1,175 @@
+//! A Subscription's status, as OLM v0's loops write it: `catalogHealth` and the `CatalogSourcesUnhealthy` condition
+//! (OLM's catalog health reconciler, its reasons and messages), `ResolutionFailed` (OLM's `setSubsCond`: no
+//! transition time, removed on success), `currentCSV` from the resolution, and `installedCSV` / `state` from the CSV
+//! `currentCSV` names (OLM's `ensureSubscriptionCSVState`: `AtLatestKnown` once it exists, `UpgradePending` until
+//! then). Every field moves only when what it says changed, so an idle namespace costs no write.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::resolution::{Outcome, Resolved};
+use crate::api::v1alpha1::{SubscriptionCatalogHealth, SubscriptionCondition, SubscriptionState, SubscriptionStatus};
+
+pub const CATALOG_SOURCES_UNHEALTHY: &str = "CatalogSourcesUnhealthy";
+pub const RESOLUTION_FAILED: &str = "ResolutionFailed";
+
+/// A CatalogSource the namespace resolves from, and whether its catalog is served.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CatalogView {
+    pub name: String,
+    pub namespace: String,
+    pub uid: Option<String>,
+    pub resource_version: Option<String>,
+    pub healthy: bool,
+}
+
+fn reference(catalog: &CatalogView) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("operators.coreos.com/v1alpha1".into()),
+        kind: Some("CatalogSource".into()),
+        name: Some(catalog.name.clone()),
+        namespace: Some(catalog.namespace.clone()),
+        uid: catalog.uid.clone(),
+        resource_version: catalog.resource_version.clone(),
+        field_path: None,
+    }
+}
+
+fn condition(type_: &str, status: &str, reason: &str, message: &str) -> SubscriptionCondition {
+    SubscriptionCondition {
+        type_: type_.into(),
+        status: status.into(),
+        reason: Some(reason.into()),
+        message: Some(message.into()),
+        ..SubscriptionCondition::default()
+    }
+}
+
+/// Whether two conditions say the same (OLM's `SubscriptionCondition.Equals`: type, status, reason, message).
+fn same(a: &SubscriptionCondition, b: &SubscriptionCondition) -> bool {
+    a.type_ == b.type_ && a.status == b.status && a.reason == b.reason && a.message == b.message
+}
+
+/// `conditions` with `wanted` in place of the condition of its type (appended when there was none).
+fn set_condition(conditions: &mut Vec<SubscriptionCondition>, wanted: SubscriptionCondition) {
+    match conditions.iter_mut().find(|c| c.type_ == wanted.type_) {
+        Some(existing) => *existing = wanted,
+        None => conditions.push(wanted),
+    }
+}
+
+/// The catalog health and its condition (OLM's `catalogHealthReconciler` and `SetCatalogHealth`): `catalogs` sorted
+/// by namespace then name; unchanged health keeps the status as it was.
+pub fn with_catalog_health(
+    status: &mut SubscriptionStatus,
+    source: &str,
+    source_namespace: &str,
+    catalogs: &[CatalogView],
+    now: &Time,
+) {
+    let mut catalogs: Vec<&CatalogView> = catalogs.iter().collect();
+    catalogs.sort_by(|a, b| format!("{}{}", a.namespace, a.name).cmp(&format!("{}{}", b.namespace, b.name)));
+    let previous = status.conditions.iter().find(|c| c.type_ == CATALOG_SOURCES_UNHEALTHY).cloned();
+    let mut message = previous.as_ref().and_then(|c| c.message.clone()).unwrap_or_default();
+    let mut healthy = true;
+    let mut target_found = false;
+    for catalog in &catalogs {
+        healthy &= catalog.healthy;
+        if catalog.name == source && catalog.namespace == source_namespace {
+            target_found = true;
+            if !catalog.healthy {
+                message = format!("targeted catalogsource {source_namespace}/{source} unhealthy");
+            }
+        }
+    }
+    if !target_found {
+        message = format!("targeted catalogsource {source_namespace}/{source} missing");
+        healthy = false;
+    }
+    let (mut state, mut reason) = if healthy {
+        message = "all available catalogsources are healthy".into();
+        ("False", "AllCatalogSourcesHealthy")
+    } else {
+        ("True", "UnhealthyCatalogSourceFound")
+    };
+    let uids: BTreeSet<&str> = catalogs.iter().filter_map(|c| c.uid.as_deref()).collect();
+    let old = &status.catalog_health;
+    if uids.len() > old.len() {
+        reason = "CatalogSourcesAdded";
+    } else if uids.len() < old.len() {
+        reason = "CatalogSourcesDeleted";
+    } else if uids.is_empty() {
+        reason = "NoCatalogSourcesFound";
+        message = "dependency resolution requires at least one catalogsource".into();
+        state = "True";
+    } else if old.iter().any(|entry| {
+        let uid = entry.catalog_source_ref.uid.as_deref();
+        !catalogs.iter().any(|c| c.uid.as_deref() == uid && c.healthy == entry.healthy)
+    }) {
+        reason = "CatalogSourcesUpdated";
+    }
+    let wanted = condition(CATALOG_SOURCES_UNHEALTHY, state, reason, &message);
+    let count_changed = uids.len() != old.len();
+    if !count_changed && previous.as_ref().is_some_and(|p| same(p, &wanted)) {
+        return;
+    }
+    set_condition(&mut status.conditions, SubscriptionCondition { last_transition_time: Some(now.clone()), ..wanted });
+    status.catalog_health = catalogs
+        .iter()
+        .map(|catalog| SubscriptionCatalogHealth {
+            catalog_source_ref: reference(catalog),
+            last_updated: Some(now.clone()),
+            healthy: catalog.healthy,
+        })
+        .collect();
+    status.last_updated = Some(now.clone());
+}
+
+/// The resolution's part of a Subscription's status: `ResolutionFailed` set (without a transition time, as OLM's
+/// `setSubsCond`) or removed, and `currentCSV` moved to the bundle resolved for it.
+pub fn with_resolution(status: &mut SubscriptionStatus, resolved: Option<&Resolved>, outcome: &Outcome, now: &Time) {
+    match outcome {
+        Outcome::Failed { reason, message } => {
+            let wanted = condition(RESOLUTION_FAILED, "True", reason, message);
+            if !status.conditions.iter().any(|c| same(c, &wanted)) {
+                set_condition(&mut status.conditions, wanted);
+                status.last_updated = Some(now.clone());
+            }
+        }
+        Outcome::Resolved { .. } => {
+            let before = status.conditions.len();
+            status.conditions.retain(|c| c.type_ != RESOLUTION_FAILED);
+            let mut changed = status.conditions.len() != before;
+            if let Some(resolved) = resolved {
+                if status.current_csv.as_deref() != Some(resolved.bundle.as_str()) {
+                    status.current_csv = Some(resolved.bundle.clone());
+                    changed = true;
+                }
+            }
+            if changed {
+                status.last_updated = Some(now.clone());
+            }
+        }
+    }
+}
+
+/// `installedCSV` and `state` from whether the CSV `currentCSV` names exists (OLM's `ensureSubscriptionCSVState`):
+/// `AtLatestKnown` with `installedCSV` once it does, `UpgradePending` until then; nothing without a `currentCSV`.
+pub fn with_csv_state(status: &mut SubscriptionStatus, current_exists: bool, now: &Time) {
+    let Some(current) = status.current_csv.clone() else { return };
+    let state = if current_exists { SubscriptionState::AtLatestKnown } else { SubscriptionState::UpgradePending };
+    if status.state == state {
+        return;
+    }
+    status.state = state;
+    if current_exists {
+        status.installed_csv = Some(current);
+    }
+    status.last_updated = Some(now.clone());
+}
+
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;
