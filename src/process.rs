@@ -29,6 +29,7 @@ pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] = &[
     crate::legacy::olmconfig::controller,
     crate::legacy::catalogsource::controller,
     crate::legacy::subscription::controller,
+    crate::legacy::installplan::controller,
 ];
 
 /// Running controllers; dropping them aborts them where they are, as a killed process would, and

@@ -12,6 +12,7 @@ pub mod copied;
 pub mod copies;
 pub mod csv;
 pub mod hash;
+pub mod installplan;
 pub mod intersection;
 pub mod membership;
 pub mod namespaces;

@@ -16,6 +16,8 @@ pub const IDENTITY_CONFIGURATION_NAME: &str = "olmv2-install-identity";
 pub const MUTATE_INSTALL_PATH: &str = "/mutate-install";
 pub const MUTATE_OPERATOR_PATH: &str = "/mutate-operator";
 pub const MUTATE_CSV_PATH: &str = "/mutate-csv";
+/// Records a Subscription's author as a CSV's: the creator, then whoever last changed its spec.
+pub const MUTATE_SUBSCRIPTION_PATH: &str = "/mutate-subscription";
 
 /// A CA and a certificate it signs for the Service's DNS names (`service.namespace.svc` and its other forms).
 pub fn generate(service: &str, namespace: &str) -> Result<ServingCertificate, CertificateError> {
@@ -73,6 +75,13 @@ pub fn identity_configuration(namespace: &str, service: &str, port: i32, ca_pem:
                 "identity.clusterserviceversions.operators.coreos.com",
                 ("v1alpha1", "clusterserviceversions", "Namespaced"),
                 MUTATE_CSV_PATH,
+            ),
+            // The author of a Subscription, on whose behalf its InstallPlans make Installs: an OperatorGroup's
+            // account lends its rights to them only where that person may use it.
+            webhook(
+                "identity.subscriptions.operators.coreos.com",
+                ("v1alpha1", "subscriptions", "Namespaced"),
+                MUTATE_SUBSCRIPTION_PATH,
             ),
         ],
     })
@@ -206,17 +215,19 @@ mod tests {
     }
 
     #[test]
-    fn the_identity_configuration_mutates_creates_and_updates_of_installs_operators_and_csvs_and_fails_closed() {
+    fn the_identity_configuration_mutates_creates_and_updates_of_installs_operators_csvs_and_subscriptions_and_fails_closed(
+    ) {
         let value = identity_configuration("olmv2-system", "olmv2-webhook", 443, Some("CA"));
         assert_eq!(value["kind"], "MutatingWebhookConfiguration");
         let webhooks = value["webhooks"].as_array().expect("webhooks");
-        assert_eq!(webhooks.len(), 3);
+        assert_eq!(webhooks.len(), 4);
         assert_eq!(webhooks[2]["rules"][0]["apiVersions"], json!(["v1alpha1"]));
         assert_eq!(webhooks[2]["rules"][0]["scope"], "Namespaced");
         for (webhook, resource, path) in [
             (&webhooks[0], "installs", MUTATE_INSTALL_PATH),
             (&webhooks[1], "operators", MUTATE_OPERATOR_PATH),
             (&webhooks[2], "clusterserviceversions", MUTATE_CSV_PATH),
+            (&webhooks[3], "subscriptions", MUTATE_SUBSCRIPTION_PATH),
         ] {
             assert_eq!(webhook["failurePolicy"], "Fail");
             assert_eq!(webhook["rules"][0]["resources"], json!([resource]), "status writes are the controller's");

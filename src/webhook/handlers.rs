@@ -207,7 +207,7 @@ pub async fn mutate_install(
     Json(mutate_reviewed(&checker, review, Mutated::Install).await)
 }
 
-/// Records who authored a ClusterServiceVersion's content (`csv_author`); never refuses.
+/// Records who authored a ClusterServiceVersion's or a Subscription's content (`csv_author`); never refuses.
 pub async fn mutate_csv(
     State(checker): State<Arc<Checker>>,
     Json(review): Json<AdmissionReview<DynamicObject>>,

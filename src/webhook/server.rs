@@ -13,7 +13,7 @@ use kube::Client;
 
 use super::configuration::{
     self, APPROVAL_PATH, CATALOG_USE_PATH, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME, MUTATE_CSV_PATH,
-    MUTATE_INSTALL_PATH, MUTATE_OPERATOR_PATH,
+    MUTATE_INSTALL_PATH, MUTATE_OPERATOR_PATH, MUTATE_SUBSCRIPTION_PATH,
 };
 use super::handlers::{mutate_csv, mutate_install, mutate_operator, review_install, review_operator, Checker};
 use super::{WebhookError, WebhookOptions};
@@ -58,6 +58,7 @@ pub async fn start(
         .route(MUTATE_INSTALL_PATH, post(mutate_install))
         .route(MUTATE_OPERATOR_PATH, post(mutate_operator))
         .route(MUTATE_CSV_PATH, post(mutate_csv))
+        .route(MUTATE_SUBSCRIPTION_PATH, post(mutate_csv))
         .with_state(checker);
     let server =
         HttpsServer::start("webhook", options.address, &certificate, router).await.map_err(WebhookError::Serve)?;

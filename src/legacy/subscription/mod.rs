@@ -8,9 +8,11 @@
 //! that name exists), generated dependency Subscriptions, `spec.config` (docs/legacy.md, 'Subscriptions').
 
 pub mod candidates;
+pub mod planning;
 pub mod resolution;
 pub mod status;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,7 +27,9 @@ use kube::ResourceExt;
 
 use super::membership::COPIED_FROM_LABEL;
 use crate::api::v1::OperatorGroup;
-use crate::api::v1alpha1::{CatalogSource, ClusterServiceVersion, Subscription};
+use crate::api::v1alpha1::{
+    CatalogSource, ClusterServiceVersion, InstallPlan, Subscription, SubscriptionState, SubscriptionStatus,
+};
 use crate::catalog::dependencies::Source;
 use crate::catalog::{CatalogCache, LoadedCatalog};
 use crate::category::Categorized;
@@ -35,15 +39,23 @@ use crate::controller::events::Events;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::controller::Process;
+use crate::legacy::installplan::execute::GENERATED_BY_ANNOTATION;
+use crate::legacy::installplan::plan::{initial_status, new_install_plan, next_generation};
 use crate::metrics::Metrics;
+use planning::{plan_namespace, NamespacePlan};
 use resolution::{resolve_namespace, Inputs, Outcome, ERROR_PREVENTED_RESOLUTION};
-use status::{with_catalog_health, with_csv_state, with_resolution, CatalogView, RESOLUTION_FAILED};
+use status::{
+    with_catalog_health, with_csv_state, with_install_plan, with_plan_reference, with_resolution, CatalogView,
+    RESOLUTION_FAILED,
+};
 
 /// OLM's OperatorGroup annotation keeping the global catalog namespace out of a namespace's resolution.
 pub const EXCLUDE_GLOBAL_RESOLUTION: &str = "olm.operatorframework.io/exclude-global-namespace-resolution";
 
 pub struct Context {
     client: ControllerClient,
+    /// One pass per namespace at a time.
+    locks: std::sync::Mutex<std::collections::HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     events: Events,
     catalogs: Arc<CatalogCache>,
     global_namespace: String,
@@ -61,6 +73,12 @@ pub enum SubscriptionLoopError {
         #[source]
         source: ClientError,
     },
+    #[error("failed to create the InstallPlan of namespace {namespace}")]
+    WritePlan {
+        namespace: String,
+        #[source]
+        source: ClientError,
+    },
     #[error("failed to write the status of Subscription {namespace}/{name}")]
     WriteStatus {
         namespace: String,
@@ -74,6 +92,7 @@ impl Categorized for SubscriptionLoopError {
     fn category(&self) -> &'static str {
         match self {
             Self::Read { .. } => "SubscriptionInputsUnreadable",
+            Self::WritePlan { .. } => "InstallPlanCreateFailed",
             Self::WriteStatus { .. } => "StatusWriteFailed",
         }
     }
@@ -130,83 +149,11 @@ impl Reconciler for Context {
 
     async fn reconcile(self: Arc<Self>, subscription: Arc<Subscription>) -> Result<Action, SubscriptionLoopError> {
         let namespace = subscription.namespace().unwrap_or_default();
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let subscriptions: Vec<Subscription> = self.list(&namespace, "Subscriptions", ListParams::default()).await?;
-        let Some(current) = subscriptions.iter().find(|s| s.name_any() == subscription.name_any()) else {
-            return Ok(Action::await_change());
-        };
-        let originals = ListParams::default().labels(&format!("!{COPIED_FROM_LABEL}"));
-        let csvs: Vec<ClusterServiceVersion> = self.list(&namespace, "CSVs", originals).await?;
-        let exists = |name: &str| csvs.iter().any(|csv| csv.name_any() == name);
-        // As OLM's syncResolvingNamespace: every Subscription's installedCSV first, resolution once none moves (the
-        // installed CSV is what an upgrade is resolved from).
-        let csv_state = |subscription: &Subscription| {
-            let mut status = subscription.status.clone().unwrap_or_default();
-            let installed = status.current_csv.as_deref().is_some_and(exists);
-            with_csv_state(&mut status, installed, &now);
-            status
-        };
-        let previous = current.status.clone().unwrap_or_default();
-        let moved = csv_state(current);
-        if moved != previous {
-            self.write_status(current, &moved).await?;
-            return Ok(Action::requeue(CSV_STATE_SETTLING));
-        }
-        if subscriptions.iter().any(|s| csv_state(s) != s.status.clone().unwrap_or_default()) {
-            return Ok(Action::requeue(CSV_STATE_SETTLING));
-        }
-        let groups: Vec<OperatorGroup> = self.list(&namespace, "OperatorGroups", ListParams::default()).await?;
-        let exclude_global = matches!(groups.as_slice(), [group]
-            if group.annotations().get(EXCLUDE_GLOBAL_RESOLUTION).map(String::as_str) == Some("true"));
-        let loaded = self.catalogs_for(&namespace).await?;
-        let views: Vec<CatalogView> = loaded
-            .iter()
-            .map(|l| CatalogView {
-                name: l.source.name_any(),
-                namespace: l.source.namespace().unwrap_or_default(),
-                uid: l.source.metadata.uid.clone(),
-                resource_version: l.source.metadata.resource_version.clone(),
-                healthy: l.catalog.is_some(),
-            })
-            .collect();
-        let sources: Vec<Source<'_>> = loaded
-            .iter()
-            .filter(|l| !(exclude_global && l.source.namespace().as_deref() == Some(self.global_namespace.as_str())))
-            .filter_map(|l| {
-                Some(Source {
-                    name: l.source.name_any(),
-                    namespace: l.source.namespace().unwrap_or_default(),
-                    priority: l.source.spec.priority.unwrap_or(0),
-                    catalog: l.catalog.as_ref()?.catalog.as_ref(),
-                })
-            })
-            .collect();
-        let outcome = resolve_namespace(&Inputs {
-            subscriptions: &subscriptions,
-            csvs: &csvs,
-            sources,
-            operator_groups: groups.len(),
-        });
-        let mut next = previous.clone();
-        with_catalog_health(&mut next, &current.spec.source, &current.spec.source_namespace, &views, &now);
-        let resolved = match &outcome {
-            Outcome::Resolved { subscriptions, .. } => subscriptions.get(&current.name_any()),
-            Outcome::Failed { .. } => None,
-        };
-        with_resolution(&mut next, resolved, &outcome, &now);
-        let installed = next.current_csv.as_deref().is_some_and(exists);
-        with_csv_state(&mut next, installed, &now);
-        if next != previous {
-            self.write_status(current, &next).await?;
-            self.report_failure(&namespace, &subscriptions, current, &previous, &outcome).await;
-        }
-        if let Outcome::Failed { reason, message } = &outcome {
-            tracing::info!(%namespace, reason, "resolution failed: {message}");
-        }
-        Ok(Action::requeue(match &outcome {
-            Outcome::Failed { reason: ERROR_PREVENTED_RESOLUTION, .. } => self.retry,
-            _ => self.resync,
-        }))
+        // A namespace resolves as one (OLM's syncResolvingNamespace): one pass at a time, whichever Subscription woke
+        // it, so that two passes never plan the same generation twice.
+        let lock = self.namespace_lock(&namespace);
+        let _held = lock.lock().await;
+        self.sync_namespace(&namespace).await
     }
 
     fn metrics(&self) -> &Metrics {
@@ -222,39 +169,184 @@ impl Reconciler for Context {
 const CSV_STATE_SETTLING: Duration = Duration::from_millis(500);
 
 impl Context {
-    async fn write_status(
-        &self,
-        subscription: &Subscription,
-        status: &crate::api::v1alpha1::SubscriptionStatus,
-    ) -> Result<(), SubscriptionLoopError> {
-        let (namespace, name) = (subscription.namespace().unwrap_or_default(), subscription.name_any());
-        self.client
-            .namespaced::<Subscription>(&namespace)
-            .apply_status(&name, status, None)
-            .await
-            .map(|_| ())
-            .map_err(|source| SubscriptionLoopError::WriteStatus { namespace, name, source })
+    fn namespace_lock(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self.locks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        locks.entry(namespace.to_owned()).or_default().clone()
     }
 
-    /// OLM's Warning `ResolutionFailed` on the Namespace, once per new failure: recorded by the pass of the
-    /// namespace's first Subscription (by name) when its condition changed.
-    async fn report_failure(
+    /// One pass over a namespace: every Subscription's status brought to what the namespace says now.
+    async fn sync_namespace(&self, namespace: &str) -> Result<Action, SubscriptionLoopError> {
+        let now = Time(k8s_openapi::jiff::Timestamp::now());
+        let subscriptions: Vec<Subscription> = self.list(namespace, "Subscriptions", ListParams::default()).await?;
+        if subscriptions.is_empty() {
+            return Ok(Action::await_change());
+        }
+        let originals = ListParams::default().labels(&format!("!{COPIED_FROM_LABEL}"));
+        let csvs: Vec<ClusterServiceVersion> = self.list(namespace, "CSVs", originals).await?;
+        let plans: Vec<InstallPlan> = self.list(namespace, "InstallPlans", ListParams::default()).await?;
+        let exists = |name: &str| csvs.iter().any(|csv| csv.name_any() == name);
+        let mut next: BTreeMap<String, SubscriptionStatus> = BTreeMap::new();
+        for subscription in &subscriptions {
+            let mut status = subscription.status.clone().unwrap_or_default();
+            // A Subscription a plan generated waits on that plan (OLM's ensureSubscriptionInstallPlanState).
+            let generated_by = subscription.annotations().get(GENERATED_BY_ANNOTATION);
+            let plan = generated_by.and_then(|name| plans.iter().find(|p| p.metadata.name.as_ref() == Some(name)));
+            if let (None, Some(plan), Some(starting)) =
+                (&status.install_plan_ref, plan, subscription.spec.starting_csv.as_deref())
+            {
+                with_plan_reference(&mut status, starting, plan, &now);
+            }
+            let installed = status.current_csv.as_deref().is_some_and(exists);
+            with_csv_state(&mut status, installed, &now);
+            next.insert(subscription.name_any(), status);
+        }
+        // As OLM: every Subscription's installed CSV first, resolution once none moves (an upgrade is resolved from
+        // the installed CSV, and a CSV nobody follows yet would hold its APIs against its own bundle).
+        if self.write_changed(namespace, &subscriptions, &next).await? {
+            return Ok(Action::requeue(CSV_STATE_SETTLING));
+        }
+        for subscription in &subscriptions {
+            let status = next.entry(subscription.name_any()).or_default();
+            let plan = status
+                .install_plan_ref
+                .as_ref()
+                .and_then(|reference| plans.iter().find(|p| p.metadata.name == reference.name));
+            with_install_plan(status, plan, &now);
+        }
+        let groups: Vec<OperatorGroup> = self.list(namespace, "OperatorGroups", ListParams::default()).await?;
+        let exclude_global = matches!(groups.as_slice(), [group]
+            if group.annotations().get(EXCLUDE_GLOBAL_RESOLUTION).map(String::as_str) == Some("true"));
+        let loaded = self.catalogs_for(namespace).await?;
+        let views: Vec<CatalogView> = loaded
+            .iter()
+            .map(|l| CatalogView {
+                name: l.source.name_any(),
+                namespace: l.source.namespace().unwrap_or_default(),
+                uid: l.source.metadata.uid.clone(),
+                resource_version: l.source.metadata.resource_version.clone(),
+                healthy: l.catalog.is_some(),
+            })
+            .collect();
+        for subscription in &subscriptions {
+            let status = next.entry(subscription.name_any()).or_default();
+            with_catalog_health(status, &subscription.spec.source, &subscription.spec.source_namespace, &views, &now);
+        }
+        // OLM's one skip: every Subscription waits on a plan already.
+        let waiting =
+            |s: &SubscriptionStatus| s.install_plan_ref.is_some() && s.state == SubscriptionState::UpgradePending;
+        if next.values().all(waiting) {
+            self.write_changed(namespace, &subscriptions, &next).await?;
+            return Ok(Action::requeue(self.resync));
+        }
+        let sources: Vec<Source<'_>> = loaded
+            .iter()
+            .filter(|l| !(exclude_global && l.source.namespace().as_deref() == Some(self.global_namespace.as_str())))
+            .filter_map(|l| {
+                Some(Source {
+                    name: l.source.name_any(),
+                    namespace: l.source.namespace().unwrap_or_default(),
+                    priority: l.source.spec.priority.unwrap_or(0),
+                    catalog: l.catalog.as_ref()?.catalog.as_ref(),
+                })
+            })
+            .collect();
+        let outcome = resolve_namespace(&Inputs {
+            subscriptions: &subscriptions,
+            csvs: &csvs,
+            sources: sources.clone(),
+            operator_groups: groups.len(),
+        });
+        let newly_failed = match &outcome {
+            Outcome::Failed { message, .. } => subscriptions.iter().any(|s| {
+                let conditions = s.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+                !conditions.iter().any(|c| c.type_ == RESOLUTION_FAILED && c.message.as_deref() == Some(message))
+            }),
+            Outcome::Resolved { .. } => false,
+        };
+        if let Outcome::Resolved { subscriptions: chosen, dependencies } = &outcome {
+            let plan = plan_namespace(chosen, dependencies, &subscriptions, &sources);
+            if !plan.updated.is_empty() {
+                let created = self.create_plan(namespace, &subscriptions, &plans, &plan).await?;
+                for (name, csv) in &plan.updated {
+                    if let Some(status) = next.get_mut(name) {
+                        with_plan_reference(status, csv, &created, &now);
+                    }
+                }
+            }
+        }
+        for subscription in &subscriptions {
+            let status = next.entry(subscription.name_any()).or_default();
+            let resolved = match &outcome {
+                Outcome::Resolved { subscriptions, .. } => subscriptions.get(&subscription.name_any()),
+                Outcome::Failed { .. } => None,
+            };
+            with_resolution(status, resolved, &outcome, &now);
+        }
+        self.write_changed(namespace, &subscriptions, &next).await?;
+        if let Outcome::Failed { reason, message } = &outcome {
+            tracing::info!(%namespace, reason, "resolution failed: {message}");
+            if newly_failed {
+                self.report_failure(namespace, message).await;
+            }
+        }
+        Ok(Action::requeue(match &outcome {
+            Outcome::Failed { reason: ERROR_PREVENTED_RESOLUTION, .. } => self.retry,
+            _ => self.resync,
+        }))
+    }
+
+    /// Creates the namespace's next InstallPlan and writes its status (OLM's `createInstallPlan`: two writes).
+    async fn create_plan(
         &self,
         namespace: &str,
         subscriptions: &[Subscription],
-        current: &Subscription,
-        previous: &crate::api::v1alpha1::SubscriptionStatus,
-        outcome: &Outcome,
-    ) {
-        let Outcome::Failed { message, .. } = outcome else { return };
-        let first = subscriptions.iter().map(ResourceExt::name_any).min();
-        let already =
-            previous.conditions.iter().any(|c| c.type_ == RESOLUTION_FAILED && c.message.as_deref() == Some(message));
-        if first.as_deref() != Some(current.name_any().as_str()) || already {
-            return;
+        plans: &[InstallPlan],
+        plan: &NamespacePlan,
+    ) -> Result<InstallPlan, SubscriptionLoopError> {
+        let write = |source| SubscriptionLoopError::WritePlan { namespace: namespace.to_owned(), source };
+        let generation = next_generation(subscriptions, plans);
+        let object = new_install_plan(namespace, generation, subscriptions, &plan.bundles);
+        let typed: InstallPlan = serde_json::from_value(object).map_err(|e| write(ClientError::Encode(e)))?;
+        // Under the InstallPlan loop's field manager: a plan's status has one owner, whichever loop writes it.
+        let plans = ControllerClient::new(self.client.kube().clone(), crate::legacy::installplan::FIELD_MANAGER);
+        let created = plans.namespaced::<InstallPlan>(namespace).create(&typed).await.map_err(write)?;
+        let status = initial_status(namespace, created.spec.approval, &plan.bundles);
+        let name = created.name_any();
+        plans.namespaced::<InstallPlan>(namespace).apply_status(&name, &status, None).await.map_err(write)?;
+        tracing::info!(%namespace, plan = %name, generation, csvs = ?created.spec.cluster_service_version_names, "InstallPlan created");
+        Ok(created)
+    }
+
+    /// Writes every status of `next` that differs from the Subscription's; answers whether one was written.
+    async fn write_changed(
+        &self,
+        namespace: &str,
+        subscriptions: &[Subscription],
+        next: &BTreeMap<String, SubscriptionStatus>,
+    ) -> Result<bool, SubscriptionLoopError> {
+        let mut written = false;
+        for subscription in subscriptions {
+            let name = subscription.name_any();
+            let Some(status) = next.get(&name) else { continue };
+            if subscription.status.clone().unwrap_or_default() == *status {
+                continue;
+            }
+            self.client.namespaced::<Subscription>(namespace).apply_status(&name, status, None).await.map_err(
+                |source| SubscriptionLoopError::WriteStatus {
+                    namespace: namespace.to_owned(),
+                    name: name.clone(),
+                    source,
+                },
+            )?;
+            written = true;
         }
+        Ok(written)
+    }
+
+    /// OLM's Warning `ResolutionFailed` on the Namespace, once per new failure.
+    async fn report_failure(&self, namespace: &str, message: &str) {
         let Ok(object) = self.client.all::<PartialObjectMeta<Namespace>>().get(namespace).await else { return };
-        let transition = Transition { warning: true, reason: RESOLUTION_FAILED.into(), note: message.clone() };
+        let transition = Transition { warning: true, reason: RESOLUTION_FAILED.into(), note: message.to_owned() };
         self.events.publish(&object, &[transition]).await;
     }
 }
@@ -276,6 +368,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let global_namespace = process.options.global_catalog_namespace.clone();
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), "olmv2-subscription"),
+        locks: Default::default(),
         events: Events::new(client.clone(), "olmv2-subscription-controller"),
         catalogs: process.catalogs.clone(),
         global_namespace: global_namespace.clone(),
@@ -284,13 +377,18 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         resync: process.options.resync,
     });
     let controller = watches::controller(Api::<Subscription>::all(client.clone()), watcher::Config::default());
-    let (by_csv, by_group, by_catalog, by_subscription) =
-        (controller.store(), controller.store(), controller.store(), controller.store());
+    let (by_csv, by_group, by_catalog, by_subscription, by_plan) =
+        (controller.store(), controller.store(), controller.store(), controller.store(), controller.store());
     let originals = watcher::Config::default().labels(&format!("!{COPIED_FROM_LABEL}"));
     let controller = controller
         .watches_stream(
             watches::metadata::<ClusterServiceVersion>(client.clone(), originals).touched_objects(),
             move |csv| in_namespace(&by_csv, csv.namespace().as_deref()),
+        )
+        // A plan's progress is its Subscriptions' conditions.
+        .watches_stream(
+            watches::metadata::<InstallPlan>(client.clone(), watcher::Config::default()).touched_objects(),
+            move |plan| in_namespace(&by_plan, plan.namespace().as_deref()),
         )
         // A namespace resolves together: one Subscription changed (or deleted) wakes the others.
         .watches_stream(

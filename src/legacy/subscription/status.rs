@@ -10,10 +10,16 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::resolution::{Outcome, Resolved};
-use crate::api::v1alpha1::{SubscriptionCatalogHealth, SubscriptionCondition, SubscriptionState, SubscriptionStatus};
+use crate::api::v1alpha1::{
+    InstallPlan, InstallPlanPhase, InstallPlanReference, SubscriptionCatalogHealth, SubscriptionCondition,
+    SubscriptionState, SubscriptionStatus,
+};
 
 pub const CATALOG_SOURCES_UNHEALTHY: &str = "CatalogSourcesUnhealthy";
 pub const RESOLUTION_FAILED: &str = "ResolutionFailed";
+pub const INSTALL_PLAN_PENDING: &str = "InstallPlanPending";
+pub const INSTALL_PLAN_FAILED: &str = "InstallPlanFailed";
+pub const INSTALL_PLAN_MISSING: &str = "InstallPlanMissing";
 
 /// A CatalogSource the namespace resolves from, and whether its catalog is served.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,6 +173,107 @@ pub fn with_csv_state(status: &mut SubscriptionStatus, current_exists: bool, now
     if current_exists {
         status.installed_csv = Some(current);
     }
+    status.last_updated = Some(now.clone());
+}
+
+/// The message an InstallPlan gives its Subscriptions: its `Installed` condition's, when known (OLM's
+/// `extractMessage`; this controller records no pending bundle lookups).
+fn plan_message(plan: &InstallPlan) -> String {
+    let status = plan.status.clone().unwrap_or_default();
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Installed" && c.status != "Unknown")
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+/// The conditions a Subscription's InstallPlan gives it (OLM's `installPlanReconciler`): `InstallPlanPending`
+/// with the plan's phase as reason while it is planned, waits or installs, `InstallPlanFailed` when it failed,
+/// `InstallPlanMissing` when it is gone (a Subscription still waiting on it forgets it, so the namespace resolves
+/// again), none once complete. Written only when a condition changed (transition times aside).
+pub fn with_install_plan(status: &mut SubscriptionStatus, plan: Option<&InstallPlan>, now: &Time) {
+    if status.install_plan_ref.is_none() {
+        return;
+    }
+    let before = status.conditions.clone();
+    status.conditions.retain(|c| c.type_ != INSTALL_PLAN_PENDING && c.type_ != INSTALL_PLAN_FAILED);
+    match plan {
+        None if status.state == SubscriptionState::UpgradePending => {
+            status.install_plan_ref = None;
+            status.install_plan = None;
+            status.current_csv = None;
+            status.state = SubscriptionState::None;
+            status.last_updated = Some(now.clone());
+            return;
+        }
+        None => set_condition(
+            &mut status.conditions,
+            SubscriptionCondition {
+                type_: INSTALL_PLAN_MISSING.into(),
+                status: "True".into(),
+                reason: Some("ReferencedInstallPlanNotFound".into()),
+                ..SubscriptionCondition::default()
+            },
+        ),
+        Some(plan) => {
+            status.conditions.retain(|c| c.type_ != INSTALL_PLAN_MISSING);
+            let message = plan_message(plan);
+            let phase = plan.status.as_ref().map(|s| s.phase).unwrap_or_default();
+            let reason = match phase {
+                InstallPlanPhase::None => Some((INSTALL_PLAN_PENDING, "InstallPlanNotYetReconciled".to_owned())),
+                InstallPlanPhase::Planning => Some((INSTALL_PLAN_PENDING, "Planning".to_owned())),
+                InstallPlanPhase::Installing => Some((INSTALL_PLAN_PENDING, "Installing".to_owned())),
+                InstallPlanPhase::RequiresApproval => Some((INSTALL_PLAN_PENDING, "RequiresApproval".to_owned())),
+                InstallPlanPhase::Failed => {
+                    let installed =
+                        plan.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == "Installed"));
+                    let reason = installed.filter(|c| c.status == "False").and_then(|c| c.reason.clone());
+                    Some((INSTALL_PLAN_FAILED, reason.unwrap_or_else(|| "InstallPlanFailed".into())))
+                }
+                InstallPlanPhase::Complete => None,
+            };
+            if let Some((type_, reason)) = reason {
+                set_condition(&mut status.conditions, condition(type_, "True", &reason, &message));
+            }
+        }
+    }
+    let unchanged =
+        before.len() == status.conditions.len() && before.iter().all(|b| status.conditions.iter().any(|c| same(b, c)));
+    if unchanged {
+        status.conditions = before;
+        return;
+    }
+    for condition in &mut status.conditions {
+        if !before.iter().any(|b| same(b, condition)) {
+            condition.last_transition_time = Some(now.clone());
+        }
+    }
+    status.last_updated = Some(now.clone());
+}
+
+/// A Subscription pointed at the InstallPlan made for it (OLM's `setIPReference`).
+pub fn with_plan_reference(status: &mut SubscriptionStatus, current_csv: &str, plan: &InstallPlan, now: &Time) {
+    let name = plan.metadata.name.clone().unwrap_or_default();
+    let uid = plan.metadata.uid.clone().unwrap_or_default();
+    status.current_csv = Some(current_csv.to_owned());
+    status.install_plan_ref = Some(k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("operators.coreos.com/v1alpha1".into()),
+        kind: Some("InstallPlan".into()),
+        name: Some(name.clone()),
+        namespace: plan.metadata.namespace.clone(),
+        uid: Some(uid.clone()),
+        resource_version: plan.metadata.resource_version.clone(),
+        field_path: None,
+    });
+    status.install_plan = Some(InstallPlanReference {
+        api_version: "operators.coreos.com/v1alpha1".into(),
+        kind: "InstallPlan".into(),
+        name,
+        uuid: uid,
+    });
+    status.state = SubscriptionState::UpgradePending;
+    status.install_plan_generation = plan.spec.generation;
     status.last_updated = Some(now.clone());
 }
 

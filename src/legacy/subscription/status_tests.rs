@@ -139,3 +139,83 @@ fn the_state_follows_the_csv_current_csv_names() {
     with_csv_state(&mut nothing, true, &at(1));
     assert_eq!(nothing, SubscriptionStatus::default(), "nothing resolved yet: no state");
 }
+
+fn plan(phase: &str, installed: Option<(&str, &str, &str)>) -> InstallPlan {
+    let mut status = serde_json::json!({"phase": phase, "catalogSources": []});
+    if let Some((state, reason, message)) = installed {
+        status["conditions"] =
+            serde_json::json!([{"type": "Installed", "status": state, "reason": reason, "message": message}]);
+    }
+    serde_json::from_value(serde_json::json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+        "metadata": {"name": "install-abcde", "namespace": "ops", "uid": "ip-uid", "resourceVersion": "9"},
+        "spec": {"clusterServiceVersionNames": ["plumbus.v2"], "approval": "Automatic", "approved": true, "generation": 4},
+        "status": status}))
+    .expect("an InstallPlan")
+}
+
+fn plan_conditions(status: &SubscriptionStatus) -> Vec<(String, String, String)> {
+    status
+        .conditions
+        .iter()
+        .map(|c| (c.type_.clone(), c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default()))
+        .collect()
+}
+
+#[test]
+fn a_subscription_points_at_its_plan_as_olm_records_it() {
+    let mut status = SubscriptionStatus::default();
+    with_plan_reference(&mut status, "plumbus.v2", &plan("Installing", None), &at(1));
+    assert_eq!(status.current_csv.as_deref(), Some("plumbus.v2"));
+    assert_eq!(status.state, SubscriptionState::UpgradePending);
+    assert_eq!(status.install_plan_generation, Some(4));
+    let reference = status.install_plan_ref.clone().expect("a reference");
+    assert_eq!((reference.kind.as_deref(), reference.name.as_deref()), (Some("InstallPlan"), Some("install-abcde")));
+    assert_eq!(reference.uid.as_deref(), Some("ip-uid"));
+    let legacy = status.install_plan.clone().expect("the deprecated reference");
+    assert_eq!((legacy.name.as_str(), legacy.uuid.as_str()), ("install-abcde", "ip-uid"));
+}
+
+#[test]
+fn the_plan_s_phase_is_the_subscription_s_condition() {
+    let mut status = SubscriptionStatus::default();
+    with_plan_reference(&mut status, "plumbus.v2", &plan("Installing", None), &at(1));
+    let waiting = plan("Installing", Some(("False", "InstallWaiting", "Install plumbus.ops waits for approval")));
+    with_install_plan(&mut status, Some(&waiting), &at(2));
+    assert_eq!(
+        plan_conditions(&status),
+        [(INSTALL_PLAN_PENDING.into(), "Installing".into(), "Install plumbus.ops waits for approval".into())]
+    );
+    assert_eq!(status.conditions[0].last_transition_time, Some(at(2)));
+    let settled = status.clone();
+    with_install_plan(&mut status, Some(&waiting), &at(3));
+    assert_eq!(status, settled, "nothing changed: nothing written");
+    with_install_plan(&mut status, Some(&plan("RequiresApproval", None)), &at(4));
+    assert_eq!(plan_conditions(&status), [(INSTALL_PLAN_PENDING.into(), "RequiresApproval".into(), String::new())]);
+    let failed = plan("Failed", Some(("False", "InstallComponentFailed", "boom")));
+    with_install_plan(&mut status, Some(&failed), &at(5));
+    assert_eq!(
+        plan_conditions(&status),
+        [(INSTALL_PLAN_FAILED.into(), "InstallComponentFailed".into(), "boom".into())]
+    );
+    with_install_plan(&mut status, Some(&plan("Complete", Some(("True", "", "")))), &at(6));
+    assert!(status.conditions.is_empty(), "complete: no plan condition");
+}
+
+#[test]
+fn a_missing_plan_is_forgotten_while_waiting_on_it_and_reported_otherwise() {
+    let mut status = SubscriptionStatus::default();
+    with_plan_reference(&mut status, "plumbus.v2", &plan("Installing", None), &at(1));
+    with_install_plan(&mut status, None, &at(2));
+    assert_eq!(status.install_plan_ref, None);
+    assert_eq!(status.current_csv, None);
+    assert_eq!(status.state, SubscriptionState::None);
+    let mut installed = SubscriptionStatus::default();
+    with_plan_reference(&mut installed, "plumbus.v2", &plan("Complete", None), &at(1));
+    installed.state = SubscriptionState::AtLatestKnown;
+    with_install_plan(&mut installed, None, &at(2));
+    assert_eq!(
+        plan_conditions(&installed),
+        [(INSTALL_PLAN_MISSING.into(), "ReferencedInstallPlanNotFound".into(), String::new())]
+    );
+    assert!(installed.install_plan_ref.is_some());
+}

@@ -5,7 +5,8 @@
 //! bundles (`csvs`), owned APIServices and webhooks (`components`, and the attacks on them in `component_attacks`),
 //! copied CSVs and the OLMConfig switch (`copies`), a CSV's RBAC in its targets (`tenancy`), static groups
 //! (`static_groups`), CatalogSources served from images and ConfigMaps (`catalogs`), Subscriptions resolved
-//! (`subscriptions`). This module holds what they share.
+//! (`subscriptions`) and installed through InstallPlans and the approval gate (`installplans`). This module holds
+//! what they share.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -22,6 +23,7 @@ mod components;
 mod copies;
 mod csvs;
 mod groups;
+mod installplans;
 mod static_groups;
 mod subscriptions;
 mod tenancy;

@@ -1,0 +1,291 @@
+//! InstallPlans as OLM v0 users see them (rewritten from the intent of OLM's `installplan_e2e_test.go` and
+//! `subscription_e2e_test.go`), with the approval gate this project adds: a Subscription applied with the real
+//! kubectl for plumbus (whose bundle requires Grumbo) against a catalog image of real bundle images in a real
+//! registry. The namespace's resolution makes one InstallPlan (OLM's name, owners, generation, columns), generates
+//! the Subscription OLM generates for Grumbo, and installs both bundles through Installs made on behalf of the
+//! Subscription's author; nothing is applied until a person who holds the permissions approves; then the plan
+//! completes and the Subscriptions are `AtLatestKnown`. A Manual Subscription's plan waits for `spec.approved`; a
+//! user who may create Subscriptions but holds nothing else gets nothing installed and cannot approve.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, ListParams};
+use olmv2::api::v1alpha1::{InstallPlan, InstallPlanPhase, Subscription, SubscriptionState};
+use olmv2::api::v2alpha1::{Install, InstallState, CREATOR_ANNOTATION};
+use serde_json::json;
+
+use super::{apply, kubectl};
+use crate::support::harness::Harness;
+
+async fn start(name: &str) -> Harness {
+    Harness::start("legacy", name, &["ops", "olm"], Duration::from_secs(30)).await
+}
+
+/// Plumbus 2.0.0-alpha (requires Grumbo) and Grumbo 1.0.0 pushed, in a catalog served by `olm/community`.
+async fn catalog(harness: &Harness) {
+    let plumbus = harness.push_bundle("plumbus/2.0.0-alpha", "plumbus-bundle", "2.0.0-alpha").await;
+    let grumbo = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "1.0.0").await;
+    let gvk = |group: &str, kind: &str| json!({"group": group, "version": "v1alpha1", "kind": kind});
+    let blobs = [
+        json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "plumbus", "name": "stable", "entries": [{"name": "plumbus.v2.0.0-alpha"}]}),
+        json!({"schema": "olm.bundle", "package": "plumbus", "name": "plumbus.v2.0.0-alpha", "image": plumbus, "properties": [
+            {"type": "olm.package", "value": {"packageName": "plumbus", "version": "2.0.0-alpha"}},
+            {"type": "olm.gvk", "value": {"group": "how.theydoit.com", "version": "v2alpha1", "kind": "Plumbus"}},
+            {"type": "olm.gvk.required", "value": gvk("manufacturing.how.theydoit.com", "Grumbo")}]}),
+        json!({"schema": "olm.package", "name": "grumbo", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "grumbo", "name": "stable", "entries": [{"name": "grumbo.v1.0.0"}]}),
+        json!({"schema": "olm.bundle", "package": "grumbo", "name": "grumbo.v1.0.0", "image": grumbo, "properties": [
+            {"type": "olm.package", "value": {"packageName": "grumbo", "version": "1.0.0"}},
+            {"type": "olm.gvk", "value": gvk("manufacturing.how.theydoit.com", "Grumbo")}]}),
+    ];
+    let configs = harness.dir.join("configs");
+    std::fs::create_dir_all(configs.join("index")).unwrap();
+    let text: Vec<String> = blobs.iter().map(|blob| blob.to_string()).collect();
+    std::fs::write(configs.join("index/catalog.json"), text.join("\n")).unwrap();
+    let image = harness.registry.reference("catalog:latest");
+    harness.images().push_catalog(&configs, &image).await.expect("catalog pushed");
+    apply(
+        harness,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {{name: community, namespace: olm}}\n\
+             spec: {{sourceType: grpc, image: {image}}}\n"
+        ),
+    );
+}
+
+const GROUP: &str = "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {targetNamespaces: [ops]}\n";
+
+fn subscription(approval: &str) -> String {
+    format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: plumbus, namespace: ops}}\n\
+         spec: {{source: community, sourceNamespace: olm, name: plumbus, channel: stable, installPlanApproval: {approval}}}\n"
+    )
+}
+
+fn subscriptions(harness: &Harness) -> Api<Subscription> {
+    Api::namespaced(harness.admin.clone(), "ops")
+}
+
+fn installs(harness: &Harness) -> Api<Install> {
+    Api::all(harness.admin.clone())
+}
+
+/// The namespace's one InstallPlan, once it exists.
+async fn the_plan(harness: &Harness, what: &str, done: impl Fn(&InstallPlan) -> bool) -> InstallPlan {
+    let plans = Api::<InstallPlan>::namespaced(harness.admin.clone(), "ops");
+    for _ in 0..300 {
+        let listed = plans.list(&ListParams::default()).await.unwrap().items;
+        if let [plan] = listed.as_slice() {
+            if done(plan) {
+                return plan.clone();
+            }
+        }
+        assert!(listed.len() <= 1, "one plan for one resolution: {listed:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the InstallPlan never became {what}: {:?}", plans.list(&ListParams::default()).await.unwrap().items);
+}
+
+fn phase(plan: &InstallPlan) -> InstallPlanPhase {
+    plan.status.as_ref().map(|s| s.phase).unwrap_or_default()
+}
+
+fn installed_condition(plan: &InstallPlan) -> Option<(String, String, String)> {
+    let c = plan.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Installed")?;
+    Some((c.status.clone(), c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default()))
+}
+
+fn approve(harness: &Harness, install: &str) {
+    let patched = harness.admin_kubectl(
+        &["patch", "install", install, "--type=merge", "-p", r#"{"spec":{"approval":"Approved"}}"#],
+        None,
+    );
+    assert!(patched.status.success(), "{}", String::from_utf8_lossy(&patched.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_subscription_installs_with_its_dependency_through_one_plan_once_a_person_approves() {
+    let harness = start("installplan").await;
+    catalog(&harness).await;
+    apply(&harness, GROUP);
+    apply(&harness, &subscription("Automatic"));
+
+    // One plan, as OLM makes it.
+    let plan = the_plan(&harness, "waiting for approval", |p| {
+        installed_condition(p).is_some_and(|(_, reason, _)| reason == "InstallPendingApproval")
+    })
+    .await;
+    let name = plan.metadata.name.clone().unwrap();
+    assert!(name.starts_with("install-") && name.len() == "install-".len() + 5, "{name}");
+    assert_eq!(plan.spec.cluster_service_version_names, ["plumbus.v2.0.0-alpha", "grumbo.v1.0.0"]);
+    assert!(plan.spec.approved);
+    assert_eq!(plan.spec.generation, Some(1));
+    assert_eq!(phase(&plan), InstallPlanPhase::Installing);
+    let owners = plan.metadata.owner_references.clone().unwrap_or_default();
+    assert!(owners.iter().any(|o| o.kind == "Subscription" && o.name == "plumbus" && o.controller == Some(false)));
+    let (_, _, message) = installed_condition(&plan).unwrap();
+    assert!(message.contains("kubectl olmv2 approve plumbus.ops"), "{message}");
+    let listed = kubectl(&harness, &["get", "installplans", "-n", "ops"]);
+    let header: Vec<&str> = listed.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "CSV", "APPROVAL", "APPROVED"]);
+    assert!(
+        listed.contains("plumbus.v2.0.0-alpha") && listed.contains("Automatic") && listed.contains("true"),
+        "{listed}"
+    );
+
+    // The Subscription points at it, and says why it waits.
+    let waiting = harness
+        .wait_for(&subscriptions(&harness), "plumbus", "pointing at the plan", |s| {
+            s.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "InstallPlanPending" && c.reason.as_deref() == Some("Installing"))
+            })
+        })
+        .await;
+    let status = waiting.status.clone().unwrap();
+    assert_eq!(status.install_plan_ref.as_ref().and_then(|r| r.name.clone()), Some(name.clone()));
+    assert_eq!(status.install_plan.as_ref().map(|r| r.name.clone()), Some(name.clone()));
+    assert_eq!(status.state, SubscriptionState::UpgradePending);
+    assert_eq!(status.current_csv.as_deref(), Some("plumbus.v2.0.0-alpha"));
+    assert_eq!(status.install_plan_generation, Some(1));
+
+    // OLM's generated Subscription for the dependency.
+    let generated = subscriptions(&harness).get("grumbo-stable-community-olm").await.expect("generated Subscription");
+    assert_eq!(generated.metadata.labels.as_ref().and_then(|l| l.get("olm.managed")).map(String::as_str), Some("true"));
+    assert_eq!(generated.metadata.annotations.as_ref().and_then(|a| a.get("olm.generated-by")), Some(&name));
+    assert_eq!(generated.spec.starting_csv.as_deref(), Some("grumbo.v1.0.0"));
+
+    // Installs wait for a person; nothing of the operators runs yet.
+    for install in ["plumbus.ops", "grumbo.ops"] {
+        let waiting = harness
+            .wait_for(&installs(&harness), install, "pending approval", |i| {
+                i.status.as_ref().and_then(|s| s.state) == Some(InstallState::PendingApproval)
+            })
+            .await;
+        let creator = waiting.metadata.annotations.as_ref().and_then(|a| a.get(CREATOR_ANNOTATION)).unwrap();
+        assert!(creator.contains("kubernetes-admin"), "made on behalf of the Subscription's author: {creator}");
+    }
+    let deployments = Api::<Deployment>::namespaced(harness.admin.clone(), "ops");
+    assert!(deployments.list(&ListParams::default()).await.unwrap().items.is_empty(), "nothing applied unapproved");
+
+    approve(&harness, "grumbo.ops");
+    approve(&harness, "plumbus.ops");
+    let mut complete = None;
+    for _ in 0..300 {
+        harness.roll_out("ops").await;
+        let plan = the_plan(&harness, "any", |_| true).await;
+        if phase(&plan) == InstallPlanPhase::Complete {
+            complete = Some(plan);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let complete = complete.expect("the plan completes once its Installs are installed");
+    assert_eq!(installed_condition(&complete).map(|(status, ..)| status).as_deref(), Some("True"));
+    assert!(complete.status.unwrap().plan.iter().all(|step| step.status == "Created" || step.status == "Present"));
+    for (subscription, csv) in [("plumbus", "plumbus.v2.0.0-alpha"), ("grumbo-stable-community-olm", "grumbo.v1.0.0")] {
+        let latest = harness
+            .wait_for(&subscriptions(&harness), subscription, "at the latest known", |s| {
+                s.status.as_ref().is_some_and(|s| s.state == SubscriptionState::AtLatestKnown)
+            })
+            .await;
+        assert_eq!(latest.status.as_ref().unwrap().installed_csv.as_deref(), Some(csv));
+        assert!(
+            !latest.status.unwrap().conditions.iter().any(|c| c.type_.starts_with("InstallPlan")),
+            "a complete plan leaves no plan condition"
+        );
+    }
+    let csvs = kubectl(&harness, &["get", "csv", "-n", "ops"]);
+    assert!(csvs.contains("plumbus.v2.0.0-alpha") && csvs.contains("grumbo.v1.0.0"), "{csvs}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_manual_plan_waits_for_approved_and_a_subscriber_without_rights_gets_nothing() {
+    let harness = start("installplan-manual").await;
+    catalog(&harness).await;
+    apply(&harness, GROUP);
+    // Eve may write Subscriptions in ops and read what she made, nothing else.
+    apply(
+        &harness,
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: subscriber, namespace: ops}
+rules:
+- {apiGroups: [operators.coreos.com], resources: [subscriptions, installplans], verbs: [get, list, create, update, patch]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: eve-subscribes, namespace: ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: subscriber}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: install-approver}
+rules: [{apiGroups: [operators.coreos.com], resources: [installs], verbs: [get, list, update, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: eve-approves}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: install-approver}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]
+"#,
+    );
+    let eve = harness.plane.user_kubeconfig("eve", &[]);
+    let created = harness.kubectl(&eve, &["apply", "-f", "-"], Some(&subscription("Manual")));
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+
+    // Manual: the plan waits, unapproved, and no Install is made.
+    let plan = the_plan(&harness, "requiring approval", |p| phase(p) == InstallPlanPhase::RequiresApproval).await;
+    assert_eq!(plan.spec.approval, olmv2::api::v1alpha1::InstallPlanApproval::Manual);
+    assert!(!plan.spec.approved);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        installs(&harness).get_opt("plumbus.ops").await.unwrap().is_none(),
+        "no Install before the plan is approved"
+    );
+    harness
+        .wait_for(&subscriptions(&harness), "plumbus", "waiting on approval", |s| {
+            s.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "InstallPlanPending" && c.reason.as_deref() == Some("RequiresApproval"))
+            })
+        })
+        .await;
+
+    // Eve approves the plan (OLM's spec.approved): its Installs are made on her behalf, and wait.
+    let plan_name = plan.metadata.name.clone().unwrap();
+    let approved = harness.kubectl(
+        &eve,
+        &["patch", "installplan", &plan_name, "-n", "ops", "--type=merge", "-p", r#"{"spec":{"approved":true}}"#],
+        None,
+    );
+    assert!(approved.status.success(), "{}", String::from_utf8_lossy(&approved.stderr));
+    let install = harness
+        .wait_for(&installs(&harness), "plumbus.ops", "pending approval", |i| {
+            i.status.as_ref().and_then(|s| s.state) == Some(InstallState::PendingApproval)
+        })
+        .await;
+    let creator = install.metadata.annotations.as_ref().and_then(|a| a.get(CREATOR_ANNOTATION)).unwrap();
+    assert!(creator.contains("\"eve\""), "on behalf of the Subscription's author: {creator}");
+
+    // Eve cannot approve what she does not hold: the approval gate refuses her, and nothing runs.
+    let refused = harness.kubectl(
+        &eve,
+        &["patch", "install", "plumbus.ops", "--type=merge", "-p", r#"{"spec":{"approval":"Approved"}}"#],
+        None,
+    );
+    assert!(!refused.status.success(), "eve approved permissions she does not hold");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deployments = Api::<Deployment>::namespaced(harness.admin.clone(), "ops");
+    assert!(deployments.list(&ListParams::default()).await.unwrap().items.is_empty(), "nothing applied unapproved");
+    let plan = the_plan(&harness, "installing", |p| phase(p) == InstallPlanPhase::Installing).await;
+    assert_eq!(installed_condition(&plan).map(|(_, reason, _)| reason).as_deref(), Some("InstallPendingApproval"));
+}

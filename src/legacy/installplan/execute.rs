@@ -1,0 +1,267 @@
+//! How an InstallPlan runs here. OLM v0 applies a plan's steps with its own rights (or an OperatorGroup's
+//! ServiceAccount's); this controller never gives an operator a permission nobody who holds it approved, so each
+//! bundle of a plan is installed by an Install (`docs/install.md`): one per Subscription, named
+//! `<package>.<namespace>`, made on behalf of the Subscription's author (the webhook's record), its content the
+//! bundle image. The Install's gate decides: it installs at once within what the namespace's OperatorGroup
+//! ServiceAccount holds (where the author may use it: OLM's `attenuatedServiceAccountRef`), and otherwise waits for
+//! a person who holds the missing permissions to approve. The plan follows its Installs: `Installing` while one
+//! installs or waits (its `Installed` condition says which and why), `Complete` once every bundle is installed.
+//!
+//! Pure: [`decide`] answers what to create or change and the plan's next status.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use serde_json::{json, Value};
+
+use super::plan::{STEP_CREATED, STEP_PRESENT, STEP_UNKNOWN};
+use crate::api::v1alpha1::{InstallPlan, InstallPlanCondition, InstallPlanPhase, InstallPlanStatus, Subscription};
+use crate::api::v2alpha1::{Install, InstallState, CREATOR_ANNOTATION};
+
+/// The annotation naming the Subscription (`<namespace>/<name>`) an Install was made for.
+pub const SUBSCRIPTION_ANNOTATION: &str = "operators.coreos.com/subscription";
+/// The catalog bundle an Install holds (shared with Operators' Installs).
+pub use crate::operator::desired::BUNDLE_ANNOTATION;
+/// OLM's marks on what a plan creates.
+pub const GENERATED_BY_ANNOTATION: &str = "olm.generated-by";
+pub const MANAGED_LABEL: &str = "olm.managed";
+/// The plan's condition, as OLM names it.
+pub const INSTALLED: &str = "Installed";
+/// Its reasons: OLM's for a failure, ours for a plan waiting on a person.
+pub const INSTALL_COMPONENT_FAILED: &str = "InstallComponentFailed";
+pub const INSTALL_PENDING_APPROVAL: &str = "InstallPendingApproval";
+
+/// The Install of `package` for a Subscription in `namespace`.
+pub fn install_name(package: &str, namespace: &str) -> String {
+    format!("{package}.{namespace}")
+}
+
+/// What one pass of a plan does.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Decision {
+    /// Subscriptions to create (OLM's Subscription steps): manifests.
+    pub create_subscriptions: Vec<Value>,
+    /// Installs to create: manifests.
+    pub create_installs: Vec<Value>,
+    /// Installs whose content moves to a new bundle: `(name, resourceVersion read, merge patch)`.
+    pub update_installs: Vec<(String, Option<String>, Value)>,
+    /// The plan's next status.
+    pub status: InstallPlanStatus,
+}
+
+/// What a plan's pass reads.
+pub struct Observed<'a> {
+    pub plan: &'a InstallPlan,
+    pub subscriptions: &'a [Subscription],
+    /// Installs by name.
+    pub installs: &'a BTreeMap<String, Install>,
+}
+
+fn subscription_key(subscription: &Subscription) -> String {
+    format!("{}/{}", subscription.namespace().unwrap_or_default(), subscription.name_any())
+}
+
+/// The Install for a Subscription's bundle: made on behalf of the Subscription's author, its namespace-less content
+/// in the Subscription's namespace.
+pub fn new_install(subscription: &Subscription, csv: &str, image: &str) -> Value {
+    let namespace = subscription.namespace().unwrap_or_default();
+    let creator = subscription.annotations().get(CREATOR_ANNOTATION).cloned();
+    json!({
+        "apiVersion": "operators.coreos.com/v2alpha1",
+        "kind": "Install",
+        "metadata": {
+            "name": install_name(&subscription.spec.name, &namespace),
+            "annotations": {
+                SUBSCRIPTION_ANNOTATION: subscription_key(subscription),
+                BUNDLE_ANNOTATION: csv,
+                CREATOR_ANNOTATION: creator,
+            },
+        },
+        "spec": {
+            "namespaces": [{"from": "default", "to": namespace}],
+            "content": [{"type": "ManifestImage", "manifestImage": image}],
+        },
+    })
+}
+
+/// Whether `install` is the one this controller made for `subscription`: it names the Subscription and was made on
+/// behalf of the same author (an Install someone else made under that name is never taken over).
+pub fn made_for(install: &Install, subscription: &Subscription) -> bool {
+    let annotations = install.annotations();
+    annotations.get(SUBSCRIPTION_ANNOTATION) == Some(&subscription_key(subscription))
+        && annotations.get(CREATOR_ANNOTATION) == subscription.annotations().get(CREATOR_ANNOTATION)
+}
+
+fn installed_image(install: &Install) -> Option<&str> {
+    install.spec.content.first()?.manifest_image.as_deref()
+}
+
+fn settled(install: &Install) -> bool {
+    crate::operator::desired::settled(install)
+}
+
+/// Where one bundle of the plan stands.
+enum Standing {
+    Done,
+    Waiting(String),
+    Failing(String),
+}
+
+fn condition_message(install: &Install, type_: &str) -> Option<String> {
+    let status = install.status.as_ref()?;
+    status.conditions.iter().find(|c| c.type_ == type_ && c.status == "True").map(|c| c.message.clone())
+}
+
+/// Decides a pass of a plan in phase `Installing`.
+pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
+    let plan = observed.plan;
+    let namespace = plan.namespace().unwrap_or_default();
+    let mut status = plan.status.clone().unwrap_or_default();
+    status.start_time.get_or_insert_with(|| now.clone());
+    let mut decision = Decision::default();
+    // OLM's Subscription steps: the dependencies' Subscriptions, made first.
+    for step in status.plan.iter_mut().filter(|step| step.resource.kind == "Subscription") {
+        let exists = observed.subscriptions.iter().any(|s| s.name_any() == step.resource.name);
+        if exists {
+            if step.status == STEP_UNKNOWN {
+                step.status = STEP_PRESENT.into();
+            }
+            continue;
+        }
+        let Some(mut manifest) = step.resource.manifest.as_deref().and_then(|m| serde_json::from_str::<Value>(m).ok())
+        else {
+            continue;
+        };
+        manifest["metadata"]["labels"] = json!({MANAGED_LABEL: "true"});
+        manifest["metadata"]["annotations"] = json!({GENERATED_BY_ANNOTATION: plan.name_any()});
+        // Made on behalf of whoever the plan's own Subscriptions were made by.
+        let author = observed.subscriptions.iter().find_map(|s| s.annotations().get(CREATOR_ANNOTATION).cloned());
+        if let Some(author) = author {
+            manifest["metadata"]["annotations"][CREATOR_ANNOTATION] = json!(author);
+        }
+        decision.create_subscriptions.push(manifest);
+        step.status = STEP_CREATED.into();
+    }
+    let mut standings = Vec::new();
+    for lookup in &status.bundle_lookups {
+        let csv = &lookup.identifier;
+        // The Subscription moved to this bundle, or the one this plan generated for it.
+        let subscription = observed.subscriptions.iter().find(|s| {
+            s.status.as_ref().and_then(|st| st.current_csv.as_deref()) == Some(csv.as_str())
+                || (s.annotations().get(GENERATED_BY_ANNOTATION) == Some(&plan.name_any())
+                    && s.spec.starting_csv.as_deref() == Some(csv.as_str()))
+        });
+        let Some(subscription) = subscription else {
+            standings.push((csv.clone(), Standing::Waiting(format!("waiting for the Subscription of {csv}"))));
+            continue;
+        };
+        let name = install_name(&subscription.spec.name, &namespace);
+        match observed.installs.get(&name) {
+            None => {
+                decision.create_installs.push(new_install(subscription, csv, &lookup.path));
+                standings.push((csv.clone(), Standing::Waiting(format!("Install {name} is being created"))));
+            }
+            Some(install) if !made_for(install, subscription) => standings.push((
+                csv.clone(),
+                Standing::Failing(format!(
+                    "Install {name} exists and was not made for Subscription {}; it is left alone",
+                    subscription_key(subscription)
+                )),
+            )),
+            Some(install) if installed_image(install) != Some(lookup.path.as_str()) => {
+                let patch = json!({
+                    "metadata": {"annotations": {BUNDLE_ANNOTATION: csv}},
+                    "spec": {"content": [{"type": "ManifestImage", "manifestImage": lookup.path}]},
+                });
+                decision.update_installs.push((name.clone(), install.metadata.resource_version.clone(), patch));
+                standings.push((csv.clone(), Standing::Waiting(format!("Install {name} is moving to {csv}"))));
+            }
+            Some(install) => {
+                let state = install.status.as_ref().and_then(|s| s.state);
+                standings.push((
+                    csv.clone(),
+                    match state {
+                        _ if settled(install) => Standing::Done,
+                        Some(InstallState::PendingApproval) => Standing::Waiting(format!(
+                            "Install {name} waits for a person who holds the permissions it needs to approve them \
+                         (kubectl olmv2 approve {name})"
+                        )),
+                        Some(InstallState::Failed) => Standing::Failing(format!(
+                            "Install {name}: {}",
+                            condition_message(install, "ContentImportError")
+                                .or_else(|| condition_message(install, "InvalidContent"))
+                                .unwrap_or_else(|| "failed".into())
+                        )),
+                        _ => Standing::Waiting(format!("Install {name} is installing {csv}")),
+                    },
+                ));
+            }
+        }
+    }
+    for step in status.plan.iter_mut().filter(|step| step.resource.kind == "ClusterServiceVersion") {
+        if standings.iter().any(|(csv, standing)| *csv == step.resource.name && matches!(standing, Standing::Done)) {
+            step.status = STEP_CREATED.into();
+        }
+    }
+    let waiting: Vec<&str> = standings
+        .iter()
+        .filter_map(|(_, standing)| match standing {
+            Standing::Waiting(message) => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    let failing: Vec<&str> = standings
+        .iter()
+        .filter_map(|(_, standing)| match standing {
+            Standing::Failing(message) => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    let installed = if !failing.is_empty() {
+        Some(("False", INSTALL_COMPONENT_FAILED, failing.join("; ")))
+    } else if !waiting.is_empty() {
+        let approval = standings.iter().any(|(_, s)| matches!(s, Standing::Waiting(m) if m.contains("approve")));
+        let reason = if approval { INSTALL_PENDING_APPROVAL } else { "Installing" };
+        Some(("False", reason, waiting.join("; ")))
+    } else {
+        None
+    };
+    match installed {
+        Some((state, reason, message)) => set_condition(&mut status, state, Some(reason), &message, now),
+        None => {
+            set_condition(&mut status, "True", None, "", now);
+            status.phase = InstallPlanPhase::Complete;
+        }
+    }
+    decision.status = status;
+    decision
+}
+
+/// Sets the plan's `Installed` condition, keeping its transition time while its status holds.
+fn set_condition(status: &mut InstallPlanStatus, state: &str, reason: Option<&str>, message: &str, now: &Time) {
+    let before = status.conditions.iter().find(|c| c.type_ == INSTALLED).cloned();
+    let same = before.as_ref().is_some_and(|b| {
+        b.status == state && b.reason.as_deref() == reason && b.message.as_deref().unwrap_or_default() == message
+    });
+    if same {
+        return;
+    }
+    let transition = match &before {
+        Some(before) if before.status == state => before.last_transition_time.clone(),
+        _ => Some(now.clone()),
+    };
+    status.conditions.retain(|c| c.type_ != INSTALLED);
+    status.conditions.push(InstallPlanCondition {
+        type_: INSTALLED.into(),
+        status: state.into(),
+        last_update_time: Some(now.clone()),
+        last_transition_time: transition,
+        reason: reason.map(str::to_owned),
+        message: (!message.is_empty()).then(|| message.to_owned()),
+    });
+}
+
+#[cfg(test)]
+#[path = "execute_tests.rs"]
+mod tests;

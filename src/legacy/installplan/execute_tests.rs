@@ -1,0 +1,160 @@
+//! Tests of an InstallPlan's execution decisions.
+
+use super::*;
+use crate::api::v1alpha1::InstallPlanApproval;
+use crate::legacy::installplan::plan::{initial_status, PlannedBundle};
+use k8s_openapi::jiff::Timestamp;
+
+fn at(seconds: i64) -> Time {
+    Time(Timestamp::from_second(seconds).expect("a time"))
+}
+
+const AUTHOR: &str = r#"{"username":"alice","groups":["team"]}"#;
+
+fn bundle(csv: &str, package: &str, subscription: Option<&str>) -> PlannedBundle {
+    PlannedBundle {
+        csv: csv.into(),
+        package: package.into(),
+        channel: "stable".into(),
+        image: format!("registry.example/{csv}@sha256:1"),
+        catalog: "community".into(),
+        catalog_namespace: "olm".into(),
+        replaces: None,
+        subscription: subscription.map(str::to_owned),
+    }
+}
+
+fn plan(bundles: &[PlannedBundle]) -> InstallPlan {
+    let mut plan: InstallPlan = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "InstallPlan", "metadata": {"name": "install-abcde", "namespace": "ops"},
+        "spec": {"clusterServiceVersionNames": [], "approval": "Automatic", "approved": true, "generation": 1}}))
+    .unwrap();
+    plan.status = Some(initial_status("ops", InstallPlanApproval::Automatic, bundles));
+    plan
+}
+
+fn subscription(name: &str, package: &str, current: Option<&str>, extra: Value) -> Subscription {
+    let mut annotations = json!({CREATOR_ANNOTATION: AUTHOR});
+    if let Some(extra) = extra.as_object() {
+        for (key, value) in extra {
+            annotations[key] = value.clone();
+        }
+    }
+    serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": name, "namespace": "ops", "annotations": annotations},
+        "spec": {"source": "community", "sourceNamespace": "olm", "name": package, "startingCSV": current},
+        "status": {"currentCSV": current}}))
+    .unwrap()
+}
+
+fn install(subscription: &Subscription, csv: &str, state: Option<&str>, generation: i64, observed: i64) -> Install {
+    let mut object = new_install(subscription, csv, &format!("registry.example/{csv}@sha256:1"));
+    object["metadata"]["generation"] = json!(generation);
+    object["metadata"]["resourceVersion"] = json!("42");
+    object["status"] = json!({"state": state, "observedGeneration": observed});
+    serde_json::from_value(object).unwrap()
+}
+
+fn installed_condition(status: &InstallPlanStatus) -> (String, Option<String>, Option<String>) {
+    let c = status.conditions.iter().find(|c| c.type_ == INSTALLED).expect("the Installed condition");
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+#[test]
+fn a_bundle_gets_an_install_made_on_behalf_of_its_subscriptions_author() {
+    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &BTreeMap::new() }, &at(1));
+    assert_eq!(decision.create_installs.len(), 1);
+    let install = &decision.create_installs[0];
+    assert_eq!(install["metadata"]["name"], "plumbus.ops");
+    assert_eq!(install["metadata"]["annotations"][CREATOR_ANNOTATION], AUTHOR, "the author, not the controller");
+    assert_eq!(install["metadata"]["annotations"][SUBSCRIPTION_ANNOTATION], "ops/plumbus");
+    assert!(install["metadata"].get("ownerReferences").is_none(), "deleting a Subscription leaves the operator");
+    assert_eq!(install["spec"]["namespaces"], json!([{"from": "default", "to": "ops"}]));
+    assert_eq!(install["spec"]["content"][0]["manifestImage"], "registry.example/plumbus.v2@sha256:1");
+    assert_eq!(decision.status.phase, InstallPlanPhase::Installing);
+    assert_eq!(decision.status.start_time, Some(at(1)));
+    assert_eq!(installed_condition(&decision.status).1.as_deref(), Some("Installing"));
+}
+
+#[test]
+fn an_install_waiting_for_approval_is_the_plan_s_message_and_once_installed_the_plan_completes() {
+    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    let pending: BTreeMap<String, Install> =
+        [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("PendingApproval"), 1, 1))].into();
+    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &pending }, &at(2));
+    assert!(decision.create_installs.is_empty() && decision.update_installs.is_empty());
+    let (state, reason, message) = installed_condition(&decision.status);
+    assert_eq!((state.as_str(), reason.as_deref()), ("False", Some(INSTALL_PENDING_APPROVAL)));
+    assert!(message.unwrap().contains("kubectl olmv2 approve plumbus.ops"));
+    assert_eq!(decision.status.phase, InstallPlanPhase::Installing);
+
+    let done: BTreeMap<String, Install> =
+        [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("Installed"), 1, 1))].into();
+    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &done }, &at(3));
+    assert_eq!(decision.status.phase, InstallPlanPhase::Complete);
+    assert_eq!(installed_condition(&decision.status), ("True".into(), None, None));
+    assert_eq!(decision.status.plan[0].status, STEP_CREATED);
+    let stale: BTreeMap<String, Install> =
+        [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("Installed"), 2, 1))].into();
+    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &stale }, &at(3));
+    assert_eq!(decision.status.phase, InstallPlanPhase::Installing, "installed, but not at its current generation");
+}
+
+#[test]
+fn an_upgrade_moves_the_existing_install_to_the_new_bundle_at_the_version_read() {
+    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    let old: BTreeMap<String, Install> =
+        [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v1", Some("Installed"), 1, 1))].into();
+    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &old }, &at(2));
+    assert_eq!(decision.update_installs.len(), 1);
+    let (name, version, patch) = &decision.update_installs[0];
+    assert_eq!((name.as_str(), version.as_deref()), ("plumbus.ops", Some("42")));
+    assert_eq!(patch["spec"]["content"][0]["manifestImage"], "registry.example/plumbus.v2@sha256:1");
+    assert_eq!(patch["metadata"]["annotations"][BUNDLE_ANNOTATION], "plumbus.v2");
+}
+
+#[test]
+fn an_install_someone_else_made_under_the_name_is_never_taken_over() {
+    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    let mallory = subscription("plumbus", "plumbus", None, json!({CREATOR_ANNOTATION: r#"{"username":"mallory"}"#}));
+    let squatted: BTreeMap<String, Install> =
+        [("plumbus.ops".to_owned(), install(&mallory, "plumbus.v1", Some("Installed"), 1, 1))].into();
+    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &squatted }, &at(2));
+    assert!(decision.update_installs.is_empty() && decision.create_installs.is_empty());
+    let (state, reason, message) = installed_condition(&decision.status);
+    assert_eq!((state.as_str(), reason.as_deref()), ("False", Some(INSTALL_COMPONENT_FAILED)));
+    assert!(message.unwrap().contains("was not made for Subscription ops/plumbus"));
+}
+
+#[test]
+fn a_dependency_s_subscription_is_generated_as_olm_marks_it_then_its_install_follows() {
+    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus")), bundle("grumbo.v1", "grumbo", None)]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &BTreeMap::new() }, &at(1));
+    assert_eq!(decision.create_subscriptions.len(), 1);
+    let generated = &decision.create_subscriptions[0];
+    assert_eq!(generated["metadata"]["name"], "grumbo-stable-community-olm");
+    assert_eq!(generated["metadata"]["labels"][MANAGED_LABEL], "true");
+    assert_eq!(generated["metadata"]["annotations"][GENERATED_BY_ANNOTATION], "install-abcde");
+    assert_eq!(generated["metadata"]["annotations"][CREATOR_ANNOTATION], AUTHOR);
+    let step = decision.status.plan.iter().find(|s| s.resource.kind == "Subscription").unwrap();
+    assert_eq!(step.status, STEP_CREATED);
+
+    let with_generated = [
+        subs[0].clone(),
+        subscription("grumbo-stable-community-olm", "grumbo", None, json!({GENERATED_BY_ANNOTATION: "install-abcde"})),
+    ];
+    let mut generated_sub = with_generated[1].clone();
+    generated_sub.spec.starting_csv = Some("grumbo.v1".into());
+    let with_generated = [with_generated[0].clone(), generated_sub];
+    let decision =
+        decide(&Observed { plan: &plan, subscriptions: &with_generated, installs: &BTreeMap::new() }, &at(2));
+    assert!(decision.create_subscriptions.is_empty());
+    let names: Vec<&str> = decision.create_installs.iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
+    assert_eq!(names, ["plumbus.ops", "grumbo.ops"]);
+}
