@@ -92,18 +92,40 @@ async fn holds(client: &Client, user: &Requester, change: &ContentChange) -> Res
 /// What changing the content of `install` could borrow, the grants its uid owns read from the cluster: the status
 /// may not list a grant yet (a pass that failed after granting).
 async fn borrowable_now(checker: &Checker, install: &Value) -> Result<ContentChange, kube::Error> {
-    let mut change = borrowable(install, &checker.controller_namespace);
+    borrowable_from(&checker.client, &checker.controller_namespace, install).await
+}
+
+async fn borrowable_from(
+    client: &Client,
+    controller_namespace: &str,
+    install: &Value,
+) -> Result<ContentChange, kube::Error> {
+    let mut change = borrowable(install, controller_namespace);
     let uid = install["metadata"]["uid"].as_str().unwrap_or_default();
     let params = ListParams::default();
     let objects = RbacObjects {
-        roles: Api::<Role>::all(checker.client.clone()).list(&params).await?.items,
-        cluster_roles: Api::<ClusterRole>::all(checker.client.clone()).list(&params).await?.items,
+        roles: Api::<Role>::all(client.clone()).list(&params).await?.items,
+        cluster_roles: Api::<ClusterRole>::all(client.clone()).list(&params).await?.items,
         ..RbacObjects::default()
     };
     change.granted.extend(objects.owned_by(uid).granted_rules());
     change.granted.sort();
     change.granted.dedup();
     Ok(change)
+}
+
+/// Whether `user` could change the content of `install` themselves: they hold every rule its account was granted
+/// (and may use the OperatorGroup account it runs as). The InstallPlan loop asks it of a Subscription's author before
+/// moving the Subscription's Install to new content unmarked, as this webhook asks it of a person who does so.
+pub async fn may_change_content(
+    client: &Client,
+    controller_namespace: &str,
+    user: &Requester,
+    install: &Install,
+) -> Result<bool, kube::Error> {
+    let install = serde_json::to_value(install).unwrap_or_default();
+    let change = borrowable_from(client, controller_namespace, &install).await?;
+    holds(client, user, &change).await
 }
 
 /// The untrusted content change an update of an Install makes, if it makes one.

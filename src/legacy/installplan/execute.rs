@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::plan::{STEP_CREATED, STEP_PRESENT, STEP_UNKNOWN};
 use crate::api::v1alpha1::{InstallPlan, InstallPlanCondition, InstallPlanPhase, InstallPlanStatus, Subscription};
-use crate::api::v2alpha1::{Install, InstallState, CREATOR_ANNOTATION};
+use crate::api::v2alpha1::{Install, InstallState, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION};
 
 /// The annotation naming the Subscription (`<namespace>/<name>`) an Install was made for.
 pub const SUBSCRIPTION_ANNOTATION: &str = "operators.coreos.com/subscription";
@@ -56,6 +56,17 @@ pub struct Observed<'a> {
     pub subscriptions: &'a [Subscription],
     /// Installs by name.
     pub installs: &'a BTreeMap<String, Install>,
+    /// For an Install to move to new content: whether the Subscription's author could have made that change
+    /// themselves (they hold what its account was granted). Unknown counts as no.
+    pub author_may_change: &'a BTreeMap<String, bool>,
+}
+
+/// Who a Subscription's author is, for a content-change mark: their username, or the Subscription when none was
+/// recorded.
+fn author_name(subscription: &Subscription) -> String {
+    crate::webhook::csv_author::recorded_author(subscription.annotations())
+        .map(|author| author.username)
+        .unwrap_or_else(|| format!("the author of Subscription {}", subscription_key(subscription)))
 }
 
 fn subscription_key(subscription: &Subscription) -> String {
@@ -170,10 +181,17 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
                 )),
             )),
             Some(install) if installed_image(install) != Some(lookup.path.as_str()) => {
-                let patch = json!({
+                let mut patch = json!({
                     "metadata": {"annotations": {BUNDLE_ANNOTATION: csv}},
                     "spec": {"content": [{"type": "ManifestImage", "manifestImage": lookup.path}]},
                 });
+                // New content chosen by someone who could not have put it there themselves waits for a person
+                // holding what the account was granted (the approval gate's invariant 5), as a changed Operator
+                // source does.
+                if !observed.author_may_change.get(&name).copied().unwrap_or(false) {
+                    patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION] = json!(author_name(subscription));
+                    patch["spec"]["approval"] = json!("Unapproved");
+                }
                 decision.update_installs.push((name.clone(), install.metadata.resource_version.clone(), patch));
                 standings.push((csv.clone(), Standing::Waiting(format!("Install {name} is moving to {csv}"))));
             }

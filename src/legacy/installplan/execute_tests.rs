@@ -64,7 +64,15 @@ fn installed_condition(status: &InstallPlanStatus) -> (String, Option<String>, O
 fn a_bundle_gets_an_install_made_on_behalf_of_its_subscriptions_author() {
     let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
-    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &BTreeMap::new() }, &at(1));
+    let decision = decide(
+        &Observed {
+            plan: &plan,
+            subscriptions: &subs,
+            installs: &BTreeMap::new(),
+            author_may_change: &BTreeMap::new(),
+        },
+        &at(1),
+    );
     assert_eq!(decision.create_installs.len(), 1);
     let install = &decision.create_installs[0];
     assert_eq!(install["metadata"]["name"], "plumbus.ops");
@@ -84,7 +92,10 @@ fn an_install_waiting_for_approval_is_the_plan_s_message_and_once_installed_the_
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
     let pending: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("PendingApproval"), 1, 1))].into();
-    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &pending }, &at(2));
+    let decision = decide(
+        &Observed { plan: &plan, subscriptions: &subs, installs: &pending, author_may_change: &BTreeMap::new() },
+        &at(2),
+    );
     assert!(decision.create_installs.is_empty() && decision.update_installs.is_empty());
     let (state, reason, message) = installed_condition(&decision.status);
     assert_eq!((state.as_str(), reason.as_deref()), ("False", Some(INSTALL_PENDING_APPROVAL)));
@@ -93,13 +104,19 @@ fn an_install_waiting_for_approval_is_the_plan_s_message_and_once_installed_the_
 
     let done: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("Installed"), 1, 1))].into();
-    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &done }, &at(3));
+    let decision = decide(
+        &Observed { plan: &plan, subscriptions: &subs, installs: &done, author_may_change: &BTreeMap::new() },
+        &at(3),
+    );
     assert_eq!(decision.status.phase, InstallPlanPhase::Complete);
     assert_eq!(installed_condition(&decision.status), ("True".into(), None, None));
     assert_eq!(decision.status.plan[0].status, STEP_CREATED);
     let stale: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("Installed"), 2, 1))].into();
-    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &stale }, &at(3));
+    let decision = decide(
+        &Observed { plan: &plan, subscriptions: &subs, installs: &stale, author_may_change: &BTreeMap::new() },
+        &at(3),
+    );
     assert_eq!(decision.status.phase, InstallPlanPhase::Installing, "installed, but not at its current generation");
 }
 
@@ -109,12 +126,32 @@ fn an_upgrade_moves_the_existing_install_to_the_new_bundle_at_the_version_read()
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
     let old: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v1", Some("Installed"), 1, 1))].into();
-    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &old }, &at(2));
+    let trusted: BTreeMap<String, bool> = [("plumbus.ops".to_owned(), true)].into();
+    let decision =
+        decide(&Observed { plan: &plan, subscriptions: &subs, installs: &old, author_may_change: &trusted }, &at(2));
     assert_eq!(decision.update_installs.len(), 1);
     let (name, version, patch) = &decision.update_installs[0];
     assert_eq!((name.as_str(), version.as_deref()), ("plumbus.ops", Some("42")));
     assert_eq!(patch["spec"]["content"][0]["manifestImage"], "registry.example/plumbus.v2@sha256:1");
     assert_eq!(patch["metadata"]["annotations"][BUNDLE_ANNOTATION], "plumbus.v2");
+    assert!(patch["spec"].get("approval").is_none(), "an author holding the grants keeps the approval");
+    assert!(patch["metadata"]["annotations"].get(CONTENT_CHANGED_BY_ANNOTATION).is_none());
+}
+
+#[test]
+fn new_content_chosen_by_an_author_who_does_not_hold_the_grants_waits_for_a_person() {
+    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    let old: BTreeMap<String, Install> =
+        [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v1", Some("Installed"), 1, 1))].into();
+    for holds in [None, Some(false)] {
+        let known: BTreeMap<String, bool> = holds.map(|h| ("plumbus.ops".to_owned(), h)).into_iter().collect();
+        let decision =
+            decide(&Observed { plan: &plan, subscriptions: &subs, installs: &old, author_may_change: &known }, &at(2));
+        let (_, _, patch) = &decision.update_installs[0];
+        assert_eq!(patch["spec"]["approval"], "Unapproved", "{holds:?}");
+        assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "alice");
+    }
 }
 
 #[test]
@@ -124,7 +161,10 @@ fn an_install_someone_else_made_under_the_name_is_never_taken_over() {
     let mallory = subscription("plumbus", "plumbus", None, json!({CREATOR_ANNOTATION: r#"{"username":"mallory"}"#}));
     let squatted: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&mallory, "plumbus.v1", Some("Installed"), 1, 1))].into();
-    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &squatted }, &at(2));
+    let decision = decide(
+        &Observed { plan: &plan, subscriptions: &subs, installs: &squatted, author_may_change: &BTreeMap::new() },
+        &at(2),
+    );
     assert!(decision.update_installs.is_empty() && decision.create_installs.is_empty());
     let (state, reason, message) = installed_condition(&decision.status);
     assert_eq!((state.as_str(), reason.as_deref()), ("False", Some(INSTALL_COMPONENT_FAILED)));
@@ -135,7 +175,15 @@ fn an_install_someone_else_made_under_the_name_is_never_taken_over() {
 fn a_dependency_s_subscription_is_generated_as_olm_marks_it_then_its_install_follows() {
     let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus")), bundle("grumbo.v1", "grumbo", None)]);
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
-    let decision = decide(&Observed { plan: &plan, subscriptions: &subs, installs: &BTreeMap::new() }, &at(1));
+    let decision = decide(
+        &Observed {
+            plan: &plan,
+            subscriptions: &subs,
+            installs: &BTreeMap::new(),
+            author_may_change: &BTreeMap::new(),
+        },
+        &at(1),
+    );
     assert_eq!(decision.create_subscriptions.len(), 1);
     let generated = &decision.create_subscriptions[0];
     assert_eq!(generated["metadata"]["name"], "grumbo-stable-community-olm");
@@ -152,8 +200,15 @@ fn a_dependency_s_subscription_is_generated_as_olm_marks_it_then_its_install_fol
     let mut generated_sub = with_generated[1].clone();
     generated_sub.spec.starting_csv = Some("grumbo.v1".into());
     let with_generated = [with_generated[0].clone(), generated_sub];
-    let decision =
-        decide(&Observed { plan: &plan, subscriptions: &with_generated, installs: &BTreeMap::new() }, &at(2));
+    let decision = decide(
+        &Observed {
+            plan: &plan,
+            subscriptions: &with_generated,
+            installs: &BTreeMap::new(),
+            author_may_change: &BTreeMap::new(),
+        },
+        &at(2),
+    );
     assert!(decision.create_subscriptions.is_empty());
     let names: Vec<&str> = decision.create_installs.iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
     assert_eq!(names, ["plumbus.ops", "grumbo.ops"]);

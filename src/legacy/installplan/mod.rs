@@ -31,6 +31,8 @@ pub const FIELD_MANAGER: &str = "olmv2-installplan";
 
 pub struct Context {
     client: ControllerClient,
+    /// The controller's namespace, where its own accounts for Installs live.
+    controller_namespace: String,
     metrics: Arc<Metrics>,
     retry: Duration,
 }
@@ -115,7 +117,41 @@ impl Reconciler for Context {
             }
         }
         let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let decision = decide(&Observed { plan: &plan, subscriptions: &subscriptions, installs: &installs }, &now);
+        let mut author_may_change = BTreeMap::new();
+        let observed = Observed {
+            plan: &plan,
+            subscriptions: &subscriptions,
+            installs: &installs,
+            author_may_change: &author_may_change,
+        };
+        let mut decision = decide(&observed, &now);
+        if !decision.update_installs.is_empty() {
+            // Only for Installs to move: may the Subscription's author make that change themselves?
+            for (install_name, ..) in &decision.update_installs {
+                let install = &installs[install_name];
+                let subscription = subscriptions.iter().find(|s| execute::made_for(install, s));
+                let author = subscription.and_then(|s| crate::webhook::csv_author::recorded_author(s.annotations()));
+                let may = match author {
+                    Some(author) => crate::webhook::handlers::may_change_content(
+                        self.client.kube(),
+                        &self.controller_namespace,
+                        &author,
+                        install,
+                    )
+                    .await
+                    .map_err(|e| read("the author's access")(ClientError::Api(e)))?,
+                    None => false,
+                };
+                author_may_change.insert(install_name.clone(), may);
+            }
+            let observed = Observed {
+                plan: &plan,
+                subscriptions: &subscriptions,
+                installs: &installs,
+                author_may_change: &author_may_change,
+            };
+            decision = decide(&observed, &now);
+        }
         for subscription in &decision.create_subscriptions {
             let typed: Subscription = serde_json::from_value(subscription.clone())
                 .map_err(|e| write("encode a generated Subscription")(ClientError::Encode(e)))?;
@@ -166,6 +202,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
+        controller_namespace: process.options.namespace.clone(),
         metrics: process.metrics.clone(),
         retry: process.options.retry,
     });

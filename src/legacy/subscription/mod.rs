@@ -1,11 +1,10 @@
 //! OLM v0's Subscription loop: `candidates` (a Subscription's bundles, in OLM's order), `resolution` (a namespace's
-//! Subscriptions resolved together, OLM's `syncResolvingNamespace`), `status` (what that writes on each
-//! Subscription). [`controller`] reads a namespace (its Subscriptions, CSVs, OperatorGroups, and the catalogs of it
-//! and of the global catalog namespace from the process-wide cache), decides, and writes the Subscription's status
-//! when it changed, with a Warning event on the Namespace when resolution fails, as OLM records it.
-//!
-//! Not yet: InstallPlans (a resolved bundle leaves the Subscription `UpgradePending` on its `currentCSV` until a CSV of
-//! that name exists), generated dependency Subscriptions, `spec.config` (docs/legacy.md, 'Subscriptions').
+//! Subscriptions resolved together, OLM's `syncResolvingNamespace`), `planning` (what the resolution asks to
+//! install), `status` (what that writes on each Subscription). [`controller`] reads a namespace (its Subscriptions,
+//! CSVs, InstallPlans, OperatorGroups, and the catalogs of it and of the global catalog namespace from the
+//! process-wide cache), decides, makes the namespace's InstallPlan when a Subscription moves, and writes every
+//! Subscription's status that changed, with a Warning event on the Namespace when resolution fails, as OLM records
+//! it. Not yet: `spec.config` (docs/legacy.md, 'Subscriptions').
 
 pub mod candidates;
 pub mod planning;
@@ -198,20 +197,17 @@ impl Context {
             }
             let installed = status.current_csv.as_deref().is_some_and(exists);
             with_csv_state(&mut status, installed, &now);
+            let plan = status
+                .install_plan_ref
+                .as_ref()
+                .and_then(|reference| plans.iter().find(|p| p.metadata.name == reference.name));
+            with_install_plan(&mut status, plan, &now);
             next.insert(subscription.name_any(), status);
         }
         // As OLM: every Subscription's installed CSV first, resolution once none moves (an upgrade is resolved from
         // the installed CSV, and a CSV nobody follows yet would hold its APIs against its own bundle).
         if self.write_changed(namespace, &subscriptions, &next).await? {
             return Ok(Action::requeue(CSV_STATE_SETTLING));
-        }
-        for subscription in &subscriptions {
-            let status = next.entry(subscription.name_any()).or_default();
-            let plan = status
-                .install_plan_ref
-                .as_ref()
-                .and_then(|reference| plans.iter().find(|p| p.metadata.name == reference.name));
-            with_install_plan(status, plan, &now);
         }
         let groups: Vec<OperatorGroup> = self.list(namespace, "OperatorGroups", ListParams::default()).await?;
         let exclude_global = matches!(groups.as_slice(), [group]
@@ -231,13 +227,11 @@ impl Context {
             let status = next.entry(subscription.name_any()).or_default();
             with_catalog_health(status, &subscription.spec.source, &subscription.spec.source_namespace, &views, &now);
         }
-        // OLM's one skip: every Subscription waits on a plan already.
+        // OLM's one skip: while every Subscription waits on a plan, nothing is planned again. Unlike OLM, the
+        // namespace is still resolved, so that a failure gone (or a new one) shows at once.
         let waiting =
             |s: &SubscriptionStatus| s.install_plan_ref.is_some() && s.state == SubscriptionState::UpgradePending;
-        if next.values().all(waiting) {
-            self.write_changed(namespace, &subscriptions, &next).await?;
-            return Ok(Action::requeue(self.resync));
-        }
+        let all_waiting = next.values().all(waiting);
         let sources: Vec<Source<'_>> = loaded
             .iter()
             .filter(|l| !(exclude_global && l.source.namespace().as_deref() == Some(self.global_namespace.as_str())))
@@ -263,7 +257,7 @@ impl Context {
             }),
             Outcome::Resolved { .. } => false,
         };
-        if let Outcome::Resolved { subscriptions: chosen, dependencies } = &outcome {
+        if let (Outcome::Resolved { subscriptions: chosen, dependencies }, false) = (&outcome, all_waiting) {
             let plan = plan_namespace(chosen, dependencies, &subscriptions, &sources);
             if !plan.updated.is_empty() {
                 let created = self.create_plan(namespace, &subscriptions, &plans, &plan).await?;
@@ -280,7 +274,8 @@ impl Context {
                 Outcome::Resolved { subscriptions, .. } => subscriptions.get(&subscription.name_any()),
                 Outcome::Failed { .. } => None,
             };
-            with_resolution(status, resolved, &outcome, &now);
+            // While waiting on plans, `currentCSV` stays the plans'.
+            with_resolution(status, resolved.filter(|_| !all_waiting), &outcome, &now);
         }
         self.write_changed(namespace, &subscriptions, &next).await?;
         if let Outcome::Failed { reason, message } = &outcome {

@@ -5,7 +5,8 @@
 //! the Subscription OLM generates for Grumbo, and installs both bundles through Installs made on behalf of the
 //! Subscription's author; nothing is applied until a person who holds the permissions approves; then the plan
 //! completes and the Subscriptions are `AtLatestKnown`. A Manual Subscription's plan waits for `spec.approved`; a
-//! user who may create Subscriptions but holds nothing else gets nothing installed and cannot approve.
+//! user who may create Subscriptions but holds nothing else gets nothing installed and cannot approve, nor swap an
+//! approved operator's content by moving the Subscription to another channel.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -24,9 +25,28 @@ async fn start(name: &str) -> Harness {
     Harness::start("legacy", name, &["ops", "olm"], Duration::from_secs(30)).await
 }
 
-/// Plumbus 2.0.0-alpha (requires Grumbo) and Grumbo 1.0.0 pushed, in a catalog served by `olm/community`.
+/// Plumbus 2.0.1: the 2.0.0-alpha bundle with another operator image, the same permissions.
+async fn push_plumbus_2_0_1(harness: &Harness) -> String {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/plumbus/2.0.0-alpha");
+    let dir = harness.dir.join("plumbus-2.0.1");
+    for sub in ["manifests", "metadata"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        for entry in std::fs::read_dir(source.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap().replace("2.0.0-alpha", "2.0.1");
+            std::fs::write(dir.join(sub).join(path.file_name().unwrap()), text).unwrap();
+        }
+    }
+    let image = harness.registry.reference("plumbus-bundle:2.0.1");
+    harness.images().push_bundle(&dir, &image, false).await.expect("bundle pushed");
+    image
+}
+
+/// Plumbus 2.0.0-alpha (requires Grumbo; 2.0.1 in channel `fast` replaces it) and Grumbo 1.0.0 pushed, in a catalog
+/// served by `olm/community`.
 async fn catalog(harness: &Harness) {
     let plumbus = harness.push_bundle("plumbus/2.0.0-alpha", "plumbus-bundle", "2.0.0-alpha").await;
+    let swapped = push_plumbus_2_0_1(harness).await;
     let grumbo = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "1.0.0").await;
     let gvk = |group: &str, kind: &str| json!({"group": group, "version": "v1alpha1", "kind": kind});
     let blobs = [
@@ -34,6 +54,12 @@ async fn catalog(harness: &Harness) {
         json!({"schema": "olm.channel", "package": "plumbus", "name": "stable", "entries": [{"name": "plumbus.v2.0.0-alpha"}]}),
         json!({"schema": "olm.bundle", "package": "plumbus", "name": "plumbus.v2.0.0-alpha", "image": plumbus, "properties": [
             {"type": "olm.package", "value": {"packageName": "plumbus", "version": "2.0.0-alpha"}},
+            {"type": "olm.gvk", "value": {"group": "how.theydoit.com", "version": "v2alpha1", "kind": "Plumbus"}},
+            {"type": "olm.gvk.required", "value": gvk("manufacturing.how.theydoit.com", "Grumbo")}]}),
+        json!({"schema": "olm.channel", "package": "plumbus", "name": "fast", "entries": [{"name": "plumbus.v2.0.0-alpha"},
+            {"name": "plumbus.v2.0.1", "replaces": "plumbus.v2.0.0-alpha"}]}),
+        json!({"schema": "olm.bundle", "package": "plumbus", "name": "plumbus.v2.0.1", "image": swapped, "properties": [
+            {"type": "olm.package", "value": {"packageName": "plumbus", "version": "2.0.1"}},
             {"type": "olm.gvk", "value": {"group": "how.theydoit.com", "version": "v2alpha1", "kind": "Plumbus"}},
             {"type": "olm.gvk.required", "value": gvk("manufacturing.how.theydoit.com", "Grumbo")}]}),
         json!({"schema": "olm.package", "name": "grumbo", "defaultChannel": "stable"}),
@@ -189,16 +215,16 @@ async fn a_subscription_installs_with_its_dependency_through_one_plan_once_a_per
     assert_eq!(installed_condition(&complete).map(|(status, ..)| status).as_deref(), Some("True"));
     assert!(complete.status.unwrap().plan.iter().all(|step| step.status == "Created" || step.status == "Present"));
     for (subscription, csv) in [("plumbus", "plumbus.v2.0.0-alpha"), ("grumbo-stable-community-olm", "grumbo.v1.0.0")] {
+        // At the latest known, and a complete plan leaves no plan condition.
         let latest = harness
             .wait_for(&subscriptions(&harness), subscription, "at the latest known", |s| {
-                s.status.as_ref().is_some_and(|s| s.state == SubscriptionState::AtLatestKnown)
+                s.status.as_ref().is_some_and(|s| {
+                    s.state == SubscriptionState::AtLatestKnown
+                        && !s.conditions.iter().any(|c| c.type_.starts_with("InstallPlan"))
+                })
             })
             .await;
         assert_eq!(latest.status.as_ref().unwrap().installed_csv.as_deref(), Some(csv));
-        assert!(
-            !latest.status.unwrap().conditions.iter().any(|c| c.type_.starts_with("InstallPlan")),
-            "a complete plan leaves no plan condition"
-        );
     }
     let csvs = kubectl(&harness, &["get", "csv", "-n", "ops"]);
     assert!(csvs.contains("plumbus.v2.0.0-alpha") && csvs.contains("grumbo.v1.0.0"), "{csvs}");
@@ -288,4 +314,85 @@ subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]
     assert!(deployments.list(&ListParams::default()).await.unwrap().items.is_empty(), "nothing applied unapproved");
     let plan = the_plan(&harness, "installing", |p| phase(p) == InstallPlanPhase::Installing).await;
     assert_eq!(installed_condition(&plan).map(|(_, reason, _)| reason).as_deref(), Some("InstallPendingApproval"));
+}
+
+/// The namespace's plan with `csv`, once it is there.
+async fn plan_for(harness: &Harness, csv: &str) -> InstallPlan {
+    let plans = Api::<InstallPlan>::namespaced(harness.admin.clone(), "ops");
+    for _ in 0..300 {
+        let listed = plans.list(&ListParams::default()).await.unwrap().items;
+        if let Some(plan) = listed.into_iter().find(|p| p.spec.cluster_service_version_names.iter().any(|n| n == csv)) {
+            return plan;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no InstallPlan for {csv}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_subscriber_without_the_grants_cannot_swap_an_approved_operator_by_changing_channel() {
+    let harness = start("installplan-swap").await;
+    catalog(&harness).await;
+    apply(&harness, GROUP);
+    apply(
+        &harness,
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: subscriber, namespace: ops}
+rules: [{apiGroups: [operators.coreos.com], resources: [subscriptions], verbs: [get, list, create, update, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: eve-subscribes, namespace: ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: subscriber}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]
+"#,
+    );
+    let eve = harness.plane.user_kubeconfig("eve", &[]);
+    let created = harness.kubectl(&eve, &["apply", "-f", "-"], Some(&subscription("Automatic")));
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    // An admin reviews and approves what eve's Subscription asks for; it installs.
+    for install in ["grumbo.ops", "plumbus.ops"] {
+        harness
+            .wait_for(&installs(&harness), install, "pending approval", |i| {
+                i.status.as_ref().and_then(|s| s.state) == Some(InstallState::PendingApproval)
+            })
+            .await;
+        approve(&harness, install);
+    }
+    let mut installed = false;
+    for _ in 0..300 {
+        harness.roll_out("ops").await;
+        let plumbus = installs(&harness).get("plumbus.ops").await.unwrap();
+        if plumbus.status.as_ref().and_then(|s| s.state) == Some(InstallState::Installed) {
+            installed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(installed, "the approved Install installs");
+
+    // Eve moves her Subscription to the channel holding other content that needs no more permission.
+    let moved = harness.kubectl(
+        &eve,
+        &["patch", "subscription", "plumbus", "-n", "ops", "--type=merge", "-p", r#"{"spec":{"channel":"fast"}}"#],
+        None,
+    );
+    assert!(moved.status.success(), "{}", String::from_utf8_lossy(&moved.stderr));
+    plan_for(&harness, "plumbus.v2.0.1").await;
+    let waiting = harness
+        .wait_for(&installs(&harness), "plumbus.ops", "moved and waiting", |i| {
+            i.spec.content[0].manifest_image.as_deref().is_some_and(|image| image.contains("2.0.1"))
+                && i.status.as_ref().and_then(|s| s.state) == Some(InstallState::PendingApproval)
+        })
+        .await;
+    let annotations = waiting.metadata.annotations.clone().unwrap_or_default();
+    assert_eq!(annotations.get(olmv2::api::v2alpha1::CONTENT_CHANGED_BY_ANNOTATION).map(String::as_str), Some("eve"));
+    assert_eq!(waiting.spec.approval, olmv2::api::v2alpha1::Approval::Unapproved, "eve's choice waits for a person");
+    let deployment = Api::<Deployment>::namespaced(harness.admin.clone(), "ops").get("plumbus-operator").await;
+    if let Ok(deployment) = deployment {
+        let image = deployment.spec.unwrap().template.spec.unwrap().containers[0].image.clone().unwrap_or_default();
+        assert!(image.ends_with("v2.0.0-alpha"), "the approved version keeps running: {image}");
+    }
 }
