@@ -17,7 +17,9 @@ use serde_json::{json, Value};
 
 use super::plan::{STEP_CREATED, STEP_PRESENT, STEP_UNKNOWN};
 use crate::api::v1alpha1::{InstallPlan, InstallPlanCondition, InstallPlanPhase, InstallPlanStatus, Subscription};
-use crate::api::v2alpha1::{Install, InstallState, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION};
+use crate::api::v2alpha1::{
+    DeploymentConfig, Install, InstallState, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
+};
 
 /// The annotation naming the Subscription (`<namespace>/<name>`) an Install was made for.
 pub const SUBSCRIPTION_ANNOTATION: &str = "operators.coreos.com/subscription";
@@ -73,6 +75,43 @@ fn subscription_key(subscription: &Subscription) -> String {
     format!("{}/{}", subscription.namespace().unwrap_or_default(), subscription.name_any())
 }
 
+/// A Subscription's `spec.config` as the Install's deployment configuration (`DeploymentConfig`, the one
+/// implementation of OLM's merge rules for Subscriptions, Installs and Operators); none when it sets nothing.
+pub fn deployment_config(subscription: &Subscription) -> Option<DeploymentConfig> {
+    subscription.spec.config.as_ref().map(DeploymentConfig::from).filter(|config| !config.is_empty())
+}
+
+/// The content of a Subscription's Install: the bundle image with the Subscription's configuration.
+pub fn desired_content(subscription: &Subscription, image: &str) -> Value {
+    let mut content = json!({"type": "ManifestImage", "manifestImage": image});
+    if let Some(config) = deployment_config(subscription) {
+        content["config"] = json!(config);
+    }
+    json!([content])
+}
+
+/// Whether an Install holds `image` with the Subscription's configuration.
+pub fn holds_content(install: &Install, subscription: &Subscription, image: &str) -> bool {
+    let entry = install.spec.content.first();
+    entry.and_then(|e| e.manifest_image.as_deref()) == Some(image)
+        && entry.and_then(|e| e.config.clone()).filter(|c| !c.is_empty()) == deployment_config(subscription)
+}
+
+/// The merge patch moving a Subscription's Install to `image` (with its configuration) for bundle `csv`. New content
+/// chosen by someone who could not have put it there themselves (`author_may_change` false) waits for a person
+/// holding what the account was granted (the approval gate's invariant 5), as a changed Operator source does.
+pub fn content_patch(subscription: &Subscription, csv: &str, image: &str, author_may_change: bool) -> Value {
+    let mut patch = json!({
+        "metadata": {"annotations": {BUNDLE_ANNOTATION: csv}},
+        "spec": {"content": desired_content(subscription, image)},
+    });
+    if !author_may_change {
+        patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION] = json!(author_name(subscription));
+        patch["spec"]["approval"] = json!("Unapproved");
+    }
+    patch
+}
+
 /// The Install for a Subscription's bundle: made on behalf of the Subscription's author, its namespace-less content
 /// in the Subscription's namespace.
 pub fn new_install(subscription: &Subscription, csv: &str, image: &str) -> Value {
@@ -91,7 +130,7 @@ pub fn new_install(subscription: &Subscription, csv: &str, image: &str) -> Value
         },
         "spec": {
             "namespaces": [{"from": "default", "to": namespace}],
-            "content": [{"type": "ManifestImage", "manifestImage": image}],
+            "content": desired_content(subscription, image),
         },
     })
 }
@@ -104,7 +143,8 @@ pub fn made_for(install: &Install, subscription: &Subscription) -> bool {
         && annotations.get(CREATOR_ANNOTATION) == subscription.annotations().get(CREATOR_ANNOTATION)
 }
 
-fn installed_image(install: &Install) -> Option<&str> {
+/// The image an Install's content holds.
+pub fn installed_image(install: &Install) -> Option<&str> {
     install.spec.content.first()?.manifest_image.as_deref()
 }
 
@@ -180,18 +220,9 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
                     subscription_key(subscription)
                 )),
             )),
-            Some(install) if installed_image(install) != Some(lookup.path.as_str()) => {
-                let mut patch = json!({
-                    "metadata": {"annotations": {BUNDLE_ANNOTATION: csv}},
-                    "spec": {"content": [{"type": "ManifestImage", "manifestImage": lookup.path}]},
-                });
-                // New content chosen by someone who could not have put it there themselves waits for a person
-                // holding what the account was granted (the approval gate's invariant 5), as a changed Operator
-                // source does.
-                if !observed.author_may_change.get(&name).copied().unwrap_or(false) {
-                    patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION] = json!(author_name(subscription));
-                    patch["spec"]["approval"] = json!("Unapproved");
-                }
+            Some(install) if !holds_content(install, subscription, &lookup.path) => {
+                let may_change = observed.author_may_change.get(&name).copied().unwrap_or(false);
+                let patch = content_patch(subscription, csv, &lookup.path, may_change);
                 decision.update_installs.push((name.clone(), install.metadata.resource_version.clone(), patch));
                 standings.push((csv.clone(), Standing::Waiting(format!("Install {name} is moving to {csv}"))));
             }

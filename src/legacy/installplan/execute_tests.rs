@@ -213,3 +213,24 @@ fn a_dependency_s_subscription_is_generated_as_olm_marks_it_then_its_install_fol
     let names: Vec<&str> = decision.create_installs.iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
     assert_eq!(names, ["plumbus.ops", "grumbo.ops"]);
 }
+
+#[test]
+fn a_subscriptions_config_is_its_installs_deployment_configuration_and_a_change_of_it_is_new_content() {
+    let mut configured = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
+    configured.spec.config =
+        Some(serde_json::from_value(json!({"env": [{"name": "LOG_LEVEL", "value": "debug"}]})).unwrap());
+    let image = "registry.example/plumbus.v2@sha256:1";
+    let created = new_install(&configured, "plumbus.v2", image);
+    assert_eq!(created["spec"]["content"][0]["config"]["env"][0]["value"], "debug");
+    let install: Install = serde_json::from_value(created).unwrap();
+    assert!(holds_content(&install, &configured, image));
+    let plain = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
+    assert!(!holds_content(&install, &plain, image), "the configuration removed is a change too");
+    assert!(!holds_content(&install, &configured, "registry.example/plumbus.v3@sha256:1"));
+    let patch = content_patch(&plain, "plumbus.v2", image, true);
+    assert!(patch["spec"]["content"][0].get("config").is_none());
+    assert!(patch["spec"].get("approval").is_none());
+    let marked = content_patch(&configured, "plumbus.v2", image, false);
+    assert_eq!(marked["spec"]["approval"], "Unapproved");
+    assert_eq!(marked["spec"]["content"][0]["config"]["env"][0]["name"], "LOG_LEVEL");
+}

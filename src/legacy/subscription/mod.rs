@@ -29,6 +29,7 @@ use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::{
     CatalogSource, ClusterServiceVersion, InstallPlan, Subscription, SubscriptionState, SubscriptionStatus,
 };
+use crate::api::v2alpha1::Install;
 use crate::catalog::dependencies::Source;
 use crate::catalog::{CatalogCache, LoadedCatalog};
 use crate::category::Categorized;
@@ -38,9 +39,13 @@ use crate::controller::events::Events;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::controller::Process;
-use crate::legacy::installplan::execute::GENERATED_BY_ANNOTATION;
+use crate::legacy::installplan::execute::{
+    content_patch, holds_content, install_name, installed_image, made_for, BUNDLE_ANNOTATION, GENERATED_BY_ANNOTATION,
+};
 use crate::legacy::installplan::plan::{initial_status, new_install_plan, next_generation};
 use crate::metrics::Metrics;
+use crate::webhook::csv_author::recorded_author;
+use crate::webhook::handlers::may_change_content;
 use planning::{plan_namespace, NamespacePlan};
 use resolution::{resolve_namespace, Inputs, Outcome, ERROR_PREVENTED_RESOLUTION};
 use status::{
@@ -58,6 +63,8 @@ pub struct Context {
     events: Events,
     catalogs: Arc<CatalogCache>,
     global_namespace: String,
+    /// The controller's namespace, where its own accounts for Installs live.
+    controller_namespace: String,
     metrics: Arc<Metrics>,
     retry: Duration,
     resync: Duration,
@@ -78,6 +85,12 @@ pub enum SubscriptionLoopError {
         #[source]
         source: ClientError,
     },
+    #[error("failed to configure Install {name} as its Subscription's spec.config says")]
+    WriteInstall {
+        name: String,
+        #[source]
+        source: ClientError,
+    },
     #[error("failed to write the status of Subscription {namespace}/{name}")]
     WriteStatus {
         namespace: String,
@@ -92,8 +105,14 @@ impl Categorized for SubscriptionLoopError {
         match self {
             Self::Read { .. } => "SubscriptionInputsUnreadable",
             Self::WritePlan { .. } => "InstallPlanCreateFailed",
+            Self::WriteInstall { source, .. } if source.is_conflict() => "ObjectChanged",
+            Self::WriteInstall { .. } => "InstallWriteFailed",
             Self::WriteStatus { .. } => "StatusWriteFailed",
         }
+    }
+
+    fn is_conflict(&self) -> bool {
+        matches!(self, Self::WriteInstall { source, .. } if source.is_conflict())
     }
 }
 
@@ -278,6 +297,7 @@ impl Context {
             with_resolution(status, resolved.filter(|_| !all_waiting), &outcome, &now);
         }
         self.write_changed(namespace, &subscriptions, &next).await?;
+        self.follow_config(namespace, &subscriptions).await?;
         if let Outcome::Failed { reason, message } = &outcome {
             tracing::info!(%namespace, reason, "resolution failed: {message}");
             if newly_failed {
@@ -310,6 +330,43 @@ impl Context {
         plans.namespaced::<InstallPlan>(namespace).apply_status(&name, &status, None).await.map_err(write)?;
         tracing::info!(%namespace, plan = %name, generation, csvs = ?created.spec.cluster_service_version_names, "InstallPlan created");
         Ok(created)
+    }
+
+    /// An installed Subscription's `spec.config` changed: its Install takes the new configuration (OLM applies it to
+    /// the CSV's Deployments at once), unmarked only when the Subscription's author could have made that change.
+    async fn follow_config(
+        &self,
+        namespace: &str,
+        subscriptions: &[Subscription],
+    ) -> Result<(), SubscriptionLoopError> {
+        let read = |source| SubscriptionLoopError::Read { what: "Installs", namespace: namespace.to_owned(), source };
+        for subscription in subscriptions {
+            let installed = subscription.status.as_ref().is_some_and(|s| s.state == SubscriptionState::AtLatestKnown);
+            if !installed {
+                continue;
+            }
+            let name = install_name(&subscription.spec.name, namespace);
+            let Some(install) = self.client.all::<Install>().get_opt(&name).await.map_err(read)? else { continue };
+            let Some(image) = installed_image(&install).filter(|_| made_for(&install, subscription)) else { continue };
+            if holds_content(&install, subscription, image) {
+                continue;
+            }
+            let csv = install.annotations().get(BUNDLE_ANNOTATION).cloned().unwrap_or_default();
+            let may_change = match recorded_author(subscription.annotations()) {
+                Some(author) => may_change_content(self.client.kube(), &self.controller_namespace, &author, &install)
+                    .await
+                    .map_err(|error| read(ClientError::Api(error)))?,
+                None => false,
+            };
+            let patch = content_patch(subscription, &csv, image, may_change);
+            self.client
+                .all::<Install>()
+                .merge_patch(&name, &patch, install.metadata.resource_version.as_deref())
+                .await
+                .map_err(|source| SubscriptionLoopError::WriteInstall { name: name.clone(), source })?;
+            tracing::info!(%namespace, install = %name, "Install configured as its Subscription's spec.config says");
+        }
+        Ok(())
     }
 
     /// Writes every status of `next` that differs from the Subscription's; answers whether one was written.
@@ -367,6 +424,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         events: Events::new(client.clone(), "olmv2-subscription-controller"),
         catalogs: process.catalogs.clone(),
         global_namespace: global_namespace.clone(),
+        controller_namespace: process.options.namespace.clone(),
         metrics: process.metrics.clone(),
         retry: process.options.retry,
         resync: process.options.resync,

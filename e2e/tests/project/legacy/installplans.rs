@@ -138,7 +138,11 @@ async fn a_subscription_installs_with_its_dependency_through_one_plan_once_a_per
     let harness = start("installplan").await;
     catalog(&harness).await;
     apply(&harness, GROUP);
-    apply(&harness, &subscription("Automatic"));
+    let configured = subscription("Automatic").replace(
+        "installPlanApproval: Automatic}",
+        "installPlanApproval: Automatic, config: {env: [{name: LOG_LEVEL, value: debug}]}}",
+    );
+    apply(&harness, &configured);
 
     // One plan, as OLM makes it.
     let plan = the_plan(&harness, "waiting for approval", |p| {
@@ -198,6 +202,13 @@ async fn a_subscription_installs_with_its_dependency_through_one_plan_once_a_per
     }
     let deployments = Api::<Deployment>::namespaced(harness.admin.clone(), "ops");
     assert!(deployments.list(&ListParams::default()).await.unwrap().items.is_empty(), "nothing applied unapproved");
+    // The Subscription's spec.config is the Install's deployment configuration.
+    let plumbus = installs(&harness).get("plumbus.ops").await.unwrap();
+    let env = plumbus.spec.content[0].config.as_ref().map(|c| c.env.clone()).unwrap_or_default();
+    assert_eq!(
+        env.iter().map(|e| (e.name.as_str(), e.value.as_deref())).collect::<Vec<_>>(),
+        [("LOG_LEVEL", Some("debug"))]
+    );
 
     approve(&harness, "grumbo.ops");
     approve(&harness, "plumbus.ops");
@@ -228,6 +239,34 @@ async fn a_subscription_installs_with_its_dependency_through_one_plan_once_a_per
     }
     let csvs = kubectl(&harness, &["get", "csv", "-n", "ops"]);
     assert!(csvs.contains("plumbus.v2.0.0-alpha") && csvs.contains("grumbo.v1.0.0"), "{csvs}");
+
+    // A new spec.config reaches the installed operator's Install at once; its author holds what was granted, so the
+    // approval stands.
+    let patched = harness.admin_kubectl(
+        &[
+            "patch",
+            "subscription",
+            "plumbus",
+            "-n",
+            "ops",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"config":{"env":[{"name":"LOG_LEVEL","value":"info"}]}}}"#,
+        ],
+        None,
+    );
+    assert!(patched.status.success(), "{}", String::from_utf8_lossy(&patched.stderr));
+    let reconfigured = harness
+        .wait_for(&installs(&harness), "plumbus.ops", "reconfigured", |i| {
+            i.spec.content[0].config.as_ref().is_some_and(|c| c.env.iter().any(|e| e.value.as_deref() == Some("info")))
+        })
+        .await;
+    assert_eq!(reconfigured.spec.approval, olmv2::api::v2alpha1::Approval::Approved);
+    assert!(!reconfigured
+        .metadata
+        .annotations
+        .unwrap_or_default()
+        .contains_key(olmv2::api::v2alpha1::CONTENT_CHANGED_BY_ANNOTATION));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
