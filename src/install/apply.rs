@@ -37,6 +37,12 @@ pub enum ApplyError {
     /// (and deleting the Install would then remove it).
     #[error("{object} exists and was not created by this Install; content never takes over an existing object")]
     NotOwned { object: String },
+    /// OLM's refusal of a CRD update that drops a stored version, word for word.
+    #[error(
+        "risk of data loss updating {crd:?}: new CRD removes version {version} that is listed as a stored version on \
+         the existing CRD"
+    )]
+    UnsafeCrdUpgrade { crd: String, version: String },
     #[error("failed to prune {object} as {user}")]
     Prune {
         object: String,
@@ -51,6 +57,7 @@ impl Categorized for ApplyError {
         match self {
             Self::UnknownKind { .. } => "ContentKindUnknown",
             Self::NotOwned { .. } => "ObjectNotOwned",
+            Self::UnsafeCrdUpgrade { .. } => "CRDUpgradeUnsafe",
             Self::InvalidObject { .. } => "ContentObjectInvalid",
             Self::Apply { source, .. } if source.is_forbidden() => "ApplyForbidden",
             Self::Apply { .. } => "ApplyFailed",

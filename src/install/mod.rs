@@ -1,5 +1,5 @@
 //! The Install controller: content applied as a controller-assigned ServiceAccount once a person holding the
-//! permissions it lacks approved them. `account`, `content`, `gate`, `grants`, `conditions` and `drift` decide; `resolve`,
+//! permissions it lacks approved them. `account`, `content`, `crd_safety`, `gate`, `grants`, `conditions` and `drift` decide; `resolve`,
 //! `apply` and `cluster` read and write; `reconcile` sequences one pass; [`controller`] runs it for every Install.
 
 pub mod account;
@@ -7,6 +7,7 @@ pub mod apply;
 pub mod cluster;
 pub mod conditions;
 pub mod content;
+pub mod crd_safety;
 pub mod drift;
 pub mod gate;
 pub mod grants;

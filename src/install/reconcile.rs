@@ -15,6 +15,7 @@ use super::apply::{self, service_account_user, ApplyError};
 use super::cluster::{Cluster, ClusterError};
 use super::conditions::{self, Outcome};
 use super::content::{self, decorate, install_namespace, sort_for_apply, Decoration};
+use super::crd_safety;
 use super::drift;
 use super::gate::{add_grants, gate, Gate, GateInput, PersonRequired};
 use super::grants::{grant_objects, GrantOwner};
@@ -312,11 +313,17 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     if !(same_content && settled && diverged.is_empty()) {
         for object in &objects {
             let reference = content::applied_ref(object);
-            // What the Install applied before is its own; anything else that exists is never taken over.
-            if !previous.applied.contains(&reference) {
+            let owned_before = previous.applied.contains(&reference);
+            let is_crd = object["kind"] == "CustomResourceDefinition";
+            if !owned_before || is_crd {
                 if let Some(live) = apply::get(&client, &kinds, &reference).await? {
-                    if !content::created_by(&live, &name, &uid) {
+                    // What the Install applied before is its own; anything else that exists is never taken over.
+                    if !owned_before && !content::created_by(&live, &name, &uid) {
                         let error = ApplyError::NotOwned { object: apply::describe(object) };
+                        return fail(&ctx, &install, status, error).await;
+                    }
+                    if let Some(version) = crd_safety::dropped_stored_version(&live, object) {
+                        let error = ApplyError::UnsafeCrdUpgrade { crd: reference.name.clone(), version };
                         return fail(&ctx, &install, status, error).await;
                     }
                 }

@@ -600,3 +600,64 @@ async fn a_deployment_configuration_reaches_the_deployment_and_a_new_one_waits_a
         })
         .await;
 }
+
+fn gizmo_crd(versions: &[(&str, bool)]) -> String {
+    let versions: Vec<String> = versions
+        .iter()
+        .map(|(name, storage)| {
+            format!(
+                "  - name: {name}\n    served: true\n    storage: {storage}\n    schema: {{openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}}}\n"
+            )
+        })
+        .collect();
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gizmos.example.com\nspec:\n  group: example.com\n  names: {{kind: Gizmo, plural: gizmos}}\n  scope: Namespaced\n  versions:\n{}",
+        versions.concat()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crd_update_dropping_a_stored_version_is_refused_in_olms_words() {
+    let harness = start("crd-safety").await;
+    let install = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "gizmos"},
+        "spec": {"namespaces": [{"from": "default", "to": "operators"}],
+                 "content": [{"type": "Raw", "raw": gizmo_crd(&[("v1alpha1", true)])}]}});
+    let created = harness.admin_kubectl(&["apply", "-f", "-"], Some(&install.to_string()));
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    wait_state(&harness, "gizmos", InstallState::PendingApproval).await;
+    let approved = harness.admin_kubectl(&["patch", "install", "gizmos", "--type=merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "{}", String::from_utf8_lossy(&approved.stderr));
+    wait_state(&harness, "gizmos", InstallState::Installed).await;
+
+    // v1 becomes the storage version and v1alpha1 stays: safe.
+    let kept = json!({"spec": {"content": [{"type": "Raw", "raw": gizmo_crd(&[("v1alpha1", false), ("v1", true)])}]}});
+    installs(&harness).patch("gizmos", &PatchParams::default(), &Patch::Merge(&kept)).await.unwrap();
+    wait(&harness, "gizmos", "installed with both versions", |i| {
+        i.status
+            .as_ref()
+            .is_some_and(|s| s.state == Some(InstallState::Installed) && s.observed_generation == i.metadata.generation)
+    })
+    .await;
+
+    // Dropping v1alpha1, which objects may still be stored in, is refused before the API server sees it.
+    let dropped = json!({"spec": {"content": [{"type": "Raw", "raw": gizmo_crd(&[("v1", true)])}]}});
+    installs(&harness).patch("gizmos", &PatchParams::default(), &Patch::Merge(&dropped)).await.unwrap();
+    let refused = wait_state(&harness, "gizmos", InstallState::Failed).await;
+    let installed =
+        refused.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "Installed").cloned().unwrap();
+    assert_eq!(installed.reason, "CRDUpgradeUnsafe");
+    assert!(
+        installed.message.contains(
+            "risk of data loss updating \"gizmos.example.com\": new CRD removes version v1alpha1 that is listed as a \
+             stored version on the existing CRD"
+        ),
+        "{installed:?}"
+    );
+    let crd = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(
+        harness.admin.clone(),
+    )
+    .get("gizmos.example.com")
+    .await
+    .unwrap();
+    assert_eq!(crd.spec.versions.len(), 2, "the CRD is left as it was");
+}

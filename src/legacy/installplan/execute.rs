@@ -159,9 +159,14 @@ enum Standing {
     Failing(String),
 }
 
-fn condition_message(install: &Install, type_: &str) -> Option<String> {
-    let status = install.status.as_ref()?;
-    status.conditions.iter().find(|c| c.type_ == type_ && c.status == "True").map(|c| c.message.clone())
+/// Why a failed Install failed: its import or validity error, else why it is not installed.
+fn failure_message(install: &Install) -> String {
+    let conditions = install.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let with = |type_: &str, status: &str| conditions.iter().find(|c| c.type_ == type_ && c.status == status);
+    with("ContentImportError", "True")
+        .or_else(|| with("InvalidContent", "True"))
+        .or_else(|| with("Installed", "False"))
+        .map_or_else(|| "failed".to_owned(), |c| c.message.clone())
 }
 
 /// Decides a pass of a plan in phase `Installing`.
@@ -236,12 +241,9 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
                             "Install {name} waits for a person who holds the permissions it needs to approve them \
                          (kubectl olmv2 approve {name})"
                         )),
-                        Some(InstallState::Failed) => Standing::Failing(format!(
-                            "Install {name}: {}",
-                            condition_message(install, "ContentImportError")
-                                .or_else(|| condition_message(install, "InvalidContent"))
-                                .unwrap_or_else(|| "failed".into())
-                        )),
+                        Some(InstallState::Failed) => {
+                            Standing::Failing(format!("Install {name}: {}", failure_message(install)))
+                        }
                         _ => Standing::Waiting(format!("Install {name} is installing {csv}")),
                     },
                 ));

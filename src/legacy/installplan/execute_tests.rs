@@ -234,3 +234,30 @@ fn a_subscriptions_config_is_its_installs_deployment_configuration_and_a_change_
     assert_eq!(marked["spec"]["approval"], "Unapproved");
     assert_eq!(marked["spec"]["content"][0]["config"]["env"][0]["name"], "LOG_LEVEL");
 }
+
+#[test]
+fn a_failed_install_is_the_plan_s_failure_in_its_own_words() {
+    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    let mut failed = install(&subs[0], "plumbus.v2", Some("Failed"), 1, 1);
+    failed.status.as_mut().unwrap().conditions = vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: "Installed".into(),
+        status: "False".into(),
+        reason: "CRDUpgradeUnsafe".into(),
+        message: "risk of data loss updating \"plumbai.how.theydoit.com\"".into(),
+        last_transition_time: at(1),
+        observed_generation: None,
+    }];
+    let installs: BTreeMap<String, Install> = [("plumbus.ops".to_owned(), failed)].into();
+    let decision = decide(
+        &Observed { plan: &plan, subscriptions: &subs, installs: &installs, author_may_change: &BTreeMap::new() },
+        &at(2),
+    );
+    let (state, reason, message) = installed_condition(&decision.status);
+    assert_eq!((state.as_str(), reason.as_deref()), ("False", Some(INSTALL_COMPONENT_FAILED)));
+    assert_eq!(
+        message.as_deref(),
+        Some("Install plumbus.ops: risk of data loss updating \"plumbai.how.theydoit.com\"")
+    );
+    assert_eq!(decision.status.phase, InstallPlanPhase::Installing, "the Install retries; the plan waits for it");
+}
