@@ -200,6 +200,7 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
         step.status = STEP_CREATED.into();
     }
     let mut standings = Vec::new();
+    let mut done_installs: BTreeMap<String, &Install> = BTreeMap::new();
     for lookup in &status.bundle_lookups {
         let csv = &lookup.identifier;
         // The Subscription moved to this bundle, or the one this plan generated for it.
@@ -233,6 +234,9 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
             }
             Some(install) => {
                 let state = install.status.as_ref().and_then(|s| s.state);
+                if settled(install) {
+                    done_installs.insert(csv.clone(), install);
+                }
                 standings.push((
                     csv.clone(),
                     match state {
@@ -253,6 +257,21 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
     for step in status.plan.iter_mut().filter(|step| step.resource.kind == "ClusterServiceVersion") {
         if standings.iter().any(|(csv, standing)| *csv == step.resource.name && matches!(standing, Standing::Done)) {
             step.status = STEP_CREATED.into();
+        }
+    }
+    // Once a bundle is installed, every object its Install applied is a step of its own (OLM lists one per manifest).
+    for (csv, install) in &done_installs {
+        let template = status.plan.iter().find(|s| s.resolving == *csv && s.resource.kind == "ClusterServiceVersion");
+        let Some(template) = template.cloned() else { continue };
+        for step in applied_steps(install, &template) {
+            let listed = status.plan.iter().any(|s| {
+                s.resolving == step.resolving
+                    && s.resource.kind == step.resource.kind
+                    && s.resource.name == step.resource.name
+            });
+            if !listed {
+                status.plan.push(step);
+            }
         }
     }
     let waiting: Vec<&str> = standings
@@ -287,6 +306,30 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
     }
     decision.status = status;
     decision
+}
+
+/// A step per object an Install applied (the CSV record being the CSV step already there), from `template`'s
+/// bundle and catalog.
+fn applied_steps(install: &Install, template: &crate::api::v1alpha1::Step) -> Vec<crate::api::v1alpha1::Step> {
+    let applied = install.status.as_ref().map(|s| s.applied.as_slice()).unwrap_or_default();
+    applied
+        .iter()
+        .filter(|object| object.kind != "ClusterServiceVersion")
+        .map(|object| {
+            let (group, version) = match object.api_version.split_once('/') {
+                Some((group, version)) => (group.to_owned(), version.to_owned()),
+                None => (String::new(), object.api_version.clone()),
+            };
+            let mut step = template.clone();
+            step.resource.group = group;
+            step.resource.version = version;
+            step.resource.kind = object.kind.clone();
+            step.resource.name = object.name.clone();
+            step.resource.manifest = None;
+            step.status = STEP_CREATED.into();
+            step
+        })
+        .collect()
 }
 
 /// Sets the plan's `Installed` condition, keeping its transition time while its status holds.

@@ -111,6 +111,35 @@ fn an_install_waiting_for_approval_is_the_plan_s_message_and_once_installed_the_
     assert_eq!(decision.status.phase, InstallPlanPhase::Complete);
     assert_eq!(installed_condition(&decision.status), ("True".into(), None, None));
     assert_eq!(decision.status.plan[0].status, STEP_CREATED);
+    let mut applied = install(&subs[0], "plumbus.v2", Some("Installed"), 1, 1);
+    applied.status.as_mut().unwrap().applied = serde_json::from_value(json!([
+        {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "name": "plumbai.how.theydoit.com"},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "namespace": "ops", "name": "plumbus-operator"},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "namespace": "ops", "name": "plumbus"},
+        {"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "namespace": "ops", "name": "plumbus.v2"}
+    ]))
+    .unwrap();
+    let applied: BTreeMap<String, Install> = [("plumbus.ops".to_owned(), applied)].into();
+    let decision = decide(
+        &Observed { plan: &plan, subscriptions: &subs, installs: &applied, author_may_change: &BTreeMap::new() },
+        &at(3),
+    );
+    let steps: Vec<(String, String, String, String)> = decision
+        .status
+        .plan
+        .iter()
+        .map(|s| (s.resource.group.clone(), s.resource.version.clone(), s.resource.kind.clone(), s.status.clone()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("operators.coreos.com".into(), "v1alpha1".into(), "ClusterServiceVersion".into(), "Created".into()),
+            ("apiextensions.k8s.io".into(), "v1".into(), "CustomResourceDefinition".into(), "Created".into()),
+            ("apps".into(), "v1".into(), "Deployment".into(), "Created".into()),
+            ("".into(), "v1".into(), "ServiceAccount".into(), "Created".into()),
+        ],
+        "one step per object applied, the CSV once"
+    );
     let stale: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("Installed"), 2, 1))].into();
     let decision = decide(

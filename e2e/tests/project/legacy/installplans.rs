@@ -224,7 +224,16 @@ async fn a_subscription_installs_with_its_dependency_through_one_plan_once_a_per
     }
     let complete = complete.expect("the plan completes once its Installs are installed");
     assert_eq!(installed_condition(&complete).map(|(status, ..)| status).as_deref(), Some("True"));
-    assert!(complete.status.unwrap().plan.iter().all(|step| step.status == "Created" || step.status == "Present"));
+    let steps = complete.status.unwrap().plan;
+    assert!(steps.iter().all(|step| step.status == "Created" || step.status == "Present"), "{steps:?}");
+    for (kind, name) in [("CustomResourceDefinition", "plumbai.how.theydoit.com"), ("Deployment", "plumbus-operator")] {
+        assert!(
+            steps
+                .iter()
+                .any(|s| s.resource.kind == kind && s.resource.name == name && s.resolving == "plumbus.v2.0.0-alpha"),
+            "a step per object applied: {kind} {name} missing from {steps:?}"
+        );
+    }
     for (subscription, csv) in [("plumbus", "plumbus.v2.0.0-alpha"), ("grumbo-stable-community-olm", "grumbo.v1.0.0")] {
         // At the latest known, and a complete plan leaves no plan condition.
         let latest = harness
