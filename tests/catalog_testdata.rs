@@ -110,5 +110,21 @@ async fn a_testdata_catalog_image_reads_back_through_a_catalog_source() {
     }))
     .unwrap();
     assert_eq!(catalogs.catalog_of(&no_image).await.expect_err("no image").category(), "CatalogSourceUnsupported");
+    // A catalog that cannot be pulled is not pulled again by every loop asking at once: its failure is remembered.
+    let missing: CatalogSource = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+        "metadata": {"name": "missing", "namespace": "catalogs"},
+        "spec": {"sourceType": "grpc", "image": registry.reference("nothing:latest")}
+    }))
+    .unwrap();
+    let first = catalogs.catalog_of(&missing).await.expect_err("not there");
+    let again = catalogs.catalog_of(&missing).await.expect_err("still not there");
+    assert!(matches!(again, olmv2::catalog::CatalogSourceError::RecentlyFailed { .. }), "{again:?}");
+    assert_eq!(again.category(), first.category());
+    assert_eq!(
+        again.to_string(),
+        olmv2::error::report(&first),
+        "the same words, so statuses repeating it stay as they are"
+    );
     let _ = std::fs::remove_dir_all(cache);
 }

@@ -59,6 +59,10 @@ pub enum CatalogSourceError {
         #[source]
         source: ConfigMapCatalogError,
     },
+    /// The last attempt failed moments ago (its words, the same every time, so a status repeating it is not
+    /// rewritten): not tried again before the backoff passed.
+    #[error("{message}")]
+    RecentlyFailed { category: &'static str, message: String },
     #[error("configmap {namespace}/{name}: {source}")]
     LoadConfigMap {
         namespace: String,
@@ -76,6 +80,7 @@ impl Categorized for CatalogSourceError {
             Self::Pull { .. } => "CatalogImagePullFailed",
             Self::Load { .. } | Self::ConfigMapNotCatalog { .. } | Self::LoadConfigMap { .. } => "InvalidCatalog",
             Self::ReadConfigMap { .. } => "CatalogConfigMapUnreadable",
+            Self::RecentlyFailed { category, .. } => category,
         }
     }
 }
@@ -158,11 +163,24 @@ pub struct CatalogCache {
     cache_dir: PathBuf,
     default_poll: Duration,
     entries: Mutex<HashMap<String, Entry>>,
+    /// The last failure per image: every loop asking for a catalog that cannot be pulled (each Subscription pass of
+    /// every namespace, for a global one) costs the registry one attempt per backoff, not one per pass.
+    failures: Mutex<HashMap<String, (Instant, &'static str, String)>>,
 }
+
+/// How long a failed pull is answered from memory.
+const FAILURE_BACKOFF: Duration = Duration::from_secs(5);
 
 impl CatalogCache {
     pub fn new(images: Arc<ImageClient>, client: kube::Client, cache_dir: PathBuf, default_poll: Duration) -> Self {
-        Self { images, client, cache_dir, default_poll, entries: Mutex::new(HashMap::new()) }
+        Self {
+            images,
+            client,
+            cache_dir,
+            default_poll,
+            entries: Mutex::new(HashMap::new()),
+            failures: Mutex::default(),
+        }
     }
 
     /// The catalog a CatalogSource serves now.
@@ -195,7 +213,32 @@ impl CatalogCache {
             if let Some(fresh) = self.fresh(&image, poll) {
                 return Ok(fresh);
             }
+            if let Some(failed) = self.recent_failure(&image) {
+                return Err(failed);
+            }
         }
+        let loaded = self.pull(&image).await;
+        let mut failures = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &loaded {
+            Ok(_) => {
+                failures.remove(&image);
+            }
+            Err(error) => {
+                failures.insert(image, (Instant::now(), error.category(), crate::error::report(error)));
+            }
+        }
+        loaded
+    }
+
+    fn recent_failure(&self, image: &str) -> Option<CatalogSourceError> {
+        let failures = self.failures.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (_, category, message) = failures.get(image).filter(|(at, ..)| at.elapsed() < FAILURE_BACKOFF)?;
+        Some(CatalogSourceError::RecentlyFailed { category, message: message.clone() })
+    }
+
+    /// Looks the image's tag up and loads a digest not loaded yet.
+    async fn pull(&self, image: &str) -> Result<LoadedCatalog, CatalogSourceError> {
+        let image = image.to_owned();
         let pull_error = |source| CatalogSourceError::Pull { image: image.clone(), source };
         let (_, digest) = self.images.resolve(&image).await.map_err(pull_error)?;
         if let Some(same) = self.same_digest(&image, &digest) {

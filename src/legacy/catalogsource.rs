@@ -80,7 +80,9 @@ pub fn observe(source: &CatalogSource, loaded: Result<&LoadedCatalog, &CatalogSo
             let (reason, address) = match error {
                 CatalogSourceError::SpecInvalid(_) => (SPEC_INVALID, None),
                 CatalogSourceError::AddressUnsupported { .. } => (UNSUPPORTED, None),
-                CatalogSourceError::Pull { .. } | CatalogSourceError::Load { .. } => (REGISTRY_SERVER_ERROR, image),
+                CatalogSourceError::Pull { .. }
+                | CatalogSourceError::Load { .. }
+                | CatalogSourceError::RecentlyFailed { .. } => (REGISTRY_SERVER_ERROR, image),
                 CatalogSourceError::ReadConfigMap { .. }
                 | CatalogSourceError::ConfigMapNotCatalog { .. }
                 | CatalogSourceError::LoadConfigMap { .. } => (CONFIG_MAP_ERROR, config_map()),

@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 
 use crate::api::v2alpha1::{
     PendingPermission, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
-    MANUAL_APPROVAL_ANNOTATION,
+    MANUAL_APPROVAL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
 };
 
 /// The annotation value recording `requester`.
@@ -195,6 +195,11 @@ pub fn record_violation(
 ) -> Option<String> {
     let by_controller = requester.username == controller_username;
     let name = new["metadata"]["name"].as_str().unwrap_or_default();
+    // Which Subscription an Install serves is the InstallPlan loop's record alone: set by someone else, an Install
+    // they made would be taken for the Subscription's and run its operator under their control.
+    if !by_controller && annotation(old, SUBSCRIPTION_ANNOTATION) != annotation(Some(new), SUBSCRIPTION_ANNOTATION) {
+        return Some(format!("{kind} {name}: only the controller sets the annotation {SUBSCRIPTION_ANNOTATION}"));
+    }
     match old {
         None if !by_controller && parsed_creator(Some(new)).as_ref() != Some(requester) => Some(format!(
             "{kind} {name}: the annotation {CREATOR_ANNOTATION} must record the user who creates it ({})",
@@ -474,5 +479,21 @@ mod tests {
         let controller = Requester { username: "controller".into(), ..Requester::default() };
         let wanted = mutation(&controller, "controller", Some(&old), &new, false);
         assert!(!wanted.annotations.contains_key(MANUAL_APPROVAL_ANNOTATION));
+    }
+
+    #[test]
+    fn only_the_controller_says_which_subscription_an_install_serves() {
+        let bob = Requester { username: "bob".into(), ..Requester::default() };
+        let claimed = json!({"metadata": {"name": "plumbus.ops",
+            "annotations": {CREATOR_ANNOTATION: creator_value(&bob), SUBSCRIPTION_ANNOTATION: "ops/plumbus"}}});
+        let refused = record_violation(&bob, "controller", "Install", None, &claimed).expect("refused on create");
+        assert!(refused.contains(SUBSCRIPTION_ANNOTATION), "{refused}");
+        let plain =
+            json!({"metadata": {"name": "plumbus.ops", "annotations": {CREATOR_ANNOTATION: creator_value(&bob)}}});
+        assert!(record_violation(&bob, "controller", "Install", Some(&plain), &claimed).is_some(), "nor added later");
+        assert!(record_violation(&bob, "controller", "Install", Some(&claimed), &plain).is_some(), "nor removed");
+        let controller = Requester { username: "controller".into(), ..Requester::default() };
+        assert!(record_violation(&controller, "controller", "Install", None, &claimed).is_none());
+        assert!(record_violation(&bob, "controller", "Install", Some(&claimed), &claimed).is_none(), "kept as it is");
     }
 }

@@ -21,6 +21,11 @@ pub const MANUAL_APPROVAL_ANNOTATION: &str = "v2alpha1.operators.coreos.com/manu
 /// existing rights to an Install only when this person may use that account.
 pub const CREATOR_ANNOTATION: &str = "v2alpha1.operators.coreos.com/creator";
 
+/// The Subscription (`<namespace>/<name>`) an Install was made for by the InstallPlan loop: written by the controller
+/// only (the validating webhook refuses anyone else setting or changing it), so that no Install someone else made is
+/// taken for a Subscription's.
+pub const SUBSCRIPTION_ANNOTATION: &str = "operators.coreos.com/subscription";
+
 /// Set by the controller's mutating webhook when someone who does not hold what an Install's ServiceAccount was
 /// granted changes its content or namespaces (the value names them): the new content is applied only after a person
 /// holding everything it needs approves it. Only the controller removes it, once such content is applied.

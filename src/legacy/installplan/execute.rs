@@ -19,10 +19,12 @@ use super::plan::{STEP_CREATED, STEP_PRESENT, STEP_UNKNOWN};
 use crate::api::v1alpha1::{InstallPlan, InstallPlanCondition, InstallPlanPhase, InstallPlanStatus, Subscription};
 use crate::api::v2alpha1::{
     DeploymentConfig, Install, InstallState, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
+    MANUAL_APPROVAL_ANNOTATION,
 };
 
-/// The annotation naming the Subscription (`<namespace>/<name>`) an Install was made for.
-pub const SUBSCRIPTION_ANNOTATION: &str = "operators.coreos.com/subscription";
+/// The annotation naming the Subscription (`<namespace>/<name>`) an Install was made for: only the controller may
+/// write it (the webhook refuses anyone else), so it says who the Install serves.
+pub use crate::api::v2alpha1::SUBSCRIPTION_ANNOTATION;
 /// The catalog bundle an Install holds (shared with Operators' Installs).
 pub use crate::operator::desired::BUNDLE_ANNOTATION;
 /// OLM's marks on what a plan creates.
@@ -102,9 +104,13 @@ pub fn holds_content(install: &Install, subscription: &Subscription, image: &str
 /// holding what the account was granted (the approval gate's invariant 5), as a changed Operator source does.
 pub fn content_patch(subscription: &Subscription, csv: &str, image: &str, author_may_change: bool) -> Value {
     let mut patch = json!({
-        "metadata": {"annotations": {BUNDLE_ANNOTATION: csv}},
+        "metadata": {"annotations": {BUNDLE_ANNOTATION: csv,
+                                      MANUAL_APPROVAL_ANNOTATION: if manual(subscription) { Some("true") } else { None }}},
         "spec": {"content": desired_content(subscription, image)},
     });
+    if manual(subscription) {
+        patch["spec"]["approval"] = json!("Unapproved");
+    }
     if !author_may_change {
         patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION] = json!(author_name(subscription));
         patch["spec"]["approval"] = json!("Unapproved");
@@ -116,18 +122,19 @@ pub fn content_patch(subscription: &Subscription, csv: &str, image: &str, author
 /// in the Subscription's namespace.
 pub fn new_install(subscription: &Subscription, csv: &str, image: &str) -> Value {
     let namespace = subscription.namespace().unwrap_or_default();
-    let creator = subscription.annotations().get(CREATOR_ANNOTATION).cloned();
+    let mut annotations = json!({SUBSCRIPTION_ANNOTATION: subscription_key(subscription), BUNDLE_ANNOTATION: csv});
+    // Without a recorded author (a Subscription older than the record), nobody stands as creator: no OperatorGroup
+    // account is lent, and everything waits for a person.
+    if let Some(creator) = subscription.annotations().get(CREATOR_ANNOTATION) {
+        annotations[CREATOR_ANNOTATION] = json!(creator);
+    }
+    if manual(subscription) {
+        annotations[MANUAL_APPROVAL_ANNOTATION] = json!("true");
+    }
     json!({
         "apiVersion": "operators.coreos.com/v2alpha1",
         "kind": "Install",
-        "metadata": {
-            "name": install_name(&subscription.spec.name, &namespace),
-            "annotations": {
-                SUBSCRIPTION_ANNOTATION: subscription_key(subscription),
-                BUNDLE_ANNOTATION: csv,
-                CREATOR_ANNOTATION: creator,
-            },
-        },
+        "metadata": {"name": install_name(&subscription.spec.name, &namespace), "annotations": annotations},
         "spec": {
             "namespaces": [{"from": "default", "to": namespace}],
             "content": desired_content(subscription, image),
@@ -135,12 +142,33 @@ pub fn new_install(subscription: &Subscription, csv: &str, image: &str) -> Value
     })
 }
 
-/// Whether `install` is the one this controller made for `subscription`: it names the Subscription and was made on
-/// behalf of the same author (an Install someone else made under that name is never taken over).
+/// Whether a Subscription approves its updates by hand: its Install then waits for a person holding what it was
+/// granted on every content change (whoever approves the InstallPlan), as a Manual Operator's does.
+pub fn manual(subscription: &Subscription) -> bool {
+    subscription.spec.install_plan_approval == Some(crate::api::v1alpha1::InstallPlanApproval::Manual)
+}
+
+/// Whether `subscription` points at `plan` (OLM's `installPlanRef`).
+pub fn references(subscription: &Subscription, plan: &InstallPlan) -> bool {
+    let reference = subscription.status.as_ref().and_then(|s| s.install_plan_ref.as_ref());
+    reference.is_some_and(|r| match (&r.uid, &plan.metadata.uid) {
+        (Some(uid), Some(plan_uid)) => uid == plan_uid,
+        _ => r.name == plan.metadata.name,
+    })
+}
+
+/// The author a plan's generated Subscriptions are made on behalf of: the one author of every Subscription that
+/// asked for the plan, or nobody when they differ (a dependency is never made on someone else's behalf).
+fn common_author(requesters: &[&Subscription]) -> Option<String> {
+    let mut authors = requesters.iter().map(|s| s.annotations().get(CREATOR_ANNOTATION));
+    let first = authors.next()??;
+    authors.all(|author| author == Some(first)).then(|| first.clone())
+}
+
+/// Whether `install` is the one this controller made for `subscription`: it names the Subscription, which only the
+/// controller can have written (an Install someone else made under that name is never taken over).
 pub fn made_for(install: &Install, subscription: &Subscription) -> bool {
-    let annotations = install.annotations();
-    annotations.get(SUBSCRIPTION_ANNOTATION) == Some(&subscription_key(subscription))
-        && annotations.get(CREATOR_ANNOTATION) == subscription.annotations().get(CREATOR_ANNOTATION)
+    install.annotations().get(SUBSCRIPTION_ANNOTATION) == Some(&subscription_key(subscription))
 }
 
 /// The image an Install's content holds.
@@ -156,6 +184,8 @@ fn settled(install: &Install) -> bool {
 enum Standing {
     Done,
     Waiting(String),
+    /// Waiting for a person to approve.
+    AwaitingApproval(String),
     Failing(String),
 }
 
@@ -176,6 +206,12 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
     let mut status = plan.status.clone().unwrap_or_default();
     status.start_time.get_or_insert_with(|| now.clone());
     let mut decision = Decision::default();
+    // The Subscriptions this plan was made for (its generated ones aside).
+    let requesters: Vec<&Subscription> = observed
+        .subscriptions
+        .iter()
+        .filter(|s| references(s, plan) && s.annotations().get(GENERATED_BY_ANNOTATION) != Some(&plan.name_any()))
+        .collect();
     // OLM's Subscription steps: the dependencies' Subscriptions, made first.
     for step in status.plan.iter_mut().filter(|step| step.resource.kind == "Subscription") {
         let exists = observed.subscriptions.iter().any(|s| s.name_any() == step.resource.name);
@@ -191,9 +227,7 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
         };
         manifest["metadata"]["labels"] = json!({MANAGED_LABEL: "true"});
         manifest["metadata"]["annotations"] = json!({GENERATED_BY_ANNOTATION: plan.name_any()});
-        // Made on behalf of whoever the plan's own Subscriptions were made by.
-        let author = observed.subscriptions.iter().find_map(|s| s.annotations().get(CREATOR_ANNOTATION).cloned());
-        if let Some(author) = author {
+        if let Some(author) = common_author(&requesters) {
             manifest["metadata"]["annotations"][CREATOR_ANNOTATION] = json!(author);
         }
         decision.create_subscriptions.push(manifest);
@@ -203,12 +237,19 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
     let mut done_installs: BTreeMap<String, &Install> = BTreeMap::new();
     for lookup in &status.bundle_lookups {
         let csv = &lookup.identifier;
-        // The Subscription moved to this bundle, or the one this plan generated for it.
+        // The Subscription this plan moved to this bundle, or the one it generated for it: a plan no Subscription
+        // points at any more (superseded) moves nothing.
         let subscription = observed.subscriptions.iter().find(|s| {
-            s.status.as_ref().and_then(|st| st.current_csv.as_deref()) == Some(csv.as_str())
+            (references(s, plan) && s.status.as_ref().and_then(|st| st.current_csv.as_deref()) == Some(csv.as_str()))
                 || (s.annotations().get(GENERATED_BY_ANNOTATION) == Some(&plan.name_any())
                     && s.spec.starting_csv.as_deref() == Some(csv.as_str()))
         });
+        if lookup.path.is_empty() {
+            let message =
+                format!("bundle {csv} has no image: its content is inline in its catalog, which is not installed");
+            standings.push((csv.clone(), Standing::Failing(message)));
+            continue;
+        }
         let Some(subscription) = subscription else {
             standings.push((csv.clone(), Standing::Waiting(format!("waiting for the Subscription of {csv}"))));
             continue;
@@ -241,7 +282,7 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
                     csv.clone(),
                     match state {
                         _ if settled(install) => Standing::Done,
-                        Some(InstallState::PendingApproval) => Standing::Waiting(format!(
+                        Some(InstallState::PendingApproval) => Standing::AwaitingApproval(format!(
                             "Install {name} waits for a person who holds the permissions it needs to approve them \
                          (kubectl olmv2 approve {name})"
                         )),
@@ -277,7 +318,7 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
     let waiting: Vec<&str> = standings
         .iter()
         .filter_map(|(_, standing)| match standing {
-            Standing::Waiting(message) => Some(message.as_str()),
+            Standing::Waiting(message) | Standing::AwaitingApproval(message) => Some(message.as_str()),
             _ => None,
         })
         .collect();
@@ -291,7 +332,7 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
     let installed = if !failing.is_empty() {
         Some(("False", INSTALL_COMPONENT_FAILED, failing.join("; ")))
     } else if !waiting.is_empty() {
-        let approval = standings.iter().any(|(_, s)| matches!(s, Standing::Waiting(m) if m.contains("approve")));
+        let approval = standings.iter().any(|(_, s)| matches!(s, Standing::AwaitingApproval(_)));
         let reason = if approval { INSTALL_PENDING_APPROVAL } else { "Installing" };
         Some(("False", reason, waiting.join("; ")))
     } else {

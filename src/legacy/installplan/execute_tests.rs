@@ -43,7 +43,7 @@ fn subscription(name: &str, package: &str, current: Option<&str>, extra: Value) 
     serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
         "metadata": {"name": name, "namespace": "ops", "annotations": annotations},
         "spec": {"source": "community", "sourceNamespace": "olm", "name": package, "startingCSV": current},
-        "status": {"currentCSV": current}}))
+        "status": {"currentCSV": current, "installPlanRef": {"name": "install-abcde", "namespace": "ops"}}}))
     .unwrap()
 }
 
@@ -187,9 +187,11 @@ fn new_content_chosen_by_an_author_who_does_not_hold_the_grants_waits_for_a_pers
 fn an_install_someone_else_made_under_the_name_is_never_taken_over() {
     let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    // Mallory's own Install of that name: she cannot write which Subscription it serves (the webhook refuses).
     let mallory = subscription("plumbus", "plumbus", None, json!({CREATOR_ANNOTATION: r#"{"username":"mallory"}"#}));
-    let squatted: BTreeMap<String, Install> =
-        [("plumbus.ops".to_owned(), install(&mallory, "plumbus.v1", Some("Installed"), 1, 1))].into();
+    let mut hers = install(&mallory, "plumbus.v1", Some("Installed"), 1, 1);
+    hers.metadata.annotations.as_mut().unwrap().remove(SUBSCRIPTION_ANNOTATION);
+    let squatted: BTreeMap<String, Install> = [("plumbus.ops".to_owned(), hers)].into();
     let decision = decide(
         &Observed { plan: &plan, subscriptions: &subs, installs: &squatted, author_may_change: &BTreeMap::new() },
         &at(2),
@@ -289,4 +291,109 @@ fn a_failed_install_is_the_plan_s_failure_in_its_own_words() {
         Some("Install plumbus.ops: risk of data loss updating \"plumbai.how.theydoit.com\"")
     );
     assert_eq!(decision.status.phase, InstallPlanPhase::Installing, "the Install retries; the plan waits for it");
+}
+
+#[test]
+fn a_subscription_edited_by_someone_else_keeps_its_install() {
+    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let original = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
+    let made: BTreeMap<String, Install> =
+        [("plumbus.ops".to_owned(), install(&original, "plumbus.v1", Some("Installed"), 1, 1))].into();
+    let edited =
+        [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({CREATOR_ANNOTATION: r#"{"username":"bob"}"#}))];
+    let decision = decide(
+        &Observed { plan: &plan, subscriptions: &edited, installs: &made, author_may_change: &BTreeMap::new() },
+        &at(2),
+    );
+    assert_eq!(decision.update_installs.len(), 1, "still the Subscription's Install");
+    let (_, _, patch) = &decision.update_installs[0];
+    assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "bob", "judged as its author now");
+}
+
+#[test]
+fn a_plan_no_subscription_points_at_moves_nothing_and_a_dependency_is_made_only_for_one_author() {
+    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus")), bundle("grumbo.v1", "grumbo", None)]);
+    let mut superseded = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
+    superseded.status.as_mut().unwrap().install_plan_ref.as_mut().unwrap().name = Some("install-newer".into());
+    let decision = decide(
+        &Observed {
+            plan: &plan,
+            subscriptions: &[superseded],
+            installs: &BTreeMap::new(),
+            author_may_change: &BTreeMap::new(),
+        },
+        &at(1),
+    );
+    assert!(decision.create_installs.is_empty(), "a superseded plan moves nothing");
+    let generated = &decision.create_subscriptions[0];
+    assert!(generated["metadata"]["annotations"].get(CREATOR_ANNOTATION).is_none(), "nobody asked: nobody's behalf");
+
+    let alice = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
+    let mut bob =
+        subscription("other", "other", Some("other.v1"), json!({CREATOR_ANNOTATION: r#"{"username":"bob"}"#}));
+    bob.status.as_mut().unwrap().install_plan_ref = alice.status.as_ref().unwrap().install_plan_ref.clone();
+    let decision = decide(
+        &Observed {
+            plan: &plan,
+            subscriptions: &[alice.clone(), bob],
+            installs: &BTreeMap::new(),
+            author_may_change: &BTreeMap::new(),
+        },
+        &at(1),
+    );
+    assert!(
+        decision.create_subscriptions[0]["metadata"]["annotations"].get(CREATOR_ANNOTATION).is_none(),
+        "two authors asked: the dependency is made on behalf of neither"
+    );
+    let decision = decide(
+        &Observed {
+            plan: &plan,
+            subscriptions: &[alice],
+            installs: &BTreeMap::new(),
+            author_may_change: &BTreeMap::new(),
+        },
+        &at(1),
+    );
+    assert_eq!(decision.create_subscriptions[0]["metadata"]["annotations"][CREATOR_ANNOTATION], AUTHOR);
+}
+
+#[test]
+fn a_manual_subscription_s_install_waits_for_a_person_on_every_change_and_one_without_an_author_has_no_creator() {
+    let mut careful = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
+    careful.spec.install_plan_approval = Some(crate::api::v1alpha1::InstallPlanApproval::Manual);
+    let created = new_install(&careful, "plumbus.v2", "r/plumbus@sha256:1");
+    assert_eq!(created["metadata"]["annotations"][MANUAL_APPROVAL_ANNOTATION], "true");
+    let patch = content_patch(&careful, "plumbus.v2", "r/plumbus@sha256:2", true);
+    assert_eq!(patch["spec"]["approval"], "Unapproved", "even an author holding the grants");
+    assert_eq!(patch["metadata"]["annotations"][MANUAL_APPROVAL_ANNOTATION], "true");
+    let automatic = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
+    let lifted = content_patch(&automatic, "plumbus.v2", "r/plumbus@sha256:2", true);
+    assert!(lifted["metadata"]["annotations"][MANUAL_APPROVAL_ANNOTATION].is_null(), "switched to Automatic: lifted");
+    let mut anonymous = automatic.clone();
+    anonymous.metadata.annotations = None;
+    let created = new_install(&anonymous, "plumbus.v2", "r/plumbus@sha256:1");
+    assert!(created["metadata"]["annotations"].get(CREATOR_ANNOTATION).is_none());
+    let typed: Install = serde_json::from_value(created).expect("an Install, no null creator");
+    assert!(typed.annotations().get(CREATOR_ANNOTATION).is_none());
+}
+
+#[test]
+fn a_bundle_without_an_image_is_a_failure_not_an_empty_install() {
+    let mut inline = bundle("plumbus.v2", "plumbus", Some("plumbus"));
+    inline.image = String::new();
+    let plan = plan(&[inline]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    let decision = decide(
+        &Observed {
+            plan: &plan,
+            subscriptions: &subs,
+            installs: &BTreeMap::new(),
+            author_may_change: &BTreeMap::new(),
+        },
+        &at(1),
+    );
+    assert!(decision.create_installs.is_empty());
+    let (_, reason, message) = installed_condition(&decision.status);
+    assert_eq!(reason.as_deref(), Some(INSTALL_COMPONENT_FAILED));
+    assert!(message.unwrap().contains("has no image"));
 }

@@ -107,6 +107,11 @@ impl Reconciler for Context {
             .list_with(&ListParams::default())
             .await
             .map_err(read("Subscriptions"))?;
+        // A plan no Subscription points at (superseded by a newer one, or not yet pointed at: the Subscription's
+        // status write wakes it) moves nothing.
+        if !subscriptions.iter().any(|s| execute::references(s, &plan)) {
+            return Ok(Action::await_change());
+        }
         let mut installs = BTreeMap::new();
         for subscription in &subscriptions {
             let install_name = install_name(&subscription.spec.name, &namespace);

@@ -4,7 +4,7 @@
 //! CSVs, InstallPlans, OperatorGroups, and the catalogs of it and of the global catalog namespace from the
 //! process-wide cache), decides, makes the namespace's InstallPlan when a Subscription moves, and writes every
 //! Subscription's status that changed, with a Warning event on the Namespace when resolution fails, as OLM records
-//! it. Not yet: `spec.config` (docs/legacy.md, 'Subscriptions').
+//! it; an installed Subscription's `spec.config` is carried to its Install (docs/legacy.md, 'Subscriptions').
 
 pub mod candidates;
 pub mod planning;
