@@ -319,6 +319,11 @@ impl Context {
         plan: &NamespacePlan,
     ) -> Result<InstallPlan, SubscriptionLoopError> {
         let write = |source| SubscriptionLoopError::WritePlan { namespace: namespace.to_owned(), source };
+        // A pass that made this very plan but failed to point the Subscriptions at it made it already (OLM's
+        // ensureInstallPlan reuses a plan of the generation it would make).
+        if let Some(made) = reusable_plan(subscriptions, plans, &plan.bundles) {
+            return Ok(made.clone());
+        }
         let generation = next_generation(subscriptions, plans);
         let object = new_install_plan(namespace, generation, subscriptions, &plan.bundles);
         let typed: InstallPlan = serde_json::from_value(object).map_err(|e| write(ClientError::Encode(e)))?;
@@ -403,6 +408,23 @@ impl Context {
     }
 }
 
+/// The newest plan of the namespace holding exactly `bundles`, still to run, that no Subscription points at.
+fn reusable_plan<'a>(
+    subscriptions: &[Subscription],
+    plans: &'a [InstallPlan],
+    bundles: &[crate::legacy::installplan::plan::PlannedBundle],
+) -> Option<&'a InstallPlan> {
+    let names: Vec<&str> = bundles.iter().map(|b| b.csv.as_str()).collect();
+    let newest = plans.iter().max_by_key(|p| p.spec.generation)?;
+    let open = !matches!(
+        newest.status.as_ref().map(|s| s.phase),
+        Some(crate::api::v1alpha1::InstallPlanPhase::Complete | crate::api::v1alpha1::InstallPlanPhase::Failed)
+    );
+    let same = newest.spec.cluster_service_version_names == names;
+    let unreferenced = !subscriptions.iter().any(|s| crate::legacy::installplan::execute::references(s, newest));
+    (open && same && unreferenced).then_some(newest)
+}
+
 /// The Subscriptions of `namespace` in `store`.
 fn in_namespace(store: &Store<Subscription>, namespace: Option<&str>) -> Vec<ObjectRef<Subscription>> {
     store
@@ -461,4 +483,55 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
             },
         );
     runner::run(controller, context, process.shutdown()).boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::legacy::installplan::plan::PlannedBundle;
+    use serde_json::json;
+
+    fn plan(name: &str, generation: i64, csvs: &[&str], phase: &str) -> InstallPlan {
+        serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+            "metadata": {"name": name, "namespace": "ops", "uid": format!("uid-{name}")},
+            "spec": {"clusterServiceVersionNames": csvs, "approval": "Automatic", "approved": true, "generation": generation},
+            "status": {"phase": phase, "catalogSources": []}}))
+        .unwrap()
+    }
+
+    fn bundle(csv: &str) -> PlannedBundle {
+        PlannedBundle {
+            csv: csv.into(),
+            package: "plumbus".into(),
+            channel: "stable".into(),
+            image: "r/plumbus".into(),
+            catalog: "community".into(),
+            catalog_namespace: "olm".into(),
+            replaces: None,
+            subscription: Some("plumbus".into()),
+        }
+    }
+
+    #[test]
+    fn a_plan_made_but_never_pointed_at_is_made_once() {
+        let plans =
+            [plan("install-a", 1, &["plumbus.v1"], "Complete"), plan("install-b", 2, &["plumbus.v2"], "Installing")];
+        let unpointed: Subscription = serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "Subscription", "metadata": {"name": "plumbus", "namespace": "ops"},
+            "spec": {"source": "community", "sourceNamespace": "olm", "name": "plumbus"}}))
+        .unwrap();
+        let subs = [unpointed.clone()];
+        assert_eq!(
+            reusable_plan(&subs, &plans, &[bundle("plumbus.v2")]).and_then(|p| p.metadata.name.clone()).as_deref(),
+            Some("install-b")
+        );
+        assert!(reusable_plan(&subs, &plans, &[bundle("plumbus.v3")]).is_none(), "other bundles: a new plan");
+        let mut pointed = unpointed;
+        pointed.status = Some(
+            serde_json::from_value(json!({"installPlanRef": {"name": "install-b", "uid": "uid-install-b"}})).unwrap(),
+        );
+        assert!(reusable_plan(&[pointed], &plans, &[bundle("plumbus.v2")]).is_none(), "in use: a new plan");
+        let done = [plan("install-b", 2, &["plumbus.v2"], "Complete")];
+        assert!(reusable_plan(&subs, &done, &[bundle("plumbus.v2")]).is_none(), "finished: a new plan");
+    }
 }
