@@ -55,6 +55,17 @@ fn install(subscription: &Subscription, csv: &str, state: Option<&str>, generati
     serde_json::from_value(object).unwrap()
 }
 
+/// One pass of `plan` over what is observed.
+fn run(
+    plan: &InstallPlan,
+    subscriptions: &[Subscription],
+    installs: &BTreeMap<String, Install>,
+    author_may_change: &BTreeMap<String, bool>,
+    now: &Time,
+) -> Decision {
+    decide(&Observed { plan, subscriptions, installs, author_may_change }, now)
+}
+
 fn installed_condition(status: &InstallPlanStatus) -> (String, Option<String>, Option<String>) {
     let c = status.conditions.iter().find(|c| c.type_ == INSTALLED).expect("the Installed condition");
     (c.status.clone(), c.reason.clone(), c.message.clone())
@@ -64,15 +75,7 @@ fn installed_condition(status: &InstallPlanStatus) -> (String, Option<String>, O
 fn a_bundle_gets_an_install_made_on_behalf_of_its_subscriptions_author() {
     let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
-    let decision = decide(
-        &Observed {
-            plan: &plan,
-            subscriptions: &subs,
-            installs: &BTreeMap::new(),
-            author_may_change: &BTreeMap::new(),
-        },
-        &at(1),
-    );
+    let decision = run(&plan, &subs, &BTreeMap::new(), &BTreeMap::new(), &at(1));
     assert_eq!(decision.create_installs.len(), 1);
     let install = &decision.create_installs[0];
     assert_eq!(install["metadata"]["name"], "plumbus.ops");
@@ -92,10 +95,7 @@ fn an_install_waiting_for_approval_is_the_plan_s_message_and_once_installed_the_
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
     let pending: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("PendingApproval"), 1, 1))].into();
-    let decision = decide(
-        &Observed { plan: &plan, subscriptions: &subs, installs: &pending, author_may_change: &BTreeMap::new() },
-        &at(2),
-    );
+    let decision = run(&plan, &subs, &pending, &BTreeMap::new(), &at(2));
     assert!(decision.create_installs.is_empty() && decision.update_installs.is_empty());
     let (state, reason, message) = installed_condition(&decision.status);
     assert_eq!((state.as_str(), reason.as_deref()), ("False", Some(INSTALL_PENDING_APPROVAL)));
@@ -104,10 +104,7 @@ fn an_install_waiting_for_approval_is_the_plan_s_message_and_once_installed_the_
 
     let done: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("Installed"), 1, 1))].into();
-    let decision = decide(
-        &Observed { plan: &plan, subscriptions: &subs, installs: &done, author_may_change: &BTreeMap::new() },
-        &at(3),
-    );
+    let decision = run(&plan, &subs, &done, &BTreeMap::new(), &at(3));
     assert_eq!(decision.status.phase, InstallPlanPhase::Complete);
     assert_eq!(installed_condition(&decision.status), ("True".into(), None, None));
     assert_eq!(decision.status.plan[0].status, STEP_CREATED);
@@ -120,10 +117,7 @@ fn an_install_waiting_for_approval_is_the_plan_s_message_and_once_installed_the_
     ]))
     .unwrap();
     let applied: BTreeMap<String, Install> = [("plumbus.ops".to_owned(), applied)].into();
-    let decision = decide(
-        &Observed { plan: &plan, subscriptions: &subs, installs: &applied, author_may_change: &BTreeMap::new() },
-        &at(3),
-    );
+    let decision = run(&plan, &subs, &applied, &BTreeMap::new(), &at(3));
     let steps: Vec<(String, String, String, String)> = decision
         .status
         .plan
@@ -142,10 +136,7 @@ fn an_install_waiting_for_approval_is_the_plan_s_message_and_once_installed_the_
     );
     let stale: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("Installed"), 2, 1))].into();
-    let decision = decide(
-        &Observed { plan: &plan, subscriptions: &subs, installs: &stale, author_may_change: &BTreeMap::new() },
-        &at(3),
-    );
+    let decision = run(&plan, &subs, &stale, &BTreeMap::new(), &at(3));
     assert_eq!(decision.status.phase, InstallPlanPhase::Installing, "installed, but not at its current generation");
 }
 
@@ -156,8 +147,7 @@ fn an_upgrade_moves_the_existing_install_to_the_new_bundle_at_the_version_read()
     let old: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v1", Some("Installed"), 1, 1))].into();
     let trusted: BTreeMap<String, bool> = [("plumbus.ops".to_owned(), true)].into();
-    let decision =
-        decide(&Observed { plan: &plan, subscriptions: &subs, installs: &old, author_may_change: &trusted }, &at(2));
+    let decision = run(&plan, &subs, &old, &trusted, &at(2));
     assert_eq!(decision.update_installs.len(), 1);
     let (name, version, patch) = &decision.update_installs[0];
     assert_eq!((name.as_str(), version.as_deref()), ("plumbus.ops", Some("42")));
@@ -175,8 +165,7 @@ fn new_content_chosen_by_an_author_who_does_not_hold_the_grants_waits_for_a_pers
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v1", Some("Installed"), 1, 1))].into();
     for holds in [None, Some(false)] {
         let known: BTreeMap<String, bool> = holds.map(|h| ("plumbus.ops".to_owned(), h)).into_iter().collect();
-        let decision =
-            decide(&Observed { plan: &plan, subscriptions: &subs, installs: &old, author_may_change: &known }, &at(2));
+        let decision = run(&plan, &subs, &old, &known, &at(2));
         let (_, _, patch) = &decision.update_installs[0];
         assert_eq!(patch["spec"]["approval"], "Unapproved", "{holds:?}");
         assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "alice");
@@ -192,10 +181,7 @@ fn an_install_someone_else_made_under_the_name_is_never_taken_over() {
     let mut hers = install(&mallory, "plumbus.v1", Some("Installed"), 1, 1);
     hers.metadata.annotations.as_mut().unwrap().remove(SUBSCRIPTION_ANNOTATION);
     let squatted: BTreeMap<String, Install> = [("plumbus.ops".to_owned(), hers)].into();
-    let decision = decide(
-        &Observed { plan: &plan, subscriptions: &subs, installs: &squatted, author_may_change: &BTreeMap::new() },
-        &at(2),
-    );
+    let decision = run(&plan, &subs, &squatted, &BTreeMap::new(), &at(2));
     assert!(decision.update_installs.is_empty() && decision.create_installs.is_empty());
     let (state, reason, message) = installed_condition(&decision.status);
     assert_eq!((state.as_str(), reason.as_deref()), ("False", Some(INSTALL_COMPONENT_FAILED)));
@@ -206,15 +192,7 @@ fn an_install_someone_else_made_under_the_name_is_never_taken_over() {
 fn a_dependency_s_subscription_is_generated_as_olm_marks_it_then_its_install_follows() {
     let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus")), bundle("grumbo.v1", "grumbo", None)]);
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
-    let decision = decide(
-        &Observed {
-            plan: &plan,
-            subscriptions: &subs,
-            installs: &BTreeMap::new(),
-            author_may_change: &BTreeMap::new(),
-        },
-        &at(1),
-    );
+    let decision = run(&plan, &subs, &BTreeMap::new(), &BTreeMap::new(), &at(1));
     assert_eq!(decision.create_subscriptions.len(), 1);
     let generated = &decision.create_subscriptions[0];
     assert_eq!(generated["metadata"]["name"], "grumbo-stable-community-olm");
@@ -231,15 +209,7 @@ fn a_dependency_s_subscription_is_generated_as_olm_marks_it_then_its_install_fol
     let mut generated_sub = with_generated[1].clone();
     generated_sub.spec.starting_csv = Some("grumbo.v1".into());
     let with_generated = [with_generated[0].clone(), generated_sub];
-    let decision = decide(
-        &Observed {
-            plan: &plan,
-            subscriptions: &with_generated,
-            installs: &BTreeMap::new(),
-            author_may_change: &BTreeMap::new(),
-        },
-        &at(2),
-    );
+    let decision = run(&plan, &with_generated, &BTreeMap::new(), &BTreeMap::new(), &at(2));
     assert!(decision.create_subscriptions.is_empty());
     let names: Vec<&str> = decision.create_installs.iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
     assert_eq!(names, ["plumbus.ops", "grumbo.ops"]);
@@ -280,10 +250,7 @@ fn a_failed_install_is_the_plan_s_failure_in_its_own_words() {
         observed_generation: None,
     }];
     let installs: BTreeMap<String, Install> = [("plumbus.ops".to_owned(), failed)].into();
-    let decision = decide(
-        &Observed { plan: &plan, subscriptions: &subs, installs: &installs, author_may_change: &BTreeMap::new() },
-        &at(2),
-    );
+    let decision = run(&plan, &subs, &installs, &BTreeMap::new(), &at(2));
     let (state, reason, message) = installed_condition(&decision.status);
     assert_eq!((state.as_str(), reason.as_deref()), ("False", Some(INSTALL_COMPONENT_FAILED)));
     assert_eq!(
@@ -301,10 +268,7 @@ fn a_subscription_edited_by_someone_else_keeps_its_install() {
         [("plumbus.ops".to_owned(), install(&original, "plumbus.v1", Some("Installed"), 1, 1))].into();
     let edited =
         [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({CREATOR_ANNOTATION: r#"{"username":"bob"}"#}))];
-    let decision = decide(
-        &Observed { plan: &plan, subscriptions: &edited, installs: &made, author_may_change: &BTreeMap::new() },
-        &at(2),
-    );
+    let decision = run(&plan, &edited, &made, &BTreeMap::new(), &at(2));
     assert_eq!(decision.update_installs.len(), 1, "still the Subscription's Install");
     let (_, _, patch) = &decision.update_installs[0];
     assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "bob", "judged as its author now");
@@ -315,15 +279,7 @@ fn a_plan_no_subscription_points_at_moves_nothing_and_a_dependency_is_made_only_
     let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus")), bundle("grumbo.v1", "grumbo", None)]);
     let mut superseded = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
     superseded.status.as_mut().unwrap().install_plan_ref.as_mut().unwrap().name = Some("install-newer".into());
-    let decision = decide(
-        &Observed {
-            plan: &plan,
-            subscriptions: &[superseded],
-            installs: &BTreeMap::new(),
-            author_may_change: &BTreeMap::new(),
-        },
-        &at(1),
-    );
+    let decision = run(&plan, &[superseded], &BTreeMap::new(), &BTreeMap::new(), &at(1));
     assert!(decision.create_installs.is_empty(), "a superseded plan moves nothing");
     let generated = &decision.create_subscriptions[0];
     assert!(generated["metadata"]["annotations"].get(CREATOR_ANNOTATION).is_none(), "nobody asked: nobody's behalf");
@@ -345,15 +301,7 @@ fn a_plan_no_subscription_points_at_moves_nothing_and_a_dependency_is_made_only_
         decision.create_subscriptions[0]["metadata"]["annotations"].get(CREATOR_ANNOTATION).is_none(),
         "two authors asked: the dependency is made on behalf of neither"
     );
-    let decision = decide(
-        &Observed {
-            plan: &plan,
-            subscriptions: &[alice],
-            installs: &BTreeMap::new(),
-            author_may_change: &BTreeMap::new(),
-        },
-        &at(1),
-    );
+    let decision = run(&plan, &[alice], &BTreeMap::new(), &BTreeMap::new(), &at(1));
     assert_eq!(decision.create_subscriptions[0]["metadata"]["annotations"][CREATOR_ANNOTATION], AUTHOR);
 }
 
@@ -383,15 +331,7 @@ fn a_bundle_without_an_image_is_a_failure_not_an_empty_install() {
     inline.image = String::new();
     let plan = plan(&[inline]);
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
-    let decision = decide(
-        &Observed {
-            plan: &plan,
-            subscriptions: &subs,
-            installs: &BTreeMap::new(),
-            author_may_change: &BTreeMap::new(),
-        },
-        &at(1),
-    );
+    let decision = run(&plan, &subs, &BTreeMap::new(), &BTreeMap::new(), &at(1));
     assert!(decision.create_installs.is_empty());
     let (_, reason, message) = installed_condition(&decision.status);
     assert_eq!(reason.as_deref(), Some(INSTALL_COMPONENT_FAILED));

@@ -18,7 +18,7 @@ use olmv2::api::v1alpha1::{InstallPlan, InstallPlanPhase, Subscription, Subscrip
 use olmv2::api::v2alpha1::{Install, InstallState, CREATOR_ANNOTATION};
 use serde_json::json;
 
-use super::{apply, kubectl};
+use super::{apply, kubectl, serve_catalog};
 use crate::support::harness::Harness;
 
 async fn start(name: &str) -> Harness {
@@ -72,15 +72,7 @@ async fn catalog(harness: &Harness) {
     std::fs::create_dir_all(configs.join("index")).unwrap();
     let text: Vec<String> = blobs.iter().map(|blob| blob.to_string()).collect();
     std::fs::write(configs.join("index/catalog.json"), text.join("\n")).unwrap();
-    let image = harness.registry.reference("catalog:latest");
-    harness.images().push_catalog(&configs, &image).await.expect("catalog pushed");
-    apply(
-        harness,
-        &format!(
-            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {{name: community, namespace: olm}}\n\
-             spec: {{sourceType: grpc, image: {image}}}\n"
-        ),
-    );
+    serve_catalog(harness, &configs).await;
 }
 
 const GROUP: &str = "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {targetNamespaces: [ops]}\n";

@@ -132,6 +132,20 @@ pub fn bound_to(user: &str, role: &str, namespace: &str) -> String {
 pub const GLOBAL_GROUP: &str =
     "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {}\n";
 
+/// Pushes the File-Based Catalog directory `configs` as `catalog:latest` and serves it as CatalogSource
+/// `olm/community` (the global catalog namespace's).
+pub async fn serve_catalog(harness: &Harness, configs: &std::path::Path) {
+    let image = harness.registry.reference("catalog:latest");
+    harness.images().push_catalog(configs, &image).await.expect("catalog pushed");
+    apply(
+        harness,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {{name: community, namespace: olm}}\n\
+             spec: {{sourceType: grpc, image: {image}, displayName: Community}}\n"
+        ),
+    );
+}
+
 pub fn apply(harness: &Harness, manifest: &str) {
     let output = harness.admin_kubectl(&["apply", "-f", "-"], Some(manifest));
     assert!(output.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&output.stderr));

@@ -14,7 +14,7 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use olmv2::api::v1alpha1::{Subscription, SubscriptionState};
 
-use super::{apply, kubectl};
+use super::{apply, kubectl, serve_catalog};
 use crate::support::harness::Harness;
 
 async fn start(name: &str) -> Harness {
@@ -29,15 +29,7 @@ async fn community_catalog(harness: &Harness, packages: &[&str]) {
         std::fs::create_dir_all(configs.join(package)).unwrap();
         std::fs::copy(source.join("catalog.yaml"), configs.join(package).join("catalog.yaml")).unwrap();
     }
-    let image = harness.registry.reference("catalog:latest");
-    harness.images().push_catalog(&configs, &image).await.expect("catalog pushed");
-    apply(
-        harness,
-        &format!(
-            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {{name: community, namespace: olm}}\n\
-             spec: {{sourceType: grpc, image: {image}, displayName: Community}}\n"
-        ),
-    );
+    serve_catalog(harness, &configs).await;
 }
 
 const GROUP: &str = "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {targetNamespaces: [ops]}\n";
