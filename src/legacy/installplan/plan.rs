@@ -150,6 +150,24 @@ pub fn next_generation(subscriptions: &[Subscription], plans: &[InstallPlan]) ->
     from_subscriptions.chain(from_plans).max().unwrap_or(0) + 1
 }
 
+/// OLM's `maxInstallPlanCount`: the plans a namespace keeps.
+pub const MAX_INSTALL_PLANS: usize = 5;
+/// OLM's `maxDeletesPerSweep`.
+const MAX_DELETES_PER_SWEEP: usize = 5;
+
+/// OLM's `gcInstallPlans`: the plans to delete so that a namespace keeps its five newest, oldest generation first
+/// (creation time, then name, within a generation), at most five per sweep.
+pub fn plans_to_collect(plans: &[InstallPlan]) -> Vec<String> {
+    let mut ordered: Vec<&InstallPlan> = plans.iter().collect();
+    ordered.sort_by(|a, b| {
+        let key =
+            |p: &InstallPlan| (p.spec.generation.unwrap_or(0), p.metadata.creation_timestamp.clone().map(|t| t.0));
+        key(a).cmp(&key(b)).then_with(|| a.metadata.name.cmp(&b.metadata.name))
+    });
+    let excess = ordered.len().saturating_sub(MAX_INSTALL_PLANS).min(MAX_DELETES_PER_SWEEP);
+    ordered.iter().take(excess).map(|p| p.name_any()).collect()
+}
+
 #[cfg(test)]
 #[path = "plan_tests.rs"]
 mod tests;

@@ -96,3 +96,31 @@ fn the_next_generation_is_past_every_subscription_and_plan() {
     .unwrap();
     assert_eq!(next_generation(&subs, &[plan]), 8);
 }
+
+#[test]
+fn a_namespace_keeps_its_five_newest_plans_as_olm_collects_them() {
+    let plan = |name: &str, generation: i64| -> InstallPlan {
+        serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+            "metadata": {"name": name, "namespace": "ops", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"clusterServiceVersionNames": [], "approval": "Automatic", "approved": true, "generation": generation}}))
+        .unwrap()
+    };
+    let five: Vec<InstallPlan> = (1..=5).map(|g| plan(&format!("install-{g}"), g)).collect();
+    assert!(plans_to_collect(&five).is_empty());
+    let mut seven = five.clone();
+    seven.push(plan("install-7", 7));
+    seven.insert(0, plan("install-6", 6));
+    assert_eq!(plans_to_collect(&seven), ["install-1", "install-2"], "the oldest generations, whatever the list order");
+    let twelve: Vec<InstallPlan> = (1..=12).rev().map(|g| plan(&format!("install-{g:02}"), g)).collect();
+    assert_eq!(plans_to_collect(&twelve).len(), 5, "at most five per sweep");
+    assert_eq!(plans_to_collect(&twelve)[0], "install-01");
+    let tied = [
+        plan("install-b", 1),
+        plan("install-a", 1),
+        plan("install-c", 2),
+        plan("install-d", 3),
+        plan("install-e", 4),
+        plan("install-f", 5),
+    ];
+    assert_eq!(plans_to_collect(&tied), ["install-a"], "one generation: by creation, then name");
+}

@@ -42,7 +42,7 @@ use crate::controller::Process;
 use crate::legacy::installplan::execute::{
     content_patch, holds_content, install_name, installed_image, made_for, BUNDLE_ANNOTATION, GENERATED_BY_ANNOTATION,
 };
-use crate::legacy::installplan::plan::{initial_status, new_install_plan, next_generation};
+use crate::legacy::installplan::plan::{initial_status, new_install_plan, next_generation, plans_to_collect};
 use crate::metrics::Metrics;
 use crate::webhook::csv_author::recorded_author;
 use crate::webhook::handlers::may_change_content;
@@ -79,7 +79,7 @@ pub enum SubscriptionLoopError {
         #[source]
         source: ClientError,
     },
-    #[error("failed to create the InstallPlan of namespace {namespace}")]
+    #[error("failed to create or collect an InstallPlan of namespace {namespace}")]
     WritePlan {
         namespace: String,
         #[source]
@@ -201,7 +201,17 @@ impl Context {
         }
         let originals = ListParams::default().labels(&format!("!{COPIED_FROM_LABEL}"));
         let csvs: Vec<ClusterServiceVersion> = self.list(namespace, "CSVs", originals).await?;
-        let plans: Vec<InstallPlan> = self.list(namespace, "InstallPlans", ListParams::default()).await?;
+        let mut plans: Vec<InstallPlan> = self.list(namespace, "InstallPlans", ListParams::default()).await?;
+        // OLM's gcInstallPlans: the namespace keeps its five newest plans.
+        for name in plans_to_collect(&plans) {
+            self.client
+                .namespaced::<InstallPlan>(namespace)
+                .ensure_deleted(&name)
+                .await
+                .map_err(|source| SubscriptionLoopError::WritePlan { namespace: namespace.to_owned(), source })?;
+            tracing::info!(%namespace, plan = %name, "old InstallPlan collected");
+            plans.retain(|plan| plan.metadata.name.as_deref() != Some(name.as_str()));
+        }
         let exists = |name: &str| csvs.iter().any(|csv| csv.name_any() == name);
         let mut next: BTreeMap<String, SubscriptionStatus> = BTreeMap::new();
         for subscription in &subscriptions {

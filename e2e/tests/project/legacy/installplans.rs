@@ -436,3 +436,38 @@ subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]
         assert!(image.ends_with("v2.0.0-alpha"), "the approved version keeps running: {image}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_namespace_keeps_its_five_newest_installplans_as_olm_collects_them() {
+    let harness = start("installplan-gc").await;
+    for generation in 1..=7 {
+        apply(
+            &harness,
+            &format!(
+                "apiVersion: operators.coreos.com/v1alpha1\nkind: InstallPlan\nmetadata: {{name: old-{generation}, namespace: ops}}\n\
+                 spec: {{clusterServiceVersionNames: [x.v{generation}], approval: Automatic, approved: true, generation: {generation}}}\n"
+            ),
+        );
+    }
+    // A Subscription makes the namespace resolve, and collect.
+    apply(&harness, GROUP);
+    apply(&harness, &subscription("Automatic"));
+    let plans = Api::<InstallPlan>::namespaced(harness.admin.clone(), "ops");
+    let mut left = Vec::new();
+    for _ in 0..100 {
+        left = plans
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        left.sort();
+        if left.len() == 5 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(left, ["old-3", "old-4", "old-5", "old-6", "old-7"], "the two oldest generations collected");
+}
