@@ -471,3 +471,42 @@ async fn a_namespace_keeps_its_five_newest_installplans_as_olm_collects_them() {
     }
     assert_eq!(left, ["old-3", "old-4", "old-5", "old-6", "old-7"], "the two oldest generations collected");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nobody_but_the_controller_may_say_which_subscription_an_install_serves() {
+    let harness = start("installplan-claim").await;
+    // Mallory may write Installs, and makes one named and annotated as ops/plumbus's, to be taken for it.
+    apply(
+        &harness,
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: install-writer}
+rules: [{apiGroups: [operators.coreos.com], resources: [installs], verbs: [get, list, create, update, patch]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: mallory-installs}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: install-writer}
+subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]
+"#,
+    );
+    let mallory = harness.plane.user_kubeconfig("mallory", &[]);
+    let claimed = "apiVersion: operators.coreos.com/v2alpha1\nkind: Install\nmetadata:\n  name: plumbus.ops\n  annotations: {operators.coreos.com/subscription: ops/plumbus}\nspec:\n  content: [{type: Raw, raw: \"apiVersion: v1\\nkind: ConfigMap\\nmetadata: {name: mine}\\n\"}]\n";
+    let refused = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(claimed));
+    assert!(!refused.status.success(), "mallory claimed a Subscription's Install");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("only the controller sets the annotation operators.coreos.com/subscription"), "{stderr}");
+    // Made plain, then annotated: refused as well.
+    let plain = claimed.replace("  annotations: {operators.coreos.com/subscription: ops/plumbus}\n", "");
+    let made = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&plain));
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let annotated = harness.kubectl(
+        &mallory,
+        &["annotate", "install", "plumbus.ops", "operators.coreos.com/subscription=ops/plumbus"],
+        None,
+    );
+    assert!(!annotated.status.success(), "mallory claimed a Subscription's Install by annotating hers");
+    let install = installs(&harness).get("plumbus.ops").await.unwrap();
+    assert!(!install.metadata.annotations.unwrap_or_default().contains_key("operators.coreos.com/subscription"));
+}
