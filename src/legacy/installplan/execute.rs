@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use serde_json::{json, Value};
@@ -274,6 +275,19 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
                 standings.push((csv.clone(), Standing::Waiting(format!("Install {name} is moving to {csv}"))));
             }
             Some(install) => {
+                // OLM's attenuatedServiceAccountRef: the OperatorGroup's account, when the Install runs as it (an
+                // account in the plan's namespace; the controller's own live in its namespace).
+                if let Some(account) = install.status.as_ref().and_then(|s| s.service_account_ref.as_ref()) {
+                    if account.namespace == namespace {
+                        status.attenuated_service_account_ref = Some(ObjectReference {
+                            api_version: Some("v1".into()),
+                            kind: Some("ServiceAccount".into()),
+                            name: Some(account.name.clone()),
+                            namespace: Some(account.namespace.clone()),
+                            ..ObjectReference::default()
+                        });
+                    }
+                }
                 let state = install.status.as_ref().and_then(|s| s.state);
                 if settled(install) {
                     done_installs.insert(csv.clone(), install);

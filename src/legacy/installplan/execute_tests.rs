@@ -337,3 +337,26 @@ fn a_bundle_without_an_image_is_a_failure_not_an_empty_install() {
     assert_eq!(reason.as_deref(), Some(INSTALL_COMPONENT_FAILED));
     assert!(message.unwrap().contains("has no image"));
 }
+
+#[test]
+fn an_install_running_as_the_operator_group_account_is_olm_s_attenuated_account() {
+    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    for (namespace, attenuated) in [("ops", true), ("olmv2-system", false)] {
+        let mut running = install(&subs[0], "plumbus.v2", Some("Applying"), 1, 1);
+        running.status.as_mut().unwrap().service_account_ref = Some(crate::api::v2alpha1::ServiceAccountReference {
+            name: "operator".into(),
+            namespace: namespace.into(),
+        });
+        let installs: BTreeMap<String, Install> = [("plumbus.ops".to_owned(), running)].into();
+        let decision = run(&plan, &subs, &installs, &BTreeMap::new(), &at(1));
+        let reference = decision.status.attenuated_service_account_ref;
+        assert_eq!(reference.is_some(), attenuated, "{namespace}");
+        if let Some(reference) = reference {
+            assert_eq!(
+                (reference.kind.as_deref(), reference.name.as_deref()),
+                (Some("ServiceAccount"), Some("operator"))
+            );
+        }
+    }
+}
