@@ -435,6 +435,42 @@ fn reusable_plan<'a>(
     (open && same && unreferenced).then_some(newest)
 }
 
+/// What of a CatalogSource a resolution depends on: which object it is, its spec (priority, image, ConfigMap), and
+/// what it serves (its reason, connection state and address, ConfigMap version); not when it was polled or
+/// connected.
+fn catalog_served(source: &CatalogSource) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    source.metadata.uid.hash(&mut hasher);
+    serde_json::to_string(&source.spec).ok().hash(&mut hasher);
+    if let Some(status) = &source.status {
+        status.reason.hash(&mut hasher);
+        let connection = status.connection_state.as_ref();
+        connection.map(|c| (&c.address, &c.last_observed_state)).hash(&mut hasher);
+        status.config_map_reference.as_ref().map(|r| &r.resource_version).hash(&mut hasher);
+    }
+    Some(hasher.finish())
+}
+
+/// CatalogSources whose service changed (`catalog_served`), and those deleted.
+fn catalog_changes(
+    client: kube::Client,
+) -> impl futures_util::Stream<Item = Result<CatalogSource, watcher::Error>> + Send + 'static {
+    use futures_util::StreamExt;
+    let catalogs = Api::<CatalogSource>::all(client);
+    let changed = watches::trimmed(catalogs.clone(), watcher::Config::default())
+        .applied_objects()
+        .predicate_filter(catalog_served, Default::default());
+    let deleted = watcher::watcher(catalogs, watcher::Config::default()).filter_map(|event| async move {
+        match event {
+            Ok(watcher::Event::Delete(source)) => Some(Ok(source)),
+            Ok(_) => None,
+            Err(error) => Some(Err(error)),
+        }
+    });
+    futures_util::stream::select(changed, deleted)
+}
+
 /// The Subscriptions of `namespace` in `store`.
 fn in_namespace(store: &Store<Subscription>, namespace: Option<&str>) -> Vec<ObjectRef<Subscription>> {
     store
@@ -484,14 +520,13 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
             watches::metadata::<OperatorGroup>(client.clone(), watcher::Config::default()).touched_objects(),
             move |group| in_namespace(&by_group, group.namespace().as_deref()),
         )
-        .watches_stream(
-            watches::metadata::<CatalogSource>(client, watcher::Config::default()).touched_objects(),
-            move |source| {
-                let namespace = source.namespace();
-                let everywhere = namespace.as_deref() == Some(global_namespace.as_str());
-                in_namespace(&by_catalog, if everywhere { None } else { namespace.as_deref() })
-            },
-        );
+        // A catalog's change that changes what it serves (not its poll times): a global one wakes every
+        // Subscription of the cluster, so a poll that found nothing new must wake none. Deletions always wake.
+        .watches_stream(catalog_changes(client), move |source: CatalogSource| {
+            let namespace = source.namespace();
+            let everywhere = namespace.as_deref() == Some(global_namespace.as_str());
+            in_namespace(&by_catalog, if everywhere { None } else { namespace.as_deref() })
+        });
     runner::run(controller, context, process.shutdown()).boxed()
 }
 
@@ -520,6 +555,25 @@ mod tests {
             replaces: None,
             subscription: Some("plumbus".into()),
         }
+    }
+
+    #[test]
+    fn a_catalog_polled_or_reconnected_serves_the_same_and_a_new_digest_does_not() {
+        let source = |address: &str, state: &str, polled: &str| -> CatalogSource {
+            serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "community", "namespace": "olm", "uid": "u1"},
+                "spec": {"sourceType": "grpc", "image": "r/c:latest"},
+                "status": {"latestImageRegistryPoll": polled,
+                           "connectionState": {"address": address, "lastObservedState": state, "lastConnect": polled}}}))
+            .unwrap()
+        };
+        let first = catalog_served(&source("r/c@sha256:1", "READY", "2026-01-01T00:00:00Z"));
+        assert_eq!(first, catalog_served(&source("r/c@sha256:1", "READY", "2026-01-01T00:10:00Z")), "a poll");
+        assert_ne!(first, catalog_served(&source("r/c@sha256:2", "READY", "2026-01-01T00:10:00Z")), "a new digest");
+        assert_ne!(first, catalog_served(&source("r/c:latest", "TRANSIENT_FAILURE", "2026-01-01T00:10:00Z")));
+        let mut prioritized = source("r/c@sha256:1", "READY", "2026-01-01T00:00:00Z");
+        prioritized.spec.priority = Some(10);
+        assert_ne!(first, catalog_served(&prioritized), "a priority");
     }
 
     #[test]

@@ -210,3 +210,18 @@ async fn resolution_failures_are_olm_s_conditions_on_every_subscription_and_an_e
         ))
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_subscription_waiting_for_its_catalog_resolves_as_soon_as_the_catalog_serves() {
+    let harness = start("subscription-late-catalog").await;
+    apply(&harness, GROUP);
+    apply(&harness, &subscription("trident", "trident-operator", "stable", None));
+    let waiting = soon(&harness, "trident", "without a catalog", |s| {
+        condition(s, "CatalogSourcesUnhealthy").is_some_and(|(_, reason, _)| reason == "NoCatalogSourcesFound")
+    })
+    .await;
+    assert_eq!(current_csv(&waiting), None);
+    // The catalog appears in the global namespace: its change (not a resync) wakes the Subscription.
+    community_catalog(&harness, &["trident-operator"]).await;
+    soon(&harness, "trident", "resolved", |s| current_csv(s).as_deref() == Some("trident-operator.v26.2.1")).await;
+}
