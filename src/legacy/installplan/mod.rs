@@ -35,6 +35,7 @@ pub struct Context {
     controller_namespace: String,
     metrics: Arc<Metrics>,
     retry: Duration,
+    resync: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -186,9 +187,13 @@ impl Reconciler for Context {
         if Some(&decision.status) != plan.status.as_ref() {
             plans.apply_status(&name, &decision.status, None).await.map_err(write("write the status"))?;
         }
+        // Its Installs' and Subscriptions' changes wake it; a look now and then covers a missed one.
         Ok(match decision.status.phase {
             InstallPlanPhase::Complete => Action::await_change(),
-            _ => Action::requeue(self.retry),
+            _ if !decision.create_installs.is_empty() || !decision.create_subscriptions.is_empty() => {
+                Action::requeue(self.retry)
+            }
+            _ => Action::requeue(self.resync),
         })
     }
 
@@ -210,6 +215,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         controller_namespace: process.options.namespace.clone(),
         metrics: process.metrics.clone(),
         retry: process.options.retry,
+        resync: process.options.resync,
     });
     let controller = watches::controller(Api::<InstallPlan>::all(client.clone()), watcher::Config::default());
     let (by_install, by_subscription) = (controller.store(), controller.store());
