@@ -43,14 +43,14 @@ pub fn install_name(package: &str, namespace: &str) -> String {
 }
 
 /// What one pass of a plan does.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct Decision {
     /// Subscriptions to create (OLM's Subscription steps): manifests.
     pub create_subscriptions: Vec<Value>,
     /// Installs to create: manifests.
     pub create_installs: Vec<Value>,
-    /// Installs whose content moves to a new bundle: `(name, resourceVersion read, merge patch)`.
-    pub update_installs: Vec<(String, Option<String>, Value)>,
+    /// Installs whose content moves to a new bundle (the patch, `content_patch`, waits for the author check).
+    pub update_installs: Vec<Move>,
     /// The plan's next status.
     pub status: InstallPlanStatus,
 }
@@ -61,9 +61,15 @@ pub struct Observed<'a> {
     pub subscriptions: &'a [Subscription],
     /// Installs by name.
     pub installs: &'a BTreeMap<String, Install>,
-    /// For an Install to move to new content: whether the Subscription's author could have made that change
-    /// themselves (they hold what its account was granted). Unknown counts as no.
-    pub author_may_change: &'a BTreeMap<String, bool>,
+}
+
+/// A Subscription's Install to move to `image` (bundle `csv`), as read.
+#[derive(Clone, Debug)]
+pub struct Move {
+    pub install: Install,
+    pub subscription: Subscription,
+    pub csv: String,
+    pub image: String,
 }
 
 /// Who a Subscription's author is, for a content-change mark: their username, or the Subscription when none was
@@ -269,9 +275,12 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
                 )),
             )),
             Some(install) if !holds_content(install, subscription, &lookup.path) => {
-                let may_change = observed.author_may_change.get(&name).copied().unwrap_or(false);
-                let patch = content_patch(subscription, csv, &lookup.path, may_change);
-                decision.update_installs.push((name.clone(), install.metadata.resource_version.clone(), patch));
+                decision.update_installs.push(Move {
+                    install: install.clone(),
+                    subscription: subscription.clone(),
+                    csv: csv.clone(),
+                    image: lookup.path.clone(),
+                });
                 standings.push((csv.clone(), Standing::Waiting(format!("Install {name} is moving to {csv}"))));
             }
             Some(install) => {

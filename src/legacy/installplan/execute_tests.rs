@@ -60,10 +60,14 @@ fn run(
     plan: &InstallPlan,
     subscriptions: &[Subscription],
     installs: &BTreeMap<String, Install>,
-    author_may_change: &BTreeMap<String, bool>,
     now: &Time,
 ) -> Decision {
-    decide(&Observed { plan, subscriptions, installs, author_may_change }, now)
+    decide(&Observed { plan, subscriptions, installs }, now)
+}
+
+/// The patch a move makes, its author holding the grants or not.
+fn patch_of(step: &Move, author_may_change: bool) -> Value {
+    content_patch(&step.subscription, &step.csv, &step.image, author_may_change)
 }
 
 fn installed_condition(status: &InstallPlanStatus) -> (String, Option<String>, Option<String>) {
@@ -75,7 +79,7 @@ fn installed_condition(status: &InstallPlanStatus) -> (String, Option<String>, O
 fn a_bundle_gets_an_install_made_on_behalf_of_its_subscriptions_author() {
     let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
-    let decision = run(&plan, &subs, &BTreeMap::new(), &BTreeMap::new(), &at(1));
+    let decision = run(&plan, &subs, &BTreeMap::new(), &at(1));
     assert_eq!(decision.create_installs.len(), 1);
     let install = &decision.create_installs[0];
     assert_eq!(install["metadata"]["name"], "plumbus.ops");
@@ -95,7 +99,7 @@ fn an_install_waiting_for_approval_is_the_plan_s_message_and_once_installed_the_
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
     let pending: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("PendingApproval"), 1, 1))].into();
-    let decision = run(&plan, &subs, &pending, &BTreeMap::new(), &at(2));
+    let decision = run(&plan, &subs, &pending, &at(2));
     assert!(decision.create_installs.is_empty() && decision.update_installs.is_empty());
     let (state, reason, message) = installed_condition(&decision.status);
     assert_eq!((state.as_str(), reason.as_deref()), ("False", Some(INSTALL_PENDING_APPROVAL)));
@@ -104,7 +108,7 @@ fn an_install_waiting_for_approval_is_the_plan_s_message_and_once_installed_the_
 
     let done: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("Installed"), 1, 1))].into();
-    let decision = run(&plan, &subs, &done, &BTreeMap::new(), &at(3));
+    let decision = run(&plan, &subs, &done, &at(3));
     assert_eq!(decision.status.phase, InstallPlanPhase::Complete);
     assert_eq!(installed_condition(&decision.status), ("True".into(), None, None));
     assert_eq!(decision.status.plan[0].status, STEP_CREATED);
@@ -117,7 +121,7 @@ fn an_install_waiting_for_approval_is_the_plan_s_message_and_once_installed_the_
     ]))
     .unwrap();
     let applied: BTreeMap<String, Install> = [("plumbus.ops".to_owned(), applied)].into();
-    let decision = run(&plan, &subs, &applied, &BTreeMap::new(), &at(3));
+    let decision = run(&plan, &subs, &applied, &at(3));
     let steps: Vec<(String, String, String, String)> = decision
         .status
         .plan
@@ -136,7 +140,7 @@ fn an_install_waiting_for_approval_is_the_plan_s_message_and_once_installed_the_
     );
     let stale: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("Installed"), 2, 1))].into();
-    let decision = run(&plan, &subs, &stale, &BTreeMap::new(), &at(3));
+    let decision = run(&plan, &subs, &stale, &at(3));
     assert_eq!(decision.status.phase, InstallPlanPhase::Installing, "installed, but not at its current generation");
 }
 
@@ -146,11 +150,12 @@ fn an_upgrade_moves_the_existing_install_to_the_new_bundle_at_the_version_read()
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
     let old: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v1", Some("Installed"), 1, 1))].into();
-    let trusted: BTreeMap<String, bool> = [("plumbus.ops".to_owned(), true)].into();
-    let decision = run(&plan, &subs, &old, &trusted, &at(2));
+    let decision = run(&plan, &subs, &old, &at(2));
     assert_eq!(decision.update_installs.len(), 1);
-    let (name, version, patch) = &decision.update_installs[0];
+    let step = &decision.update_installs[0];
+    let (name, version) = (step.install.name_any(), step.install.metadata.resource_version.clone());
     assert_eq!((name.as_str(), version.as_deref()), ("plumbus.ops", Some("42")));
+    let patch = patch_of(step, true);
     assert_eq!(patch["spec"]["content"][0]["manifestImage"], "registry.example/plumbus.v2@sha256:1");
     assert_eq!(patch["metadata"]["annotations"][BUNDLE_ANNOTATION], "plumbus.v2");
     assert!(patch["spec"].get("approval").is_none(), "an author holding the grants keeps the approval");
@@ -163,13 +168,10 @@ fn new_content_chosen_by_an_author_who_does_not_hold_the_grants_waits_for_a_pers
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
     let old: BTreeMap<String, Install> =
         [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v1", Some("Installed"), 1, 1))].into();
-    for holds in [None, Some(false)] {
-        let known: BTreeMap<String, bool> = holds.map(|h| ("plumbus.ops".to_owned(), h)).into_iter().collect();
-        let decision = run(&plan, &subs, &old, &known, &at(2));
-        let (_, _, patch) = &decision.update_installs[0];
-        assert_eq!(patch["spec"]["approval"], "Unapproved", "{holds:?}");
-        assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "alice");
-    }
+    let decision = run(&plan, &subs, &old, &at(2));
+    let patch = patch_of(&decision.update_installs[0], false);
+    assert_eq!(patch["spec"]["approval"], "Unapproved");
+    assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "alice");
 }
 
 #[test]
@@ -181,7 +183,7 @@ fn an_install_someone_else_made_under_the_name_is_never_taken_over() {
     let mut hers = install(&mallory, "plumbus.v1", Some("Installed"), 1, 1);
     hers.metadata.annotations.as_mut().unwrap().remove(SUBSCRIPTION_ANNOTATION);
     let squatted: BTreeMap<String, Install> = [("plumbus.ops".to_owned(), hers)].into();
-    let decision = run(&plan, &subs, &squatted, &BTreeMap::new(), &at(2));
+    let decision = run(&plan, &subs, &squatted, &at(2));
     assert!(decision.update_installs.is_empty() && decision.create_installs.is_empty());
     let (state, reason, message) = installed_condition(&decision.status);
     assert_eq!((state.as_str(), reason.as_deref()), ("False", Some(INSTALL_COMPONENT_FAILED)));
@@ -192,7 +194,7 @@ fn an_install_someone_else_made_under_the_name_is_never_taken_over() {
 fn a_dependency_s_subscription_is_generated_as_olm_marks_it_then_its_install_follows() {
     let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus")), bundle("grumbo.v1", "grumbo", None)]);
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
-    let decision = run(&plan, &subs, &BTreeMap::new(), &BTreeMap::new(), &at(1));
+    let decision = run(&plan, &subs, &BTreeMap::new(), &at(1));
     assert_eq!(decision.create_subscriptions.len(), 1);
     let generated = &decision.create_subscriptions[0];
     assert_eq!(generated["metadata"]["name"], "grumbo-stable-community-olm");
@@ -209,7 +211,7 @@ fn a_dependency_s_subscription_is_generated_as_olm_marks_it_then_its_install_fol
     let mut generated_sub = with_generated[1].clone();
     generated_sub.spec.starting_csv = Some("grumbo.v1".into());
     let with_generated = [with_generated[0].clone(), generated_sub];
-    let decision = run(&plan, &with_generated, &BTreeMap::new(), &BTreeMap::new(), &at(2));
+    let decision = run(&plan, &with_generated, &BTreeMap::new(), &at(2));
     assert!(decision.create_subscriptions.is_empty());
     let names: Vec<&str> = decision.create_installs.iter().filter_map(|i| i["metadata"]["name"].as_str()).collect();
     assert_eq!(names, ["plumbus.ops", "grumbo.ops"]);
@@ -250,7 +252,7 @@ fn a_failed_install_is_the_plan_s_failure_in_its_own_words() {
         observed_generation: None,
     }];
     let installs: BTreeMap<String, Install> = [("plumbus.ops".to_owned(), failed)].into();
-    let decision = run(&plan, &subs, &installs, &BTreeMap::new(), &at(2));
+    let decision = run(&plan, &subs, &installs, &at(2));
     let (state, reason, message) = installed_condition(&decision.status);
     assert_eq!((state.as_str(), reason.as_deref()), ("False", Some(INSTALL_COMPONENT_FAILED)));
     assert_eq!(
@@ -268,9 +270,9 @@ fn a_subscription_edited_by_someone_else_keeps_its_install() {
         [("plumbus.ops".to_owned(), install(&original, "plumbus.v1", Some("Installed"), 1, 1))].into();
     let edited =
         [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({CREATOR_ANNOTATION: r#"{"username":"bob"}"#}))];
-    let decision = run(&plan, &edited, &made, &BTreeMap::new(), &at(2));
+    let decision = run(&plan, &edited, &made, &at(2));
     assert_eq!(decision.update_installs.len(), 1, "still the Subscription's Install");
-    let (_, _, patch) = &decision.update_installs[0];
+    let patch = patch_of(&decision.update_installs[0], false);
     assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "bob", "judged as its author now");
 }
 
@@ -279,7 +281,7 @@ fn a_plan_no_subscription_points_at_moves_nothing_and_a_dependency_is_made_only_
     let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus")), bundle("grumbo.v1", "grumbo", None)]);
     let mut superseded = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
     superseded.status.as_mut().unwrap().install_plan_ref.as_mut().unwrap().name = Some("install-newer".into());
-    let decision = run(&plan, &[superseded], &BTreeMap::new(), &BTreeMap::new(), &at(1));
+    let decision = run(&plan, &[superseded], &BTreeMap::new(), &at(1));
     assert!(decision.create_installs.is_empty(), "a superseded plan moves nothing");
     let generated = &decision.create_subscriptions[0];
     assert!(generated["metadata"]["annotations"].get(CREATOR_ANNOTATION).is_none(), "nobody asked: nobody's behalf");
@@ -288,20 +290,13 @@ fn a_plan_no_subscription_points_at_moves_nothing_and_a_dependency_is_made_only_
     let mut bob =
         subscription("other", "other", Some("other.v1"), json!({CREATOR_ANNOTATION: r#"{"username":"bob"}"#}));
     bob.status.as_mut().unwrap().install_plan_ref = alice.status.as_ref().unwrap().install_plan_ref.clone();
-    let decision = decide(
-        &Observed {
-            plan: &plan,
-            subscriptions: &[alice.clone(), bob],
-            installs: &BTreeMap::new(),
-            author_may_change: &BTreeMap::new(),
-        },
-        &at(1),
-    );
+    let decision =
+        decide(&Observed { plan: &plan, subscriptions: &[alice.clone(), bob], installs: &BTreeMap::new() }, &at(1));
     assert!(
         decision.create_subscriptions[0]["metadata"]["annotations"].get(CREATOR_ANNOTATION).is_none(),
         "two authors asked: the dependency is made on behalf of neither"
     );
-    let decision = run(&plan, &[alice], &BTreeMap::new(), &BTreeMap::new(), &at(1));
+    let decision = run(&plan, &[alice], &BTreeMap::new(), &at(1));
     assert_eq!(decision.create_subscriptions[0]["metadata"]["annotations"][CREATOR_ANNOTATION], AUTHOR);
 }
 
@@ -331,7 +326,7 @@ fn a_bundle_without_an_image_is_a_failure_not_an_empty_install() {
     inline.image = String::new();
     let plan = plan(&[inline]);
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
-    let decision = run(&plan, &subs, &BTreeMap::new(), &BTreeMap::new(), &at(1));
+    let decision = run(&plan, &subs, &BTreeMap::new(), &at(1));
     assert!(decision.create_installs.is_empty());
     let (_, reason, message) = installed_condition(&decision.status);
     assert_eq!(reason.as_deref(), Some(INSTALL_COMPONENT_FAILED));
@@ -349,7 +344,7 @@ fn an_install_running_as_the_operator_group_account_is_olm_s_attenuated_account(
             namespace: namespace.into(),
         });
         let installs: BTreeMap<String, Install> = [("plumbus.ops".to_owned(), running)].into();
-        let decision = run(&plan, &subs, &installs, &BTreeMap::new(), &at(1));
+        let decision = run(&plan, &subs, &installs, &at(1));
         let reference = decision.status.attenuated_service_account_ref;
         assert_eq!(reference.is_some(), attenuated, "{namespace}");
         if let Some(reference) = reference {

@@ -24,7 +24,9 @@ use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::controller::Process;
 use crate::metrics::Metrics;
-use execute::{decide, install_name, Observed, SUBSCRIPTION_ANNOTATION};
+use crate::webhook::csv_author::recorded_author;
+use crate::webhook::handlers::may_change_content;
+use execute::{content_patch, decide, install_name, Move, Observed, SUBSCRIPTION_ANNOTATION};
 
 /// The field manager of InstallPlans and their status, whichever loop writes them.
 pub const FIELD_MANAGER: &str = "olmv2-installplan";
@@ -48,6 +50,13 @@ pub enum InstallPlanLoopError {
         #[source]
         source: ClientError,
     },
+    #[error("failed to move an Install for InstallPlan {namespace}/{name}")]
+    Move {
+        namespace: String,
+        name: String,
+        #[source]
+        source: MoveError,
+    },
     #[error("failed to {action} for InstallPlan {namespace}/{name}")]
     Write {
         action: String,
@@ -58,17 +67,59 @@ pub enum InstallPlanLoopError {
     },
 }
 
+/// Why a Subscription's Install could not be moved to new content.
+#[derive(Debug, thiserror::Error)]
+pub enum MoveError {
+    #[error("failed to check what the author of Subscription {0} may do")]
+    CheckAuthor(String, #[source] kube::Error),
+    #[error("failed to move Install {0} to new content")]
+    Write(String, #[source] ClientError),
+}
+
+impl MoveError {
+    /// Whether the Install changed since it was read (the move is decided again at once).
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::Write(_, source) if source.is_conflict())
+    }
+}
+
+/// Moves a Subscription's Install to new content (a plan's bundle, or the Subscription's `spec.config`) at the
+/// resourceVersion read: unmarked only when the Subscription's author could have made that change themselves (they
+/// hold what its account was granted), otherwise marked and waiting for a person (`execute::content_patch`).
+pub async fn move_install(client: &ControllerClient, controller_namespace: &str, step: &Move) -> Result<(), MoveError> {
+    let name = step.install.name_any();
+    let may_change = match recorded_author(step.subscription.annotations()) {
+        Some(author) => may_change_content(client.kube(), controller_namespace, &author, &step.install)
+            .await
+            .map_err(|error| MoveError::CheckAuthor(step.subscription.name_any(), error))?,
+        None => false,
+    };
+    let patch = content_patch(&step.subscription, &step.csv, &step.image, may_change);
+    client
+        .all::<Install>()
+        .merge_patch(&name, &patch, step.install.metadata.resource_version.as_deref())
+        .await
+        .map_err(|source| MoveError::Write(name.clone(), source))?;
+    Ok(())
+}
+
 impl Categorized for InstallPlanLoopError {
     fn category(&self) -> &'static str {
         match self {
             Self::Read { .. } => "InstallPlanInputsUnreadable",
             Self::Write { source, .. } if source.is_conflict() => "ObjectChanged",
+            Self::Move { source, .. } if source.is_conflict() => "ObjectChanged",
+            Self::Move { .. } => "InstallMoveFailed",
             Self::Write { .. } => "InstallPlanWriteFailed",
         }
     }
 
     fn is_conflict(&self) -> bool {
-        matches!(self, Self::Write { source, .. } if source.is_conflict())
+        match self {
+            Self::Write { source, .. } => source.is_conflict(),
+            Self::Move { source, .. } => source.is_conflict(),
+            Self::Read { .. } => false,
+        }
     }
 }
 
@@ -123,41 +174,7 @@ impl Reconciler for Context {
             }
         }
         let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let mut author_may_change = BTreeMap::new();
-        let observed = Observed {
-            plan: &plan,
-            subscriptions: &subscriptions,
-            installs: &installs,
-            author_may_change: &author_may_change,
-        };
-        let mut decision = decide(&observed, &now);
-        if !decision.update_installs.is_empty() {
-            // Only for Installs to move: may the Subscription's author make that change themselves?
-            for (install_name, ..) in &decision.update_installs {
-                let install = &installs[install_name];
-                let subscription = subscriptions.iter().find(|s| execute::made_for(install, s));
-                let author = subscription.and_then(|s| crate::webhook::csv_author::recorded_author(s.annotations()));
-                let may = match author {
-                    Some(author) => crate::webhook::handlers::may_change_content(
-                        self.client.kube(),
-                        &self.controller_namespace,
-                        &author,
-                        install,
-                    )
-                    .await
-                    .map_err(|e| read("the author's access")(ClientError::Api(e)))?,
-                    None => false,
-                };
-                author_may_change.insert(install_name.clone(), may);
-            }
-            let observed = Observed {
-                plan: &plan,
-                subscriptions: &subscriptions,
-                installs: &installs,
-                author_may_change: &author_may_change,
-            };
-            decision = decide(&observed, &now);
-        }
+        let decision = decide(&Observed { plan: &plan, subscriptions: &subscriptions, installs: &installs }, &now);
         for subscription in &decision.create_subscriptions {
             let typed: Subscription = serde_json::from_value(subscription.clone())
                 .map_err(|e| write("encode a generated Subscription")(ClientError::Encode(e)))?;
@@ -176,13 +193,11 @@ impl Reconciler for Context {
                 Err(error) => return Err(write("create an Install")(error)),
             }
         }
-        for (install, version, patch) in &decision.update_installs {
-            self.client
-                .all::<Install>()
-                .merge_patch(install, patch, version.as_deref())
-                .await
-                .map_err(write("move an Install to the plan's bundle"))?;
-            tracing::info!(%install, "Install moved to a new bundle");
+        for step in &decision.update_installs {
+            move_install(&self.client, &self.controller_namespace, step).await.map_err(|source| {
+                InstallPlanLoopError::Move { namespace: namespace.clone(), name: name.clone(), source }
+            })?;
+            tracing::info!(install = %step.install.name_any(), csv = %step.csv, "Install moved to a new bundle");
         }
         if Some(&decision.status) != plan.status.as_ref() {
             plans.apply_status(&name, &decision.status, None).await.map_err(write("write the status"))?;

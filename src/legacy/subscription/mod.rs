@@ -40,12 +40,11 @@ use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::controller::Process;
 use crate::legacy::installplan::execute::{
-    content_patch, holds_content, install_name, installed_image, made_for, BUNDLE_ANNOTATION, GENERATED_BY_ANNOTATION,
+    holds_content, install_name, installed_image, made_for, Move, BUNDLE_ANNOTATION, GENERATED_BY_ANNOTATION,
 };
+use crate::legacy::installplan::move_install;
 use crate::legacy::installplan::plan::{initial_status, new_install_plan, next_generation, plans_to_collect};
 use crate::metrics::Metrics;
-use crate::webhook::csv_author::recorded_author;
-use crate::webhook::handlers::may_change_content;
 use planning::{plan_namespace, NamespacePlan};
 use resolution::{resolve_namespace, Inputs, Outcome, ERROR_PREVENTED_RESOLUTION};
 use status::{
@@ -89,7 +88,7 @@ pub enum SubscriptionLoopError {
     WriteInstall {
         name: String,
         #[source]
-        source: ClientError,
+        source: crate::legacy::installplan::MoveError,
     },
     #[error("failed to write the status of Subscription {namespace}/{name}")]
     WriteStatus {
@@ -367,16 +366,8 @@ impl Context {
                 continue;
             }
             let csv = install.annotations().get(BUNDLE_ANNOTATION).cloned().unwrap_or_default();
-            let may_change = match recorded_author(subscription.annotations()) {
-                Some(author) => may_change_content(self.client.kube(), &self.controller_namespace, &author, &install)
-                    .await
-                    .map_err(|error| read(ClientError::Api(error)))?,
-                None => false,
-            };
-            let patch = content_patch(subscription, &csv, image, may_change);
-            self.client
-                .all::<Install>()
-                .merge_patch(&name, &patch, install.metadata.resource_version.as_deref())
+            let step = Move { image: image.to_owned(), install, subscription: subscription.clone(), csv };
+            move_install(&self.client, &self.controller_namespace, &step)
                 .await
                 .map_err(|source| SubscriptionLoopError::WriteInstall { name: name.clone(), source })?;
             tracing::info!(%namespace, install = %name, "Install configured as its Subscription's spec.config says");

@@ -84,6 +84,22 @@ fn subscription(approval: &str) -> String {
     )
 }
 
+/// Lets eve get, list, create, update and patch `resources` (a YAML flow list's items) in ops, and nothing else;
+/// answers her kubeconfig.
+fn eve_may_write(harness: &Harness, resources: &str) -> String {
+    apply(
+        harness,
+        &format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {{name: subscriber, namespace: ops}}\n\
+             rules: [{{apiGroups: [operators.coreos.com], resources: [{resources}], verbs: [get, list, create, update, patch]}}]\n\
+             ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {{name: eve-subscribes, namespace: ops}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: subscriber}}\n\
+             subjects: [{{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}}]\n"
+        ),
+    );
+    harness.plane.user_kubeconfig("eve", &[])
+}
+
 fn subscriptions(harness: &Harness) -> Api<Subscription> {
     Api::namespaced(harness.admin.clone(), "ops")
 }
@@ -275,22 +291,11 @@ async fn a_manual_plan_waits_for_approved_and_a_subscriber_without_rights_gets_n
     let harness = start("installplan-manual").await;
     catalog(&harness).await;
     apply(&harness, GROUP);
-    // Eve may write Subscriptions in ops and read what she made, nothing else.
+    // Eve may write Subscriptions and InstallPlans in ops, and Installs (approving them needs what they ask for).
+    let eve = eve_may_write(&harness, "subscriptions, installplans");
     apply(
         &harness,
         r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: subscriber, namespace: ops}
-rules:
-- {apiGroups: [operators.coreos.com], resources: [subscriptions, installplans], verbs: [get, list, create, update, patch]}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: eve-subscribes, namespace: ops}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: subscriber}
-subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]
----
 apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
 metadata: {name: install-approver}
@@ -303,7 +308,6 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: install-
 subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]
 "#,
     );
-    let eve = harness.plane.user_kubeconfig("eve", &[]);
     let created = harness.kubectl(&eve, &["apply", "-f", "-"], Some(&subscription("Manual")));
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
 
@@ -374,22 +378,7 @@ async fn a_subscriber_without_the_grants_cannot_swap_an_approved_operator_by_cha
     let harness = start("installplan-swap").await;
     catalog(&harness).await;
     apply(&harness, GROUP);
-    apply(
-        &harness,
-        r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {name: subscriber, namespace: ops}
-rules: [{apiGroups: [operators.coreos.com], resources: [subscriptions], verbs: [get, list, create, update, patch]}]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata: {name: eve-subscribes, namespace: ops}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: subscriber}
-subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]
-"#,
-    );
-    let eve = harness.plane.user_kubeconfig("eve", &[]);
+    let eve = eve_may_write(&harness, "subscriptions");
     let created = harness.kubectl(&eve, &["apply", "-f", "-"], Some(&subscription("Automatic")));
     assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
     // An admin reviews and approves what eve's Subscription asks for; it installs.
