@@ -1,7 +1,8 @@
 //! The Operator controller: the single entry point users apply. `components`, `index`, `status` and `desired`
-//! decide; `watch` keeps the component index from one watch per component kind; `reconcile` reads the source,
-//! brings the Operator's Install to what it resolved, and writes the status; `projection` carries component labels
-//! onto what OLM v0's loops generate; [`controller`] runs them for every Operator.
+//! decide; `watch` keeps the component index from one watch per component kind; `source` reads the source (a
+//! bundle image or a catalog); `reconcile` brings the Operator's Install to what it resolved, and writes the status;
+//! `projection` carries component labels onto what OLM v0's loops generate; [`controller`] runs them for every
+//! Operator.
 
 pub mod components;
 pub mod desired;
@@ -9,6 +10,7 @@ pub mod index;
 pub mod kinds;
 pub mod projection;
 pub mod reconcile;
+pub mod source;
 pub mod status;
 pub mod watch;
 

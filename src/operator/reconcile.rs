@@ -11,16 +11,13 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use super::components::Component;
-use super::desired::{install_patch, installed_bundle, installed_image, new_install, settled, Target};
+use super::desired::{install_patch, installed_bundle, new_install, Target};
 use super::status::{status, Observed, SourceOutcome, EVENTS};
 use super::watch::{api_resource, lock, SharedIndex};
 use crate::api::component::component_label_key;
-use crate::api::v1alpha1::CatalogSource;
 use crate::api::v2alpha1::{
-    CatalogSourceUpdates, Install, Operator, OperatorStatus, UpdateApproval, UpdateSource,
-    CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
+    Install, Operator, OperatorStatus, UpdateApproval, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
 };
-use crate::catalog::resolve::{newer_in_other_channels, resolve, Selection};
 use crate::catalog::CatalogCache;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient, Objects};
@@ -100,7 +97,7 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
             message: format!("an Install named {name} exists that this Operator does not own; it is left alone"),
         }
     } else {
-        source_outcome(&ctx, &operator, owned.as_ref()).await
+        super::source::source_outcome(&ctx, &operator, owned.as_ref()).await
     };
     let install = match target_of(&operator, &source, &ctx.options) {
         Some(target) => {
@@ -139,89 +136,6 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
 
 fn owned_by(install: &Install, operator_uid: &str) -> bool {
     install.owner_references().iter().any(|owner| owner.kind == "Operator" && owner.uid == operator_uid)
-}
-
-/// What the Operator's `spec.updates` resolves to now. Source failures are outcomes, shown in the status, not
-/// reconcile errors: retrying at once would not make a missing package appear.
-async fn source_outcome(ctx: &Context, operator: &Operator, install: Option<&Install>) -> SourceOutcome {
-    let Some(updates) = &operator.spec.updates else { return SourceOutcome::NoSource };
-    match updates.source() {
-        Err(error) => SourceOutcome::Failed { reason: "InvalidUpdates", message: error.to_string() },
-        Ok(UpdateSource::ManifestImage(image)) => {
-            SourceOutcome::Resolved { image: image.to_owned(), bundle: None, version: None, available: Vec::new() }
-        }
-        Ok(UpdateSource::CatalogSource(catalog)) => catalog_outcome(ctx, catalog, install).await,
-    }
-}
-
-async fn catalog_outcome(ctx: &Context, updates: &CatalogSourceUpdates, install: Option<&Install>) -> SourceOutcome {
-    let reference = &updates.catalog_ref;
-    let sources = ctx.client.namespaced::<CatalogSource>(&reference.namespace);
-    let source = match sources.get_opt(&reference.name).await {
-        Ok(Some(source)) => source,
-        Ok(None) => {
-            return SourceOutcome::Failed {
-                reason: "CatalogSourceNotFound",
-                message: format!("CatalogSource {}/{} does not exist", reference.namespace, reference.name),
-            }
-        }
-        Err(error) => {
-            return SourceOutcome::Failed {
-                reason: "CatalogSourceUnreadable",
-                message: format!("reading CatalogSource {}/{}: {error}", reference.namespace, reference.name),
-            }
-        }
-    };
-    let loaded = match ctx.catalogs.catalog_of(&source).await {
-        Ok(loaded) => loaded,
-        Err(error) => return SourceOutcome::Failed { reason: error.category(), message: crate::error::report(&error) },
-    };
-    let selection = Selection {
-        package: updates.package.as_deref(),
-        channel: updates.channel.as_deref(),
-        entrypoint: updates.entrypoint.as_deref(),
-    };
-    let holding = install.filter(|install| !settled(install)).and_then(installed_bundle);
-    let installed = install.filter(|install| settled(install)).and_then(installed_bundle);
-    // An Install still installing (or waiting for approval) keeps its bundle: upgrades go one at a time.
-    let resolved = match holding {
-        Some(bundle) => resolve(&loaded.catalog, Selection { entrypoint: Some(bundle), ..selection }, None),
-        None => resolve(&loaded.catalog, selection, installed),
-    };
-    let resolution = match resolved {
-        Ok(resolution) => resolution,
-        Err(error) => return SourceOutcome::Failed { reason: "ResolutionFailed", message: error.to_string() },
-    };
-    if resolution.bundle.image.is_empty() {
-        // A ConfigMap catalog's bundles carry their content inline, with no image to install from.
-        return SourceOutcome::Failed {
-            reason: "BundleWithoutImage",
-            message: format!(
-                "bundle {} of CatalogSource {}/{} has no image: its content is inline in the catalog, which Operators \
-                 do not install from",
-                resolution.bundle.name, reference.namespace, reference.name
-            ),
-        };
-    }
-    let available = match &resolution.followed {
-        Some((package, channel)) => loaded
-            .catalog
-            .packages
-            .get(package)
-            .map(|package| newer_in_other_channels(package, channel, &resolution.bundle.version))
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
-    let image = match (holding, install.and_then(installed_image)) {
-        (Some(_), Some(image)) => image.to_owned(),
-        _ => resolution.bundle.image.clone(),
-    };
-    SourceOutcome::Resolved {
-        image,
-        bundle: Some(resolution.bundle.name.clone()),
-        version: Some(resolution.bundle.version.to_string()),
-        available,
-    }
 }
 
 fn target_of(operator: &Operator, source: &SourceOutcome, options: &OperatorOptions) -> Option<Target> {
