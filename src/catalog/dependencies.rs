@@ -62,6 +62,9 @@ pub struct Problem<'a> {
     pub sources: Vec<Source<'a>>,
     pub installed: Vec<CatalogBundle>,
     pub wants: Vec<Want>,
+    /// Bundles tried first for their package (the first of the pair) when the solution needs that package, without
+    /// being required: what an Operator installed as a dependency before stays unless something else must change.
+    pub preferred: Vec<(String, Pick)>,
 }
 
 /// A bundle of the solution.
@@ -308,6 +311,13 @@ impl Provider {
             }
             wanted.push(picks);
         }
+        // Sorted before the rest of its package (a want's candidates keep the rank their want gave them); a preferred
+        // bundle that is not there (the catalog dropped it) is simply no preference.
+        for (package, pick) in &problem.preferred {
+            if let Some(index) = by_pick.get(&(pick.origin, package.as_str(), pick.bundle.as_str())) {
+                rank.entry(*index).or_insert(0);
+            }
+        }
         Ok(Self { pool, bundles, solvables, by_name, favored, rank, wanted })
     }
 
@@ -533,4 +543,4 @@ impl DependencyProvider for Provider {
 
 #[cfg(test)]
 #[path = "dependencies_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -5,22 +5,22 @@ use serde_json::{json, Value};
 use super::*;
 
 /// A bundle blob: `name` of `package` at `version`, with extra properties.
-fn bundle(package: &str, name: &str, version: &str, properties: Vec<Value>) -> Value {
+pub(crate) fn bundle(package: &str, name: &str, version: &str, properties: Vec<Value>) -> Value {
     let mut all = vec![json!({"type": "olm.package", "value": {"packageName": package, "version": version}})];
     all.extend(properties);
     json!({"schema": "olm.bundle", "name": name, "package": package, "image": format!("registry.example/{name}"),
         "properties": all})
 }
 
-fn provides(kind: &str) -> Value {
+pub(crate) fn provides(kind: &str) -> Value {
     json!({"type": "olm.gvk", "value": {"group": "example.com", "version": "v1", "kind": kind}})
 }
 
-fn requires_api(kind: &str) -> Value {
+pub(crate) fn requires_api(kind: &str) -> Value {
     json!({"type": "olm.gvk.required", "value": {"group": "example.com", "version": "v1", "kind": kind}})
 }
 
-fn requires_package(package: &str, range: &str) -> Value {
+pub(crate) fn requires_package(package: &str, range: &str) -> Value {
     json!({"type": "olm.package.required", "value": {"packageName": package, "versionRange": range}})
 }
 
@@ -30,7 +30,7 @@ fn constraint(value: Value) -> Value {
 
 /// A catalog of `bundles` (blobs), each package with a `stable` default channel holding its bundles in order,
 /// each replacing the one before.
-fn catalog(bundles: Vec<Value>) -> Catalog {
+pub(crate) fn catalog(bundles: Vec<Value>) -> Catalog {
     let mut blobs = Vec::new();
     let mut packages: Vec<(String, Vec<String>)> = Vec::new();
     for blob in &bundles {
@@ -307,4 +307,39 @@ fn a_real_catalog_whose_head_requires_apis_no_catalog_provides_says_which() {
     let problem = problem(&catalog, vec![want("shipwright-operator", &[newest.name.as_str()])]);
     let explained = explanation(resolve_dependencies(&problem));
     assert!(explained.contains("TektonConfig") || explained.contains("Certificate"), "{explained}");
+}
+
+#[test]
+fn a_preferred_bundle_is_kept_while_it_fits_and_is_never_required() {
+    let catalog = catalog(vec![
+        bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![requires_package("grumbo", ">=1.0.0")]),
+        bundle("plumbus", "plumbus.v2.0.0", "2.0.0", vec![requires_package("grumbo", ">=1.5.0")]),
+        bundle("plumbus", "plumbus.v3.0.0", "3.0.0", vec![]),
+        bundle("grumbo", "grumbo.v1.0.0", "1.0.0", vec![]),
+        bundle("grumbo", "grumbo.v1.5.0", "1.5.0", vec![]),
+        bundle("grumbo", "grumbo.v2.0.0", "2.0.0", vec![]),
+    ]);
+    let old = ("grumbo".to_owned(), Pick { origin: Origin::Source(0), bundle: "grumbo.v1.0.0".into() });
+    let one = Problem { preferred: vec![old.clone()], ..problem(&catalog, vec![want("plumbus", &["plumbus.v1.0.0"])]) };
+    let chosen = resolve_dependencies(&one).expect("solution");
+    assert_eq!(names(&chosen), ["grumbo.v1.0.0", "plumbus.v1.0.0"], "kept over the newer grumbo");
+    let two = Problem { preferred: vec![old.clone()], ..problem(&catalog, vec![want("plumbus", &["plumbus.v2.0.0"])]) };
+    assert_eq!(names(&resolve_dependencies(&two).expect("solution")), ["grumbo.v2.0.0", "plumbus.v2.0.0"]);
+    let three = Problem { preferred: vec![old], ..problem(&catalog, vec![want("plumbus", &["plumbus.v3.0.0"])]) };
+    assert_eq!(names(&resolve_dependencies(&three).expect("solution")), ["plumbus.v3.0.0"], "not required");
+    let gone = ("grumbo".to_owned(), Pick { origin: Origin::Source(0), bundle: "grumbo.v0.1.0".into() });
+    let missing = Problem { preferred: vec![gone], ..problem(&catalog, vec![want("plumbus", &["plumbus.v1.0.0"])]) };
+    assert_eq!(names(&resolve_dependencies(&missing).expect("solution")), ["grumbo.v2.0.0", "plumbus.v1.0.0"]);
+}
+
+#[test]
+fn a_wants_own_order_comes_before_a_preference_for_its_package() {
+    let catalog = catalog(vec![
+        bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![]),
+        bundle("plumbus", "plumbus.v2.0.0", "2.0.0", vec![]),
+    ]);
+    let preferred = vec![("plumbus".to_owned(), Pick { origin: Origin::Source(0), bundle: "plumbus.v1.0.0".into() })];
+    let problem =
+        Problem { preferred, ..problem(&catalog, vec![want("plumbus", &["plumbus.v2.0.0", "plumbus.v1.0.0"])]) };
+    assert_eq!(names(&resolve_dependencies(&problem).expect("solution")), ["plumbus.v2.0.0"]);
 }

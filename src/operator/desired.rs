@@ -1,5 +1,5 @@
-//! The Install an Operator owns: one per Operator, named after it, holding the one bundle image its source resolved
-//! to. Upgrades change that Install's content, so the Install's approval gate decides whether an update needs a
+//! The Installs an Operator owns: its own, named after it, holding the one bundle image its source resolved to, and
+//! one per dependency that bundle brings (`dependencies`). Upgrades change that Install's content, so the Install's approval gate decides whether an update needs a
 //! person again (docs/design.md, 'Approval'), and a Manual Operator resets the approval in the same write.
 
 use serde_json::{json, Value};
@@ -73,11 +73,11 @@ fn spec_content(target: &Target) -> Value {
     })
 }
 
-/// The Install to create for an Operator: owned by it (so it goes when the Operator goes) and labelled as its
-/// component. Its approval starts Unapproved. It carries the Operator's creator as its own (`creator`, the
+/// The Install `name` to create for an Operator (its own, named after it, or one of its dependencies): owned by it
+/// (so it goes when the Operator goes) and labelled as its component. Its approval starts Unapproved. It carries the Operator's creator as its own (`creator`, the
 /// Operator's annotation as the webhook recorded it): the Install is made on that person's behalf, and an
 /// OperatorGroup's account lends its rights only where they may use it.
-pub fn new_install(operator: &str, operator_uid: &str, creator: Option<&str>, target: &Target) -> Value {
+pub fn new_install(name: &str, operator: &str, operator_uid: &str, creator: Option<&str>, target: &Target) -> Value {
     let mut annotations = annotations(target);
     if let Some(map) = annotations.as_object_mut() {
         map.retain(|_, value| !value.is_null());
@@ -95,7 +95,7 @@ pub fn new_install(operator: &str, operator_uid: &str, creator: Option<&str>, ta
         "apiVersion": "operators.coreos.com/v2alpha1",
         "kind": "Install",
         "metadata": {
-            "name": operator,
+            "name": name,
             "labels": {component_label_key(operator): ""},
             "annotations": annotations,
             "ownerReferences": [{
@@ -179,7 +179,7 @@ mod tests {
     #[test]
     fn the_operators_configuration_goes_with_the_image_and_a_change_of_it_is_a_change_of_content() {
         let configured = with_env(target("i", false), "http://proxy:3128");
-        let install = install_from(new_install("plumbus", "uid-1", None, &configured));
+        let install = install_from(new_install("plumbus", "plumbus", "uid-1", None, &configured));
         assert_eq!(install.spec.content[0].config, configured.config);
         assert_eq!(install_patch("plumbus", &install, &configured), None);
         let changed = with_env(target("i", false), "http://other:3128");
@@ -188,13 +188,14 @@ mod tests {
         // Removing it is a change too, and leaves no null behind in the content list.
         let removed = install_patch("plumbus", &install, &target("i", false)).expect("patch");
         assert!(removed["spec"]["content"][0].get("config").is_none());
-        let bare = new_install("plumbus", "uid-1", None, &target("i", false));
+        let bare = new_install("plumbus", "plumbus", "uid-1", None, &target("i", false));
         assert!(bare["spec"]["content"][0].get("config").is_none());
     }
 
     #[test]
     fn a_manual_operators_new_configuration_resets_the_approval_as_an_update_does() {
-        let mut install = install_from(new_install("plumbus", "uid-1", None, &with_env(target("i", true), "a")));
+        let mut install =
+            install_from(new_install("plumbus", "plumbus", "uid-1", None, &with_env(target("i", true), "a")));
         install.spec.approval = Approval::Approved;
         let patch = install_patch("plumbus", &install, &with_env(target("i", true), "b")).expect("patch");
         assert_eq!(patch["spec"]["approval"], "Unapproved");
@@ -202,7 +203,7 @@ mod tests {
 
     #[test]
     fn a_configuration_changed_by_someone_not_holding_the_grants_is_marked() {
-        let install = install_from(new_install("plumbus", "uid-1", None, &target("i", false)));
+        let install = install_from(new_install("plumbus", "plumbus", "uid-1", None, &target("i", false)));
         let marked = Target { changed_by: Some("bob".into()), ..with_env(target("i", false), "http://evil:3128") };
         let patch = install_patch("plumbus", &install, &marked).expect("patch");
         assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "bob");
@@ -218,7 +219,7 @@ mod tests {
 
     #[test]
     fn a_source_changed_by_someone_not_holding_the_grants_marks_the_new_content() {
-        let install = install_from(new_install("plumbus", "uid-1", None, &target("old", false)));
+        let install = install_from(new_install("plumbus", "plumbus", "uid-1", None, &target("old", false)));
         let marked = Target { changed_by: Some("bob".into()), ..target("new", false) };
         let patch = install_patch("plumbus", &install, &marked).expect("patch");
         assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "bob");
@@ -227,26 +228,27 @@ mod tests {
         let same = Target { changed_by: Some("bob".into()), ..target("old", false) };
         assert_eq!(install_patch("plumbus", &install, &same), None);
         // Lifting Manual is a change too: marked, so a moved tag does not slip in.
-        let manual = install_from(new_install("plumbus", "uid-1", None, &target("old", true)));
+        let manual = install_from(new_install("plumbus", "plumbus", "uid-1", None, &target("old", true)));
         let lifted = Target { changed_by: Some("bob".into()), ..target("old", false) };
         let patch = install_patch("plumbus", &manual, &lifted).expect("patch");
         assert_eq!(patch["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "bob");
         // A new Install of a marked source is marked from the start.
-        let fresh = new_install("plumbus", "uid-1", None, &marked);
+        let fresh = new_install("plumbus", "plumbus", "uid-1", None, &marked);
         assert_eq!(fresh["metadata"]["annotations"][CONTENT_CHANGED_BY_ANNOTATION], "bob");
     }
 
     #[test]
     fn a_new_install_carries_the_operators_creator() {
-        let install = new_install("plumbus", "uid-1", Some("{\"username\":\"alice\"}"), &target("i", false));
+        let install = new_install("plumbus", "plumbus", "uid-1", Some("{\"username\":\"alice\"}"), &target("i", false));
         assert_eq!(install["metadata"]["annotations"][CREATOR_ANNOTATION], "{\"username\":\"alice\"}");
-        let unknown = new_install("plumbus", "uid-1", None, &target("i", false));
+        let unknown = new_install("plumbus", "plumbus", "uid-1", None, &target("i", false));
         assert!(unknown["metadata"]["annotations"].get(CREATOR_ANNOTATION).is_none());
     }
 
     #[test]
     fn a_new_install_is_owned_labelled_and_unapproved() {
-        let install = new_install("plumbus", "uid-1", None, &target("registry.example/plumbus@sha256:1", true));
+        let install =
+            new_install("plumbus", "plumbus", "uid-1", None, &target("registry.example/plumbus@sha256:1", true));
         assert_eq!(install["metadata"]["ownerReferences"][0]["uid"], "uid-1");
         assert_eq!(install["metadata"]["ownerReferences"][0]["controller"], true);
         assert_eq!(install["metadata"]["labels"]["v2alpha1.operators.coreos.com/plumbus"], "");
@@ -256,20 +258,20 @@ mod tests {
         let parsed = install_from(install);
         assert_eq!(installed_bundle(&parsed), Some("plumbus.v2.0.0"));
         assert_eq!(installed_image(&parsed), Some("registry.example/plumbus@sha256:1"));
-        let automatic = new_install("plumbus", "uid-1", None, &target("i", false));
+        let automatic = new_install("plumbus", "plumbus", "uid-1", None, &target("i", false));
         assert!(automatic["metadata"]["annotations"].get(MANUAL_APPROVAL_ANNOTATION).is_none());
     }
 
     #[test]
     fn an_install_at_its_target_needs_no_patch() {
         let wanted = target("registry.example/plumbus@sha256:1", false);
-        let install = install_from(new_install("plumbus", "uid-1", None, &wanted));
+        let install = install_from(new_install("plumbus", "plumbus", "uid-1", None, &wanted));
         assert_eq!(install_patch("plumbus", &install, &wanted), None);
     }
 
     #[test]
     fn an_automatic_upgrade_changes_the_content_and_keeps_the_approval() {
-        let install = install_from(new_install("plumbus", "uid-1", None, &target("old", false)));
+        let install = install_from(new_install("plumbus", "plumbus", "uid-1", None, &target("old", false)));
         let patch = install_patch("plumbus", &install, &target("new", false)).expect("patch");
         assert_eq!(patch["spec"]["content"][0]["manifestImage"], "new");
         assert!(patch["spec"].get("approval").is_none());
@@ -278,7 +280,7 @@ mod tests {
 
     #[test]
     fn a_manual_upgrade_resets_the_approval_in_the_same_write() {
-        let mut install = install_from(new_install("plumbus", "uid-1", None, &target("old", true)));
+        let mut install = install_from(new_install("plumbus", "plumbus", "uid-1", None, &target("old", true)));
         install.spec.approval = Approval::Approved;
         let patch = install_patch("plumbus", &install, &target("new", true)).expect("patch");
         assert_eq!(patch["spec"]["approval"], "Unapproved");
@@ -289,7 +291,7 @@ mod tests {
 
     #[test]
     fn an_install_settles_once_its_current_generation_is_installed() {
-        let mut install = install_from(new_install("plumbus", "uid-1", None, &target("i", false)));
+        let mut install = install_from(new_install("plumbus", "plumbus", "uid-1", None, &target("i", false)));
         assert!(!settled(&install));
         install.status = Some(InstallStatus {
             state: Some(InstallState::Installed),

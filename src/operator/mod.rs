@@ -1,10 +1,11 @@
-//! The Operator controller: the single entry point users apply. `components`, `index`, `status` and `desired`
-//! decide; `watch` keeps the component index from one watch per component kind; `source` reads the source (a
-//! bundle image or a catalog); `reconcile` brings the Operator's Install to what it resolved, and writes the status;
-//! `projection` carries component labels onto what OLM v0's loops generate; [`controller`] runs them for every
-//! Operator.
+//! The Operator controller: the single entry point users apply. `components`, `index`, `status`, `desired` and
+//! `dependencies` decide; `watch` keeps the component index from one watch per component kind; `source` reads the
+//! source (a bundle image or a catalog, with the dependencies of what it resolved); `reconcile` brings the
+//! Operator's Installs to what it resolved, and writes the status; `projection` carries component labels onto what
+//! OLM v0's loops generate; [`controller`] runs them for every Operator.
 
 pub mod components;
+pub mod dependencies;
 pub mod desired;
 pub mod index;
 pub mod kinds;

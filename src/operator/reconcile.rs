@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::ListParams;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
 
 use super::components::Component;
-use super::desired::{install_patch, installed_bundle, new_install, Target};
+use super::desired::{install_patch, installed_bundle, new_install, settled, Target};
 use super::status::{status, Observed, SourceOutcome, EVENTS};
 use super::watch::{api_resource, lock, SharedIndex};
 use crate::api::component::component_label_key;
@@ -99,14 +100,25 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
     } else {
         super::source::source_outcome(&ctx, &operator, owned.as_ref()).await
     };
+    // Read only when there may be some: an Operator without dependencies costs no more requests.
+    let resolved_some = matches!(&source, SourceOutcome::Resolved { dependencies, .. } if !dependencies.is_empty());
+    let indexed_some = lock(&ctx.index)
+        .components_of(&name)
+        .iter()
+        .any(|component| component.reference.kind == "Install" && component.reference.name != name);
+    let mut dependents =
+        if resolved_some || indexed_some { owned_dependencies(&installs, &name, &uid).await? } else { Vec::new() };
     let install = match target_of(&operator, &source, &ctx.options) {
         Some(target) => {
             let creator = operator.annotations().get(CREATOR_ANNOTATION).map(String::as_str);
+            let owner = Owner { name: &name, uid: &uid, creator };
+            // Dependencies first, so that the Operator's own content finds what it requires on its way.
+            let mut written = bring_dependencies(&installs, &owner, &source, &target, &mut dependents).await?;
             let before = owned.as_ref().map(|install| install.metadata.resource_version.clone());
-            let install = bring_install(&installs, &name, &uid, creator, owned, &target).await?;
-            let written = before.is_none_or(|version| version != install.metadata.resource_version);
+            let install = bring_install(&installs, &name, &owner, owned, &target).await?;
+            written |= before.is_none_or(|version| version != install.metadata.resource_version);
             if target.changed_by.is_some() && written {
-                // The mark went over to the Install with what the source changed; the Operator's has done its work.
+                // The mark went over to the Installs with what the source changed; the Operator's has done its work.
                 clear_source_mark(&ctx.client, &operator).await;
             }
             Some(install)
@@ -123,6 +135,7 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
         previous: &previous.conditions,
         components: &components,
         install: install.as_ref(),
+        dependencies: &dependents,
         source: &source,
         installed_bundle: install.as_ref().and_then(installed_bundle),
     };
@@ -134,7 +147,8 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
     Ok(Action::requeue(ctx.options.resync))
 }
 
-fn owned_by(install: &Install, operator_uid: &str) -> bool {
+/// Whether the Operator of this uid owns `install`: the only Installs it writes.
+pub(super) fn owned_by(install: &Install, operator_uid: &str) -> bool {
     install.owner_references().iter().any(|owner| owner.kind == "Operator" && owner.uid == operator_uid)
 }
 
@@ -168,29 +182,89 @@ async fn clear_source_mark(client: &ControllerClient, operator: &Operator) {
     }
 }
 
-/// Creates the Operator's Install, or patches it to `target`; returns it as it is now.
-async fn bring_install(
+/// The Operator an Install is made for: its name and uid (the owner reference), and its creator, on whose behalf
+/// the Install is made.
+struct Owner<'a> {
+    name: &'a str,
+    uid: &'a str,
+    creator: Option<&'a str>,
+}
+
+/// The Installs the Operator owns beside its own: its dependencies, found by its component label.
+async fn owned_dependencies(
     installs: &Objects<Install>,
     name: &str,
     uid: &str,
-    creator: Option<&str>,
+) -> Result<Vec<Install>, ReconcileError> {
+    let labelled = installs
+        .list_with(&ListParams::default().labels(&component_label_key(name)))
+        .await
+        .map_err(|source| ReconcileError::ReadInstall { name: format!("of Operator {name}"), source })?;
+    Ok(labelled.into_iter().filter(|install| install.name_any() != name && owned_by(install, uid)).collect())
+}
+
+/// Brings the Install of each dependency the source resolved to it, as the Operator's own Install is brought to its
+/// target (same approval setting and mark, no deployment configuration: that is the Operator's own). A dependency
+/// Install still installing, or waiting for approval, of another bundle keeps it: upgrades go one at a time. One
+/// the resolution no longer names is left as it is. Answers whether anything was written; `dependents` ends as the
+/// Installs are now.
+async fn bring_dependencies(
+    installs: &Objects<Install>,
+    owner: &Owner<'_>,
+    source: &SourceOutcome,
+    target: &Target,
+    dependents: &mut Vec<Install>,
+) -> Result<bool, ReconcileError> {
+    let SourceOutcome::Resolved { dependencies, .. } = source else { return Ok(false) };
+    let mut written = false;
+    for dependency in dependencies {
+        let position = dependents.iter().position(|install| install.name_any() == dependency.install);
+        let current = position.map(|index| dependents[index].clone());
+        let holding = current
+            .as_ref()
+            .is_some_and(|install| !settled(install) && installed_bundle(install) != Some(dependency.bundle.as_str()));
+        if holding {
+            continue;
+        }
+        let wanted = Target {
+            image: dependency.image.clone(),
+            bundle: Some(dependency.bundle.clone()),
+            config: None,
+            ..target.clone()
+        };
+        let before = current.as_ref().map(|install| install.metadata.resource_version.clone());
+        let now = bring_install(installs, &dependency.install, owner, current, &wanted).await?;
+        written |= before.is_none_or(|version| version != now.metadata.resource_version);
+        match position {
+            Some(index) => dependents[index] = now,
+            None => dependents.push(now),
+        }
+    }
+    Ok(written)
+}
+
+/// Creates the Install `name` for the Operator, or patches it to `target`; returns it as it is now.
+async fn bring_install(
+    installs: &Objects<Install>,
+    name: &str,
+    owner: &Owner<'_>,
     current: Option<Install>,
     target: &Target,
 ) -> Result<Install, ReconcileError> {
     let write_error = |source| ReconcileError::WriteInstall { name: name.to_owned(), source };
     match current {
         None => {
-            let body: Install = serde_json::from_value(new_install(name, uid, creator, target))
+            let body: Install = serde_json::from_value(new_install(name, owner.name, owner.uid, owner.creator, target))
                 .map_err(|error| write_error(ClientError::Encode(error)))?;
             let created = installs.create(&body).await.map_err(write_error)?;
-            tracing::info!(operator = name, image = %target.image, "created the Operator's Install");
+            tracing::info!(operator = owner.name, install = name, image = %target.image, "created an Install of the Operator");
             Ok(created)
         }
-        Some(install) => match install_patch(name, &install, target) {
+        Some(install) => match install_patch(owner.name, &install, target) {
             None => Ok(install),
             Some(patch) => {
                 let patched = installs.merge_patch(name, &patch, None).await.map_err(write_error)?;
-                tracing::info!(operator = name, image = %target.image, "moved the Operator's Install to new content");
+                tracing::info!(operator = owner.name, install = name, image = %target.image, "moved an Install of the Operator to new content");
                 Ok(patched)
             }
         },

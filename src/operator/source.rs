@@ -1,12 +1,20 @@
 //! Reading an Operator's update source: a bundle image as it is, or a CatalogSource's catalog resolved to the
-//! bundle to install now and the newer ones in other channels. Failures are outcomes shown in the status.
+//! bundle to install now, the bundles it depends on (`dependencies`, against the cluster's Installs and served
+//! APIs) and the newer ones in other channels. Failures are outcomes shown in the status.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
+
+use super::dependencies::{self, Dependency, Held, Inputs};
 use super::desired::{installed_bundle, installed_image, settled};
 use super::reconcile::Context;
 use super::status::SourceOutcome;
 use crate::api::v1alpha1::CatalogSource;
-use crate::api::v2alpha1::{CatalogSourceUpdates, Install, Operator, UpdateSource};
+use crate::api::v2alpha1::{CatalogSourceUpdates, Install, Operator, UpdateSource, SUBSCRIPTION_ANNOTATION};
+use crate::catalog::dependencies::Source;
+use crate::catalog::properties::Gvk;
 use crate::catalog::resolve::{newer_in_other_channels, resolve, Selection};
+use crate::catalog::CatalogBundle;
 use crate::category::Categorized;
 
 /// What the Operator's `spec.updates` resolves to now. Source failures are outcomes, shown in the status, not
@@ -15,14 +23,23 @@ pub async fn source_outcome(ctx: &Context, operator: &Operator, install: Option<
     let Some(updates) = &operator.spec.updates else { return SourceOutcome::NoSource };
     match updates.source() {
         Err(error) => SourceOutcome::Failed { reason: "InvalidUpdates", message: error.to_string() },
-        Ok(UpdateSource::ManifestImage(image)) => {
-            SourceOutcome::Resolved { image: image.to_owned(), bundle: None, version: None, available: Vec::new() }
-        }
-        Ok(UpdateSource::CatalogSource(catalog)) => catalog_outcome(ctx, catalog, install).await,
+        Ok(UpdateSource::ManifestImage(image)) => SourceOutcome::Resolved {
+            image: image.to_owned(),
+            bundle: None,
+            version: None,
+            available: Vec::new(),
+            dependencies: Vec::new(),
+        },
+        Ok(UpdateSource::CatalogSource(catalog)) => catalog_outcome(ctx, operator, catalog, install).await,
     }
 }
 
-async fn catalog_outcome(ctx: &Context, updates: &CatalogSourceUpdates, install: Option<&Install>) -> SourceOutcome {
+async fn catalog_outcome(
+    ctx: &Context,
+    operator: &Operator,
+    updates: &CatalogSourceUpdates,
+    install: Option<&Install>,
+) -> SourceOutcome {
     let reference = &updates.catalog_ref;
     let sources = ctx.client.namespaced::<CatalogSource>(&reference.namespace);
     let source = match sources.get_opt(&reference.name).await {
@@ -84,10 +101,140 @@ async fn catalog_outcome(ctx: &Context, updates: &CatalogSourceUpdates, install:
         (Some(_), Some(image)) => image.to_owned(),
         _ => resolution.bundle.image.clone(),
     };
+    let dependencies = if resolution.bundle.requires.is_empty() {
+        Vec::new()
+    } else {
+        let source = Source {
+            name: reference.name.clone(),
+            namespace: reference.namespace.clone(),
+            priority: source.spec.priority.unwrap_or_default(),
+            catalog: &loaded.catalog,
+        };
+        match dependencies_of(ctx, operator, source, &resolution.bundle).await {
+            Ok(dependencies) => dependencies,
+            Err(failed) => return failed,
+        }
+    };
     SourceOutcome::Resolved {
         image,
         bundle: Some(resolution.bundle.name.clone()),
         version: Some(resolution.bundle.version.to_string()),
         available,
+        dependencies,
+    }
+}
+
+/// The dependencies of `bundle`, resolved in the Operator's catalog against every Install holding a catalog bundle
+/// and every API the cluster's CRDs serve; a dependency whose Install name someone else holds fails the Operator.
+async fn dependencies_of(
+    ctx: &Context,
+    operator: &Operator,
+    source: Source<'_>,
+    bundle: &CatalogBundle,
+) -> Result<Vec<Dependency>, SourceOutcome> {
+    let unreadable = |what: &str, error: crate::controller::client::ClientError| SourceOutcome::Failed {
+        reason: "DependenciesUnreadable",
+        message: format!("listing {what} to resolve dependencies: {error}"),
+    };
+    let installs = ctx.client.all::<Install>().list().await.map_err(|error| unreadable("Installs", error))?;
+    let crds = ctx
+        .client
+        .all::<CustomResourceDefinition>()
+        .list()
+        .await
+        .map_err(|error| unreadable("CustomResourceDefinitions", error))?;
+    let uid = operator.uid().unwrap_or_default();
+    let names: Vec<String> = installs.iter().map(ResourceExt::name_any).collect();
+    let held: Vec<Held<'_>> = installs
+        .iter()
+        .zip(&names)
+        .filter(|(install, _)| made_by_controller(install))
+        .filter_map(|(install, name)| {
+            let bundle = installed_bundle(install)?;
+            Some(Held { install: name, bundle, owned: super::reconcile::owned_by(install, &uid) })
+        })
+        .collect();
+    let served = served_apis(&crds);
+    let name = operator.name_any();
+    let inputs = Inputs { operator: &name, source, bundle, served: &served, held: &held };
+    let dependencies = dependencies::resolve(&inputs)
+        .map_err(|error| SourceOutcome::Failed { reason: error.reason(), message: error.to_string() })?;
+    if let Some(taken) = dependencies.iter().find(|dependency| {
+        installs
+            .iter()
+            .any(|install| install.name_any() == dependency.install && !super::reconcile::owned_by(install, &uid))
+    }) {
+        return Err(SourceOutcome::Failed {
+            reason: "InstallNameTaken",
+            message: format!(
+                "dependency {} needs Install {}, which exists and this Operator does not own; it is left alone",
+                taken.bundle, taken.install
+            ),
+        });
+    }
+    Ok(dependencies)
+}
+
+/// Whether the controller made `install` for an Operator or a Subscription: only those say which catalog bundle
+/// they hold by marks nobody else may set (an Operator's owner reference, the Subscription annotation; the webhook
+/// refuses them to others). Any other Install counts through the APIs it serves, not the bundle it claims to hold.
+fn made_by_controller(install: &Install) -> bool {
+    install.owner_references().iter().any(|owner| owner.kind == "Operator" && owner.controller == Some(true))
+        || install.annotations().contains_key(SUBSCRIPTION_ANNOTATION)
+}
+
+/// Every API the cluster's CustomResourceDefinitions serve, one per served version.
+fn served_apis(crds: &[CustomResourceDefinition]) -> Vec<Gvk> {
+    crds.iter()
+        .flat_map(|crd| {
+            crd.spec.versions.iter().filter(|version| version.served).map(|version| Gvk {
+                group: crd.spec.group.clone(),
+                version: version.name.clone(),
+                kind: crd.spec.names.kind.clone(),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn install(metadata: serde_json::Value) -> Install {
+        serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install",
+            "metadata": metadata, "spec": {"content": []}}))
+        .expect("install")
+    }
+
+    #[test]
+    fn only_installs_the_controller_made_say_which_bundle_they_hold() {
+        let owner = |controller: bool| {
+            json!([{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "name": "plumbus", "uid": "u",
+                    "controller": controller}])
+        };
+        assert!(made_by_controller(&install(json!({"name": "a", "ownerReferences": owner(true)}))));
+        assert!(!made_by_controller(&install(json!({"name": "b", "ownerReferences": owner(false)}))));
+        assert!(made_by_controller(&install(
+            json!({"name": "c", "annotations": {SUBSCRIPTION_ANNOTATION: "ops/plumbus"}})
+        )));
+        let claimed =
+            json!({"name": "d", "annotations": {crate::operator::desired::BUNDLE_ANNOTATION: "grumbo.v1.0.0"}});
+        assert!(!made_by_controller(&install(claimed)), "a bundle annotation alone is anyone's claim");
+    }
+
+    #[test]
+    fn served_apis_are_the_served_versions_of_every_crd() {
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "grumbos.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "grumbos", "kind": "Grumbo"},
+                     "versions": [{"name": "v1", "served": true, "storage": true},
+                                  {"name": "v0", "served": false, "storage": false}]}}))
+        .expect("crd");
+        let served = served_apis(&[crd]);
+        assert_eq!(served, [Gvk { group: "example.com".into(), version: "v1".into(), kind: "Grumbo".into() }]);
     }
 }

@@ -4,8 +4,11 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
 
 use super::components::Component;
+use super::dependencies::Dependency;
+use super::desired::installed_bundle;
 use crate::api::component::component_label_key;
 use crate::api::v2alpha1::{
     AvailableUpdate, ComponentRef, Components, Install, InstallState, OperatorApis, OperatorMetadata, OperatorState,
@@ -32,9 +35,15 @@ pub const EVENTS: EventPolicy =
 pub enum SourceOutcome {
     /// The Operator names no source: it only gathers components.
     NoSource,
-    /// A bundle to install (`bundle` is its catalog name, when it came from a catalog) and the channels that hold
-    /// newer versions.
-    Resolved { image: String, bundle: Option<String>, version: Option<String>, available: Vec<AvailableUpdate> },
+    /// A bundle to install (`bundle` is its catalog name, when it came from a catalog), the bundles it depends on
+    /// (each for an Install of its own), and the channels that hold newer versions.
+    Resolved {
+        image: String,
+        bundle: Option<String>,
+        version: Option<String>,
+        available: Vec<AvailableUpdate>,
+        dependencies: Vec<Dependency>,
+    },
     /// The source could not be read or resolved; `reason` is the error's category.
     Failed { reason: &'static str, message: String },
 }
@@ -46,6 +55,8 @@ pub struct Observed<'a> {
     pub previous: &'a [Condition],
     pub components: &'a [Component],
     pub install: Option<&'a Install>,
+    /// The Installs the Operator owns for its dependencies.
+    pub dependencies: &'a [Install],
     pub source: &'a SourceOutcome,
     /// The bundle the Install holds now, from its annotation.
     pub installed_bundle: Option<&'a str>,
@@ -182,48 +193,112 @@ fn components_diverge(observed: &Observed<'_>) -> Wanted {
     }
 }
 
+impl<'a> Observed<'a> {
+    /// The Operator's Installs with their names: its own first, then its dependencies'.
+    fn installs(&self) -> impl Iterator<Item = (String, &'a Install)> + '_ {
+        let own = self.install.map(|install| (self.name.to_owned(), install));
+        own.into_iter().chain(self.dependencies.iter().map(|install| (install.name_any(), install)))
+    }
+
+    /// Whether every dependency the source resolved has its Install at its bundle, installed.
+    fn dependencies_installed(&self) -> bool {
+        let SourceOutcome::Resolved { dependencies, .. } = self.source else { return true };
+        dependencies.iter().all(|dependency| {
+            self.dependencies.iter().any(|install| {
+                install.name_any() == dependency.install
+                    && install_state(Some(install)) == Some(InstallState::Installed)
+                    && installed_bundle(install) == Some(dependency.bundle.as_str())
+            })
+        })
+    }
+}
+
+/// `Install a` or `Installs a, b`, with the verb agreeing.
+fn install_list(names: &[String], one: &str, many: &str) -> String {
+    match names {
+        [name] => format!("Install {name} {one}"),
+        names => format!("Installs {} {many}", names.join(", ")),
+    }
+}
+
 fn pending_approval(observed: &Observed<'_>) -> Wanted {
-    match install_condition(observed.install, PENDING_APPROVAL).filter(|c| c.status == "True") {
-        Some(condition) if condition.reason == UPDATE_APPROVAL_REQUIRED => (
-            INSTALL_PENDING_APPROVAL,
-            "True",
-            UPDATE_APPROVAL_REQUIRED.into(),
-            format!("updates are approved by hand: Install {} waits for approval", observed.name),
-        ),
-        Some(_) => (
-            INSTALL_PENDING_APPROVAL,
-            "True",
-            PRIVILEGE_ESCALATION_REQUIRED.into(),
-            format!(
-                "Install {} requires privilege escalation approved by an authorized user (`olmv2 approve {}`)",
-                observed.name, observed.name
-            ),
-        ),
-        None => (
+    let pending: Vec<(String, &Condition)> = observed
+        .installs()
+        .filter_map(|(name, install)| {
+            install_condition(Some(install), PENDING_APPROVAL).filter(|c| c.status == "True").map(|c| (name, c))
+        })
+        .collect();
+    if pending.is_empty() {
+        return (
             INSTALL_PENDING_APPROVAL,
             "False",
             "NoInstallPendingApproval".into(),
             "no install waits for approval".into(),
-        ),
+        );
     }
+    let escalating: Vec<String> = pending
+        .iter()
+        .filter(|(_, condition)| condition.reason != UPDATE_APPROVAL_REQUIRED)
+        .map(|(name, _)| name.clone())
+        .collect();
+    if escalating.is_empty() {
+        let names: Vec<String> = pending.into_iter().map(|(name, _)| name).collect();
+        return (
+            INSTALL_PENDING_APPROVAL,
+            "True",
+            UPDATE_APPROVAL_REQUIRED.into(),
+            format!(
+                "updates are approved by hand: {}",
+                install_list(&names, "waits for approval", "wait for approval")
+            ),
+        );
+    }
+    let commands: Vec<String> = escalating.iter().map(|name| format!("`olmv2 approve {name}`")).collect();
+    (
+        INSTALL_PENDING_APPROVAL,
+        "True",
+        PRIVILEGE_ESCALATION_REQUIRED.into(),
+        format!(
+            "{} ({})",
+            install_list(
+                &escalating,
+                "requires privilege escalation approved by an authorized user",
+                "require privilege escalation approved by an authorized user"
+            ),
+            commands.join(", ")
+        ),
+    )
 }
 
 fn import_error(observed: &Observed<'_>) -> Wanted {
     if let SourceOutcome::Failed { reason, message } = observed.source {
         return (CONTENT_IMPORT_ERROR, "True", (*reason).into(), message.clone());
     }
-    match install_condition(observed.install, CONTENT_IMPORT_ERROR).filter(|c| c.status == "True") {
-        Some(condition) => (CONTENT_IMPORT_ERROR, "True", condition.reason.clone(), condition.message.clone()),
+    let failed = observed.installs().find_map(|(name, install)| {
+        install_condition(Some(install), CONTENT_IMPORT_ERROR).filter(|c| c.status == "True").map(|c| (name, c))
+    });
+    match failed {
+        Some((name, condition)) if name == observed.name => {
+            (CONTENT_IMPORT_ERROR, "True", condition.reason.clone(), condition.message.clone())
+        }
+        // A dependency's: which one is said.
+        Some((name, condition)) => {
+            (CONTENT_IMPORT_ERROR, "True", condition.reason.clone(), format!("Install {name}: {}", condition.message))
+        }
         None => (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
     }
 }
 
 fn state(observed: &Observed<'_>) -> OperatorState {
-    let failed_install = install_state(observed.install) == Some(InstallState::Failed);
+    let failed_install =
+        observed.installs().any(|(_, install)| install_state(Some(install)) == Some(InstallState::Failed));
     if matches!(observed.source, SourceOutcome::Failed { .. }) || failed_install {
         return OperatorState::Failed;
     }
-    if install_condition(observed.install, PENDING_APPROVAL).is_some_and(|c| c.status == "True") {
+    let pending = observed
+        .installs()
+        .any(|(_, install)| install_condition(Some(install), PENDING_APPROVAL).is_some_and(|c| c.status == "True"));
+    if pending {
         return OperatorState::PendingApproval;
     }
     match (observed.source, observed.install) {
@@ -242,7 +317,7 @@ fn state(observed: &Observed<'_>) -> OperatorState {
                 SourceOutcome::Resolved { bundle: Some(bundle), .. } => observed.installed_bundle == Some(bundle),
                 _ => true,
             };
-            if installed && current {
+            if installed && current && observed.dependencies_installed() {
                 OperatorState::Installed
             } else {
                 OperatorState::Installing
@@ -303,7 +378,13 @@ mod tests {
     }
 
     fn resolved(bundle: &str, available: Vec<AvailableUpdate>) -> SourceOutcome {
-        SourceOutcome::Resolved { image: "i".into(), bundle: Some(bundle.into()), version: None, available }
+        SourceOutcome::Resolved {
+            image: "i".into(),
+            bundle: Some(bundle.into()),
+            version: None,
+            available,
+            dependencies: Vec::new(),
+        }
     }
 
     fn observe<'a>(
@@ -318,6 +399,7 @@ mod tests {
             previous,
             components,
             install,
+            dependencies: &[],
             source,
             installed_bundle: install.and_then(super::super::desired::installed_bundle),
         };
@@ -457,5 +539,104 @@ mod tests {
         let done = install(InstallState::Installed, vec![condition(INSTALLED, "True", "ContentApplied")], vec![]);
         let status = observe(&[], Some(&done), &resolved("plumbus.v1", vec![]), &[]);
         assert_eq!(status.state, Some(OperatorState::Installed));
+    }
+
+    fn dependency_install(name: &str, bundle: &str, state: InstallState, conditions: Vec<Condition>) -> Install {
+        let mut dependency = install(state, conditions, vec![]);
+        dependency.metadata.name = Some(name.into());
+        dependency.metadata.annotations =
+            Some([(super::super::desired::BUNDLE_ANNOTATION.to_owned(), bundle.to_owned())].into());
+        dependency
+    }
+
+    fn with_dependency(bundle: &str) -> SourceOutcome {
+        let dependency = Dependency {
+            install: "plumbus.requires.grumbo".into(),
+            package: "grumbo".into(),
+            bundle: bundle.into(),
+            version: "1.0.0".into(),
+            image: "g".into(),
+        };
+        match resolved("plumbus.v1", vec![]) {
+            SourceOutcome::Resolved { image, bundle, version, available, .. } => {
+                SourceOutcome::Resolved { image, bundle, version, available, dependencies: vec![dependency] }
+            }
+            other => other,
+        }
+    }
+
+    fn observe_with(main: &Install, dependencies: &[Install], source: &SourceOutcome) -> OperatorStatus {
+        let observed = Observed {
+            name: "plumbus",
+            generation: Some(2),
+            previous: &[],
+            components: &[],
+            install: Some(main),
+            dependencies,
+            source,
+            installed_bundle: super::super::desired::installed_bundle(main),
+        };
+        status(&observed, &time("2026-11-21T12:00:00Z"))
+    }
+
+    #[test]
+    fn an_operator_is_installed_only_once_each_dependency_is_installed_at_its_bundle() {
+        let done = install(InstallState::Installed, vec![condition(INSTALLED, "True", "ContentApplied")], vec![]);
+        let source = with_dependency("grumbo.v1.0.0");
+        assert_eq!(observe_with(&done, &[], &source).state, Some(OperatorState::Installing), "not made yet");
+        let old = dependency_install("plumbus.requires.grumbo", "grumbo.v0.9.0", InstallState::Installed, vec![]);
+        assert_eq!(observe_with(&done, &[old], &source).state, Some(OperatorState::Installing), "another bundle");
+        let applying = dependency_install("plumbus.requires.grumbo", "grumbo.v1.0.0", InstallState::Applying, vec![]);
+        assert_eq!(observe_with(&done, &[applying], &source).state, Some(OperatorState::Installing));
+        let there = dependency_install("plumbus.requires.grumbo", "grumbo.v1.0.0", InstallState::Installed, vec![]);
+        assert_eq!(observe_with(&done, &[there], &source).state, Some(OperatorState::Installed));
+        let failed = dependency_install(
+            "plumbus.requires.grumbo",
+            "grumbo.v1.0.0",
+            InstallState::Failed,
+            vec![condition(CONTENT_IMPORT_ERROR, "True", "ManifestImagePullFailed")],
+        );
+        let status = observe_with(&done, &[failed], &source);
+        assert_eq!(status.state, Some(OperatorState::Failed));
+        let error = find(&status, CONTENT_IMPORT_ERROR);
+        assert_eq!(error.reason, "ManifestImagePullFailed");
+        assert!(error.message.starts_with("Install plumbus.requires.grumbo: "), "{}", error.message);
+    }
+
+    #[test]
+    fn pending_approval_names_every_install_that_waits_and_how_to_approve_it() {
+        let escalating = || vec![condition(PENDING_APPROVAL, "True", "UnsatisfiedPermissions")];
+        let main = install(InstallState::PendingApproval, escalating(), vec![]);
+        let grumbo =
+            dependency_install("plumbus.requires.grumbo", "grumbo.v1.0.0", InstallState::PendingApproval, escalating());
+        let source = with_dependency("grumbo.v1.0.0");
+        let status = observe_with(&main, std::slice::from_ref(&grumbo), &source);
+        let found = find(&status, INSTALL_PENDING_APPROVAL);
+        assert_eq!(found.reason, PRIVILEGE_ESCALATION_REQUIRED);
+        assert_eq!(
+            found.message,
+            "Installs plumbus, plumbus.requires.grumbo require privilege escalation approved by an authorized user \
+             (`olmv2 approve plumbus`, `olmv2 approve plumbus.requires.grumbo`)"
+        );
+        assert_eq!(status.state, Some(OperatorState::PendingApproval));
+        // Only the dependency waits: the Operator still waits, and says for which.
+        let done = install(InstallState::Installed, vec![condition(INSTALLED, "True", "ContentApplied")], vec![]);
+        let status = observe_with(&done, &[grumbo], &source);
+        assert_eq!(status.state, Some(OperatorState::PendingApproval));
+        assert_eq!(
+            find(&status, INSTALL_PENDING_APPROVAL).message,
+            "Install plumbus.requires.grumbo requires privilege escalation approved by an authorized user \
+             (`olmv2 approve plumbus.requires.grumbo`)"
+        );
+        let manual = dependency_install(
+            "plumbus.requires.grumbo",
+            "grumbo.v1.0.0",
+            InstallState::PendingApproval,
+            vec![condition(PENDING_APPROVAL, "True", UPDATE_APPROVAL_REQUIRED)],
+        );
+        let status = observe_with(&done, &[manual], &source);
+        let found = find(&status, INSTALL_PENDING_APPROVAL);
+        assert_eq!(found.reason, UPDATE_APPROVAL_REQUIRED);
+        assert_eq!(found.message, "updates are approved by hand: Install plumbus.requires.grumbo waits for approval");
     }
 }

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use support::emulator::kubectl::text;
 use support::harness::Harness;
 
-async fn start(name: &str) -> Harness {
+pub(crate) async fn start(name: &str) -> Harness {
     Harness::start("operator", name, &["operators", "catalogs"], Duration::from_secs(1)).await
 }
 
@@ -47,7 +47,7 @@ async fn push_catalog(harness: &Harness, channels: &[(&str, Value)], bundles: &[
     harness.images().push_catalog(&configs, &image).await.expect("catalog pushed");
 }
 
-async fn create_catalog_source(harness: &Harness) {
+pub(crate) async fn create_catalog_source(harness: &Harness) {
     let source = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
         "metadata": {"name": "community", "namespace": "catalogs"},
         "spec": {"sourceType": "grpc", "image": harness.registry.reference("catalog:latest"),
@@ -55,35 +55,40 @@ async fn create_catalog_source(harness: &Harness) {
     project::create(&harness.plane, &source).await.expect("CatalogSource");
 }
 
-fn operators(harness: &Harness) -> Api<Operator> {
+pub(crate) fn operators(harness: &Harness) -> Api<Operator> {
     Api::all(harness.admin.clone())
 }
 
-async fn wait_operator(harness: &Harness, name: &str, what: &str, done: impl Fn(&Operator) -> bool) -> Operator {
+pub(crate) async fn wait_operator(
+    harness: &Harness,
+    name: &str,
+    what: &str,
+    done: impl Fn(&Operator) -> bool,
+) -> Operator {
     harness.wait_for(&operators(harness), name, what, done).await
 }
 
-fn condition<'a>(
+pub(crate) fn condition<'a>(
     operator: &'a Operator,
     type_: &str,
 ) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
     operator.status.as_ref()?.conditions.iter().find(|condition| condition.type_ == type_)
 }
 
-fn has_condition(operator: &Operator, type_: &str, status: &str, reason: &str) -> bool {
+pub(crate) fn has_condition(operator: &Operator, type_: &str, status: &str, reason: &str) -> bool {
     condition(operator, type_).is_some_and(|c| c.status == status && c.reason == reason)
 }
 
-fn state(operator: &Operator) -> Option<OperatorState> {
+pub(crate) fn state(operator: &Operator) -> Option<OperatorState> {
     operator.status.as_ref()?.state
 }
 
-fn refs_of_kind(operator: &Operator, kind: &str) -> Vec<String> {
+pub(crate) fn refs_of_kind(operator: &Operator, kind: &str) -> Vec<String> {
     let components = operator.status.as_ref().and_then(|status| status.components.as_ref());
     components.map(|c| c.refs.iter().filter(|r| r.kind == kind).map(|r| r.name.clone()).collect()).unwrap_or_default()
 }
 
-const OPERATOR_YAML: &str = "apiVersion: operators.coreos.com/v2alpha1
+pub(crate) const OPERATOR_YAML: &str = "apiVersion: operators.coreos.com/v2alpha1
 kind: Operator
 metadata:
   name: plumbus

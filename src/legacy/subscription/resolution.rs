@@ -178,7 +178,7 @@ pub fn resolve_namespace(inputs: &Inputs<'_>) -> Outcome {
             message: format!("constraints not satisfiable: {}", invalid.join(", ")),
         };
     }
-    let problem = Problem { sources: inputs.sources.clone(), installed, wants };
+    let problem = Problem { sources: inputs.sources.clone(), installed, wants, preferred: Vec::new() };
     let chosen = match resolve_dependencies(&problem) {
         Ok(chosen) => chosen,
         Err(error) => return Outcome::Failed { reason: error.reason(), message: error.to_string() },

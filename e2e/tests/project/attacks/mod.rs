@@ -40,7 +40,7 @@ fn config_map(name: &str, value: &str) -> String {
 }
 
 /// Gives `user` the verbs on a resource of `operators.coreos.com` cluster-wide; answers their kubeconfig.
-async fn may(harness: &Harness, user: &str, resource: &str, verbs: &[&str]) -> String {
+pub(crate) async fn may(harness: &Harness, user: &str, resource: &str, verbs: &[&str]) -> String {
     let role = format!("{resource}-{}", verbs.join("-"));
     for object in [
         json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": role},
@@ -66,7 +66,7 @@ fn apply(harness: &Harness, kubeconfig: &str, manifest: &str) {
 }
 
 /// No successful write of `resource`/`name` happened, by anyone.
-fn never_written(harness: &Harness, resource: &str, name: &str) {
+pub(crate) fn never_written(harness: &Harness, resource: &str, name: &str) {
     let writes: Vec<_> = harness
         .plane
         .api

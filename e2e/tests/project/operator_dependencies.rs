@@ -1,0 +1,257 @@
+//! Operators resolving their dependencies, end to end with a real registry and the real kubectl: plumbus's catalog
+//! bundle requires the Grumbo API, so applying an Operator for plumbus brings an Install of grumbo the Operator owns
+//! (`plumbus.requires.grumbo`), made on behalf of the Operator's creator, listed among its components and waiting,
+//! as the Operator's own Install does, for a person holding what it uses; its creator cannot approve it. Once
+//! approved both are installed and the Operator is. Another Operator needing Grumbo takes the one installed; an
+//! Operator whose requirements cannot be met says why and installs nothing, as does one whose dependency's Install
+//! name someone else holds.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
+
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams};
+use olmv2::api::v2alpha1::{Install, OperatorState, CREATOR_ANNOTATION};
+use olmv2_e2e::project;
+use serde_json::{json, Value};
+
+use crate::attacks::{may, never_written};
+use crate::operator::{
+    create_catalog_source, has_condition, operators, refs_of_kind, start, state, wait_operator, OPERATOR_YAML,
+};
+use crate::support::emulator::kubectl::text;
+use crate::support::harness::Harness;
+
+fn gvk(group: &str, kind: &str) -> Value {
+    json!({"group": group, "version": "v1alpha1", "kind": kind})
+}
+
+/// One package of one bundle at 1.0.0 (plumbus at 2.0.0-alpha) with `properties` beside its package property.
+fn package(name: &str, version: &str, image: &str, properties: Vec<Value>) -> Vec<Value> {
+    let bundle = format!("{name}.v{version}");
+    let mut all = vec![json!({"type": "olm.package", "value": {"packageName": name, "version": version}})];
+    all.extend(properties);
+    vec![
+        json!({"schema": "olm.package", "name": name, "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": name, "name": "stable", "entries": [{"name": bundle}]}),
+        json!({"schema": "olm.bundle", "package": name, "name": bundle, "image": image, "properties": all}),
+    ]
+}
+
+/// The catalog `catalogs/community` serves: plumbus requires the Grumbo API, which grumbo provides; squanch
+/// requires it too; fleeb requires schleem 2 or newer, and the catalog has only schleem 1.
+async fn catalog(harness: &Harness, plumbus: &str, grumbo: &str) {
+    let grumbo_api = gvk("manufacturing.how.theydoit.com", "Grumbo");
+    let blobs = [
+        package(
+            "plumbus",
+            "2.0.0-alpha",
+            plumbus,
+            vec![
+                json!({"type": "olm.gvk", "value": gvk("how.theydoit.com", "Plumbus")}),
+                json!({"type": "olm.gvk.required", "value": grumbo_api}),
+            ],
+        ),
+        package("grumbo", "1.0.0", grumbo, vec![json!({"type": "olm.gvk", "value": grumbo_api})]),
+        package("squanch", "1.0.0", plumbus, vec![json!({"type": "olm.gvk.required", "value": grumbo_api})]),
+        package(
+            "fleeb",
+            "1.0.0",
+            plumbus,
+            vec![
+                json!({"type": "olm.package.required", "value": {"packageName": "schleem", "versionRange": ">=2.0.0"}}),
+            ],
+        ),
+        package("schleem", "1.0.0", grumbo, vec![]),
+    ];
+    let configs = harness.dir.join("configs");
+    std::fs::create_dir_all(configs.join("index")).unwrap();
+    let text: Vec<String> = blobs.iter().flatten().map(Value::to_string).collect();
+    std::fs::write(configs.join("index/catalog.json"), text.join("\n")).unwrap();
+    let image = harness.registry.reference("catalog:latest");
+    harness.images().push_catalog(&configs, &image).await.expect("catalog pushed");
+    create_catalog_source(harness).await;
+}
+
+fn installs(harness: &Harness) -> Api<Install> {
+    Api::all(harness.admin.clone())
+}
+
+/// An Operator of `package` named after it, from `catalogs/community`.
+fn operator_yaml(package: &str) -> String {
+    OPERATOR_YAML
+        .replace("name: plumbus", &format!("name: {package}"))
+        .replace("package: plumbus", &format!("package: {package}"))
+}
+
+fn approve(harness: &Harness, install: &str) {
+    let patched = harness.admin_kubectl(
+        &["patch", "install", install, "--type=merge", "-p", r#"{"spec":{"approval":"Approved"}}"#],
+        None,
+    );
+    assert!(patched.status.success(), "{}", text(&patched));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operators_dependency_is_installed_through_an_install_of_its_own_once_a_person_approves() {
+    let harness = start("dependencies").await;
+    let plumbus = harness.push_bundle("plumbus/2.0.0-alpha", "plumbus-bundle", "2.0.0-alpha").await;
+    let grumbo = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "1.0.0").await;
+    catalog(&harness, &plumbus, &grumbo).await;
+
+    // bob may write Operators and Installs and install from the catalog; he holds nothing the operators use.
+    may(&harness, "bob", "installs", &["get", "list", "patch"]).await;
+    let bob = may(&harness, "bob", "operators", &["get", "list", "create", "patch"]).await;
+    let installer = json!([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "community-installer", "namespace": "catalogs"},
+         "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["catalogsources"], "resourceNames": ["community"], "verbs": ["install"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "bob-installs", "namespace": "catalogs"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "community-installer"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
+    ]);
+    for object in installer.as_array().unwrap() {
+        project::create(&harness.plane, object).await.expect("RBAC");
+    }
+    let applied = harness.kubectl(&bob, &["apply", "-f", "-"], Some(OPERATOR_YAML));
+    assert!(applied.status.success(), "{}", text(&applied));
+
+    // Both Installs wait for a person, and the Operator says which and how.
+    let pending = wait_operator(&harness, "plumbus", "both Installs pending", |o| {
+        has_condition(o, "InstallPendingApproval", "True", "PrivilegeEscalationRequired")
+            && o.status
+                .as_ref()
+                .unwrap()
+                .conditions
+                .iter()
+                .any(|c| c.message.contains("Installs plumbus, plumbus.requires.grumbo"))
+    })
+    .await;
+    assert_eq!(state(&pending), Some(OperatorState::PendingApproval));
+    let message = &pending
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "InstallPendingApproval")
+        .unwrap()
+        .message;
+    assert!(message.contains("`olmv2 approve plumbus.requires.grumbo`"), "{message}");
+    assert_eq!(
+        refs_of_kind(&pending, "Install"),
+        ["plumbus", "plumbus.requires.grumbo"],
+        "the dependency is a component"
+    );
+    let dependency = installs(&harness).get("plumbus.requires.grumbo").await.expect("the dependency's Install");
+    assert_eq!(dependency.spec.content[0].manifest_image.as_deref(), Some(grumbo.as_str()));
+    let owners = dependency.metadata.owner_references.clone().unwrap();
+    assert!(
+        owners.iter().any(|o| o.kind == "Operator" && o.name == "plumbus" && o.controller == Some(true)),
+        "{owners:?}"
+    );
+    let annotations = dependency.metadata.annotations.clone().unwrap();
+    assert!(
+        annotations[CREATOR_ANNOTATION].contains("\"bob\""),
+        "made on behalf of the Operator's creator: {annotations:?}"
+    );
+    assert_eq!(annotations["v2alpha1.operators.coreos.com/bundle"], "grumbo.v1.0.0");
+    assert!(dependency.metadata.labels.unwrap().contains_key("v2alpha1.operators.coreos.com/plumbus"));
+
+    // bob cannot approve what he does not hold, and nothing of grumbo runs.
+    let refused = harness.kubectl(
+        &bob,
+        &["patch", "install", "plumbus.requires.grumbo", "--type=merge", "-p", r#"{"spec":{"approval":"Approved"}}"#],
+        None,
+    );
+    assert!(text(&refused).contains("\"bob\" may not approve Install plumbus.requires.grumbo"), "{}", text(&refused));
+    never_written(&harness, "deployments", "grumbo-operator");
+
+    // A person holding it all approves both: grumbo and plumbus are installed, and so is the Operator.
+    approve(&harness, "plumbus.requires.grumbo");
+    approve(&harness, "plumbus");
+    let mut installed = None;
+    for _ in 0..200 {
+        harness.roll_out("operators").await;
+        let operator = operators(&harness).get("plumbus").await.unwrap();
+        if state(&operator) == Some(OperatorState::Installed) && refs_of_kind(&operator, "Deployment").len() == 2 {
+            installed = Some(operator);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let last = operators(&harness).get_opt("plumbus").await;
+    let installed = installed.unwrap_or_else(|| panic!("never Installed with both Deployments: {last:?}"));
+    assert_eq!(refs_of_kind(&installed, "Deployment"), ["grumbo-operator", "plumbus-operator"]);
+    let crds = refs_of_kind(&installed, "CustomResourceDefinition");
+    assert!(crds.contains(&"grumbos.manufacturing.how.theydoit.com".to_owned()), "{crds:?}");
+    assert!(has_condition(&installed, "InstallPendingApproval", "False", "NoInstallPendingApproval"));
+
+    // Another Operator needing Grumbo takes the one installed: no second grumbo.
+    let applied = harness.admin_kubectl(&["apply", "-f", "-"], Some(&operator_yaml("squanch")));
+    assert!(applied.status.success(), "{}", text(&applied));
+    harness.wait_for(&installs(&harness), "squanch", "the Operator's own Install", |_| true).await;
+    let names: Vec<String> = installs(&harness)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|i| i.metadata.name.clone().unwrap())
+        .collect();
+    assert!(!names.iter().any(|name| name.starts_with("squanch.requires")), "{names:?}");
+
+    // The dependency goes with its Operator.
+    operators(&harness).delete("plumbus", &DeleteParams::default()).await.unwrap();
+    for _ in 0..100 {
+        if installs(&harness).get_opt("plumbus.requires.grumbo").await.unwrap().is_none() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the dependency's Install outlived its Operator");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_whose_dependencies_cannot_be_met_says_why_and_installs_nothing() {
+    let harness = start("unsatisfiable").await;
+    // Nothing is pulled: the catalog's bundle images need not exist.
+    let absent = harness.registry.reference("absent:1");
+    catalog(&harness, &absent, &absent).await;
+
+    let applied = harness.admin_kubectl(&["apply", "-f", "-"], Some(&operator_yaml("fleeb")));
+    assert!(applied.status.success(), "{}", text(&applied));
+    let failed = wait_operator(&harness, "fleeb", "unsatisfiable", |o| {
+        has_condition(o, "ContentImportError", "True", "ConstraintsNotSatisfiable")
+    })
+    .await;
+    assert_eq!(state(&failed), Some(OperatorState::Failed));
+    let message =
+        &failed.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "ContentImportError").unwrap().message;
+    assert!(
+        message.contains("fleeb.v1.0.0") && message.contains("schleem") && message.contains(">=2.0.0"),
+        "{message}"
+    );
+
+    // A dependency's Install name someone else holds is not taken over.
+    let foreign = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "squanch.requires.grumbo"},
+        "spec": {"content": [{"type": "Raw", "raw": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: taken\n"}]}});
+    project::create(&harness.plane, &foreign).await.expect("foreign Install");
+    let applied = harness.admin_kubectl(&["apply", "-f", "-"], Some(&operator_yaml("squanch")));
+    assert!(applied.status.success(), "{}", text(&applied));
+    let taken = wait_operator(&harness, "squanch", "reporting the taken name", |o| {
+        has_condition(o, "ContentImportError", "True", "InstallNameTaken")
+    })
+    .await;
+    assert_eq!(state(&taken), Some(OperatorState::Failed));
+    let names: Vec<String> = installs(&harness)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|i| i.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["squanch.requires.grumbo"], "no Install made for either Operator");
+    let owners = installs(&harness).get("squanch.requires.grumbo").await.unwrap().metadata.owner_references;
+    assert!(owners.unwrap_or_default().is_empty(), "left alone");
+}
