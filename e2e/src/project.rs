@@ -137,6 +137,8 @@ pub fn controller_options(
         operator_namespace: "operators".into(),
         catalog_poll: Duration::from_secs(1),
         global_catalog_namespace: "olm".into(),
+        // Short, so that a plan fails within a test; long enough for a transient failure to pass.
+        install_plan_retry_timeout: Duration::from_secs(5),
         protected_copied_csv_namespaces: Vec::new(),
     }
 }

@@ -46,6 +46,10 @@ pub struct RunOptions {
     /// operator `--namespace`, `GLOBAL_CATALOG_NAMESPACE`).
     #[arg(long, env = "OLMV2_GLOBAL_CATALOG_NAMESPACE", default_value = "olm")]
     pub global_catalog_namespace: String,
+    /// Time since an InstallPlan started installing at which errors of its Installs fail it (OLM v0's catalog
+    /// operator flag, a Go duration).
+    #[arg(long, env = "OLMV2_INSTALL_PLAN_RETRY_TIMEOUT", default_value = "1m0s", value_parser = go_duration)]
+    pub install_plan_retry_timeout: Duration,
     #[command(flatten)]
     pub webhook: WebhookOptions,
     #[command(flatten)]
@@ -65,6 +69,7 @@ impl RunOptions {
             operator_namespace: self.operator_namespace.clone(),
             catalog_poll: Duration::from_secs(self.catalog_poll_seconds.max(1)),
             global_catalog_namespace: self.global_catalog_namespace.clone(),
+            install_plan_retry_timeout: self.install_plan_retry_timeout,
             protected_copied_csv_namespaces: self
                 .protected_copied_csv_namespaces
                 .split(',')
@@ -73,6 +78,12 @@ impl RunOptions {
                 .collect(),
         })
     }
+}
+
+/// A Go duration (`1m0s`, `90s`), as OLM's flags take them; a negative one is refused.
+fn go_duration(text: &str) -> Result<Duration, String> {
+    let nanos = crate::catalog::poll::parse_go_duration(text)?;
+    u64::try_from(nanos).map(Duration::from_nanos).map_err(|_| format!("duration {text:?} is negative or too long"))
 }
 
 /// Runs until SIGTERM or SIGINT, then shuts down cleanly.

@@ -43,6 +43,9 @@ pub struct ControllerOptions {
     pub catalog_poll: Duration,
     /// The namespace whose CatalogSources serve Subscriptions of every namespace.
     pub global_catalog_namespace: String,
+    /// How long an InstallPlan whose Installs fail keeps retrying before it fails (OLM's
+    /// `--install-plan-retry-timeout`).
+    pub install_plan_retry_timeout: Duration,
     /// Namespaces keeping the copies of CSVs of groups targeting every namespace when the `OLMConfig` `cluster`
     /// disables copied CSVs (OLM v0's `--protectedCopiedCSVNamespaces`).
     pub protected_copied_csv_namespaces: Vec<String>,

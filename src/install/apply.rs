@@ -6,6 +6,7 @@ use kube::api::DynamicObject;
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
+use super::crd_schema::{self, VersionValidator};
 use crate::api::v2alpha1::{AppliedObject, ServiceAccountReference};
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient, Objects};
@@ -43,6 +44,23 @@ pub enum ApplyError {
          the existing CRD"
     )]
     UnsafeCrdUpgrade { crd: String, version: String },
+    /// OLM's refusal of a CRD update whose new schema an existing custom resource fails.
+    #[error("error validating existing CRs against new CRD's schema for {crd:?}: {violation}")]
+    ExistingResourceInvalid { crd: String, violation: String },
+    #[error("error validating existing CRs against new CRD's schema for {crd:?}: {source}")]
+    NewSchemaInvalid {
+        crd: String,
+        #[source]
+        source: crd_schema::SchemaError,
+    },
+    #[error("error validating existing CRs against new CRD's schema for {crd:?}: failed to list {resource} as {user}")]
+    ListExisting {
+        crd: String,
+        resource: String,
+        user: String,
+        #[source]
+        source: ClientError,
+    },
     #[error("failed to prune {object} as {user}")]
     Prune {
         object: String,
@@ -57,7 +75,9 @@ impl Categorized for ApplyError {
         match self {
             Self::UnknownKind { .. } => "ContentKindUnknown",
             Self::NotOwned { .. } => "ObjectNotOwned",
-            Self::UnsafeCrdUpgrade { .. } => "CRDUpgradeUnsafe",
+            Self::UnsafeCrdUpgrade { .. } | Self::ExistingResourceInvalid { .. } => "CRDUpgradeUnsafe",
+            Self::NewSchemaInvalid { .. } => "CRDSchemaInvalid",
+            Self::ListExisting { .. } => "CRDUpgradeUnverifiable",
             Self::InvalidObject { .. } => "ContentObjectInvalid",
             Self::Apply { source, .. } if source.is_forbidden() => "ApplyForbidden",
             Self::Apply { .. } => "ApplyFailed",
@@ -104,6 +124,48 @@ fn objects_for(
     let resource = ApiResource::from_gvk_with_plural(&gvk, &info.plural);
     let namespace = reference.namespace.as_deref().filter(|_| info.namespaced);
     Ok(client.dynamic(&resource, namespace))
+}
+
+/// OLM's check of the custom resources stored today against the schemas a CRD update brings (`crd_schema`), listing
+/// them as `user` (the Install's account, which applies the CRD: the controller reads no custom resources of its
+/// own). An object failing refuses the update, unless the new CRD converts by webhook: then, as OLM, the update goes
+/// on and the answer is the warning to record.
+pub async fn check_existing_resources(
+    client: &ControllerClient,
+    user: &str,
+    live: &Value,
+    new: &Value,
+) -> Result<Option<String>, ApplyError> {
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+    let (crd, group) = (text(&new["metadata"]["name"]), text(&new["spec"]["group"]));
+    let (kind, plural) = (text(&new["spec"]["names"]["kind"]), text(&new["spec"]["names"]["plural"]));
+    for check in crd_schema::versions_to_check(live, new) {
+        let validator = VersionValidator::new(&check)
+            .map_err(|source| ApplyError::NewSchemaInvalid { crd: crd.clone(), source })?;
+        let resource =
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, &check.version, &kind), &plural);
+        let objects = client.dynamic(&resource, None).list().await.map_err(|source| ApplyError::ListExisting {
+            crd: crd.clone(),
+            resource: format!("{plural}.{group}/{}", check.version),
+            user: user.to_owned(),
+            source,
+        })?;
+        for object in objects {
+            let value = serde_json::to_value(&object)
+                .map_err(|error| ApplyError::InvalidObject { object: crd.clone(), reason: error.to_string() })?;
+            let Some(violation) = validator.violation(&group, &kind, &value) else { continue };
+            if crd_schema::converts_by_webhook(new) {
+                return Ok(Some(format!(
+                    "Validation of existing CRs against the new CRD's schema failed, but a webhook conversion strategy \
+                     was specified in the new CRD.\nThe new webhook will only start after the bundle is upgraded, so we \
+                     must assume that it will successfully convert existing CRs to a format that would have passed \
+                     validation.\n\nCRD: {crd:?}\nValidation Error: {violation}\n"
+                )));
+            }
+            return Err(ApplyError::ExistingResourceInvalid { crd, violation });
+        }
+    }
+    Ok(None)
 }
 
 /// Applies `object` with server-side apply, taking over fields others changed (repairing drift), and returns the

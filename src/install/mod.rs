@@ -8,6 +8,7 @@ pub mod cluster;
 pub mod conditions;
 pub mod content;
 pub mod crd_safety;
+pub mod crd_schema;
 pub mod drift;
 pub mod gate;
 pub mod grants;

@@ -26,6 +26,7 @@ use crate::api::v2alpha1::{
     MANUAL_APPROVAL_ANNOTATION,
 };
 use crate::category::Categorized;
+use crate::controller::conditions::Transition;
 use crate::rbac::{disclose, missing_permissions, required_permissions, KindIndex, RbacSnapshot, UserInfo};
 use crate::webhook::configuration::WebhookService;
 
@@ -325,6 +326,18 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
                     if let Some(version) = crd_safety::dropped_stored_version(&live, object) {
                         let error = ApplyError::UnsafeCrdUpgrade { crd: reference.name.clone(), version };
                         return fail(&ctx, &install, status, error).await;
+                    }
+                    if is_crd {
+                        match apply::check_existing_resources(&client, &user, &live, object).await {
+                            Ok(None) => {}
+                            Ok(Some(warning)) => {
+                                tracing::warn!(install = %name, "{warning}");
+                                let transition =
+                                    Transition { warning: true, reason: "CRDValidation".into(), note: warning };
+                                ctx.cluster.events.publish(&*install, &[transition]).await;
+                            }
+                            Err(error) => return fail(&ctx, &install, status, error).await,
+                        }
                     }
                 }
             }

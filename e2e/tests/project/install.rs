@@ -661,3 +661,87 @@ async fn a_crd_update_dropping_a_stored_version_is_refused_in_olms_words() {
     .unwrap();
     assert_eq!(crd.spec.versions.len(), 2, "the CRD is left as it was");
 }
+
+/// The Gizmo CRD with one version whose `spec.count` is of `type_`, converting by webhook when `webhook`.
+fn counted_gizmo_crd(type_: &str, webhook: bool) -> String {
+    let conversion = if webhook {
+        "  conversion:\n    strategy: Webhook\n    webhook:\n      conversionReviewVersions: [v1]\n      clientConfig:\n        url: https://converter.example.com/convert\n"
+    } else {
+        ""
+    };
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gizmos.example.com\nspec:\n  group: example.com\n  names: {{kind: Gizmo, plural: gizmos}}\n  scope: Namespaced\n{conversion}  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema: {{openAPIV3Schema: {{type: object, properties: {{spec: {{type: object, properties: {{count: {{type: {type_}}}}}}}}}}}}}\n"
+    )
+}
+
+fn gizmo_count_type(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> Value {
+    let schema = serde_json::to_value(crd.spec.versions[0].schema.as_ref().unwrap()).unwrap();
+    schema["openAPIV3Schema"]["properties"]["spec"]["properties"]["count"]["type"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_crd_update_that_stored_objects_would_fail_is_refused_in_olms_words() {
+    let harness = start("crd-objects").await;
+    let content = |type_: &str, webhook: bool| json!({"spec": {"content": [{"type": "Raw", "raw": counted_gizmo_crd(type_, webhook)}]}});
+    let install = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "gizmos"},
+        "spec": {"namespaces": [{"from": "default", "to": "operators"}],
+                 "content": [{"type": "Raw", "raw": counted_gizmo_crd("string", false)}]}});
+    let created = harness.admin_kubectl(&["apply", "-f", "-"], Some(&install.to_string()));
+    assert!(created.status.success(), "{}", text(&created));
+    let pending = wait_state(&harness, "gizmos", InstallState::PendingApproval).await;
+    let permissions = pending.status.as_ref().unwrap().pending.as_ref().unwrap().permissions.clone();
+    assert!(
+        permissions
+            .iter()
+            .any(|p| p.verbs == ["list"] && p.resources == ["gizmos"] && p.scope == PermissionScope::Cluster),
+        "listing its own objects is asked for, to check them on an update: {permissions:?}"
+    );
+    let approved = harness.admin_kubectl(&["patch", "install", "gizmos", "--type=merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "{}", text(&approved));
+    wait_state(&harness, "gizmos", InstallState::Installed).await;
+    let gizmo =
+        "apiVersion: example.com/v1\nkind: Gizmo\nmetadata: {name: g1, namespace: operators}\nspec: {count: three}\n";
+    let applied = harness.admin_kubectl(&["apply", "-f", "-"], Some(gizmo));
+    assert!(applied.status.success(), "{}", text(&applied));
+
+    // A schema g1 would fail is refused before the API server sees it, in OLM's words.
+    installs(&harness)
+        .patch("gizmos", &PatchParams::default(), &Patch::Merge(&content("integer", false)))
+        .await
+        .unwrap();
+    let refused = wait_state(&harness, "gizmos", InstallState::Failed).await;
+    let installed =
+        refused.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "Installed").cloned().unwrap();
+    assert_eq!(installed.reason, "CRDUpgradeUnsafe");
+    assert!(
+        installed.message.contains(
+            "error validating existing CRs against new CRD's schema for \"gizmos.example.com\": error validating \
+             example.com/v1, Kind=Gizmo \"operators/g1\": updated validation is too restrictive: spec.count: \"three\" \
+             is not of type \"integer\""
+        ),
+        "{installed:?}"
+    );
+    let crds = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(
+        harness.admin.clone(),
+    );
+    assert_eq!(gizmo_count_type(&crds.get("gizmos.example.com").await.unwrap()), "string", "the CRD is left as it was");
+
+    // A CRD converting by webhook is trusted to convert g1, as OLM trusts it: the update goes on, with a warning.
+    installs(&harness)
+        .patch("gizmos", &PatchParams::default(), &Patch::Merge(&content("integer", true)))
+        .await
+        .unwrap();
+    let mut updated = false;
+    for _ in 0..100 {
+        if gizmo_count_type(&crds.get("gizmos.example.com").await.unwrap()) == "integer" {
+            updated = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(updated, "the webhook-converting CRD was never applied: {:?}", installs(&harness).get("gizmos").await);
+    let event = harness.wait_event("default", "CRDValidation").await;
+    assert!(event.note.unwrap_or_default().contains("a webhook conversion strategy was specified in the new CRD"));
+}

@@ -53,6 +53,8 @@ pub struct Decision {
     pub update_installs: Vec<Move>,
     /// The plan's next status.
     pub status: InstallPlanStatus,
+    /// An error is being retried (until the retry timeout): look again soon.
+    pub retrying: bool,
 }
 
 /// What a plan's pass reads.
@@ -61,6 +63,9 @@ pub struct Observed<'a> {
     pub subscriptions: &'a [Subscription],
     /// Installs by name.
     pub installs: &'a BTreeMap<String, Install>,
+    /// How long after it started installing a plan whose Installs fail is failed (OLM's
+    /// `--install-plan-retry-timeout`).
+    pub retry_timeout: std::time::Duration,
 }
 
 /// A Subscription's Install to move to `image` (bundle `csv`), as read.
@@ -194,6 +199,20 @@ enum Standing {
     /// Waiting for a person to approve.
     AwaitingApproval(String),
     Failing(String),
+    /// Failing because the account may not do something: never terminal (OLM: the account may yet be given the
+    /// permission).
+    Forbidden(String),
+}
+
+/// Whether a failed Install failed because its account may not apply something (`ApplyForbidden`).
+fn failed_forbidden(install: &Install) -> bool {
+    let conditions = install.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
+    conditions.iter().any(|c| c.type_ == "Installed" && c.status == "False" && c.reason == "ApplyForbidden")
+}
+
+/// The time from `from` to `to`, none when `to` is earlier.
+fn elapsed(from: &Time, to: &Time) -> std::time::Duration {
+    std::time::Duration::try_from(to.0.duration_since(from.0)).unwrap_or_default()
 }
 
 /// Why a failed Install failed: its import or validity error, else why it is not installed.
@@ -309,6 +328,9 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
                             "Install {name} waits for a person who holds the permissions it needs to approve them \
                          (kubectl olmv2 approve {name})"
                         )),
+                        Some(InstallState::Failed) if failed_forbidden(install) => {
+                            Standing::Forbidden(format!("Install {name}: {}", failure_message(install)))
+                        }
                         Some(InstallState::Failed) => {
                             Standing::Failing(format!("Install {name}: {}", failure_message(install)))
                         }
@@ -348,10 +370,24 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
     let failing: Vec<&str> = standings
         .iter()
         .filter_map(|(_, standing)| match standing {
-            Standing::Failing(message) => Some(message.as_str()),
+            Standing::Failing(message) | Standing::Forbidden(message) => Some(message.as_str()),
             _ => None,
         })
         .collect();
+    // OLM's transitionInstallPlanState: an error is retried until the plan has been installing for the retry
+    // timeout, then the plan fails for good; a forbidden error is retried for ever.
+    let terminal = standings.iter().any(|(_, standing)| matches!(standing, Standing::Failing(_)));
+    let started = status.start_time.clone().unwrap_or_else(|| now.clone());
+    status.message = None;
+    if !failing.is_empty() {
+        if terminal && elapsed(&started, now) >= observed.retry_timeout {
+            status.phase = InstallPlanPhase::Failed;
+            status.message = Some(failing.join("; "));
+        } else {
+            status.message = Some(format!("retrying execution due to error: {}", failing.join("; ")));
+            decision.retrying = true;
+        }
+    }
     let installed = if !failing.is_empty() {
         Some(("False", INSTALL_COMPONENT_FAILED, failing.join("; ")))
     } else if !waiting.is_empty() {

@@ -62,8 +62,11 @@ fn run(
     installs: &BTreeMap<String, Install>,
     now: &Time,
 ) -> Decision {
-    decide(&Observed { plan, subscriptions, installs }, now)
+    decide(&Observed { plan, subscriptions, installs, retry_timeout: RETRY_TIMEOUT }, now)
 }
+
+/// OLM's default `--install-plan-retry-timeout`.
+const RETRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The patch a move makes, its author holding the grants or not.
 fn patch_of(step: &Move, author_may_change: bool) -> Value {
@@ -238,28 +241,54 @@ fn a_subscriptions_config_is_its_installs_deployment_configuration_and_a_change_
     assert_eq!(marked["spec"]["content"][0]["config"]["env"][0]["name"], "LOG_LEVEL");
 }
 
-#[test]
-fn a_failed_install_is_the_plan_s_failure_in_its_own_words() {
-    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
-    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
-    let mut failed = install(&subs[0], "plumbus.v2", Some("Failed"), 1, 1);
+fn failed_install(subscription: &Subscription, reason: &str, message: &str) -> BTreeMap<String, Install> {
+    let mut failed = install(subscription, "plumbus.v2", Some("Failed"), 1, 1);
     failed.status.as_mut().unwrap().conditions = vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
         type_: "Installed".into(),
         status: "False".into(),
-        reason: "CRDUpgradeUnsafe".into(),
-        message: "risk of data loss updating \"plumbai.how.theydoit.com\"".into(),
+        reason: reason.into(),
+        message: message.into(),
         last_transition_time: at(1),
         observed_generation: None,
     }];
-    let installs: BTreeMap<String, Install> = [("plumbus.ops".to_owned(), failed)].into();
-    let decision = run(&plan, &subs, &installs, &at(2));
-    let (state, reason, message) = installed_condition(&decision.status);
+    [("plumbus.ops".to_owned(), failed)].into()
+}
+
+#[test]
+fn a_failed_install_is_retried_then_fails_the_plan_in_its_own_words_after_the_retry_timeout() {
+    let mut plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    let installs =
+        failed_install(&subs[0], "CRDUpgradeUnsafe", "risk of data loss updating \"plumbai.how.theydoit.com\"");
+    let first = run(&plan, &subs, &installs, &at(2));
+    let (state, reason, message) = installed_condition(&first.status);
     assert_eq!((state.as_str(), reason.as_deref()), ("False", Some(INSTALL_COMPONENT_FAILED)));
-    assert_eq!(
-        message.as_deref(),
-        Some("Install plumbus.ops: risk of data loss updating \"plumbai.how.theydoit.com\"")
-    );
-    assert_eq!(decision.status.phase, InstallPlanPhase::Installing, "the Install retries; the plan waits for it");
+    let words = "Install plumbus.ops: risk of data loss updating \"plumbai.how.theydoit.com\"";
+    assert_eq!(message.as_deref(), Some(words));
+    assert_eq!(first.status.phase, InstallPlanPhase::Installing, "retried first, as OLM retries");
+    assert_eq!(first.status.message, Some(format!("retrying execution due to error: {words}")));
+    assert!(first.retrying);
+    assert_eq!(first.status.start_time, Some(at(2)));
+
+    plan.status = Some(first.status);
+    let still = run(&plan, &subs, &installs, &at(61));
+    assert_eq!(still.status.phase, InstallPlanPhase::Installing, "59 s after it started");
+    let failed = run(&plan, &subs, &installs, &at(62));
+    assert_eq!(failed.status.phase, InstallPlanPhase::Failed, "the retry timeout passed");
+    assert_eq!(failed.status.message.as_deref(), Some(words));
+    assert!(!failed.retrying);
+    assert_eq!(installed_condition(&failed.status).1.as_deref(), Some(INSTALL_COMPONENT_FAILED));
+}
+
+#[test]
+fn a_forbidden_install_is_retried_for_ever_as_olm_retries_it() {
+    let mut plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    let installs = failed_install(&subs[0], "ApplyForbidden", "failed to apply Deployment ops/plumbus");
+    plan.status.as_mut().unwrap().start_time = Some(at(0));
+    let decision = run(&plan, &subs, &installs, &at(3600));
+    assert_eq!(decision.status.phase, InstallPlanPhase::Installing);
+    assert!(decision.retrying);
 }
 
 #[test]
@@ -290,8 +319,7 @@ fn a_plan_no_subscription_points_at_moves_nothing_and_a_dependency_is_made_only_
     let mut bob =
         subscription("other", "other", Some("other.v1"), json!({CREATOR_ANNOTATION: r#"{"username":"bob"}"#}));
     bob.status.as_mut().unwrap().install_plan_ref = alice.status.as_ref().unwrap().install_plan_ref.clone();
-    let decision =
-        decide(&Observed { plan: &plan, subscriptions: &[alice.clone(), bob], installs: &BTreeMap::new() }, &at(1));
+    let decision = run(&plan, &[alice.clone(), bob], &BTreeMap::new(), &at(1));
     assert!(
         decision.create_subscriptions[0]["metadata"]["annotations"].get(CREATOR_ANNOTATION).is_none(),
         "two authors asked: the dependency is made on behalf of neither"

@@ -38,6 +38,8 @@ pub struct Context {
     metrics: Arc<Metrics>,
     retry: Duration,
     resync: Duration,
+    /// OLM's `--install-plan-retry-timeout`.
+    retry_timeout: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -174,7 +176,13 @@ impl Reconciler for Context {
             }
         }
         let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let decision = decide(&Observed { plan: &plan, subscriptions: &subscriptions, installs: &installs }, &now);
+        let observed = Observed {
+            plan: &plan,
+            subscriptions: &subscriptions,
+            installs: &installs,
+            retry_timeout: self.retry_timeout,
+        };
+        let decision = decide(&observed, &now);
         for subscription in &decision.create_subscriptions {
             let typed: Subscription = serde_json::from_value(subscription.clone())
                 .map_err(|e| write("encode a generated Subscription")(ClientError::Encode(e)))?;
@@ -204,8 +212,11 @@ impl Reconciler for Context {
         }
         // Its Installs' and Subscriptions' changes wake it; a look now and then covers a missed one.
         Ok(match decision.status.phase {
-            InstallPlanPhase::Complete => Action::await_change(),
-            _ if !decision.create_installs.is_empty() || !decision.create_subscriptions.is_empty() => {
+            InstallPlanPhase::Complete | InstallPlanPhase::Failed => Action::await_change(),
+            _ if decision.retrying
+                || !decision.create_installs.is_empty()
+                || !decision.create_subscriptions.is_empty() =>
+            {
                 Action::requeue(self.retry)
             }
             _ => Action::requeue(self.resync),
@@ -231,6 +242,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         metrics: process.metrics.clone(),
         retry: process.options.retry,
         resync: process.options.resync,
+        retry_timeout: process.options.install_plan_retry_timeout,
     });
     let controller = watches::controller(Api::<InstallPlan>::all(client.clone()), watcher::Config::default());
     let (by_install, by_subscription) = (controller.store(), controller.store());

@@ -25,7 +25,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 
 use super::membership::COPIED_FROM_LABEL;
-use crate::api::v1::OperatorGroup;
+use crate::api::v1::{OperatorGroup, UpgradeStrategyName};
 use crate::api::v1alpha1::{
     CatalogSource, ClusterServiceVersion, InstallPlan, Subscription, SubscriptionState, SubscriptionStatus,
 };
@@ -48,8 +48,8 @@ use crate::metrics::Metrics;
 use planning::{plan_namespace, NamespacePlan};
 use resolution::{resolve_namespace, Inputs, Outcome, ERROR_PREVENTED_RESOLUTION};
 use status::{
-    with_catalog_health, with_csv_state, with_install_plan, with_plan_reference, with_resolution, CatalogView,
-    RESOLUTION_FAILED,
+    plan_failed, with_catalog_health, with_csv_state, with_install_plan, with_plan_reference, with_resolution,
+    CatalogView, RESOLUTION_FAILED,
 };
 
 /// OLM's OperatorGroup annotation keeping the global catalog namespace out of a namespace's resolution.
@@ -212,6 +212,10 @@ impl Context {
             plans.retain(|plan| plan.metadata.name.as_deref() != Some(name.as_str()));
         }
         let exists = |name: &str| csvs.iter().any(|csv| csv.name_any() == name);
+        let groups: Vec<OperatorGroup> = self.list(namespace, "OperatorGroups", ListParams::default()).await?;
+        // OLM's IsFailForwardEnabled: the namespace's one OperatorGroup says so.
+        let fail_forward = matches!(groups.as_slice(), [group]
+            if group.spec.upgrade_strategy == UpgradeStrategyName::TechPreviewUnsafeFailForward);
         let mut next: BTreeMap<String, SubscriptionStatus> = BTreeMap::new();
         for subscription in &subscriptions {
             let mut status = subscription.status.clone().unwrap_or_default();
@@ -221,14 +225,14 @@ impl Context {
             if let (None, Some(plan), Some(starting)) =
                 (&status.install_plan_ref, plan, subscription.spec.starting_csv.as_deref())
             {
-                with_plan_reference(&mut status, starting, plan, &now);
+                with_plan_reference(&mut status, starting, plan, fail_forward, &now);
             }
-            let installed = status.current_csv.as_deref().is_some_and(exists);
-            with_csv_state(&mut status, installed, &now);
             let plan = status
                 .install_plan_ref
                 .as_ref()
                 .and_then(|reference| plans.iter().find(|p| p.metadata.name == reference.name));
+            let installed = status.current_csv.as_deref().is_some_and(exists);
+            with_csv_state(&mut status, installed, fail_forward && plan.is_some_and(plan_failed), &now);
             with_install_plan(&mut status, plan, &now);
             next.insert(subscription.name_any(), status);
         }
@@ -237,7 +241,6 @@ impl Context {
         if self.write_changed(namespace, &subscriptions, &next).await? {
             return Ok(Action::requeue(CSV_STATE_SETTLING));
         }
-        let groups: Vec<OperatorGroup> = self.list(namespace, "OperatorGroups", ListParams::default()).await?;
         let exclude_global = matches!(groups.as_slice(), [group]
             if group.annotations().get(EXCLUDE_GLOBAL_RESOLUTION).map(String::as_str) == Some("true"));
         let loaded = self.catalogs_for(namespace).await?;
@@ -291,7 +294,8 @@ impl Context {
                 let created = self.create_plan(namespace, &subscriptions, &plans, &plan).await?;
                 for (name, csv) in &plan.updated {
                     if let Some(status) = next.get_mut(name) {
-                        with_plan_reference(status, csv, &created, &now);
+                        // A plan just made has not failed (OLM's setIPReference).
+                        with_plan_reference(status, csv, &created, false, &now);
                     }
                 }
             }

@@ -162,10 +162,16 @@ pub fn with_resolution(status: &mut SubscriptionStatus, resolved: Option<&Resolv
 }
 
 /// `installedCSV` and `state` from whether the CSV `currentCSV` names exists (OLM's `ensureSubscriptionCSVState`):
-/// `AtLatestKnown` with `installedCSV` once it does, `UpgradePending` until then; nothing without a `currentCSV`.
-pub fn with_csv_state(status: &mut SubscriptionStatus, current_exists: bool, now: &Time) {
+/// `AtLatestKnown` with `installedCSV` once it does, `UpgradePending` until then, or `UpgradeFailed` when the plan
+/// it waits on failed and its OperatorGroup's `upgradeStrategy` is `TechPreviewUnsafeFailForward` (`plan_failed`
+/// is only ever true then); nothing without a `currentCSV`.
+pub fn with_csv_state(status: &mut SubscriptionStatus, current_exists: bool, plan_failed: bool, now: &Time) {
     let Some(current) = status.current_csv.clone() else { return };
-    let state = if current_exists { SubscriptionState::AtLatestKnown } else { SubscriptionState::UpgradePending };
+    let state = match (current_exists, plan_failed) {
+        (true, _) => SubscriptionState::AtLatestKnown,
+        (false, true) => SubscriptionState::UpgradeFailed,
+        (false, false) => SubscriptionState::UpgradePending,
+    };
     if status.state == state {
         return;
     }
@@ -174,6 +180,11 @@ pub fn with_csv_state(status: &mut SubscriptionStatus, current_exists: bool, now
         status.installed_csv = Some(current);
     }
     status.last_updated = Some(now.clone());
+}
+
+/// Whether an InstallPlan's phase is `Failed`.
+pub fn plan_failed(plan: &InstallPlan) -> bool {
+    plan.status.as_ref().is_some_and(|status| status.phase == InstallPlanPhase::Failed)
 }
 
 /// The message an InstallPlan gives its Subscriptions: its `Installed` condition's, when known (OLM's
@@ -253,7 +264,13 @@ pub fn with_install_plan(status: &mut SubscriptionStatus, plan: Option<&InstallP
 }
 
 /// A Subscription pointed at the InstallPlan made for it (OLM's `setIPReference`).
-pub fn with_plan_reference(status: &mut SubscriptionStatus, current_csv: &str, plan: &InstallPlan, now: &Time) {
+pub fn with_plan_reference(
+    status: &mut SubscriptionStatus,
+    current_csv: &str,
+    plan: &InstallPlan,
+    fail_forward: bool,
+    now: &Time,
+) {
     let name = plan.metadata.name.clone().unwrap_or_default();
     let uid = plan.metadata.uid.clone().unwrap_or_default();
     status.current_csv = Some(current_csv.to_owned());
@@ -272,7 +289,11 @@ pub fn with_plan_reference(status: &mut SubscriptionStatus, current_csv: &str, p
         name,
         uuid: uid,
     });
-    status.state = SubscriptionState::UpgradePending;
+    status.state = if fail_forward && plan_failed(plan) {
+        SubscriptionState::UpgradeFailed
+    } else {
+        SubscriptionState::UpgradePending
+    };
     status.install_plan_generation = plan.spec.generation;
     status.last_updated = Some(now.clone());
 }

@@ -125,19 +125,35 @@ fn a_resolution_failure_is_set_once_without_a_transition_time_and_cleared_by_suc
 #[test]
 fn the_state_follows_the_csv_current_csv_names() {
     let mut status = SubscriptionStatus { current_csv: Some("plumbus.v2".into()), ..SubscriptionStatus::default() };
-    with_csv_state(&mut status, false, &at(1));
+    with_csv_state(&mut status, false, false, &at(1));
     assert_eq!(status.state, SubscriptionState::UpgradePending);
     assert_eq!(status.installed_csv, None);
-    with_csv_state(&mut status, true, &at(2));
+    with_csv_state(&mut status, true, false, &at(2));
     assert_eq!(status.state, SubscriptionState::AtLatestKnown);
     assert_eq!(status.installed_csv.as_deref(), Some("plumbus.v2"));
     assert_eq!(status.last_updated, Some(at(2)));
     let settled = status.clone();
-    with_csv_state(&mut status, true, &at(3));
+    with_csv_state(&mut status, true, false, &at(3));
     assert_eq!(status, settled);
     let mut nothing = SubscriptionStatus::default();
-    with_csv_state(&mut nothing, true, &at(1));
+    with_csv_state(&mut nothing, true, false, &at(1));
     assert_eq!(nothing, SubscriptionStatus::default(), "nothing resolved yet: no state");
+}
+
+#[test]
+fn under_unsafe_fail_forward_a_failed_plan_is_an_upgrade_failed() {
+    let mut status = SubscriptionStatus { current_csv: Some("plumbus.v2".into()), ..SubscriptionStatus::default() };
+    with_csv_state(&mut status, false, true, &at(1));
+    assert_eq!(status.state, SubscriptionState::UpgradeFailed);
+    assert_eq!(status.last_updated, Some(at(1)));
+    with_csv_state(&mut status, true, true, &at(2));
+    assert_eq!(status.state, SubscriptionState::AtLatestKnown, "the CSV there wins, as in OLM");
+    let mut generated = SubscriptionStatus::default();
+    with_plan_reference(&mut generated, "plumbus.v2", &plan("Failed", None), true, &at(1));
+    assert_eq!(generated.state, SubscriptionState::UpgradeFailed);
+    with_plan_reference(&mut generated, "plumbus.v2", &plan("Failed", None), false, &at(1));
+    assert_eq!(generated.state, SubscriptionState::UpgradePending, "without fail forward, pending as before");
+    assert!(plan_failed(&plan("Failed", None)) && !plan_failed(&plan("Installing", None)));
 }
 
 fn plan(phase: &str, installed: Option<(&str, &str, &str)>) -> InstallPlan {
@@ -164,7 +180,7 @@ fn plan_conditions(status: &SubscriptionStatus) -> Vec<(String, String, String)>
 #[test]
 fn a_subscription_points_at_its_plan_as_olm_records_it() {
     let mut status = SubscriptionStatus::default();
-    with_plan_reference(&mut status, "plumbus.v2", &plan("Installing", None), &at(1));
+    with_plan_reference(&mut status, "plumbus.v2", &plan("Installing", None), false, &at(1));
     assert_eq!(status.current_csv.as_deref(), Some("plumbus.v2"));
     assert_eq!(status.state, SubscriptionState::UpgradePending);
     assert_eq!(status.install_plan_generation, Some(4));
@@ -178,7 +194,7 @@ fn a_subscription_points_at_its_plan_as_olm_records_it() {
 #[test]
 fn the_plan_s_phase_is_the_subscription_s_condition() {
     let mut status = SubscriptionStatus::default();
-    with_plan_reference(&mut status, "plumbus.v2", &plan("Installing", None), &at(1));
+    with_plan_reference(&mut status, "plumbus.v2", &plan("Installing", None), false, &at(1));
     let waiting = plan("Installing", Some(("False", "InstallWaiting", "Install plumbus.ops waits for approval")));
     with_install_plan(&mut status, Some(&waiting), &at(2));
     assert_eq!(
@@ -204,13 +220,13 @@ fn the_plan_s_phase_is_the_subscription_s_condition() {
 #[test]
 fn a_missing_plan_is_forgotten_while_waiting_on_it_and_reported_otherwise() {
     let mut status = SubscriptionStatus::default();
-    with_plan_reference(&mut status, "plumbus.v2", &plan("Installing", None), &at(1));
+    with_plan_reference(&mut status, "plumbus.v2", &plan("Installing", None), false, &at(1));
     with_install_plan(&mut status, None, &at(2));
     assert_eq!(status.install_plan_ref, None);
     assert_eq!(status.current_csv, None);
     assert_eq!(status.state, SubscriptionState::None);
     let mut installed = SubscriptionStatus::default();
-    with_plan_reference(&mut installed, "plumbus.v2", &plan("Complete", None), &at(1));
+    with_plan_reference(&mut installed, "plumbus.v2", &plan("Complete", None), false, &at(1));
     installed.state = SubscriptionState::AtLatestKnown;
     with_install_plan(&mut installed, None, &at(2));
     assert_eq!(

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
-use olmv2::api::v1alpha1::{Subscription, SubscriptionState};
+use olmv2::api::v1alpha1::{InstallPlan, InstallPlanPhase, Subscription, SubscriptionState};
 
 use super::{apply, kubectl, serve_catalog};
 use crate::support::harness::Harness;
@@ -224,4 +224,35 @@ async fn a_subscription_waiting_for_its_catalog_resolves_as_soon_as_the_catalog_
     // The catalog appears in the global namespace: its change (not a resync) wakes the Subscription.
     community_catalog(&harness, &["trident-operator"]).await;
     soon(&harness, "trident", "resolved", |s| current_csv(s).as_deref() == Some("trident-operator.v26.2.1")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn under_unsafe_fail_forward_a_failed_plan_makes_the_subscription_upgrade_failed() {
+    let harness = start("fail-forward").await;
+    community_catalog(&harness, &["trident-operator"]).await;
+    let group = GROUP.replace(
+        "{targetNamespaces: [ops]}",
+        "{targetNamespaces: [ops], upgradeStrategy: TechPreviewUnsafeFailForward}",
+    );
+    apply(&harness, &group);
+    apply(&harness, &subscription("trident", "trident-operator", "stable", Some("trident-operator.v26.2.0")));
+    // The catalog's bundle images are not reachable from here: the plan's Install fails to pull, the plan fails.
+    let failed = harness
+        .wait_for(&subscriptions(&harness), "trident", "UpgradeFailed", |s| {
+            s.status.as_ref().is_some_and(|s| s.state == SubscriptionState::UpgradeFailed)
+        })
+        .await;
+    let (status, reason, _) = condition(&failed, "InstallPlanFailed").expect("the plan's failure");
+    assert_eq!((status.as_str(), reason.as_str()), ("True", "InstallComponentFailed"));
+    assert_eq!(current_csv(&failed).as_deref(), Some("trident-operator.v26.2.0"));
+    assert_eq!(failed.status.as_ref().unwrap().installed_csv, None);
+    let listed = kubectl(&harness, &["get", "subscriptions", "-n", "ops", "-o", "jsonpath={.items[0].status.state}"]);
+    assert_eq!(listed, "UpgradeFailed");
+    // The plan failed for good once its retry timeout passed (OLM's --install-plan-retry-timeout; 5 s here).
+    let name = failed.status.as_ref().unwrap().install_plan_ref.as_ref().unwrap().name.clone().unwrap();
+    let plan = Api::<InstallPlan>::namespaced(harness.admin.clone(), "ops").get(&name).await.unwrap();
+    let status = plan.status.unwrap();
+    assert_eq!(status.phase, InstallPlanPhase::Failed);
+    let message = status.message.unwrap_or_default();
+    assert!(message.starts_with("Install trident-operator.ops: failed to pull quay.io/"), "{message}");
 }
