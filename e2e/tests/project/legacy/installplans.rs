@@ -27,17 +27,22 @@ async fn start(name: &str) -> Harness {
 
 /// Plumbus 2.0.1: the 2.0.0-alpha bundle with another operator image, the same permissions.
 async fn push_plumbus_2_0_1(harness: &Harness) -> String {
+    push_plumbus_as(harness, "2.0.1").await
+}
+
+/// Plumbus at `version`: the 2.0.0-alpha bundle renamed (CSV, version, operator image), the same permissions.
+pub(super) async fn push_plumbus_as(harness: &Harness, version: &str) -> String {
     let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/plumbus/2.0.0-alpha");
-    let dir = harness.dir.join("plumbus-2.0.1");
+    let dir = harness.dir.join(format!("plumbus-{version}"));
     for sub in ["manifests", "metadata"] {
         std::fs::create_dir_all(dir.join(sub)).unwrap();
         for entry in std::fs::read_dir(source.join(sub)).unwrap() {
             let path = entry.unwrap().path();
-            let text = std::fs::read_to_string(&path).unwrap().replace("2.0.0-alpha", "2.0.1");
+            let text = std::fs::read_to_string(&path).unwrap().replace("2.0.0-alpha", version);
             std::fs::write(dir.join(sub).join(path.file_name().unwrap()), text).unwrap();
         }
     }
-    let image = harness.registry.reference("plumbus-bundle:2.0.1");
+    let image = harness.registry.reference(&format!("plumbus-bundle:{version}"));
     harness.images().push_bundle(&dir, &image, false).await.expect("bundle pushed");
     image
 }
@@ -100,11 +105,11 @@ fn eve_may_write(harness: &Harness, resources: &str) -> String {
     harness.plane.user_kubeconfig("eve", &[])
 }
 
-fn subscriptions(harness: &Harness) -> Api<Subscription> {
+pub(super) fn subscriptions(harness: &Harness) -> Api<Subscription> {
     Api::namespaced(harness.admin.clone(), "ops")
 }
 
-fn installs(harness: &Harness) -> Api<Install> {
+pub(super) fn installs(harness: &Harness) -> Api<Install> {
     Api::all(harness.admin.clone())
 }
 
@@ -124,16 +129,16 @@ async fn the_plan(harness: &Harness, what: &str, done: impl Fn(&InstallPlan) -> 
     panic!("the InstallPlan never became {what}: {:?}", plans.list(&ListParams::default()).await.unwrap().items);
 }
 
-fn phase(plan: &InstallPlan) -> InstallPlanPhase {
+pub(super) fn phase(plan: &InstallPlan) -> InstallPlanPhase {
     plan.status.as_ref().map(|s| s.phase).unwrap_or_default()
 }
 
-fn installed_condition(plan: &InstallPlan) -> Option<(String, String, String)> {
+pub(super) fn installed_condition(plan: &InstallPlan) -> Option<(String, String, String)> {
     let c = plan.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Installed")?;
     Some((c.status.clone(), c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default()))
 }
 
-fn approve(harness: &Harness, install: &str) {
+pub(super) fn approve(harness: &Harness, install: &str) {
     let patched = harness.admin_kubectl(
         &["patch", "install", install, "--type=merge", "-p", r#"{"spec":{"approval":"Approved"}}"#],
         None,
@@ -361,7 +366,7 @@ subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]
 }
 
 /// The namespace's plan with `csv`, once it is there.
-async fn plan_for(harness: &Harness, csv: &str) -> InstallPlan {
+pub(super) async fn plan_for(harness: &Harness, csv: &str) -> InstallPlan {
     let plans = Api::<InstallPlan>::namespaced(harness.admin.clone(), "ops");
     for _ in 0..300 {
         let listed = plans.list(&ListParams::default()).await.unwrap().items;

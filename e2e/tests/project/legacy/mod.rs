@@ -5,8 +5,8 @@
 //! bundles (`csvs`), owned APIServices and webhooks (`components`, and the attacks on them in `component_attacks`),
 //! copied CSVs and the OLMConfig switch (`copies`), a CSV's RBAC in its targets (`tenancy`), static groups
 //! (`static_groups`), CatalogSources served from images and ConfigMaps (`catalogs`), Subscriptions resolved
-//! (`subscriptions`) and installed through InstallPlans and the approval gate (`installplans`). This module holds
-//! what they share.
+//! (`subscriptions`), installed through InstallPlans and the approval gate (`installplans`) and upgraded along a
+//! channel (`upgrades`). This module holds what they share.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -27,6 +27,7 @@ mod installplans;
 mod static_groups;
 mod subscriptions;
 mod tenancy;
+mod upgrades;
 
 const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
