@@ -53,11 +53,11 @@ pub enum ApplyError {
         #[source]
         source: crd_schema::SchemaError,
     },
-    #[error("error validating existing CRs against new CRD's schema for {crd:?}: failed to list {resource} as {user}")]
+    /// `listing` names what was listed and as whom.
+    #[error("error validating existing CRs against new CRD's schema for {crd:?}: failed to list {listing}")]
     ListExisting {
         crd: String,
-        resource: String,
-        user: String,
+        listing: String,
         #[source]
         source: ClientError,
     },
@@ -146,8 +146,7 @@ pub async fn check_existing_resources(
             ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, &check.version, &kind), &plural);
         let objects = client.dynamic(&resource, None).list().await.map_err(|source| ApplyError::ListExisting {
             crd: crd.clone(),
-            resource: format!("{plural}.{group}/{}", check.version),
-            user: user.to_owned(),
+            listing: format!("{plural}.{group}/{} as {user}", check.version),
             source,
         })?;
         for object in objects {

@@ -72,12 +72,9 @@ async fn complete(harness: &Harness, csv: &str) -> olmv2::api::v1alpha1::Install
     panic!("the plan for {csv} never completed: {:?}", plan_for(harness, csv).await.status);
 }
 
-fn operator_image(harness: &Harness) -> impl std::future::Future<Output = String> + '_ {
-    async move {
-        let deployment =
-            Api::<Deployment>::namespaced(harness.admin.clone(), "ops").get("plumbus-operator").await.unwrap();
-        deployment.spec.unwrap().template.spec.unwrap().containers[0].image.clone().unwrap_or_default()
-    }
+async fn operator_image(harness: &Harness) -> String {
+    let deployment = Api::<Deployment>::namespaced(harness.admin.clone(), "ops").get("plumbus-operator").await.unwrap();
+    deployment.spec.unwrap().template.spec.unwrap().containers[0].image.clone().unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
