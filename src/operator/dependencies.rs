@@ -224,10 +224,17 @@ mod tests {
         find(catalog, name).expect("bundle")
     }
 
+    /// Operator plumbus's inputs, its bundle `bundle` of `catalog`.
+    fn operator_inputs<'a>(catalog: &'a Catalog, bundle: &str, served: &'a [Gvk], held: &'a [Held<'a>]) -> Inputs<'a> {
+        Inputs { operator: "plumbus", source: source(catalog), bundle: main_bundle(catalog, bundle), served, held }
+    }
+
     fn resolved(catalog: &Catalog, bundle: &str, served: &[Gvk], held: &[Held<'_>]) -> Vec<(String, String)> {
-        let inputs =
-            Inputs { operator: "plumbus", source: source(catalog), bundle: main_bundle(catalog, bundle), served, held };
-        resolve(&inputs).expect("resolved").into_iter().map(|d| (d.install, d.bundle)).collect()
+        resolve(&operator_inputs(catalog, bundle, served, held))
+            .expect("resolved")
+            .into_iter()
+            .map(|d| (d.install, d.bundle))
+            .collect()
     }
 
     fn pair(install: &str, bundle: &str) -> (String, String) {
@@ -241,13 +248,7 @@ mod tests {
             resolved(&catalog, "plumbus.v1.0.0", &[], &[]),
             [pair("plumbus.requires.fleeb", "fleeb.v1.0.0"), pair("plumbus.requires.grumbo", "grumbo.v1.1.0")]
         );
-        let inputs = Inputs {
-            operator: "plumbus",
-            source: source(&catalog),
-            bundle: main_bundle(&catalog, "plumbus.v1.0.0"),
-            served: &[],
-            held: &[],
-        };
+        let inputs = operator_inputs(&catalog, "plumbus.v1.0.0", &[], &[]);
         let first = resolve(&inputs).expect("resolved").remove(0);
         assert_eq!((first.package.as_str(), first.version.as_str()), ("fleeb", "1.0.0"));
         assert_eq!(first.image, "registry.example/fleeb.v1.0.0");
@@ -296,13 +297,8 @@ mod tests {
         assert_eq!(resolved(&catalog, "plumbus.v2.0.0", &[gvk("Grumbo")], &held), []);
         // Held at a version outside the range: the one provider per API stands, and the resolution says so.
         let old = [Held { install: "grumbo.ops", bundle: "grumbo.v1.0.0", owned: false }];
-        let inputs = Inputs {
-            operator: "plumbus",
-            source: source(&catalog),
-            bundle: main_bundle(&catalog, "plumbus.v2.0.0"),
-            served: &[gvk("Grumbo")],
-            held: &old,
-        };
+        let served = [gvk("Grumbo")];
+        let inputs = operator_inputs(&catalog, "plumbus.v2.0.0", &served, &old);
         let error = resolve(&inputs).expect_err("grumbo 1.0.0 stands");
         assert_eq!(error.reason(), "ConstraintsNotSatisfiable");
         let message = error.to_string();
@@ -313,13 +309,7 @@ mod tests {
     fn an_unsatisfiable_requirement_is_explained() {
         let catalog =
             catalog(vec![bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![requires_package("grumbo", ">=3.0.0")])]);
-        let inputs = Inputs {
-            operator: "plumbus",
-            source: source(&catalog),
-            bundle: main_bundle(&catalog, "plumbus.v1.0.0"),
-            served: &[],
-            held: &[],
-        };
+        let inputs = operator_inputs(&catalog, "plumbus.v1.0.0", &[], &[]);
         let error = resolve(&inputs).expect_err("no grumbo");
         assert_eq!(error.reason(), "ConstraintsNotSatisfiable");
         let message = error.to_string();
@@ -337,19 +327,13 @@ mod tests {
             bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![requires_api("Grumbo")]),
             with_image(bundle("grumbo", "grumbo.v1.0.0", "1.0.0", vec![provides("Grumbo")]), ""),
         ]);
-        let inputs = Inputs {
-            operator: "plumbus",
-            source: source(&inline),
-            bundle: main_bundle(&inline, "plumbus.v1.0.0"),
-            served: &[],
-            held: &[],
-        };
+        let inputs = operator_inputs(&inline, "plumbus.v1.0.0", &[], &[]);
         assert_eq!(resolve(&inputs).expect_err("inline").reason(), "BundleWithoutImage");
         let odd = catalog(vec![
             bundle("plumbus", "plumbus.v1.0.0", "1.0.0", vec![requires_api("Grumbo")]),
             bundle("Grumbo_Pkg", "grumbo.v1.0.0", "1.0.0", vec![provides("Grumbo")]),
         ]);
-        let inputs = Inputs { source: source(&odd), bundle: main_bundle(&odd, "plumbus.v1.0.0"), ..inputs };
+        let inputs = operator_inputs(&odd, "plumbus.v1.0.0", &[], &[]);
         assert_eq!(resolve(&inputs).expect_err("name").reason(), "InvalidDependencyName");
     }
 

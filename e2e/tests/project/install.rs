@@ -601,6 +601,17 @@ async fn a_deployment_configuration_reaches_the_deployment_and_a_new_one_waits_a
         .await;
 }
 
+/// The `Installed` condition of Install gizmos once it failed, as an unsafe CRD upgrade.
+async fn refused_as_unsafe(
+    harness: &support::harness::Harness,
+) -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    let refused = wait_state(harness, "gizmos", InstallState::Failed).await;
+    let installed =
+        refused.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "Installed").cloned().unwrap();
+    assert_eq!(installed.reason, "CRDUpgradeUnsafe");
+    installed
+}
+
 fn gizmo_crd(versions: &[(&str, bool)]) -> String {
     let versions: Vec<String> = versions
         .iter()
@@ -642,10 +653,7 @@ async fn a_crd_update_dropping_a_stored_version_is_refused_in_olms_words() {
     // Dropping v1alpha1, which objects may still be stored in, is refused before the API server sees it.
     let dropped = json!({"spec": {"content": [{"type": "Raw", "raw": gizmo_crd(&[("v1", true)])}]}});
     installs(&harness).patch("gizmos", &PatchParams::default(), &Patch::Merge(&dropped)).await.unwrap();
-    let refused = wait_state(&harness, "gizmos", InstallState::Failed).await;
-    let installed =
-        refused.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "Installed").cloned().unwrap();
-    assert_eq!(installed.reason, "CRDUpgradeUnsafe");
+    let installed = refused_as_unsafe(&harness).await;
     assert!(
         installed.message.contains(
             "risk of data loss updating \"gizmos.example.com\": new CRD removes version v1alpha1 that is listed as a \
@@ -711,10 +719,7 @@ async fn a_crd_update_that_stored_objects_would_fail_is_refused_in_olms_words() 
         .patch("gizmos", &PatchParams::default(), &Patch::Merge(&content("integer", false)))
         .await
         .unwrap();
-    let refused = wait_state(&harness, "gizmos", InstallState::Failed).await;
-    let installed =
-        refused.status.as_ref().unwrap().conditions.iter().find(|c| c.type_ == "Installed").cloned().unwrap();
-    assert_eq!(installed.reason, "CRDUpgradeUnsafe");
+    let installed = refused_as_unsafe(&harness).await;
     assert!(
         installed.message.contains(
             "error validating existing CRs against new CRD's schema for \"gizmos.example.com\": error validating \

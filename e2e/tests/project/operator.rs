@@ -353,6 +353,20 @@ impl OwnerNames for Install {
     }
 }
 
+/// Grants bob the verb `install` on CatalogSource `catalogs/community`, and nothing else.
+pub(crate) async fn bob_may_install_from_community(harness: &Harness) {
+    let installer = json!([
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "community-installer", "namespace": "catalogs"},
+         "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["catalogsources"], "resourceNames": ["community"], "verbs": ["install"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "bob-installs", "namespace": "catalogs"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "community-installer"},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
+    ]);
+    for object in installer.as_array().unwrap() {
+        project::create(&harness.plane, object).await.expect("RBAC");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn naming_a_catalog_source_needs_the_install_verb_on_it() {
     let harness = start("verb").await;
@@ -371,16 +385,7 @@ async fn naming_a_catalog_source_needs_the_install_verb_on_it() {
     assert!(!refused.status.success());
     assert!(text(&refused).contains("may not install from CatalogSource catalogs/community"), "{}", text(&refused));
 
-    let installer = json!([
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "community-installer", "namespace": "catalogs"},
-         "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["catalogsources"], "resourceNames": ["community"], "verbs": ["install"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "bob-installs", "namespace": "catalogs"},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "community-installer"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
-    ]);
-    for object in installer.as_array().unwrap() {
-        project::create(&harness.plane, object).await.expect("RBAC");
-    }
+    bob_may_install_from_community(&harness).await;
     let allowed = harness.kubectl(&bob, &["apply", "-f", "-"], Some(OPERATOR_YAML));
     assert!(allowed.status.success(), "{}", text(&allowed));
     let other = OPERATOR_YAML.replace("name: community", "name: private");

@@ -17,7 +17,8 @@ use serde_json::{json, Value};
 
 use crate::attacks::{may, never_written};
 use crate::operator::{
-    create_catalog_source, has_condition, operators, refs_of_kind, start, state, wait_operator, OPERATOR_YAML,
+    bob_may_install_from_community, create_catalog_source, has_condition, operators, refs_of_kind, start, state,
+    wait_operator, OPERATOR_YAML,
 };
 use crate::support::emulator::kubectl::text;
 use crate::support::harness::Harness;
@@ -84,6 +85,12 @@ fn operator_yaml(package: &str) -> String {
         .replace("package: plumbus", &format!("package: {package}"))
 }
 
+/// The names of every Install.
+async fn install_names(harness: &Harness) -> Vec<String> {
+    let listed = installs(harness).list(&Default::default()).await.unwrap().items;
+    listed.iter().map(|install| install.metadata.name.clone().unwrap()).collect()
+}
+
 fn approve(harness: &Harness, install: &str) {
     let patched = harness.admin_kubectl(
         &["patch", "install", install, "--type=merge", "-p", r#"{"spec":{"approval":"Approved"}}"#],
@@ -102,16 +109,7 @@ async fn an_operators_dependency_is_installed_through_an_install_of_its_own_once
     // bob may write Operators and Installs and install from the catalog; he holds nothing the operators use.
     may(&harness, "bob", "installs", &["get", "list", "patch"]).await;
     let bob = may(&harness, "bob", "operators", &["get", "list", "create", "patch"]).await;
-    let installer = json!([
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "community-installer", "namespace": "catalogs"},
-         "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["catalogsources"], "resourceNames": ["community"], "verbs": ["install"]}]},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "bob-installs", "namespace": "catalogs"},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "community-installer"},
-         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
-    ]);
-    for object in installer.as_array().unwrap() {
-        project::create(&harness.plane, object).await.expect("RBAC");
-    }
+    bob_may_install_from_community(&harness).await;
     let applied = harness.kubectl(&bob, &["apply", "-f", "-"], Some(OPERATOR_YAML));
     assert!(applied.status.success(), "{}", text(&applied));
 
@@ -190,14 +188,7 @@ async fn an_operators_dependency_is_installed_through_an_install_of_its_own_once
     let applied = harness.admin_kubectl(&["apply", "-f", "-"], Some(&operator_yaml("squanch")));
     assert!(applied.status.success(), "{}", text(&applied));
     harness.wait_for(&installs(&harness), "squanch", "the Operator's own Install", |_| true).await;
-    let names: Vec<String> = installs(&harness)
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|i| i.metadata.name.clone().unwrap())
-        .collect();
+    let names = install_names(&harness).await;
     assert!(!names.iter().any(|name| name.starts_with("squanch.requires")), "{names:?}");
 
     // The dependency goes with its Operator.
@@ -243,14 +234,7 @@ async fn an_operator_whose_dependencies_cannot_be_met_says_why_and_installs_noth
     })
     .await;
     assert_eq!(state(&taken), Some(OperatorState::Failed));
-    let names: Vec<String> = installs(&harness)
-        .list(&Default::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|i| i.metadata.name.clone().unwrap())
-        .collect();
+    let names = install_names(&harness).await;
     assert_eq!(names, ["squanch.requires.grumbo"], "no Install made for either Operator");
     let owners = installs(&harness).get("squanch.requires.grumbo").await.unwrap().metadata.owner_references;
     assert!(owners.unwrap_or_default().is_empty(), "left alone");
