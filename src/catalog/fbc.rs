@@ -25,6 +25,17 @@ pub struct Package {
     pub default_channel: Option<String>,
     pub channels: BTreeMap<String, Channel>,
     pub bundles: BTreeMap<String, CatalogBundle>,
+    /// What its `olm.deprecations` blob says.
+    pub deprecations: Deprecations,
+}
+
+/// A package's `olm.deprecations`: messages for the package, its channels and its bundles by name. Informational,
+/// as in OLM: a deprecated channel or bundle is still resolved (unlike a bundle's `olm.deprecated` property).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deprecations {
+    pub package: Option<String>,
+    pub channels: BTreeMap<String, String>,
+    pub bundles: BTreeMap<String, String>,
 }
 
 /// A channel: the bundles it offers and the upgrade edges between them.
@@ -101,6 +112,27 @@ struct PackageBlob {
 }
 
 #[derive(Deserialize)]
+struct DeprecationsBlob {
+    package: String,
+    #[serde(default)]
+    entries: Vec<DeprecationEntry>,
+}
+
+#[derive(Deserialize)]
+struct DeprecationEntry {
+    reference: DeprecationReference,
+    #[serde(default)]
+    message: String,
+}
+
+#[derive(Deserialize)]
+struct DeprecationReference {
+    schema: String,
+    #[serde(default)]
+    name: String,
+}
+
+#[derive(Deserialize)]
 struct ChannelBlob {
     package: String,
     #[serde(flatten)]
@@ -151,6 +183,7 @@ impl Catalog {
         let mut catalog = Self::default();
         let mut channels = Vec::new();
         let mut bundles = Vec::new();
+        let mut deprecations = Vec::new();
         for (path, blob) in blobs {
             let schema = blob.get("schema").and_then(Value::as_str).unwrap_or_default().to_owned();
             let name = blob.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -179,6 +212,11 @@ impl Catalog {
                     let version = bundle_version(&bundle).map_err(&invalid)?;
                     let dependencies = bundle_dependencies(&bundle);
                     bundles.push((path, bundle, version, dependencies));
+                }
+                "olm.deprecations" => {
+                    let blob: DeprecationsBlob =
+                        serde_json::from_value(blob).map_err(|error| invalid(error.to_string()))?;
+                    deprecations.push((path, blob));
                 }
                 _ => {}
             }
@@ -211,6 +249,37 @@ impl Catalog {
                 deprecated: read.deprecated,
             };
             package.bundles.insert(bundle.name.clone(), bundle);
+        }
+        for (path, blob) in deprecations {
+            let package = catalog.packages.get_mut(&blob.package).ok_or_else(|| CatalogError::InvalidBlob {
+                path: path.clone(),
+                schema: "olm.deprecations".into(),
+                name: String::new(),
+                reason: format!("package {:?} has no olm.package blob", blob.package),
+            })?;
+            for entry in blob.entries {
+                let reference = entry.reference;
+                match reference.schema.as_str() {
+                    "olm.package" => package.deprecations.package = Some(entry.message),
+                    "olm.channel" => {
+                        package.deprecations.channels.insert(reference.name, entry.message);
+                    }
+                    "olm.bundle" => {
+                        package.deprecations.bundles.insert(reference.name, entry.message);
+                    }
+                    other => {
+                        return Err(CatalogError::InvalidBlob {
+                            path,
+                            schema: "olm.deprecations".into(),
+                            name: String::new(),
+                            reason: format!(
+                                "package {:?}: a reference to schema {other:?}, which has no deprecation",
+                                blob.package
+                            ),
+                        })
+                    }
+                }
+            }
         }
         Ok(catalog)
     }
@@ -318,6 +387,31 @@ mod tests {
         assert_eq!(package.channels["stable"].entries[0].skip_range.as_deref(), Some("<1.0.0"));
         assert_eq!(package.bundles["plumbus.v1.0.0"].version, Version::new(1, 0, 0));
         assert_eq!(package.bundles["plumbus.v1.0.0"].image, "registry.example/plumbus.v1.0.0");
+    }
+
+    #[test]
+    fn deprecations_are_read_for_the_package_its_channels_and_its_bundles() {
+        let catalog = Catalog::from_blobs(blobs(vec![
+            json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable"}),
+            bundle("plumbus.v1.0.0", "1.0.0"),
+            json!({"schema": "olm.deprecations", "package": "plumbus", "entries": [
+                {"reference": {"schema": "olm.package"}, "message": "use fleeb"},
+                {"reference": {"schema": "olm.channel", "name": "alpha"}, "message": "alpha is over"},
+                {"reference": {"schema": "olm.bundle", "name": "plumbus.v1.0.0"}, "message": "1.0.0 leaks"}]}),
+        ]))
+        .expect("loads");
+        let deprecations = &catalog.packages["plumbus"].deprecations;
+        assert_eq!(deprecations.package.as_deref(), Some("use fleeb"));
+        assert_eq!(deprecations.channels["alpha"], "alpha is over");
+        assert_eq!(deprecations.bundles["plumbus.v1.0.0"], "1.0.0 leaks");
+        assert!(!catalog.packages["plumbus"].bundles["plumbus.v1.0.0"].deprecated, "still resolved");
+        let odd = Catalog::from_blobs(blobs(vec![
+            json!({"schema": "olm.package", "name": "plumbus"}),
+            json!({"schema": "olm.deprecations", "package": "plumbus",
+                   "entries": [{"reference": {"schema": "olm.thing"}, "message": "?"}]}),
+        ]))
+        .expect_err("refused");
+        assert!(odd.to_string().contains("olm.thing") || format!("{odd:?}").contains("olm.thing"), "{odd:?}");
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! OLM v0's Subscription loop: `candidates` (a Subscription's bundles, in OLM's order), `resolution` (a namespace's
 //! Subscriptions resolved together, OLM's `syncResolvingNamespace`), `planning` (what the resolution asks to
-//! install), `status` (what that writes on each Subscription). [`controller`] reads a namespace (its Subscriptions,
+//! install), `status` (what that writes on each Subscription), `deprecation` (the catalog's deprecations of what it
+//! installed). [`controller`] reads a namespace (its Subscriptions,
 //! CSVs, InstallPlans, OperatorGroups, and the catalogs of it and of the global catalog namespace from the
 //! process-wide cache), decides, makes the namespace's InstallPlan when a Subscription moves, and writes every
 //! Subscription's status that changed, with a Warning event on the Namespace when resolution fails, as OLM records
 //! it; an installed Subscription's `spec.config` is carried to its Install (docs/legacy.md, 'Subscriptions').
 
 pub mod candidates;
+pub mod deprecation;
 pub mod planning;
 pub mod resolution;
 pub mod status;
@@ -45,6 +47,7 @@ use crate::legacy::installplan::execute::{
 use crate::legacy::installplan::move_install;
 use crate::legacy::installplan::plan::{initial_status, new_install_plan, next_generation, plans_to_collect};
 use crate::metrics::Metrics;
+use deprecation::with_deprecations;
 use planning::{plan_namespace, NamespacePlan};
 use resolution::{resolve_namespace, Inputs, Outcome, ERROR_PREVENTED_RESOLUTION};
 use status::{
@@ -256,7 +259,16 @@ impl Context {
             .collect();
         for subscription in &subscriptions {
             let status = next.entry(subscription.name_any()).or_default();
-            with_catalog_health(status, &subscription.spec.source, &subscription.spec.source_namespace, &views, &now);
+            let spec = &subscription.spec;
+            with_catalog_health(status, &spec.source, &spec.source_namespace, &views, &now);
+            let package = loaded
+                .iter()
+                .find(|l| {
+                    l.source.name_any() == spec.source && l.source.namespace() == Some(spec.source_namespace.clone())
+                })
+                .and_then(|l| l.catalog.as_ref())
+                .and_then(|loaded| loaded.catalog.packages.get(&spec.name));
+            with_deprecations(status, spec.channel.as_deref().unwrap_or_default(), package, &now);
         }
         // OLM's one skip: while every Subscription waits on a plan, nothing is planned again. Unlike OLM, the
         // namespace is still resolved, so that a failure gone (or a new one) shows at once.

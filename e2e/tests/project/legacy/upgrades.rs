@@ -20,12 +20,13 @@ use super::installplans::{approve, installed_condition, installs, phase, plan_fo
 use crate::support::harness::Harness;
 
 /// Pushes a catalog of plumbus whose `stable` channel holds `entries` (name, with replaces/skips/skipRange) of the
-/// bundles `images` (version → image) to `catalog:latest`.
-async fn push_catalog(harness: &Harness, revision: usize, entries: Value, images: &[(&str, &str)]) {
+/// bundles `images` (version → image) to `catalog:latest`, with `extra` blobs.
+async fn push_catalog(harness: &Harness, revision: usize, entries: Value, images: &[(&str, &str)], extra: &[Value]) {
     let mut blobs = vec![
         json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable"}),
         json!({"schema": "olm.channel", "package": "plumbus", "name": "stable", "entries": entries}),
     ];
+    blobs.extend(extra.iter().cloned());
     for (version, image) in images {
         blobs.push(json!({"schema": "olm.bundle", "package": "plumbus", "name": format!("plumbus.v{version}"),
             "image": image, "properties": [
@@ -83,7 +84,7 @@ async fn a_subscription_upgrades_along_skip_range_by_itself_and_along_skips_once
     let alpha = harness.push_bundle("plumbus/2.0.0-alpha", "plumbus-bundle", "2.0.0-alpha").await;
     let patch = push_plumbus_as(&harness, "2.0.1").await;
     let minor = push_plumbus_as(&harness, "2.0.2").await;
-    push_catalog(&harness, 1, json!([{"name": "plumbus.v2.0.0-alpha"}]), &[("2.0.0-alpha", &alpha)]).await;
+    push_catalog(&harness, 1, json!([{"name": "plumbus.v2.0.0-alpha"}]), &[("2.0.0-alpha", &alpha)], &[]).await;
     apply(
         &harness,
         &format!(
@@ -120,6 +121,7 @@ async fn a_subscription_upgrades_along_skip_range_by_itself_and_along_skips_once
         2,
         json!([{"name": "plumbus.v2.0.1", "skipRange": ">=2.0.0-alpha <2.0.1"}]),
         &[("2.0.1", &patch)],
+        &[],
     )
     .await;
     let upgraded = installed(&harness, "plumbus.v2.0.1").await;
@@ -151,6 +153,7 @@ async fn a_subscription_upgrades_along_skip_range_by_itself_and_along_skips_once
         json!([{"name": "plumbus.v2.0.1", "skipRange": ">=2.0.0-alpha <2.0.1"},
                {"name": "plumbus.v2.0.2", "skips": ["plumbus.v2.0.1"]}]),
         &[("2.0.1", &patch), ("2.0.2", &minor)],
+        &[],
     )
     .await;
     let mut waiting = None;
@@ -206,4 +209,36 @@ async fn a_subscription_upgrades_along_skip_range_by_itself_and_along_skips_once
     installed(&harness, "plumbus.v2.0.2").await;
     complete(&harness, "plumbus.v2.0.2").await;
     assert!(operator_image(&harness).await.contains("2.0.2"));
+
+    // The catalog deprecates the package and the installed bundle: the Subscription says so in OLM's words, and
+    // nothing stops running.
+    let deprecations = json!({"schema": "olm.deprecations", "package": "plumbus", "entries": [
+        {"reference": {"schema": "olm.package"}, "message": "plumbus is succeeded by fleeb"},
+        {"reference": {"schema": "olm.bundle", "name": "plumbus.v2.0.2"}, "message": "2.0.2 leaks grumbo"}]});
+    push_catalog(
+        &harness,
+        4,
+        json!([{"name": "plumbus.v2.0.1", "skipRange": ">=2.0.0-alpha <2.0.1"},
+               {"name": "plumbus.v2.0.2", "skips": ["plumbus.v2.0.1"]}]),
+        &[("2.0.1", &patch), ("2.0.2", &minor)],
+        &[deprecations],
+    )
+    .await;
+    let deprecated = harness
+        .wait_for(&subscriptions(&harness), "plumbus", "deprecated", |s| {
+            s.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Deprecated"))
+        })
+        .await;
+    let message = |type_: &str| {
+        let conditions = &deprecated.status.as_ref().unwrap().conditions;
+        conditions.iter().find(|c| c.type_ == type_).and_then(|c| c.message.clone())
+    };
+    assert_eq!(message("PackageDeprecated").as_deref(), Some("olm.package/plumbus: plumbus is succeeded by fleeb"));
+    assert_eq!(message("BundleDeprecated").as_deref(), Some("olm.bundle/plumbus.v2.0.2: 2.0.2 leaks grumbo"));
+    assert_eq!(
+        message("Deprecated").as_deref(),
+        Some("olm.package/plumbus: plumbus is succeeded by fleeb; olm.bundle/plumbus.v2.0.2: 2.0.2 leaks grumbo")
+    );
+    assert_eq!(message("ChannelDeprecated"), None);
+    assert_eq!(deprecated.status.unwrap().state, SubscriptionState::AtLatestKnown);
 }
