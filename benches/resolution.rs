@@ -1,17 +1,17 @@
 //! How long dependency resolution takes at OperatorHub's scale (issue #20), over a catalog of 5,016 bundles built
 //! from the real File-Based Catalogs of `../shared/testdata/fbc` (5 packages, 24 bundles: their channels with
 //! replaces, skips and skipRange, versions and provided APIs as published) replicated 209 times under new names
-//! (`<package>-r<NNN>`, APIs in group `r<NNN>.<group>`). Their own requirements point outside the data set (cert-manager,
-//! Tekton) and are replaced by dependencies between the replicas, in blocks of ten packages: each package requires the
-//! next by package range and the one after by one of its APIs, and the newest bundle of every other package (of
-//! those with more than one) requires a version of the next that does not exist, so that the solver must fall back
-//! along those chains. Two problems: one namespace's 50 Subscriptions (each wanting the newest bundle of the first
-//! package of its own block, falling back along its versions) resolved together, and one Operator whose connected
-//! component spans 20 packages (the first block chained to the second), resolved as the Operator controller resolves
-//! it (`operator::dependencies`: the newest bundle pinned, against 300 served APIs). The goal is under one second
-//! each. It prints the first run of each, the process's peak memory after them (two generated catalogs included),
-//! and criterion's figures. Run with `cargo bench --bench resolution`; the generator below is the script that builds
-//! the catalog (`replicated`).
+//! (`<package>-r<NNN>`, APIs in group `r<NNN>.<group>`). Their own requirements point outside the data set
+//! (cert-manager, Tekton) and are replaced by dependencies between the replicas, in blocks of ten packages: each
+//! package requires the next by package range and the one after by one of its APIs, and the newest bundle of every
+//! other package (of those with more than one) requires a version of the next that does not exist, so that the solver
+//! must fall back along those chains. Two problems: one namespace's 50 Subscriptions (each wanting the newest bundle
+//! of the first package of its own block, falling back along its versions) resolved together, and one Operator whose
+//! connected component spans 20 packages (the first block chained to the second), resolved as the Operator controller
+//! resolves it (`operator::dependencies`: the newest bundle pinned, against 300 served APIs). The goal is under one
+//! second each. It prints the first run of each, the process's peak memory after them (two generated catalogs
+//! included), and criterion's figures. Run with `cargo bench --bench resolution`; the generator below is the script
+//! that builds the catalog (`replicated`).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // benchmark set-up fails loudly by design
 
@@ -205,6 +205,7 @@ fn bench(c: &mut Criterion) {
     let started = Instant::now();
     let chosen = resolve_dependencies(&fifty).expect("a solution");
     report("50 Subscriptions", bundles, chosen.len(), started);
+    assert_eq!(chosen.len(), 50 * BLOCK, "each Subscription's block of ten packages");
     let older = chosen
         .iter()
         .filter(|c| newest_first(&subscriptions_catalog, &c.bundle.package)[0].version != c.bundle.version)
@@ -213,6 +214,7 @@ fn bench(c: &mut Criterion) {
     let started = Instant::now();
     let dependencies = operator_dependencies(&component).expect("a solution");
     report("one Operator, 20 packages", bundles, dependencies.len() + 1, started);
+    assert_eq!(dependencies.len() + 1, 2 * BLOCK, "the component spans two blocks");
     // The process's peak resident set so far: the catalogs, both problems and their first resolutions.
     let peak = std::fs::read_to_string("/proc/self/status")
         .ok()

@@ -509,19 +509,3 @@ fn crds_in_the_content_define_kinds_for_the_rest_of_it() {
         "{missing:#?}"
     );
 }
-
-#[test]
-fn a_crd_in_the_content_needs_list_on_its_own_resources_and_nothing_more() {
-    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": "gizmos.example.com"},
-        "spec": {"group": "example.com", "names": {"kind": "Gizmo", "plural": "gizmos"}, "scope": "Namespaced",
-                 "versions": [{"name": "v1", "served": true, "storage": true}]}});
-    let missing = missing_for(&[crd], &RbacSnapshot::default());
-    let listing: Vec<&PendingPermission> =
-        missing.iter().filter(|p| p.resources.iter().any(|r| r == "gizmos")).collect();
-    assert_eq!(
-        listing,
-        [&pending(PermissionScope::Cluster, &[], Rule::resource(&["list"], &["example.com"], &["gizmos"]))],
-        "to check the Gizmos stored today against a new schema: {missing:?}"
-    );
-}

@@ -11,6 +11,7 @@ use semver::Version;
 
 use crate::catalog::dependencies::{resolve_dependencies, DependencyError, Origin, Pick, Problem, Source, Want};
 use crate::catalog::properties::Gvk;
+use crate::catalog::resolve::next_upgrade;
 use crate::catalog::{Catalog, CatalogBundle};
 
 /// An Install holding a catalog bundle (its bundle annotation), as the resolution sees it.
@@ -18,6 +19,10 @@ use crate::catalog::{Catalog, CatalogBundle};
 pub struct Held<'a> {
     pub install: &'a str,
     pub bundle: &'a str,
+    /// The image its content holds.
+    pub image: &'a str,
+    /// Whether it installed that content (its current generation, state Installed).
+    pub settled: bool,
     /// Whether the Operator being resolved owns it.
     pub owned: bool,
 }
@@ -91,6 +96,16 @@ fn find<'c>(catalog: &'c Catalog, name: &str) -> Option<&'c CatalogBundle> {
     catalog.packages.values().find_map(|package| package.bundles.get(name))
 }
 
+/// The upgrade of a bundle an Operator installed as a dependency, one step along its channel (the package's default
+/// channel when it lists the bundle, else the first that does), as OLM's generated Subscription follows its channel.
+fn next_along_channel<'c>(catalog: &'c Catalog, installed: &CatalogBundle) -> Option<&'c CatalogBundle> {
+    let package = catalog.packages.get(&installed.package)?;
+    let lists = |channel: &&crate::catalog::fbc::Channel| channel.entries.iter().any(|e| e.name == installed.name);
+    let default = package.default_channel.as_ref().and_then(|name| package.channels.get(name)).filter(lists);
+    let channel = default.or_else(|| package.channels.values().find(lists))?;
+    next_upgrade(package, channel, installed).ok().flatten()
+}
+
 /// A bundle standing for an API the cluster serves whatever provides it (an Install of content from no catalog, a
 /// CSV of OLM, a CRD applied by hand): installed, so it is preferred over installing a provider.
 fn served_api(gvk: &Gvk) -> CatalogBundle {
@@ -135,7 +150,11 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Vec<Dependency>, DependenciesError
     let mut others: Vec<&Held<'_>> = inputs.held.iter().filter(|held| !held.owned).collect();
     others.sort_by_key(|held| held.install);
     for held in others {
-        let Some(bundle) = find(catalog, held.bundle) else { continue };
+        // Only what runs, and runs this catalog's content: a bundle of the same name from another catalog, or one
+        // still waiting for a person, provides nothing yet.
+        let Some(bundle) = find(catalog, held.bundle).filter(|b| held.settled && b.image == held.image) else {
+            continue;
+        };
         // One bundle per package and one provider per API among what stands: two Installs of one operator (two
         // namespaces' Subscriptions) are one fact for this resolution.
         let clash = own_packages.contains(bundle.package.as_str())
@@ -160,9 +179,14 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Vec<Dependency>, DependenciesError
             package: main.package.clone(),
             candidates: vec![Pick { origin: Origin::Source(0), bundle: main.name.clone() }],
         }],
+        // What it installed before, or one step further along its channel.
         preferred: owned
             .iter()
-            .map(|bundle| (bundle.package.clone(), Pick { origin: Origin::Source(0), bundle: bundle.name.clone() }))
+            .flat_map(|bundle| {
+                let pick =
+                    |name: &str| (bundle.package.clone(), Pick { origin: Origin::Source(0), bundle: name.into() });
+                next_along_channel(catalog, bundle).map(|next| pick(&next.name)).into_iter().chain([pick(&bundle.name)])
+            })
             .collect(),
     };
     let catalog_name = format!("{}/{}", inputs.source.namespace, inputs.source.name);
@@ -237,6 +261,11 @@ mod tests {
             .collect()
     }
 
+    /// An Install holding `bundle` with `image` (the test catalog's are `registry.example/<bundle>`), installed.
+    fn held<'a>(install: &'a str, bundle: &'a str, image: &'a str, owned: bool) -> Held<'a> {
+        Held { install, bundle, image, settled: true, owned }
+    }
+
     fn pair(install: &str, bundle: &str) -> (String, String) {
         (install.to_owned(), bundle.to_owned())
     }
@@ -268,18 +297,25 @@ mod tests {
     fn the_operators_own_apis_are_resolved_again_not_taken_as_served() {
         let catalog = the_catalog();
         // Plumbus and Grumbo are served because this Operator installed them: an upgrade keeps its own Grumbo.
-        let held = [
-            Held { install: "plumbus", bundle: "plumbus.v1.0.0", owned: true },
-            Held { install: "plumbus.requires.grumbo", bundle: "grumbo.v1.0.0", owned: true },
+        let own = [
+            held("plumbus", "plumbus.v1.0.0", "registry.example/plumbus.v1.0.0", true),
+            held("plumbus.requires.grumbo", "grumbo.v1.0.0", "registry.example/grumbo.v1.0.0", true),
         ];
         let served = [gvk("Plumbus"), gvk("Grumbo"), gvk("Fleeb")];
         assert_eq!(
-            resolved(&catalog, "plumbus.v1.0.0", &served, &held),
-            [pair("plumbus.requires.grumbo", "grumbo.v1.0.0")],
-            "what it installed before is kept over a newer grumbo"
+            resolved(&catalog, "plumbus.v1.0.0", &served, &own),
+            [pair("plumbus.requires.grumbo", "grumbo.v1.1.0")],
+            "what it installed before moves one step along its channel, as a Subscription's would"
+        );
+        let top = [held("plumbus", "plumbus.v1.0.0", "registry.example/plumbus.v1.0.0", true)];
+        let kept =
+            [top[0].clone(), held("plumbus.requires.grumbo", "grumbo.v1.1.0", "registry.example/grumbo.v1.1.0", true)];
+        assert_eq!(
+            resolved(&catalog, "plumbus.v1.0.0", &served, &kept),
+            [pair("plumbus.requires.grumbo", "grumbo.v1.1.0")]
         );
         assert_eq!(
-            resolved(&catalog, "plumbus.v2.0.0", &served, &held),
+            resolved(&catalog, "plumbus.v2.0.0", &served, &own),
             [pair("plumbus.requires.grumbo", "grumbo.v1.1.0")],
             "an upgrade moves its dependency where the new bundle needs it"
         );
@@ -290,19 +326,37 @@ mod tests {
         let catalog = the_catalog();
         // grumbo.v1.1.0 runs for someone else (a Subscription's Install); Fleeb, which it needs, is not served: the
         // Operator takes grumbo as it stands and installs nothing for the other's needs.
-        let held = [
-            Held { install: "grumbo.ops", bundle: "grumbo.v1.1.0", owned: false },
-            Held { install: "grumbo.team", bundle: "grumbo.v1.1.0", owned: false },
+        let running = [
+            held("grumbo.ops", "grumbo.v1.1.0", "registry.example/grumbo.v1.1.0", false),
+            held("grumbo.team", "grumbo.v1.1.0", "registry.example/grumbo.v1.1.0", false),
         ];
-        assert_eq!(resolved(&catalog, "plumbus.v2.0.0", &[gvk("Grumbo")], &held), []);
+        assert_eq!(resolved(&catalog, "plumbus.v2.0.0", &[gvk("Grumbo")], &running), []);
         // Held at a version outside the range: the one provider per API stands, and the resolution says so.
-        let old = [Held { install: "grumbo.ops", bundle: "grumbo.v1.0.0", owned: false }];
+        let old = [held("grumbo.ops", "grumbo.v1.0.0", "registry.example/grumbo.v1.0.0", false)];
         let served = [gvk("Grumbo")];
         let inputs = operator_inputs(&catalog, "plumbus.v2.0.0", &served, &old);
         let error = resolve(&inputs).expect_err("grumbo 1.0.0 stands");
         assert_eq!(error.reason(), "ConstraintsNotSatisfiable");
         let message = error.to_string();
         assert!(message.contains("grumbo.v1.0.0 (installed)") && message.contains(">=1.1.0"), "{message}");
+    }
+
+    #[test]
+    fn a_bundle_held_but_not_running_or_from_another_catalog_provides_nothing() {
+        let catalog = the_catalog();
+        let waiting =
+            [Held { settled: false, ..held("grumbo.ops", "grumbo.v1.1.0", "registry.example/grumbo.v1.1.0", false) }];
+        let wanted = [pair("plumbus.requires.fleeb", "fleeb.v1.0.0"), pair("plumbus.requires.grumbo", "grumbo.v1.1.0")];
+        assert_eq!(resolved(&catalog, "plumbus.v1.0.0", &[], &waiting), wanted, "still waiting for a person");
+        let lookalike = [Held {
+            image: "tenant.example/grumbo:evil",
+            ..held("grumbo.team", "grumbo.v1.1.0", "registry.example/grumbo.v1.1.0", false)
+        }];
+        assert_eq!(
+            resolved(&catalog, "plumbus.v1.0.0", &[], &lookalike),
+            wanted,
+            "a bundle of that name, other content"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The Installs an Operator owns: its own, named after it, holding the one bundle image its source resolved to, and
-//! one per dependency that bundle brings (`dependencies`). Upgrades change that Install's content, so the Install's approval gate decides whether an update needs a
-//! person again (docs/design.md, 'Approval'), and a Manual Operator resets the approval in the same write.
+//! one per dependency that bundle brings (`dependencies`). Upgrades change that Install's content, so the Install's
+//! approval gate decides whether an update needs a person again (docs/design.md, 'Approval'), and a Manual Operator
+//! resets the approval in the same write.
 
 use serde_json::{json, Value};
 
@@ -44,6 +45,12 @@ pub fn settled(install: &Install) -> bool {
     })
 }
 
+/// Whether `install` keeps its bundle rather than move to `bundle` now: it is still installing another one (or
+/// waiting for a person), and upgrades go one at a time.
+pub fn holds_back(install: Option<&Install>, bundle: &str) -> bool {
+    install.is_some_and(|install| !settled(install) && installed_bundle(install) != Some(bundle))
+}
+
 /// The image an Install's content holds now.
 pub fn installed_image(install: &Install) -> Option<&str> {
     install.spec.content.first()?.manifest_image.as_deref()
@@ -74,9 +81,9 @@ fn spec_content(target: &Target) -> Value {
 }
 
 /// The Install `name` to create for an Operator (its own, named after it, or one of its dependencies): owned by it
-/// (so it goes when the Operator goes) and labelled as its component. Its approval starts Unapproved. It carries the Operator's creator as its own (`creator`, the
-/// Operator's annotation as the webhook recorded it): the Install is made on that person's behalf, and an
-/// OperatorGroup's account lends its rights only where they may use it.
+/// (so it goes when the Operator goes) and labelled as its component. Its approval starts Unapproved. It carries the
+/// Operator's creator as its own (`creator`, the Operator's annotation as the webhook recorded it): the Install is
+/// made on that person's behalf, and an OperatorGroup's account lends its rights only where they may use it.
 pub fn new_install(name: &str, operator: &str, operator_uid: &str, creator: Option<&str>, target: &Target) -> Value {
     let mut annotations = annotations(target);
     if let Some(map) = annotations.as_object_mut() {
@@ -287,6 +294,20 @@ mod tests {
         let switched = install_patch("plumbus", &install, &target("old", false)).expect("annotation goes");
         assert!(switched["spec"].get("approval").is_none(), "same content keeps its approval");
         assert!(switched["metadata"]["annotations"][MANUAL_APPROVAL_ANNOTATION].is_null(), "null removes it");
+    }
+
+    #[test]
+    fn an_install_still_installing_another_bundle_holds_back_a_move() {
+        let mut install = install_from(new_install("plumbus", "plumbus", "uid-1", None, &target("i", false)));
+        assert!(!holds_back(None, "plumbus.v2.0.0"), "nothing to hold");
+        assert!(!holds_back(Some(&install), "plumbus.v2.0.0"), "the same bundle: nothing moves");
+        assert!(holds_back(Some(&install), "plumbus.v3.0.0"), "installing: the next waits");
+        install.status = Some(InstallStatus {
+            state: Some(InstallState::Installed),
+            observed_generation: Some(1),
+            ..InstallStatus::default()
+        });
+        assert!(!holds_back(Some(&install), "plumbus.v3.0.0"), "installed: it may move");
     }
 
     #[test]

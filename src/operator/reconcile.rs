@@ -1,6 +1,8 @@
-//! One pass over an Operator: read its source (a bundle image, or a CatalogSource's catalog), bring its Install to
-//! the resolved bundle, and write the status computed from its components. Reads its components from the shared
-//! index, so a reconcile costs a few requests whatever the number of kinds.
+//! One pass over an Operator: read its source (`source`: a bundle image, or a CatalogSource's catalog with the
+//! dependencies of what it resolved), bring its Install and its dependencies' Installs to what was resolved, and
+//! write the status computed from its components. Components come from the shared index; an Operator without
+//! dependencies costs a few requests whatever the number of kinds, one resolving dependencies also lists the
+//! cluster's Installs and CRDs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +14,7 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use super::components::Component;
-use super::desired::{install_patch, installed_bundle, new_install, settled, Target};
+use super::desired::{holds_back, install_patch, installed_bundle, new_install, Target};
 use super::status::{status, Observed, SourceOutcome, EVENTS};
 use super::watch::{api_resource, lock, SharedIndex};
 use crate::api::component::component_label_key;
@@ -113,12 +115,14 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
             let creator = operator.annotations().get(CREATOR_ANNOTATION).map(String::as_str);
             let owner = Owner { name: &name, uid: &uid, creator };
             // Dependencies first, so that the Operator's own content finds what it requires on its way.
-            let mut written = bring_dependencies(&installs, &owner, &source, &target, &mut dependents).await?;
+            let brought = bring_dependencies(&installs, &owner, &source, &target, &mut dependents).await?;
             let before = owned.as_ref().map(|install| install.metadata.resource_version.clone());
             let install = bring_install(&installs, &name, &owner, owned, &target).await?;
-            written |= before.is_none_or(|version| version != install.metadata.resource_version);
-            if target.changed_by.is_some() && written {
+            let written = brought.written || before.is_none_or(|version| version != install.metadata.resource_version);
+            let holding = brought.held_back || matches!(source, SourceOutcome::Resolved { holding: true, .. });
+            if target.changed_by.is_some() && written && !holding {
                 // The mark went over to the Installs with what the source changed; the Operator's has done its work.
+                // While one of them keeps its bundle, the change is still to come: the mark stays for it.
                 clear_source_mark(&ctx.client, &operator).await;
             }
             Some(install)
@@ -203,27 +207,40 @@ async fn owned_dependencies(
     Ok(labelled.into_iter().filter(|install| install.name_any() != name && owned_by(install, uid)).collect())
 }
 
+/// What bringing the dependencies did: whether anything was written, and whether a dependency kept its bundle
+/// rather than move (still installing another one), so that a move marked for approval is still to come.
+#[derive(Default)]
+struct Brought {
+    written: bool,
+    held_back: bool,
+}
+
 /// Brings the Install of each dependency the source resolved to it, as the Operator's own Install is brought to its
 /// target (same approval setting and mark, no deployment configuration: that is the Operator's own). A dependency
-/// Install still installing, or waiting for approval, of another bundle keeps it: upgrades go one at a time. One
-/// the resolution no longer names is left as it is. Answers whether anything was written; `dependents` ends as the
-/// Installs are now.
+/// Install still installing, or waiting for approval, of another bundle keeps it (`holds_back`): upgrades go one at a
+/// time. One the resolution no longer names is left as it is. `dependents` ends as the Installs are now.
 async fn bring_dependencies(
     installs: &Objects<Install>,
     owner: &Owner<'_>,
     source: &SourceOutcome,
     target: &Target,
     dependents: &mut Vec<Install>,
-) -> Result<bool, ReconcileError> {
-    let SourceOutcome::Resolved { dependencies, .. } = source else { return Ok(false) };
-    let mut written = false;
+) -> Result<Brought, ReconcileError> {
+    let SourceOutcome::Resolved { dependencies, .. } = source else { return Ok(Brought::default()) };
+    let mut brought = Brought::default();
     for dependency in dependencies {
         let position = dependents.iter().position(|install| install.name_any() == dependency.install);
-        let current = position.map(|index| dependents[index].clone());
-        let holding = current
-            .as_ref()
-            .is_some_and(|install| !settled(install) && installed_bundle(install) != Some(dependency.bundle.as_str()));
-        if holding {
+        let current = match position {
+            Some(index) => Some(dependents[index].clone()),
+            // Its label removed by hand, it is still the Operator's: found by name, and labelled again by the patch.
+            None => installs
+                .get_opt(&dependency.install)
+                .await
+                .map_err(|source| ReconcileError::ReadInstall { name: dependency.install.clone(), source })?
+                .filter(|install| owned_by(install, owner.uid)),
+        };
+        if holds_back(current.as_ref(), &dependency.bundle) {
+            brought.held_back = true;
             continue;
         }
         let wanted = Target {
@@ -234,13 +251,13 @@ async fn bring_dependencies(
         };
         let before = current.as_ref().map(|install| install.metadata.resource_version.clone());
         let now = bring_install(installs, &dependency.install, owner, current, &wanted).await?;
-        written |= before.is_none_or(|version| version != now.metadata.resource_version);
+        brought.written |= before.is_none_or(|version| version != now.metadata.resource_version);
         match position {
             Some(index) => dependents[index] = now,
             None => dependents.push(now),
         }
     }
-    Ok(written)
+    Ok(brought)
 }
 
 /// Creates the Install `name` for the Operator, or patches it to `target`; returns it as it is now.

@@ -16,6 +16,7 @@ use crate::catalog::properties::Gvk;
 use crate::catalog::resolve::{newer_in_other_channels, resolve, Selection};
 use crate::catalog::CatalogBundle;
 use crate::category::Categorized;
+use crate::install::grants::INSTALL_ANNOTATION;
 
 /// What the Operator's `spec.updates` resolves to now. Source failures are outcomes, shown in the status, not
 /// reconcile errors: retrying at once would not make a missing package appear.
@@ -29,6 +30,7 @@ pub async fn source_outcome(ctx: &Context, operator: &Operator, install: Option<
             version: None,
             available: Vec::new(),
             dependencies: Vec::new(),
+            holding: false,
         },
         Ok(UpdateSource::CatalogSource(catalog)) => catalog_outcome(ctx, operator, catalog, install).await,
     }
@@ -121,6 +123,7 @@ async fn catalog_outcome(
         version: Some(resolution.bundle.version.to_string()),
         available,
         dependencies,
+        holding: holding.is_some(),
     }
 }
 
@@ -151,10 +154,12 @@ async fn dependencies_of(
         .filter(|(install, _)| made_by_controller(install))
         .filter_map(|(install, name)| {
             let bundle = installed_bundle(install)?;
-            Some(Held { install: name, bundle, owned: super::reconcile::owned_by(install, &uid) })
+            let image = installed_image(install).unwrap_or_default();
+            let (settled, owned) = (settled(install), super::reconcile::owned_by(install, &uid));
+            Some(Held { install: name, bundle, image, settled, owned })
         })
         .collect();
-    let served = served_apis(&crds);
+    let served = served_apis(&crds, &names);
     let name = operator.name_any();
     let inputs = Inputs { operator: &name, source, bundle, served: &served, held: &held };
     let dependencies = dependencies::resolve(&inputs)
@@ -183,9 +188,12 @@ fn made_by_controller(install: &Install) -> bool {
         || install.annotations().contains_key(SUBSCRIPTION_ANNOTATION)
 }
 
-/// Every API the cluster's CustomResourceDefinitions serve, one per served version.
-fn served_apis(crds: &[CustomResourceDefinition]) -> Vec<Gvk> {
+/// Every API the cluster's CustomResourceDefinitions serve, one per served version, but those of a CRD an Install
+/// applied that is gone (of `installs`' names): the CRD stays when its Install goes (its objects are users' data), but
+/// no operator serves it any more.
+fn served_apis(crds: &[CustomResourceDefinition], installs: &[String]) -> Vec<Gvk> {
     crds.iter()
+        .filter(|crd| crd.annotations().get(INSTALL_ANNOTATION).is_none_or(|install| installs.contains(install)))
         .flat_map(|crd| {
             crd.spec.versions.iter().filter(|version| version.served).map(|version| Gvk {
                 group: crd.spec.group.clone(),
@@ -234,7 +242,11 @@ mod tests {
                      "versions": [{"name": "v1", "served": true, "storage": true},
                                   {"name": "v0", "served": false, "storage": false}]}}))
         .expect("crd");
-        let served = served_apis(&[crd]);
-        assert_eq!(served, [Gvk { group: "example.com".into(), version: "v1".into(), kind: "Grumbo".into() }]);
+        let grumbo = Gvk { group: "example.com".into(), version: "v1".into(), kind: "Grumbo".into() };
+        assert_eq!(served_apis(std::slice::from_ref(&crd), &[]), std::slice::from_ref(&grumbo), "applied by hand");
+        let mut left = crd;
+        left.metadata.annotations = Some([(INSTALL_ANNOTATION.to_owned(), "a.requires.grumbo".to_owned())].into());
+        assert_eq!(served_apis(std::slice::from_ref(&left), &["a.requires.grumbo".to_owned()]), [grumbo]);
+        assert_eq!(served_apis(&[left], &["other".to_owned()]), [], "left behind by an Install that is gone");
     }
 }

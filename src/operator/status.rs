@@ -43,6 +43,9 @@ pub enum SourceOutcome {
         version: Option<String>,
         available: Vec<AvailableUpdate>,
         dependencies: Vec<Dependency>,
+        /// The Operator's Install is still installing (or waiting for a person): its bundle was kept, and what the
+        /// source says now waits for the next pass.
+        holding: bool,
     },
     /// The source could not be read or resolved; `reason` is the error's category.
     Failed { reason: &'static str, message: String },
@@ -194,10 +197,18 @@ fn components_diverge(observed: &Observed<'_>) -> Wanted {
 }
 
 impl<'a> Observed<'a> {
-    /// The Operator's Installs with their names: its own first, then its dependencies'.
+    /// The Operator's Installs with their names: its own first, then its dependencies' (those its source names now,
+    /// when it resolved: one it no longer needs is left as it is, and says nothing of the Operator).
     fn installs(&self) -> impl Iterator<Item = (String, &'a Install)> + '_ {
         let own = self.install.map(|install| (self.name.to_owned(), install));
-        own.into_iter().chain(self.dependencies.iter().map(|install| (install.name_any(), install)))
+        let named = |install: &Install| match self.source {
+            SourceOutcome::Resolved { dependencies, .. } => dependencies
+                .iter()
+                .any(|dependency| Some(dependency.install.as_str()) == install.metadata.name.as_deref()),
+            _ => true,
+        };
+        let dependencies = self.dependencies.iter().filter(move |install| named(install));
+        own.into_iter().chain(dependencies.map(|install| (install.name_any(), install)))
     }
 
     /// Whether every dependency the source resolved has its Install at its bundle, installed.
@@ -384,6 +395,7 @@ mod tests {
             version: None,
             available,
             dependencies: Vec::new(),
+            holding: false,
         }
     }
 
@@ -558,9 +570,14 @@ mod tests {
             image: "g".into(),
         };
         match resolved("plumbus.v1", vec![]) {
-            SourceOutcome::Resolved { image, bundle, version, available, .. } => {
-                SourceOutcome::Resolved { image, bundle, version, available, dependencies: vec![dependency] }
-            }
+            SourceOutcome::Resolved { image, bundle, version, available, .. } => SourceOutcome::Resolved {
+                image,
+                bundle,
+                version,
+                available,
+                dependencies: vec![dependency],
+                holding: false,
+            },
             other => other,
         }
     }
@@ -601,6 +618,18 @@ mod tests {
         let error = find(&status, CONTENT_IMPORT_ERROR);
         assert_eq!(error.reason, "ManifestImagePullFailed");
         assert!(error.message.starts_with("Install plumbus.requires.grumbo: "), "{}", error.message);
+    }
+
+    #[test]
+    fn a_dependency_no_longer_needed_says_nothing_of_the_operator() {
+        let done = install(InstallState::Installed, vec![condition(INSTALLED, "True", "ContentApplied")], vec![]);
+        let stale = dependency_install("plumbus.requires.fleeb", "fleeb.v1.0.0", InstallState::Failed, vec![]);
+        let needed = with_dependency("grumbo.v1.0.0");
+        let grumbo = dependency_install("plumbus.requires.grumbo", "grumbo.v1.0.0", InstallState::Installed, vec![]);
+        let status = observe_with(&done, &[grumbo, stale.clone()], &needed);
+        assert_eq!(status.state, Some(OperatorState::Installed));
+        let gathering = observe_with(&done, &[stale], &SourceOutcome::NoSource);
+        assert_eq!(gathering.state, Some(OperatorState::Failed), "without a resolution, every one counts");
     }
 
     #[test]

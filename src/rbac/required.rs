@@ -1,6 +1,5 @@
 //! The permissions the API server will demand of a ServiceAccount that applies some plain manifests (docs/design.md,
-//! 'Required permissions'): the verbs of applying each object (and of listing the custom resources of a CRD it
-//! brings, to check them before the CRD changes), and, for every Role, ClusterRole and binding among them,
+//! 'Required permissions'): the verbs of applying each object, and, for every Role, ClusterRole and binding among them,
 //! the rules it grants, which Kubernetes' escalation prevention requires the applier to hold unless it may `escalate`
 //! or `bind`.
 
@@ -23,8 +22,6 @@ pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
 /// asked per resource and namespace; the others name the objects.
 pub const CREATE_VERBS: &[&str] = &["create"];
 pub const PER_OBJECT_VERBS: &[&str] = &["get", "patch", "update", "delete"];
-/// Verbs on the custom resources of a CRD the content brings: listing them to check them against a new schema.
-pub const LIST_VERBS: &[&str] = &["list"];
 
 /// Where a rule applies.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -164,14 +161,6 @@ fn apply_rules(located: &[Located<'_>]) -> Vec<ScopedRule> {
             scope,
             rule: Rule::resource(PER_OBJECT_VERBS, &[&group], &[&plural]).named(&object_names),
         });
-    }
-    // A CRD's update is checked against the custom resources stored today (OLM's validation of existing CRs,
-    // `install/crd_schema.rs`), which the applier lists: the CRD's own resources, nothing else.
-    for crd in located.iter().filter(|item| item.kind == "CustomResourceDefinition") {
-        let spec = &crd.object["spec"];
-        if let (Some(group), Some(plural)) = (spec["group"].as_str(), spec["names"]["plural"].as_str()) {
-            rules.push(ScopedRule { scope: Scope::Cluster, rule: Rule::resource(LIST_VERBS, &[group], &[plural]) });
-        }
     }
     rules
 }

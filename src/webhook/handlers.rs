@@ -159,7 +159,22 @@ async fn untrusted_source_change(checker: &Checker, user: &Requester, decoded: &
         Some(install) => borrowable_now(checker, &install).await?,
         None => operator_creator_only(old),
     };
-    Ok(!holds(&checker.client, user, &change).await?)
+    if !holds(&checker.client, user, &change).await? {
+        return Ok(true);
+    }
+    // The Installs of its dependencies move with the source too: the updater must hold what each was granted.
+    let label = crate::api::component::component_label_key(&decoded.request.name);
+    for dependency in installs.list(&ListParams::default().labels(&label)).await?.items {
+        let dependency = serde_json::to_value(dependency).map_err(kube::Error::SerdeError)?;
+        let not_its_own = dependency["metadata"]["name"] != decoded.request.name.as_str();
+        if not_its_own
+            && owned_install(old, &dependency)
+            && !holds(&checker.client, user, &borrowable_now(checker, &dependency).await?).await?
+        {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 fn mutate(checker: &Checker, decoded: Decoded, untrusted: bool, unapprove: bool) -> AdmissionReview<DynamicObject> {

@@ -200,11 +200,17 @@ pub fn record_violation(
     if !by_controller && annotation(old, SUBSCRIPTION_ANNOTATION) != annotation(Some(new), SUBSCRIPTION_ANNOTATION) {
         return Some(format!("{kind} {name}: only the controller sets the annotation {SUBSCRIPTION_ANNOTATION}"));
     }
+    let owners = new["metadata"]["ownerReferences"].as_array().is_some_and(|owners| !owners.is_empty());
     match old {
         None if !by_controller && parsed_creator(Some(new)).as_ref() != Some(requester) => Some(format!(
             "{kind} {name}: the annotation {CREATOR_ANNOTATION} must record the user who creates it ({})",
             requester.username
         )),
+        // An owner reference to an Operator is what makes the controller take an Install for that Operator's (and
+        // believe the bundle it says it holds): made by anyone else, it would move their Install under the Operator.
+        None if kind == "Install" && !by_controller && owners => {
+            Some(format!("{kind} {name}: only the controller sets owner references"))
+        }
         None => None,
         Some(old) => {
             if annotation(Some(old), CREATOR_ANNOTATION) != annotation(Some(new), CREATOR_ANNOTATION) {
@@ -495,5 +501,20 @@ mod tests {
         let controller = Requester { username: "controller".into(), ..Requester::default() };
         assert!(record_violation(&controller, "controller", "Install", None, &claimed).is_none());
         assert!(record_violation(&bob, "controller", "Install", Some(&claimed), &claimed).is_none(), "kept as it is");
+    }
+
+    #[test]
+    fn nobody_but_the_controller_creates_an_install_owned_by_an_operator() {
+        let bob = Requester { username: "bob".into(), ..Requester::default() };
+        let forged = json!({"metadata": {"name": "plumbus.requires.grumbo",
+            "annotations": {CREATOR_ANNOTATION: creator_value(&bob)},
+            "ownerReferences": [{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "name": "plumbus",
+                                 "uid": "victim", "controller": true}]}});
+        let refused = record_violation(&bob, "controller", "Install", None, &forged).expect("refused on create");
+        assert!(refused.contains("only the controller sets owner references"), "{refused}");
+        let controller = Requester { username: "controller".into(), ..Requester::default() };
+        assert!(record_violation(&controller, "controller", "Install", None, &forged).is_none());
+        let plain = json!({"metadata": {"name": "mine", "annotations": {CREATOR_ANNOTATION: creator_value(&bob)}}});
+        assert!(record_violation(&bob, "controller", "Install", None, &plain).is_none(), "an Install of one's own");
     }
 }

@@ -251,11 +251,15 @@ async fn a_grant_of_cluster_admin_in_the_content_shows_in_the_pending_permission
         .await
         .unwrap();
     let raw = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: grabby\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: grabby-admin\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}\nsubjects:\n- {kind: ServiceAccount, name: grabby, namespace: default}\n";
-    // Created already approved: nothing had been computed, so the approval stands for nothing and is reset.
+    // Created already approved: nothing had been computed, so the approval stands for nothing and is reset. Owned by
+    // an Operator, it is the controller's to create (the webhook refuses anyone else an owner reference).
     let install = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install",
         "metadata": {"name": "grabby", "ownerReferences": [{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "name": "grabby", "uid": owner.metadata.uid}]},
         "spec": {"approval": "Approved", "namespaces": [{"from": "default", "to": "operators"}], "content": [{"type": "Raw", "raw": raw}]}});
-    installs(&harness).create(&PostParams::default(), &serde_json::from_value(install).unwrap()).await.unwrap();
+    let forged = harness.admin_kubectl(&["create", "-f", "-"], Some(&install.to_string()));
+    assert!(text(&forged).contains("only the controller sets owner references"), "{}", text(&forged));
+    let created = harness.admin_kubectl(&["create", "-f", "-", "--as", CONTROLLER_USER], Some(&install.to_string()));
+    assert!(created.status.success(), "{}", text(&created));
     let pending = wait_state(&harness, "grabby", InstallState::PendingApproval).await;
     assert_eq!(pending.spec.approval, Approval::Unapproved);
     let permissions = pending.status.unwrap().pending.unwrap().permissions;
@@ -670,6 +674,8 @@ async fn a_crd_update_dropping_a_stored_version_is_refused_in_olms_words() {
     assert_eq!(crd.spec.versions.len(), 2, "the CRD is left as it was");
 }
 
+const GIZMO_READER: &str = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: gizmo-reader}\nrules: [{apiGroups: [example.com], resources: [gizmos], verbs: [get, list, watch]}]\n";
+
 /// The Gizmo CRD with one version whose `spec.count` is of `type_`, converting by webhook when `webhook`.
 fn counted_gizmo_crd(type_: &str, webhook: bool) -> String {
     let conversion = if webhook {
@@ -692,20 +698,17 @@ fn gizmo_count_type(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_crd_update_that_stored_objects_would_fail_is_refused_in_olms_words() {
     let harness = start("crd-objects").await;
-    let content = |type_: &str, webhook: bool| json!({"spec": {"content": [{"type": "Raw", "raw": counted_gizmo_crd(type_, webhook)}]}});
+    // The CRD, and (later) a ClusterRole reading Gizmos: its rules are the account's once approved, so that it may
+    // list the Gizmos stored today when the CRD changes.
+    let raw = |type_: &str, webhook: bool| format!("{}---\n{GIZMO_READER}", counted_gizmo_crd(type_, webhook));
+    let content =
+        |type_: &str, webhook: bool| json!({"spec": {"content": [{"type": "Raw", "raw": raw(type_, webhook)}]}});
     let install = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "gizmos"},
         "spec": {"namespaces": [{"from": "default", "to": "operators"}],
                  "content": [{"type": "Raw", "raw": counted_gizmo_crd("string", false)}]}});
     let created = harness.admin_kubectl(&["apply", "-f", "-"], Some(&install.to_string()));
     assert!(created.status.success(), "{}", text(&created));
-    let pending = wait_state(&harness, "gizmos", InstallState::PendingApproval).await;
-    let permissions = pending.status.as_ref().unwrap().pending.as_ref().unwrap().permissions.clone();
-    assert!(
-        permissions
-            .iter()
-            .any(|p| p.verbs == ["list"] && p.resources == ["gizmos"] && p.scope == PermissionScope::Cluster),
-        "listing its own objects is asked for, to check them on an update: {permissions:?}"
-    );
+    wait_state(&harness, "gizmos", InstallState::PendingApproval).await;
     let approved = harness.admin_kubectl(&["patch", "install", "gizmos", "--type=merge", "-p", approve_patch()], None);
     assert!(approved.status.success(), "{}", text(&approved));
     wait_state(&harness, "gizmos", InstallState::Installed).await;
@@ -714,17 +717,32 @@ async fn a_crd_update_that_stored_objects_would_fail_is_refused_in_olms_words() 
     let applied = harness.admin_kubectl(&["apply", "-f", "-"], Some(gizmo));
     assert!(applied.status.success(), "{}", text(&applied));
 
-    // A schema g1 would fail is refused before the API server sees it, in OLM's words.
+    // A new schema nobody can check against g1 (the account may not list Gizmos) is not applied.
+    let bare = json!({"spec": {"content": [{"type": "Raw", "raw": counted_gizmo_crd("integer", false)}]}});
+    installs(&harness).patch("gizmos", &PatchParams::default(), &Patch::Merge(&bare)).await.unwrap();
+    let unverified = wait_state(&harness, "gizmos", InstallState::Failed).await;
+    let condition = unverified.status.unwrap().conditions.into_iter().find(|c| c.type_ == "Installed").unwrap();
+    assert_eq!(condition.reason, "CRDUpgradeUnverifiable", "{condition:?}");
+    assert!(
+        condition.message.contains("failed to list gizmos.example.com/v1 as system:serviceaccount:"),
+        "{condition:?}"
+    );
+
+    // With a ClusterRole reading Gizmos (approved, so the account holds it), the schema g1 would fail is refused
+    // before the API server sees it, in OLM's words.
     installs(&harness)
         .patch("gizmos", &PatchParams::default(), &Patch::Merge(&content("integer", false)))
         .await
         .unwrap();
+    wait_state(&harness, "gizmos", InstallState::PendingApproval).await;
+    let approved = harness.admin_kubectl(&["patch", "install", "gizmos", "--type=merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "{}", text(&approved));
     let installed = refused_as_unsafe(&harness).await;
     assert!(
         installed.message.contains(
             "error validating existing CRs against new CRD's schema for \"gizmos.example.com\": error validating \
-             example.com/v1, Kind=Gizmo \"operators/g1\": updated validation is too restrictive: spec.count: \"three\" \
-             is not of type \"integer\""
+             example.com/v1, Kind=Gizmo \"operators/g1\": updated validation is too restrictive: spec.count: value is \
+             not of type \"integer\""
         ),
         "{installed:?}"
     );

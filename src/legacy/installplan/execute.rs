@@ -199,9 +199,9 @@ enum Standing {
     /// Waiting for a person to approve.
     AwaitingApproval(String),
     Failing(String),
-    /// Failing because the account may not do something: never terminal (OLM: the account may yet be given the
-    /// permission).
-    Forbidden(String),
+    /// Failing in a way only someone else can mend, so never terminal: the account may not do something (OLM: it
+    /// may yet be given the permission), or an Install someone else made holds the name (it may yet go).
+    Blocked(String),
 }
 
 /// Whether a failed Install failed because its account may not apply something (`ApplyForbidden`).
@@ -288,7 +288,7 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
             }
             Some(install) if !made_for(install, subscription) => standings.push((
                 csv.clone(),
-                Standing::Failing(format!(
+                Standing::Blocked(format!(
                     "Install {name} exists and was not made for Subscription {}; it is left alone",
                     subscription_key(subscription)
                 )),
@@ -329,7 +329,7 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
                          (kubectl olmv2 approve {name})"
                         )),
                         Some(InstallState::Failed) if failed_forbidden(install) => {
-                            Standing::Forbidden(format!("Install {name}: {}", failure_message(install)))
+                            Standing::Blocked(format!("Install {name}: {}", failure_message(install)))
                         }
                         Some(InstallState::Failed) => {
                             Standing::Failing(format!("Install {name}: {}", failure_message(install)))
@@ -370,12 +370,16 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
     let failing: Vec<&str> = standings
         .iter()
         .filter_map(|(_, standing)| match standing {
-            Standing::Failing(message) | Standing::Forbidden(message) => Some(message.as_str()),
+            Standing::Failing(message) | Standing::Blocked(message) => Some(message.as_str()),
             _ => None,
         })
         .collect();
     // OLM's transitionInstallPlanState: an error is retried until the plan has been installing for the retry
-    // timeout, then the plan fails for good; a forbidden error is retried for ever.
+    // timeout, then the plan fails for good; a forbidden error is retried for ever. Time spent waiting for a person
+    // (OLM's plans never wait for one while installing) does not count: the clock starts again after it.
+    if standings.iter().any(|(_, standing)| matches!(standing, Standing::AwaitingApproval(_))) {
+        status.start_time = Some(now.clone());
+    }
     let terminal = standings.iter().any(|(_, standing)| matches!(standing, Standing::Failing(_)));
     let started = status.start_time.clone().unwrap_or_else(|| now.clone());
     status.message = None;

@@ -281,6 +281,21 @@ fn a_failed_install_is_retried_then_fails_the_plan_in_its_own_words_after_the_re
 }
 
 #[test]
+fn time_waiting_for_a_person_does_not_count_toward_the_retry_timeout() {
+    let mut plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    plan.status.as_mut().unwrap().start_time = Some(at(0));
+    let waiting: BTreeMap<String, Install> =
+        [("plumbus.ops".to_owned(), install(&subs[0], "plumbus.v2", Some("PendingApproval"), 1, 1))].into();
+    let pending = run(&plan, &subs, &waiting, &at(3600));
+    assert_eq!(pending.status.start_time, Some(at(3600)), "the clock starts again after the wait");
+    plan.status = Some(pending.status);
+    let installs = failed_install(&subs[0], "CRDUpgradeUnsafe", "risk of data loss");
+    let failing = run(&plan, &subs, &installs, &at(3601));
+    assert_eq!(failing.status.phase, InstallPlanPhase::Installing, "retried: a second after the wait ended");
+}
+
+#[test]
 fn a_forbidden_install_is_retried_for_ever_as_olm_retries_it() {
     let mut plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
     let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];

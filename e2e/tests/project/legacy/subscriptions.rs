@@ -229,14 +229,23 @@ async fn a_subscription_waiting_for_its_catalog_resolves_as_soon_as_the_catalog_
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn under_unsafe_fail_forward_a_failed_plan_makes_the_subscription_upgrade_failed() {
     let harness = start("fail-forward").await;
-    community_catalog(&harness, &["trident-operator"]).await;
+    // The test data's trident catalog, its bundle images moved to a repository of the local registry that has none.
+    let configs = harness.dir.join("configs");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/fbc/trident-operator/catalog.yaml");
+    let absent = harness.registry.reference("absent/trident-operator");
+    let text = std::fs::read_to_string(source)
+        .unwrap()
+        .replace("quay.io/community-operator-pipeline-prod/trident-operator", &absent);
+    std::fs::create_dir_all(configs.join("trident-operator")).unwrap();
+    std::fs::write(configs.join("trident-operator/catalog.yaml"), text).unwrap();
+    serve_catalog(&harness, &configs).await;
     let group = GROUP.replace(
         "{targetNamespaces: [ops]}",
         "{targetNamespaces: [ops], upgradeStrategy: TechPreviewUnsafeFailForward}",
     );
     apply(&harness, &group);
     apply(&harness, &subscription("trident", "trident-operator", "stable", Some("trident-operator.v26.2.0")));
-    // The catalog's bundle images are not reachable from here: the plan's Install fails to pull, the plan fails.
+    // The bundle image is not there: the plan's Install fails to pull, and the plan fails.
     let failed = harness
         .wait_for(&subscriptions(&harness), "trident", "UpgradeFailed", |s| {
             s.status.as_ref().is_some_and(|s| s.state == SubscriptionState::UpgradeFailed)
@@ -254,5 +263,5 @@ async fn under_unsafe_fail_forward_a_failed_plan_makes_the_subscription_upgrade_
     let status = plan.status.unwrap();
     assert_eq!(status.phase, InstallPlanPhase::Failed);
     let message = status.message.unwrap_or_default();
-    assert!(message.starts_with("Install trident-operator.ops: failed to pull quay.io/"), "{message}");
+    assert!(message.starts_with(&format!("Install trident-operator.ops: failed to pull {absent}")), "{message}");
 }
