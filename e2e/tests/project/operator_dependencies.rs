@@ -4,20 +4,21 @@
 //! as the Operator's own Install does, for a person holding what it uses; its creator cannot approve it. Once
 //! approved both are installed and the Operator is. Another Operator needing Grumbo takes the one installed; an
 //! Operator whose requirements cannot be met says why and installs nothing, as does one whose dependency's Install
-//! name someone else holds.
+//! name someone else holds; and someone holding what an Operator's own Install was granted, but not its
+//! dependency's, cannot move the dependency to other content without a person's approval.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams};
-use olmv2::api::v2alpha1::{Install, OperatorState, CREATOR_ANNOTATION};
+use olmv2::api::v2alpha1::{Install, OperatorState, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION};
 use olmv2_e2e::project;
 use serde_json::{json, Value};
 
 use crate::attacks::{may, never_written};
 use crate::operator::{
-    bob_may_install_from_community, create_catalog_source, has_condition, operators, refs_of_kind, start, state,
+    create_catalog_source, has_condition, may_install_from_community, operators, refs_of_kind, start, state,
     wait_operator, OPERATOR_YAML,
 };
 use crate::support::emulator::kubectl::text;
@@ -109,7 +110,7 @@ async fn an_operators_dependency_is_installed_through_an_install_of_its_own_once
     // bob may write Operators and Installs and install from the catalog; he holds nothing the operators use.
     may(&harness, "bob", "installs", &["get", "list", "patch"]).await;
     let bob = may(&harness, "bob", "operators", &["get", "list", "create", "patch"]).await;
-    bob_may_install_from_community(&harness).await;
+    may_install_from_community(&harness, "bob").await;
     let applied = harness.kubectl(&bob, &["apply", "-f", "-"], Some(OPERATOR_YAML));
     assert!(applied.status.success(), "{}", text(&applied));
 
@@ -238,4 +239,160 @@ async fn an_operator_whose_dependencies_cannot_be_met_says_why_and_installs_noth
     assert_eq!(names, ["squanch.requires.grumbo"], "no Install made for either Operator");
     let owners = installs(&harness).get("squanch.requires.grumbo").await.unwrap().metadata.owner_references;
     assert!(owners.unwrap_or_default().is_empty(), "left alone");
+}
+
+/// Grumbo 1.1.0: the 1.0.0 bundle renamed, with another operator image and the same permissions.
+async fn push_grumbo_1_1_0(harness: &Harness) -> String {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/grumbo/1.0.0");
+    let dir = harness.dir.join("grumbo-1.1.0");
+    for sub in ["manifests", "metadata"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        for entry in std::fs::read_dir(source.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap().replace("1.0.0", "1.1.0");
+            std::fs::write(dir.join(sub).join(path.file_name().unwrap()), text).unwrap();
+        }
+    }
+    let image = harness.registry.reference("grumbo-bundle:1.1.0");
+    harness.images().push_bundle(&dir, &image, false).await.expect("bundle pushed");
+    image
+}
+
+/// Lets `user` hold exactly the rules Install `install` was granted, as Roles and ClusterRoles bound to them.
+async fn holds_what_was_granted(harness: &Harness, install: &str, user: &str) {
+    let granted = installs(harness).get(install).await.unwrap().status.unwrap().granted;
+    assert!(!granted.is_empty(), "{install} was granted something");
+    for (index, permission) in granted.iter().enumerate() {
+        let rule = json!({"verbs": permission.verbs, "apiGroups": permission.api_groups, "resources": permission.resources,
+            "resourceNames": permission.resource_names, "nonResourceURLs": permission.non_resource_urls});
+        let name = format!("{user}-holds-{install}-{index}");
+        let subject = json!([{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]);
+        let namespaces: Vec<Option<&str>> = if permission.namespaces.is_empty() {
+            vec![None]
+        } else {
+            permission.namespaces.iter().map(|n| Some(n.as_str())).collect()
+        };
+        for namespace in namespaces {
+            let (role, binding) = match namespace {
+                None => (
+                    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name}, "rules": [rule]}),
+                    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name}, "subjects": subject}),
+                ),
+                Some(namespace) => (
+                    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": name, "namespace": namespace}, "rules": [rule]}),
+                    json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": name, "namespace": namespace},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": subject}),
+                ),
+            };
+            project::create(&harness.plane, &role).await.expect("role");
+            project::create(&harness.plane, &binding).await.expect("binding");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn holding_an_operators_own_grants_does_not_let_one_move_its_dependency_unapproved() {
+    let harness = start("dependency-swap").await;
+    let plumbus = harness.push_bundle("plumbus/2.0.0-alpha", "plumbus-bundle", "2.0.0-alpha").await;
+    let grumbo = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "1.0.0").await;
+    let next = push_grumbo_1_1_0(&harness).await;
+    // plumbus `stable` needs the Grumbo API; plumbus 2.0.1 in `fast` (the same content) needs grumbo 1.1.0 or newer,
+    // which only grumbo's `next` channel holds.
+    let grumbo_api = gvk("manufacturing.how.theydoit.com", "Grumbo");
+    let plumbus_bundle = |name: &str, version: &str, requirement: Value| {
+        json!({"schema": "olm.bundle", "package": "plumbus", "name": name, "image": plumbus, "properties": [
+            {"type": "olm.package", "value": {"packageName": "plumbus", "version": version}},
+            {"type": "olm.gvk", "value": gvk("how.theydoit.com", "Plumbus")}, requirement]})
+    };
+    let grumbo_bundle = |version: &str, image: &str| {
+        json!({"schema": "olm.bundle", "package": "grumbo", "name": format!("grumbo.v{version}"), "image": image, "properties": [
+            {"type": "olm.package", "value": {"packageName": "grumbo", "version": version}},
+            {"type": "olm.gvk", "value": grumbo_api}]})
+    };
+    let blobs = [
+        json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "plumbus", "name": "stable", "entries": [{"name": "plumbus.v2.0.0-alpha"}]}),
+        json!({"schema": "olm.channel", "package": "plumbus", "name": "fast", "entries": [{"name": "plumbus.v2.0.0-alpha"},
+            {"name": "plumbus.v2.0.1", "replaces": "plumbus.v2.0.0-alpha"}]}),
+        plumbus_bundle("plumbus.v2.0.0-alpha", "2.0.0-alpha", json!({"type": "olm.gvk.required", "value": grumbo_api})),
+        plumbus_bundle(
+            "plumbus.v2.0.1",
+            "2.0.1",
+            json!({"type": "olm.package.required", "value": {"packageName": "grumbo", "versionRange": ">=1.1.0"}}),
+        ),
+        json!({"schema": "olm.package", "name": "grumbo", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "grumbo", "name": "stable", "entries": [{"name": "grumbo.v1.0.0"}]}),
+        json!({"schema": "olm.channel", "package": "grumbo", "name": "next", "entries": [{"name": "grumbo.v1.1.0"}]}),
+        grumbo_bundle("1.0.0", &grumbo),
+        grumbo_bundle("1.1.0", &next),
+    ];
+    let configs = harness.dir.join("configs");
+    std::fs::create_dir_all(configs.join("index")).unwrap();
+    let lines: Vec<String> = blobs.iter().map(Value::to_string).collect();
+    std::fs::write(configs.join("index/catalog.json"), lines.join("\n")).unwrap();
+    harness
+        .images()
+        .push_catalog(&configs, &harness.registry.reference("catalog:latest"))
+        .await
+        .expect("catalog pushed");
+    create_catalog_source(&harness).await;
+
+    // The admin installs plumbus with grumbo 1.0.0 and approves both.
+    let applied = harness.admin_kubectl(&["apply", "-f", "-"], Some(OPERATOR_YAML));
+    assert!(applied.status.success(), "{}", text(&applied));
+    for install in ["plumbus.requires.grumbo", "plumbus"] {
+        harness
+            .wait_for(&installs(&harness), install, "pending approval", |i| {
+                i.status.as_ref().and_then(|s| s.state) == Some(olmv2::api::v2alpha1::InstallState::PendingApproval)
+            })
+            .await;
+        approve(&harness, install);
+    }
+    let mut installed = false;
+    for _ in 0..200 {
+        harness.roll_out("operators").await;
+        if state(&operators(&harness).get("plumbus").await.unwrap()) == Some(OperatorState::Installed) {
+            installed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(installed, "never Installed: {:?}", operators(&harness).get("plumbus").await.unwrap().status);
+
+    // dora holds everything plumbus's own Install was granted, nothing of grumbo's, and may edit Operators and use
+    // the catalog: she moves plumbus to `fast`, which moves grumbo to other content.
+    holds_what_was_granted(&harness, "plumbus", "dora").await;
+    may(&harness, "dora", "operators", &["get", "list", "patch"]).await;
+    may_install_from_community(&harness, "dora").await;
+    let dora = harness.plane.user_kubeconfig("dora", &[]);
+    let moved = harness.kubectl(
+        &dora,
+        &[
+            "patch",
+            "operator",
+            "plumbus",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"updates":{"catalogSource":{"channel":"fast"}}}}"#,
+        ],
+        None,
+    );
+    assert!(moved.status.success(), "{}", text(&moved));
+    // The dependency moves as her change, and waits for a person holding what it uses; grumbo 1.0.0 runs on.
+    let waiting = harness
+        .wait_for(&installs(&harness), "plumbus.requires.grumbo", "moved and marked", |i| {
+            i.spec.content[0].manifest_image.as_deref() == Some(next.as_str())
+                && i.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(CONTENT_CHANGED_BY_ANNOTATION))
+        })
+        .await;
+    assert_eq!(waiting.metadata.annotations.unwrap()[CONTENT_CHANGED_BY_ANNOTATION], "dora");
+    assert_eq!(waiting.spec.approval, olmv2::api::v2alpha1::Approval::Unapproved);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let deployment = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(harness.admin.clone(), "operators")
+        .get("grumbo-operator")
+        .await
+        .unwrap();
+    let image = deployment.spec.unwrap().template.spec.unwrap().containers[0].image.clone().unwrap_or_default();
+    assert!(image.ends_with(":v1.0.0"), "grumbo 1.0.0 runs on: {image}");
 }
