@@ -204,6 +204,24 @@ enum Standing {
     Blocked(String),
 }
 
+impl Standing {
+    /// Why it waits, if it waits (installing, or for a person).
+    fn waiting(&self) -> Option<&str> {
+        match self {
+            Self::Waiting(message) | Self::AwaitingApproval(message) => Some(message),
+            _ => None,
+        }
+    }
+
+    /// Why it fails, if it fails (for good after the retry timeout, or blocked).
+    fn failing(&self) -> Option<&str> {
+        match self {
+            Self::Failing(message) | Self::Blocked(message) => Some(message),
+            _ => None,
+        }
+    }
+}
+
 /// Whether a failed Install failed because its account may not apply something (`ApplyForbidden`).
 fn failed_forbidden(install: &Install) -> bool {
     let conditions = install.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
@@ -360,20 +378,8 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
             }
         }
     }
-    let waiting: Vec<&str> = standings
-        .iter()
-        .filter_map(|(_, standing)| match standing {
-            Standing::Waiting(message) | Standing::AwaitingApproval(message) => Some(message.as_str()),
-            _ => None,
-        })
-        .collect();
-    let failing: Vec<&str> = standings
-        .iter()
-        .filter_map(|(_, standing)| match standing {
-            Standing::Failing(message) | Standing::Blocked(message) => Some(message.as_str()),
-            _ => None,
-        })
-        .collect();
+    let waiting: Vec<&str> = standings.iter().filter_map(|(_, standing)| standing.waiting()).collect();
+    let failing: Vec<&str> = standings.iter().filter_map(|(_, standing)| standing.failing()).collect();
     // OLM's transitionInstallPlanState: an error is retried until the plan has been installing for the retry
     // timeout, then the plan fails for good; a forbidden error is retried for ever. Time spent waiting for a person
     // (OLM's plans never wait for one while installing) does not count: the clock starts again after it.

@@ -105,6 +105,20 @@ fn eve_may_write(harness: &Harness, resources: &str) -> String {
     harness.plane.user_kubeconfig("eve", &[])
 }
 
+/// Whether the Subscription's `InstallPlanPending` condition has `reason` (the plan's phase).
+pub(super) fn plan_pending(subscription: &Subscription, reason: &str) -> bool {
+    subscription.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| c.type_ == "InstallPlanPending" && c.reason.as_deref() == Some(reason))
+    })
+}
+
+/// Merge-patches Subscription `ops/plumbus` as the admin, with the real kubectl.
+pub(super) fn patch_subscription(harness: &Harness, patch: &str) {
+    let patched =
+        harness.admin_kubectl(&["patch", "subscription", "plumbus", "-n", "ops", "--type=merge", "-p", patch], None);
+    assert!(patched.status.success(), "{}", String::from_utf8_lossy(&patched.stderr));
+}
+
 pub(super) fn subscriptions(harness: &Harness) -> Api<Subscription> {
     Api::namespaced(harness.admin.clone(), "ops")
 }
@@ -182,13 +196,7 @@ async fn a_subscription_installs_with_its_dependency_through_one_plan_once_a_per
 
     // The Subscription points at it, and says why it waits.
     let waiting = harness
-        .wait_for(&subscriptions(&harness), "plumbus", "pointing at the plan", |s| {
-            s.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "InstallPlanPending" && c.reason.as_deref() == Some("Installing"))
-            })
-        })
+        .wait_for(&subscriptions(&harness), "plumbus", "pointing at the plan", |s| plan_pending(s, "Installing"))
         .await;
     let status = waiting.status.clone().unwrap();
     assert_eq!(status.install_plan_ref.as_ref().and_then(|r| r.name.clone()), Some(name.clone()));
@@ -264,20 +272,7 @@ async fn a_subscription_installs_with_its_dependency_through_one_plan_once_a_per
 
     // A new spec.config reaches the installed operator's Install at once; its author holds what was granted, so the
     // approval stands.
-    let patched = harness.admin_kubectl(
-        &[
-            "patch",
-            "subscription",
-            "plumbus",
-            "-n",
-            "ops",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"config":{"env":[{"name":"LOG_LEVEL","value":"info"}]}}}"#,
-        ],
-        None,
-    );
-    assert!(patched.status.success(), "{}", String::from_utf8_lossy(&patched.stderr));
+    patch_subscription(&harness, r#"{"spec":{"config":{"env":[{"name":"LOG_LEVEL","value":"info"}]}}}"#);
     let reconfigured = harness
         .wait_for(&installs(&harness), "plumbus.ops", "reconfigured", |i| {
             i.spec.content[0].config.as_ref().is_some_and(|c| c.env.iter().any(|e| e.value.as_deref() == Some("info")))
@@ -326,13 +321,7 @@ subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]
         "no Install before the plan is approved"
     );
     harness
-        .wait_for(&subscriptions(&harness), "plumbus", "waiting on approval", |s| {
-            s.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "InstallPlanPending" && c.reason.as_deref() == Some("RequiresApproval"))
-            })
-        })
+        .wait_for(&subscriptions(&harness), "plumbus", "waiting on approval", |s| plan_pending(s, "RequiresApproval"))
         .await;
 
     // Eve approves the plan (OLM's spec.approved): its Installs are made on her behalf, and wait.

@@ -16,7 +16,10 @@ use olmv2::api::v2alpha1::InstallState;
 use serde_json::{json, Value};
 
 use super::apply;
-use super::installplans::{approve, installed_condition, installs, phase, plan_for, push_plumbus_as, subscriptions};
+use super::installplans::{
+    approve, installed_condition, installs, patch_subscription, phase, plan_for, plan_pending, push_plumbus_as,
+    subscriptions,
+};
 use crate::support::harness::Harness;
 
 /// Pushes a catalog of plumbus whose `stable` channel holds `entries` (name, with replaces/skips/skipRange) of the
@@ -109,9 +112,14 @@ async fn a_subscription_upgrades_along_skip_range_by_itself_and_along_skips_once
          spec: {source: community, sourceNamespace: olm, name: plumbus, channel: stable, installPlanApproval: Automatic}\n",
     );
     installed(&harness, "plumbus.v2.0.0-alpha").await;
-    let install = installs(&harness).get("plumbus.ops").await.unwrap();
-    let account = install.status.as_ref().unwrap().service_account_ref.clone().unwrap();
-    assert_eq!((account.namespace.as_str(), account.name.as_str()), ("ops", "installer"), "the group's account");
+    harness
+        .wait_for(&installs(&harness), "plumbus.ops", "installed as the group's account", |i| {
+            i.status
+                .as_ref()
+                .and_then(|s| s.service_account_ref.as_ref())
+                .is_some_and(|a| (a.namespace.as_str(), a.name.as_str()) == ("ops", "installer"))
+        })
+        .await;
     assert!(operator_image(&harness).await.contains("2.0.0-alpha"));
 
     // The catalog moves: 2.0.1 alone in the channel, its skipRange holding the installed version. Automatic: it
@@ -133,20 +141,7 @@ async fn a_subscription_upgrades_along_skip_range_by_itself_and_along_skips_once
     );
 
     // Manual from now on: 2.0.2, which skips 2.0.1, waits in a plan for approval and nothing moves meanwhile.
-    let manual = harness.admin_kubectl(
-        &[
-            "patch",
-            "subscription",
-            "plumbus",
-            "-n",
-            "ops",
-            "--type=merge",
-            "-p",
-            r#"{"spec":{"installPlanApproval":"Manual"}}"#,
-        ],
-        None,
-    );
-    assert!(manual.status.success(), "{}", String::from_utf8_lossy(&manual.stderr));
+    patch_subscription(&harness, r#"{"spec":{"installPlanApproval":"Manual"}}"#);
     push_catalog(
         &harness,
         3,
@@ -170,12 +165,8 @@ async fn a_subscription_upgrades_along_skip_range_by_itself_and_along_skips_once
     harness
         .wait_for(&subscriptions(&harness), "plumbus", "pointing at the waiting plan", |s| {
             s.status.as_ref().is_some_and(|s| {
-                s.state == SubscriptionState::UpgradePending
-                    && s.current_csv.as_deref() == Some("plumbus.v2.0.2")
-                    && s.conditions
-                        .iter()
-                        .any(|c| c.type_ == "InstallPlanPending" && c.reason.as_deref() == Some("RequiresApproval"))
-            })
+                s.state == SubscriptionState::UpgradePending && s.current_csv.as_deref() == Some("plumbus.v2.0.2")
+            }) && plan_pending(s, "RequiresApproval")
         })
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
