@@ -156,6 +156,17 @@ where
         Ok(self.api.create(&params, object).await?)
     }
 
+    /// Whether `object` could be created now: a dry-run create (nothing is written) that the API server accepts.
+    /// One of the name that exists is `false`; any other refusal is the error.
+    pub async fn could_create(&self, object: &K) -> Result<bool, ClientError> {
+        let params = PostParams { dry_run: true, field_manager: Some(self.field_manager.into()) };
+        match self.api.create(&params, object).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// Server-side applies `object` (named `name`), forced: the controller owns the fields it applies, and takes
     /// back those others changed. With a `precondition`, only while the object is at that resourceVersion.
     pub async fn apply(&self, name: &str, object: &Value, precondition: Option<&str>) -> Result<K, ClientError> {

@@ -6,10 +6,14 @@ use kube::api::DynamicObject;
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
+use std::collections::BTreeSet;
+
 use super::crd_schema::{self, VersionValidator};
+use super::follows::{self, ObjectKey};
 use crate::api::v2alpha1::{AppliedObject, ServiceAccountReference};
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient, Objects};
+use crate::rbac::required::RBAC_GROUP;
 use crate::rbac::KindIndex;
 
 /// The field manager of everything the Install controller applies.
@@ -182,6 +186,40 @@ pub async fn apply(
         .map_err(|source| ApplyError::Apply { object: describe(object), user: user.to_owned(), source })?;
     serde_json::to_value(applied)
         .map_err(|error| ApplyError::InvalidObject { object: describe(object), reason: error.to_string() })
+}
+
+/// The objects of `objects` among `candidates` that do not exist (`follows`). RBAC objects are looked up in
+/// `existing_rbac`, listed by the controller; any other by a dry-run create as the account, which holds `create`
+/// but maybe not `get` on them. Refused for any other reason than the name being taken, an object is not counted as
+/// absent (its rules stay for a person), and the refusal is logged.
+pub async fn absent(
+    client: &ControllerClient,
+    kinds: &KindIndex,
+    objects: &[Value],
+    candidates: &BTreeSet<ObjectKey>,
+    existing_rbac: &BTreeSet<ObjectKey>,
+) -> Result<BTreeSet<ObjectKey>, ApplyError> {
+    let mut absent = BTreeSet::new();
+    for object in objects {
+        let Some(key) = follows::key_of(object, kinds).filter(|key| candidates.contains(key)) else { continue };
+        if key.group == RBAC_GROUP {
+            if !existing_rbac.contains(&key) {
+                absent.insert(key);
+            }
+            continue;
+        }
+        let reference = super::content::applied_ref(object);
+        let typed: DynamicObject = serde_json::from_value(object.clone())
+            .map_err(|error| ApplyError::InvalidObject { object: describe(object), reason: error.to_string() })?;
+        match objects_for(client, kinds, &reference)?.could_create(&typed).await {
+            Ok(true) => {
+                absent.insert(key);
+            }
+            Ok(false) => {}
+            Err(error) => tracing::info!(object = %describe(object), %error, "a dry-run create was refused"),
+        }
+    }
+    Ok(absent)
 }
 
 /// The live object, if it exists.

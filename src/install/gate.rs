@@ -33,8 +33,11 @@ pub struct GateInput<'a> {
     pub approved_content: &'a [ResolvedContent],
     /// The content as resolved now.
     pub resolved: &'a [ResolvedContent],
-    /// The rules the ServiceAccount lacks for it.
+    /// The rules the ServiceAccount lacks for it, for a person to approve.
     pub missing: &'a [PendingPermission],
+    /// The rules it lacks that follow from a `create` granted before (`follows`): granted with whatever is applied,
+    /// never pending themselves.
+    pub follows: &'a [PendingPermission],
     /// Every rule the content needs, nothing counted as held.
     pub needed: &'a [PendingPermission],
     pub person: Option<PersonRequired>,
@@ -66,10 +69,10 @@ pub fn gate(input: &GateInput<'_>) -> Gate {
         // change is marked until the controller applied what a person approved after it (the namespaces may have
         // changed with the same digests), so the mark alone keeps it waiting.
         let already_approved = person == PersonRequired::Manual && input.resolved == input.approved_content;
-        let nothing_to_approve = input.needed.is_empty() && input.missing.is_empty();
+        let nothing_to_approve = input.needed.is_empty() && input.missing.is_empty() && input.follows.is_empty();
         if !(already_approved || nothing_to_approve) {
             if approval_covers(input.needed) {
-                return Gate::Apply { grant: input.missing.to_vec() };
+                return Gate::Apply { grant: with_follows(input) };
             }
             let reason = match person {
                 PersonRequired::Manual => PendingReason::ManualApproval,
@@ -79,16 +82,21 @@ pub fn gate(input: &GateInput<'_>) -> Gate {
         }
     }
     if input.missing.is_empty() {
-        return Gate::Apply { grant: Vec::new() };
+        return Gate::Apply { grant: input.follows.to_vec() };
     }
     if approval_covers(input.missing) {
-        return Gate::Apply { grant: input.missing.to_vec() };
+        return Gate::Apply { grant: with_follows(input) };
     }
     Gate::AwaitApproval {
         pending: input.missing.to_vec(),
         reason: PendingReason::Permissions,
         revoke_approval: approved,
     }
+}
+
+/// What the account lacks: the rules a person approved and those that follow from a granted `create`.
+fn with_follows(input: &GateInput<'_>) -> Vec<PendingPermission> {
+    add_grants(input.missing, input.follows)
 }
 
 /// The rules granted so far with `grant` added, sorted and without repeats.
@@ -168,6 +176,7 @@ mod tests {
             approved_content: &[],
             resolved,
             missing,
+            follows: &[],
             needed,
             person: None,
         }
@@ -350,6 +359,33 @@ mod tests {
         let mut empty = input(Approval::Unapproved, &[], &d1, &[], &[]);
         empty.person = Some(PersonRequired::Manual);
         assert_eq!(gate(&empty), Gate::Apply { grant: vec![] });
+    }
+
+    #[test]
+    fn rules_following_from_a_granted_create_apply_without_a_person_and_are_never_pending() {
+        let d1 = content("sha256:1");
+        let mut renamed = namespaced(&["get", "patch"], &["roles"], &["operators"]);
+        renamed.resource_names = vec!["plumbus.v2".into()];
+        let follows = vec![renamed];
+        let mut upgrade = input(Approval::Unapproved, &[], &d1, &[], &follows);
+        upgrade.follows = &follows;
+        assert_eq!(gate(&upgrade), Gate::Apply { grant: follows.clone() }, "nothing else missing: applied");
+        // Beside rules a person must approve, only those are pending; the approval grants both.
+        let secrets = vec![namespaced(&["get"], &["secrets"], &["operators"])];
+        let mut more = input(Approval::Unapproved, &[], &d1, &secrets, &secrets);
+        more.follows = &follows;
+        assert_eq!(gate(&more), awaits(&secrets, PendingReason::Permissions, false));
+        let mut approved = input(Approval::Approved, &secrets, &d1, &secrets, &secrets);
+        approved.follows = &follows;
+        assert_eq!(gate(&approved), Gate::Apply { grant: add_grants(&secrets, &follows) });
+        // Content that needs a person still does: every rule it uses is pending, and granted once approved.
+        let mut manual = input(Approval::Unapproved, &[], &d1, &[], &follows);
+        manual.follows = &follows;
+        manual.person = Some(PersonRequired::Manual);
+        assert_eq!(gate(&manual), awaits(&follows, PendingReason::ManualApproval, false));
+        manual.approval = Approval::Approved;
+        manual.recorded_pending = &follows;
+        assert_eq!(gate(&manual), Gate::Apply { grant: follows.clone() });
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The Install controller: content applied as a controller-assigned ServiceAccount once a person holding the
-//! permissions it lacks approved them. `account`, `content`, `crd_safety`, `gate`, `grants`, `conditions` and `drift` decide; `resolve`,
-//! `apply` and `cluster` read and write; `reconcile` sequences one pass; [`controller`] runs it for every Install.
+//! permissions it lacks approved them. `account`, `content`, `crd_safety`, `follows`, `gate`, `grants`, `conditions`
+//! and `drift` decide; `resolve`, `apply` and `cluster` read and write; `reconcile` sequences one pass;
+//! [`controller`] runs it for every Install.
 
 pub mod account;
 pub mod apply;
@@ -10,6 +11,7 @@ pub mod content;
 pub mod crd_safety;
 pub mod crd_schema;
 pub mod drift;
+pub mod follows;
 pub mod gate;
 pub mod grants;
 pub mod reconcile;

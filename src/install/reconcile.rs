@@ -2,6 +2,7 @@
 //! gate on approval, grant exactly the approved rules, apply as the account, prune, and report. The decisions are
 //! the pure functions of the sibling modules; this file sequences the reads and writes around them.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use super::conditions::{self, Outcome};
 use super::content::{self, decorate, install_namespace, sort_for_apply, Decoration};
 use super::crd_safety;
 use super::drift;
+use super::follows;
 use super::gate::{add_grants, gate, Gate, GateInput, PersonRequired};
 use super::grants::{grant_objects, GrantOwner};
 use super::resolve::{Resolved, Resolver, StoredCertificates};
@@ -210,9 +212,18 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     let owned = rbac.owned_by(&uid);
     // What was granted for this Install, read from the grants themselves: a pass that failed after granting still
     // leaves them counted, here and by the webhook.
-    status.granted = add_grants(&status.granted, &owned.granted_rules());
+    let own_grants = owned.granted_rules();
+    status.granted = add_grants(&status.granted, &own_grants);
     let held = if lends_existing_rights { rbac.without_other_installs(&uid).snapshot() } else { owned.snapshot() };
     let missing = missing_permissions(&required, &held, &account_user);
+    // The per-object verbs on objects not there yet whose create was granted for this Install follow from it.
+    let candidates = follows::candidates(&missing.permissions, &own_grants);
+    let absent = if candidates.is_empty() {
+        BTreeSet::new()
+    } else {
+        apply::absent(&client, &kinds, &objects, &candidates, &follows::existing_rbac(&rbac)).await?
+    };
+    let split = follows::split(&missing.permissions, &own_grants, &absent);
     let needed = missing_permissions(&required, &RbacSnapshot::default(), &account_user);
     let recorded_pending = previous.pending.as_ref().map(|p| p.permissions.clone()).unwrap_or_default();
     let same_content =
@@ -232,7 +243,8 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         recorded_content: &previous.resolved,
         approved_content: &previous.approved_content,
         resolved: &resolved_content,
-        missing: &missing.permissions,
+        missing: &split.to_approve,
+        follows: &split.follows,
         needed: &needed.permissions,
         person,
     });
@@ -289,6 +301,17 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         let outcome = Outcome::ApplyFailed { reason: APPROVAL_WEBHOOK_UNAVAILABLE, message };
         report(&ctx, &install, status, &outcome, read_at.as_deref()).await?;
         return Ok(Action::requeue(ctx.options.retry));
+    }
+    if !split.follows.is_empty() {
+        // Every grant the gate lets through carries them.
+        let note = format!(
+            "granting get, patch, update and delete on objects this Install creates, following from the create it \
+             was granted: {}",
+            absent.iter().map(follows::describe).collect::<Vec<_>>().join(", ")
+        );
+        tracing::info!(install = %name, "{note}");
+        let transition = Transition { warning: false, reason: "GrantFollowsCreate".into(), note };
+        ctx.cluster.events.publish(&*install, &[transition]).await;
     }
     let owner = GrantOwner { install: &name, uid: &uid, component_label: label.as_deref() };
     for object in grant_objects(&owner, &account, &grant) {

@@ -24,12 +24,12 @@ pub(crate) async fn start(name: &str) -> Harness {
 }
 
 /// Pushes the sample plumbus bundle of `version` as `plumbus-bundle:<version>`.
-async fn push_bundle(harness: &Harness, version: &str) -> String {
+pub(crate) async fn push_bundle(harness: &Harness, version: &str) -> String {
     harness.push_bundle(&format!("plumbus/{version}"), "plumbus-bundle", version).await
 }
 
 /// Pushes a File-Based Catalog of plumbus with `channels` (name → entries) to `catalog:latest`.
-async fn push_catalog(harness: &Harness, channels: &[(&str, Value)], bundles: &[(&str, &str, &str)]) {
+pub(crate) async fn push_catalog(harness: &Harness, channels: &[(&str, Value)], bundles: &[(&str, &str, &str)]) {
     let configs = harness.dir.join(format!("configs-{}", bundles.len() * 10 + channels.len()));
     let package_dir = configs.join("plumbus");
     std::fs::create_dir_all(&package_dir).expect("configs");
@@ -241,7 +241,7 @@ async fn an_operator_from_a_catalog_installs_after_approval_and_an_update_needin
 }
 
 /// Copies plumbus 2.0.0-alpha as 2.0.1 (same content, so no new permission) and pushes it.
-async fn push_patch_release(harness: &Harness) -> String {
+pub(crate) async fn push_patch_release(harness: &Harness) -> String {
     let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/plumbus/2.0.0-alpha");
     let copy = harness.dir.join("plumbus-2.0.1");
     for sub in ["manifests", "metadata"] {

@@ -19,10 +19,18 @@ pub(super) fn commit_create(
     options: &WriteOptions,
 ) -> Result<Value, ApiError> {
     let object = storage_form(&target.resource, object);
+    let id = target.resource.id();
     if options.dry_run {
+        // A dry run answers as the write would: kube-apiserver's dry-run storage refuses a name that is taken.
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        let name = object["metadata"]["name"].as_str().unwrap_or_default();
+        if api.store.get(&id, namespace, name).is_ok() {
+            let taken =
+                crate::storage::store::StoreError::AlreadyExists { resource: id.qualified(), name: name.into() };
+            return Err(ApiError::from_store(taken, &id));
+        }
         return Ok(object);
     }
-    let id = target.resource.id();
     let stored = api.store.create(&id, object).map_err(|e| ApiError::from_store(e, &id))?;
     Ok(lifecycle::after_write(&api.store, &api.served, &target.resource, &stored))
 }

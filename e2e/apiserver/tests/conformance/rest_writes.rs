@@ -206,6 +206,17 @@ async fn dry_run_changes_nothing() {
     .await;
     assert_eq!((code, answered["metadata"]["name"].clone()), (201, json!("dry")));
     assert_eq!(get(&client, &format!("{CMS}/dry")).await.0, 404);
+    // A dry run answers as the write would: a name that is taken is AlreadyExists.
+    post(&client, CMS, &json!({"metadata": {"name": "taken"}})).await;
+    let (code, refused) = call(
+        &client,
+        "POST",
+        &format!("{CMS}?dryRun=All"),
+        "application/json",
+        &json!({"metadata": {"name": "taken"}}).to_string(),
+    )
+    .await;
+    assert_eq!((code, refused["reason"].clone()), (409, json!("AlreadyExists")), "{refused}");
 }
 
 #[tokio::test]
