@@ -3,7 +3,9 @@
 //! are installed as (OLM's attenuation: within its rights nothing waits for a person): a catalog image that moves
 //! (polled every second) brings a bundle whose `skipRange` holds the installed version, which an Automatic
 //! Subscription installs by itself; then, the Subscription switched to Manual, a bundle that `skips` the installed
-//! one waits in a plan for `spec.approved`, and its Install for a person's approval, before it runs.
+//! one waits in a plan for `spec.approved`, and its Install for a person's approval, before it runs. Without a
+//! group's account, an Automatic Subscription's first version waits for a person, and an upgrade with the same rules
+//! then runs by itself.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -76,6 +78,18 @@ async fn complete(harness: &Harness, csv: &str) -> olmv2::api::v1alpha1::Install
     panic!("the plan for {csv} never completed: {:?}", plan_for(harness, csv).await.status);
 }
 
+/// CatalogSource `olm/community` serving `catalog:latest`, polled every second.
+fn catalog_source(harness: &Harness) {
+    apply(
+        harness,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {{name: community, namespace: olm}}\n\
+             spec: {{sourceType: grpc, image: {}, updateStrategy: {{registryPoll: {{interval: 1s}}}}}}\n",
+            harness.registry.reference("catalog:latest")
+        ),
+    );
+}
+
 async fn operator_image(harness: &Harness) -> String {
     let deployment = Api::<Deployment>::namespaced(harness.admin.clone(), "ops").get("plumbus-operator").await.unwrap();
     deployment.spec.unwrap().template.spec.unwrap().containers[0].image.clone().unwrap_or_default()
@@ -88,14 +102,7 @@ async fn a_subscription_upgrades_along_skip_range_by_itself_and_along_skips_once
     let patch = push_plumbus_as(&harness, "2.0.1").await;
     let minor = push_plumbus_as(&harness, "2.0.2").await;
     push_catalog(&harness, 1, json!([{"name": "plumbus.v2.0.0-alpha"}]), &[("2.0.0-alpha", &alpha)], &[]).await;
-    apply(
-        &harness,
-        &format!(
-            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {{name: community, namespace: olm}}\n\
-             spec: {{sourceType: grpc, image: {}, updateStrategy: {{registryPoll: {{interval: 1s}}}}}}\n",
-            harness.registry.reference("catalog:latest")
-        ),
-    );
+    catalog_source(&harness);
     // The account the group installs operators as may do anything (as many OLM v0 installations grant it).
     apply(
         &harness,
@@ -232,4 +239,53 @@ async fn a_subscription_upgrades_along_skip_range_by_itself_and_along_skips_once
     );
     assert_eq!(message("ChannelDeprecated"), None);
     assert_eq!(deprecated.status.unwrap().state, SubscriptionState::AtLatestKnown);
+}
+
+/// Without an account of the group's, the Install's own account gets only what a person approved: the first
+/// version waits for one; an upgrade with the same rules (its RBAC objects and CSV renamed after the new version)
+/// then installs by itself, the verbs on the new names following from the `create` approved before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_automatic_subscription_waits_for_a_person_once_and_then_upgrades_by_itself() {
+    let harness = Harness::start("legacy", "approved-once", &["ops", "olm"], Duration::from_secs(30)).await;
+    let alpha = harness.push_bundle("plumbus/2.0.0-alpha", "plumbus-bundle", "2.0.0-alpha").await;
+    let patch = push_plumbus_as(&harness, "2.0.1").await;
+    push_catalog(&harness, 1, json!([{"name": "plumbus.v2.0.0-alpha"}]), &[("2.0.0-alpha", &alpha)], &[]).await;
+    catalog_source(&harness);
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\n\
+         spec: {targetNamespaces: [ops]}\n---\n\
+         apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: plumbus, namespace: ops}\n\
+         spec: {source: community, sourceNamespace: olm, name: plumbus, channel: stable, installPlanApproval: Automatic}\n",
+    );
+    harness
+        .wait_for(&installs(&harness), "plumbus.ops", "waiting for a person", |i| {
+            i.status.as_ref().and_then(|s| s.state) == Some(InstallState::PendingApproval)
+        })
+        .await;
+    approve(&harness, "plumbus.ops");
+    installed(&harness, "plumbus.v2.0.0-alpha").await;
+
+    push_catalog(
+        &harness,
+        2,
+        json!([{"name": "plumbus.v2.0.1", "skipRange": ">=2.0.0-alpha <2.0.1"}]),
+        &[("2.0.1", &patch)],
+        &[],
+    )
+    .await;
+    installed(&harness, "plumbus.v2.0.1").await;
+    complete(&harness, "plumbus.v2.0.1").await;
+    assert!(operator_image(&harness).await.contains("2.0.1"), "the new operator runs");
+    let status = installs(&harness).get("plumbus.ops").await.unwrap().status.unwrap();
+    assert!(status.pending.is_none_or(|p| p.permissions.is_empty()), "nothing waits");
+    let csvs: Vec<String> = status
+        .granted
+        .iter()
+        .filter(|p| p.resources.iter().any(|r| r == "clusterserviceversions"))
+        .flat_map(|p| p.resource_names.clone())
+        .collect();
+    assert!(csvs.iter().any(|name| name == "plumbus.v2.0.1"), "the new CSV's verbs were granted: {csvs:?}");
+    let event = harness.wait_event("default", "GrantFollowsCreate").await;
+    assert!(event.note.unwrap_or_default().contains("ops/plumbus.v2.0.1"));
 }
