@@ -82,6 +82,18 @@ pub enum Error {
     ApprovalRefused { name: String, message: String },
     #[error("failed to read the answer")]
     ReadInput(#[source] std::io::Error),
+    #[error("failed to read what migration plans from")]
+    ReadCluster(#[source] Box<crate::migration::AdoptionError>),
+    #[error("failed to ask for the adoption of namespace {namespace}'s Subscriptions")]
+    AskAdoption {
+        namespace: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("{count} Subscriptions are not adopted: the table above says why")]
+    AdoptionBlocked { count: usize },
+    #[error("{count} Subscriptions were not adopted in time: the table above says where they stand")]
+    AdoptionTimedOut { count: usize },
     #[error("the CRDs in {dir} are stale: outdated {outdated:?}, unexpected {unexpected:?}; run `olmv2 crds write`")]
     StaleCrds { dir: String, outdated: Vec<String>, unexpected: Vec<String> },
 }
@@ -113,6 +125,10 @@ impl Categorized for Error {
             Self::InstallChanged { .. } => "InstallChanged",
             Self::ApprovalRefused { .. } => "ApprovalRefused",
             Self::ReadInput(_) => "InputUnreadable",
+            Self::ReadCluster(error) => error.category(),
+            Self::AskAdoption { .. } => "AdoptionRequestFailed",
+            Self::AdoptionBlocked { .. } => "AdoptionBlocked",
+            Self::AdoptionTimedOut { .. } => "AdoptionTimedOut",
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod install;
 pub mod labels;
 pub mod legacy;
 pub mod metrics;
+pub mod migration;
 pub mod operator;
 pub mod output;
 pub mod process;

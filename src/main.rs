@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use olmv2::category::Categorized;
-use olmv2::cmd::{approve, bundle, crds, run};
+use olmv2::cmd::{approve, bundle, crds, migrate, run};
 use olmv2::error::{report, Error};
 use olmv2::telemetry::{self, LogFormat};
 
@@ -32,6 +32,9 @@ enum Command {
     /// Build, push, pull, inspect and render operator bundles.
     #[command(subcommand)]
     Bundle(bundle::BundleCommand),
+    /// Move OLM v0 Subscriptions to Operators: print the plan, or have the controller carry it out.
+    #[command(subcommand)]
+    Migrate(migrate::MigrateCommand),
 }
 
 fn main() -> ExitCode {
@@ -64,5 +67,6 @@ async fn dispatch(command: Command) -> Result<(), Error> {
         Command::Bundle(command) => bundle::run(command).await,
         Command::Approve(options) => approve::run(options).await,
         Command::Crds(command) => crds::run(command),
+        Command::Migrate(command) => migrate::run(command).await,
     }
 }

@@ -30,6 +30,7 @@ pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] = &[
     crate::legacy::catalogsource::controller,
     crate::legacy::subscription::controller,
     crate::legacy::installplan::controller,
+    crate::migration::controller,
 ];
 
 /// Running controllers; dropping them aborts them where they are, as a killed process would, and

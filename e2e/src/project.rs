@@ -140,6 +140,8 @@ pub fn controller_options(
         // Short, so that a plan fails within a test; long enough for a transient failure to pass.
         install_plan_retry_timeout: Duration::from_secs(5),
         protected_copied_csv_namespaces: Vec::new(),
+        enable_v2alpha1: true,
+        adopt_subscriptions: false,
     }
 }
 

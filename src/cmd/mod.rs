@@ -5,5 +5,6 @@
 pub mod approve;
 pub mod bundle;
 pub mod crds;
+pub mod migrate;
 pub mod registry;
 pub mod run;

@@ -50,6 +50,15 @@ pub struct RunOptions {
     /// operator flag, a Go duration).
     #[arg(long, env = "OLMV2_INSTALL_PLAN_RETRY_TIMEOUT", default_value = "1m0s", value_parser = go_duration)]
     pub install_plan_retry_timeout: Duration,
+    /// Runs the v2alpha1 controllers (Operators, and the adoption of Subscriptions into Operators) beside OLM v0's
+    /// loops: seed 004's `--enable-v2alpha1`. Without it the process runs OLM v0's loops, and the Installs their
+    /// InstallPlans install through, only.
+    #[arg(long, env = "OLMV2_ENABLE_V2ALPHA1")]
+    pub enable_v2alpha1: bool,
+    /// Adopts the Subscriptions of every namespace into Operators (with `--enable-v2alpha1`); without it, only those
+    /// of namespaces annotated `operators.coreos.com/adopt-subscriptions: "true"` (what `olmv2 migrate apply` does).
+    #[arg(long, env = "OLMV2_ADOPT_SUBSCRIPTIONS")]
+    pub adopt_subscriptions: bool,
     #[command(flatten)]
     pub webhook: WebhookOptions,
     #[command(flatten)]
@@ -70,6 +79,8 @@ impl RunOptions {
             catalog_poll: Duration::from_secs(self.catalog_poll_seconds.max(1)),
             global_catalog_namespace: self.global_catalog_namespace.clone(),
             install_plan_retry_timeout: self.install_plan_retry_timeout,
+            enable_v2alpha1: self.enable_v2alpha1,
+            adopt_subscriptions: self.adopt_subscriptions,
             protected_copied_csv_namespaces: self
                 .protected_copied_csv_namespaces
                 .split(',')

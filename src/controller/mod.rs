@@ -49,6 +49,11 @@ pub struct ControllerOptions {
     /// Namespaces keeping the copies of CSVs of groups targeting every namespace when the `OLMConfig` `cluster`
     /// disables copied CSVs (OLM v0's `--protectedCopiedCSVNamespaces`).
     pub protected_copied_csv_namespaces: Vec<String>,
+    /// Whether the v2alpha1 controllers run (seed 004's `--enable-v2alpha1`): the Operator controller and the
+    /// adoption of Subscriptions.
+    pub enable_v2alpha1: bool,
+    /// Whether every namespace's Subscriptions are adopted into Operators, not only those of annotated namespaces.
+    pub adopt_subscriptions: bool,
 }
 
 /// What every controller of the process is built from.
@@ -80,6 +85,17 @@ impl Process {
     }
 
     /// Completes when the process stops its controllers.
+    /// A controller that does not run without `flag`: it says so once and waits for the process to stop.
+    pub fn disabled(
+        &self,
+        controller: &'static str,
+        flag: &'static str,
+    ) -> futures_util::future::BoxFuture<'static, ()> {
+        tracing::info!(controller, "not started: it runs with {flag}");
+        let stopped = self.shutdown();
+        Box::pin(stopped)
+    }
+
     pub fn shutdown(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
         let stopped = self.stopped.clone();
         async move {

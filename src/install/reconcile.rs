@@ -24,8 +24,8 @@ use super::grants::{grant_objects, GrantOwner};
 use super::resolve::{Resolved, Resolver, StoredCertificates};
 use crate::api::component::component_label_key;
 use crate::api::v2alpha1::{
-    Approval, Install, InstallState, InstallStatus, PendingPermissions, CONTENT_CHANGED_BY_ANNOTATION,
-    MANUAL_APPROVAL_ANNOTATION,
+    Approval, Install, InstallState, InstallStatus, PendingPermissions, ADOPTED_FROM_ANNOTATION,
+    CONTENT_CHANGED_BY_ANNOTATION, MANUAL_APPROVAL_ANNOTATION,
 };
 use crate::category::Categorized;
 use crate::controller::conditions::Transition;
@@ -141,6 +141,7 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         applied: previous.applied.clone(),
         granted: previous.granted.clone(),
         approved_content: previous.approved_content.clone(),
+        adopted_from: install.annotations().get(ADOPTED_FROM_ANNOTATION).cloned(),
         ..InstallStatus::default()
     };
     if let Assignment::Eponymous(account) = &assignment {

@@ -34,6 +34,9 @@ use reconcile::{Context, OperatorOptions, ReconcileError, FIELD_MANAGER};
 /// Starts the Operator controller: every Operator, woken also by any change of its components.
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let options = &process.options;
+    if !options.enable_v2alpha1 {
+        return process.disabled("operator", "--enable-v2alpha1");
+    }
     let client = process.client.clone();
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),

@@ -19,7 +19,8 @@ use super::status::{status, Observed, SourceOutcome, EVENTS};
 use super::watch::{api_resource, lock, SharedIndex};
 use crate::api::component::component_label_key;
 use crate::api::v2alpha1::{
-    Install, Operator, OperatorStatus, UpdateApproval, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
+    Install, Operator, OperatorStatus, UpdateApproval, ADOPTED_FROM_ANNOTATION, CONTENT_CHANGED_BY_ANNOTATION,
+    CREATOR_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
 };
 use crate::catalog::CatalogCache;
 use crate::category::Categorized;
@@ -88,16 +89,26 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
         return Ok(Action::await_change());
     }
     let name = operator.name_any();
+    let install_name = own_install_name(&operator);
     let installs = ctx.client.all::<Install>();
-    let install =
-        installs.get_opt(&name).await.map_err(|source| ReconcileError::ReadInstall { name: name.clone(), source })?;
+    let install = installs
+        .get_opt(&install_name)
+        .await
+        .map_err(|source| ReconcileError::ReadInstall { name: install_name.clone(), source })?;
     let uid = operator.uid().unwrap_or_default();
     let foreign = install.as_ref().is_some_and(|install| !owned_by(install, &uid));
+    if foreign && install.as_ref().is_some_and(|install| being_adopted(&operator, install)) {
+        // The adoption loop made this Operator for the Subscription's Install and puts the Install under it next:
+        // nothing to say until it has.
+        return Ok(Action::requeue(ctx.options.retry));
+    }
     let owned = install.filter(|install| owned_by(install, &uid));
     let source = if foreign {
         SourceOutcome::Failed {
             reason: "InstallNameTaken",
-            message: format!("an Install named {name} exists that this Operator does not own; it is left alone"),
+            message: format!(
+                "an Install named {install_name} exists that this Operator does not own; it is left alone"
+            ),
         }
     } else {
         super::source::source_outcome(&ctx, &operator, owned.as_ref()).await
@@ -107,9 +118,12 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
     let indexed_some = lock(&ctx.index)
         .components_of(&name)
         .iter()
-        .any(|component| component.reference.kind == "Install" && component.reference.name != name);
-    let mut dependents =
-        if resolved_some || indexed_some { owned_dependencies(&installs, &name, &uid).await? } else { Vec::new() };
+        .any(|component| component.reference.kind == "Install" && component.reference.name != install_name);
+    let mut dependents = if resolved_some || indexed_some {
+        owned_dependencies(&installs, &name, &install_name, &uid).await?
+    } else {
+        Vec::new()
+    };
     let install = match target_of(&operator, &source, &ctx.options) {
         Some(target) => {
             let creator = operator.annotations().get(CREATOR_ANNOTATION).map(String::as_str);
@@ -117,7 +131,7 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
             // Dependencies first, so that the Operator's own content finds what it requires on its way.
             let brought = bring_dependencies(&installs, &owner, &source, &target, &mut dependents).await?;
             let before = owned.as_ref().map(|install| install.metadata.resource_version.clone());
-            let install = bring_install(&installs, &name, &owner, owned, &target).await?;
+            let install = bring_install(&installs, &install_name, &owner, owned, &target).await?;
             let written = brought.written || before.is_none_or(|version| version != install.metadata.resource_version);
             let holding = brought.held_back || matches!(source, SourceOutcome::Resolved { holding: true, .. });
             if target.changed_by.is_some() && written && !holding {
@@ -142,6 +156,7 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
         dependencies: &dependents,
         source: &source,
         installed_bundle: install.as_ref().and_then(installed_bundle),
+        adopted_from: operator.annotations().get(ADOPTED_FROM_ANNOTATION).map(String::as_str),
     };
     let next = status(&observed, &Time(k8s_openapi::jiff::Timestamp::now()));
     if next != previous {
@@ -168,7 +183,7 @@ fn target_of(operator: &Operator, source: &SourceOutcome, options: &OperatorOpti
         image: image.clone(),
         bundle: bundle.clone(),
         manual,
-        namespace: options.install_namespace.clone(),
+        namespace: operator.spec.install_namespace.clone().unwrap_or_else(|| options.install_namespace.clone()),
         changed_by: operator.annotations().get(CONTENT_CHANGED_BY_ANNOTATION).cloned(),
         config: operator.spec.config.clone(),
     })
@@ -194,17 +209,32 @@ struct Owner<'a> {
     creator: Option<&'a str>,
 }
 
-/// The Installs the Operator owns beside its own: its dependencies, found by its component label.
+/// Whether `install` is still the Subscription's that the Operator was made or chosen to adopt (both records are
+/// the controller's alone).
+fn being_adopted(operator: &Operator, install: &Install) -> bool {
+    let origin = operator.annotations().get(ADOPTED_FROM_ANNOTATION);
+    let subscription = install.annotations().get(SUBSCRIPTION_ANNOTATION);
+    matches!((origin, subscription), (Some(origin), Some(key)) if origin.strip_prefix("Subscription ") == Some(key.as_str()))
+}
+
+/// The name of an Operator's own Install: the Operator's, or, for an Operator that adopted a Subscription's Install,
+/// that Install's (the annotation only the controller writes).
+pub fn own_install_name(operator: &Operator) -> String {
+    operator.annotations().get(OPERATOR_INSTALL_ANNOTATION).cloned().unwrap_or_else(|| operator.name_any())
+}
+
+/// The Installs the Operator owns beside its own (`own`): its dependencies, found by its component label.
 async fn owned_dependencies(
     installs: &Objects<Install>,
     name: &str,
+    own: &str,
     uid: &str,
 ) -> Result<Vec<Install>, ReconcileError> {
     let labelled = installs
         .list_with(&ListParams::default().labels(&component_label_key(name)))
         .await
         .map_err(|source| ReconcileError::ReadInstall { name: format!("of Operator {name}"), source })?;
-    Ok(labelled.into_iter().filter(|install| install.name_any() != name && owned_by(install, uid)).collect())
+    Ok(labelled.into_iter().filter(|install| install.name_any() != own && owned_by(install, uid)).collect())
 }
 
 /// What bringing the dependencies did: whether anything was written, and whether a dependency kept its bundle

@@ -25,10 +25,13 @@ pub const PRIVILEGE_ESCALATION_REQUIRED: &str = "PrivilegeEscalationRequired";
 pub const UPDATE_FOUND_IN_ANOTHER_CHANNEL: &str = "UpdateFoundInAnotherChannel";
 pub const UPDATE_FOUND_IN_CHANNEL: &str = "UpdateFoundInChannel";
 pub const COMPONENTS_DIVERGE_FROM_INSTALL: &str = "ComponentsDivergeFromInstall";
+/// Set on an Operator that adopted a Subscription and its Install (`docs/migration.md`).
+pub const ADOPTED: &str = "Adopted";
 
-/// An Operator's four conditions are abnormal when True; an update found is still a Normal event.
+/// An Operator's four conditions are abnormal when True; an update found is still a Normal event, and so is an
+/// adoption (a fifth condition, only on an Operator that adopted a Subscription).
 pub const EVENTS: EventPolicy =
-    EventPolicy { abnormal: |condition| condition.status == TRUE, normal_types: &[UPDATE_AVAILABLE] };
+    EventPolicy { abnormal: |condition| condition.status == TRUE, normal_types: &[UPDATE_AVAILABLE, ADOPTED] };
 
 /// What the update source said this reconcile.
 #[derive(Clone, Debug, PartialEq)]
@@ -63,6 +66,8 @@ pub struct Observed<'a> {
     pub source: &'a SourceOutcome,
     /// The bundle the Install holds now, from its annotation.
     pub installed_bundle: Option<&'a str>,
+    /// The Subscription the Operator adopted (its annotation, written by the controller only).
+    pub adopted_from: Option<&'a str>,
 }
 
 pub fn status(observed: &Observed<'_>, now: &Time) -> OperatorStatus {
@@ -113,8 +118,26 @@ fn install_state(install: Option<&Install>) -> Option<InstallState> {
     install?.status.as_ref()?.state
 }
 
-fn wanted_conditions(observed: &Observed<'_>) -> [Wanted; 4] {
-    [update_available(observed), components_diverge(observed), pending_approval(observed), import_error(observed)]
+fn wanted_conditions(observed: &Observed<'_>) -> Vec<Wanted> {
+    let mut wanted = vec![
+        update_available(observed),
+        components_diverge(observed),
+        pending_approval(observed),
+        import_error(observed),
+    ];
+    if let Some(origin) = observed.adopted_from {
+        let install = observed.install.map(ResourceExt::name_any).unwrap_or_default();
+        wanted.push((
+            ADOPTED,
+            "True",
+            "AdoptedFromSubscription".into(),
+            format!(
+                "adopted {origin} and its Install {install}: what the Install's account held was approved for the \
+                 Subscription; anything more waits for approval"
+            ),
+        ));
+    }
+    wanted
 }
 
 fn update_available(observed: &Observed<'_>) -> Wanted {
@@ -200,7 +223,7 @@ impl<'a> Observed<'a> {
     /// The Operator's Installs with their names: its own first, then its dependencies' (those its source names now,
     /// when it resolved: one it no longer needs is left as it is, and says nothing of the Operator).
     fn installs(&self) -> impl Iterator<Item = (String, &'a Install)> + '_ {
-        let own = self.install.map(|install| (self.name.to_owned(), install));
+        let own = self.install.map(|install| (install.name_any(), install));
         let named = |install: &Install| match self.source {
             SourceOutcome::Resolved { dependencies, .. } => dependencies
                 .iter()
@@ -289,7 +312,7 @@ fn import_error(observed: &Observed<'_>) -> Wanted {
         install_condition(Some(install), CONTENT_IMPORT_ERROR).filter(|c| c.status == "True").map(|c| (name, c))
     });
     match failed {
-        Some((name, condition)) if name == observed.name => {
+        Some((name, condition)) if observed.install.is_some_and(|own| own.name_any() == name) => {
             (CONTENT_IMPORT_ERROR, "True", condition.reason.clone(), condition.message.clone())
         }
         // A dependency's: which one is said.
@@ -341,6 +364,7 @@ fn state(observed: &Observed<'_>) -> OperatorState {
 mod tests {
     use super::*;
     use crate::api::v2alpha1::{AppliedObject, InstallStatus};
+    use crate::controller::conditions::transitions;
     use crate::controller::conditions::v2alpha1::INSTALLED;
     use crate::operator::components::CsvFacts;
     use semver::Version;
@@ -414,12 +438,44 @@ mod tests {
             dependencies: &[],
             source,
             installed_bundle: install.and_then(super::super::desired::installed_bundle),
+            adopted_from: None,
         };
         status(&observed, &time("2026-11-21T12:00:00Z"))
     }
 
     fn find<'a>(status: &'a OperatorStatus, type_: &str) -> &'a Condition {
         status.conditions.iter().find(|c| c.type_ == type_).expect("condition present")
+    }
+
+    #[test]
+    fn an_adopted_operator_says_where_it_came_from_and_it_is_news() {
+        let mut install = install(InstallState::Installed, vec![], vec![]);
+        install.metadata.name = Some("plumbus.ops".into());
+        let source = resolved("plumbus.v1", vec![]);
+        let observed = Observed {
+            name: "plumbus",
+            generation: Some(2),
+            previous: &[],
+            components: &[],
+            install: Some(&install),
+            dependencies: &[],
+            source: &source,
+            installed_bundle: super::super::desired::installed_bundle(&install),
+            adopted_from: Some("Subscription ops/plumbus"),
+        };
+        let adopted = status(&observed, &time("2026-11-21T12:00:00Z"));
+        let condition = find(&adopted, ADOPTED);
+        assert_eq!((condition.status.as_str(), condition.reason.as_str()), ("True", "AdoptedFromSubscription"));
+        assert!(
+            condition.message.contains("Subscription ops/plumbus and its Install plumbus.ops"),
+            "{}",
+            condition.message
+        );
+        let events = transitions(&[], &adopted.conditions, &EVENTS);
+        let event = events.iter().find(|t| t.reason == "AdoptedFromSubscription").expect("an event");
+        assert!(!event.warning, "news, not a warning");
+        let plain = observe(&[], Some(&install), &source, &[]);
+        assert!(plain.conditions.iter().all(|c| c.type_ != ADOPTED), "only adopted Operators carry it");
     }
 
     #[test]
@@ -592,6 +648,7 @@ mod tests {
             dependencies,
             source,
             installed_bundle: super::super::desired::installed_bundle(main),
+            adopted_from: None,
         };
         status(&observed, &time("2026-11-21T12:00:00Z"))
     }

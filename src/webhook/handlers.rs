@@ -22,7 +22,7 @@ use super::identity::{
     patch_operations, record_violation, ContentChange,
 };
 use crate::access::{allowed, lacking};
-use crate::api::v2alpha1::{Install, Requester};
+use crate::api::v2alpha1::{Install, Requester, OPERATOR_INSTALL_ANNOTATION};
 use crate::install::account::operator_group_use_checks;
 use crate::rbac::RbacObjects;
 
@@ -152,7 +152,8 @@ async fn untrusted_source_change(checker: &Checker, user: &Requester, decoded: &
         return Ok(false);
     }
     let installs = Api::<Install>::all(checker.client.clone());
-    let install = installs.get_opt(&decoded.request.name).await?.map(|i| serde_json::to_value(i).unwrap_or_default());
+    let own = old["metadata"]["annotations"][OPERATOR_INSTALL_ANNOTATION].as_str().unwrap_or(&decoded.request.name);
+    let install = installs.get_opt(own).await?.map(|i| serde_json::to_value(i).unwrap_or_default());
     // Without its own Install (not created yet, or not its own), what the next Install borrows is the Operator's
     // creator's standing.
     let change = match install.filter(|install| owned_install(old, install)) {
@@ -166,7 +167,7 @@ async fn untrusted_source_change(checker: &Checker, user: &Requester, decoded: &
     let label = crate::api::component::component_label_key(&decoded.request.name);
     for dependency in installs.list(&ListParams::default().labels(&label)).await?.items {
         let dependency = serde_json::to_value(dependency).map_err(kube::Error::SerdeError)?;
-        let not_its_own = dependency["metadata"]["name"] != decoded.request.name.as_str();
+        let not_its_own = dependency["metadata"]["name"] != own;
         if not_its_own
             && owned_install(old, &dependency)
             && !holds(&checker.client, user, &borrowable_now(checker, &dependency).await?).await?

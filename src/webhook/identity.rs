@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::api::v2alpha1::{
-    PendingPermission, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
-    MANUAL_APPROVAL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
+    PendingPermission, Requester, ServiceAccountReference, ADOPTED_FROM_ANNOTATION, CONTENT_CHANGED_BY_ANNOTATION,
+    CREATOR_ANNOTATION, MANUAL_APPROVAL_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
 };
 
 /// The annotation value recording `requester`.
@@ -72,12 +72,14 @@ pub fn borrowable(install: &Value, controller_namespace: &str) -> ContentChange 
     ContentChange { granted, operator_group_account, creator_only }
 }
 
-/// Whether an update of an Operator changes where its content comes from (`spec.updates`) or how its Deployments
-/// are configured (`spec.config`): the controller then changes its Install's content, which must not borrow what
+/// Whether an update of an Operator changes where its content comes from (`spec.updates`), how its Deployments
+/// are configured (`spec.config`) or where it goes (`spec.installNamespace`): the controller then changes its Install's content, which must not borrow what
 /// was granted for the old content.
 pub fn operator_source_change(old: Option<&Value>, new: &Value) -> bool {
     old.is_some_and(|old| {
-        old["spec"]["updates"] != new["spec"]["updates"] || old["spec"]["config"] != new["spec"]["config"]
+        old["spec"]["updates"] != new["spec"]["updates"]
+            || old["spec"]["config"] != new["spec"]["config"]
+            || old["spec"]["installNamespace"] != new["spec"]["installNamespace"]
     })
 }
 
@@ -197,8 +199,12 @@ pub fn record_violation(
     let name = new["metadata"]["name"].as_str().unwrap_or_default();
     // Which Subscription an Install serves is the InstallPlan loop's record alone: set by someone else, an Install
     // they made would be taken for the Subscription's and run its operator under their control.
-    if !by_controller && annotation(old, SUBSCRIPTION_ANNOTATION) != annotation(Some(new), SUBSCRIPTION_ANNOTATION) {
-        return Some(format!("{kind} {name}: only the controller sets the annotation {SUBSCRIPTION_ANNOTATION}"));
+    // So are an adoption's records: which Install an Operator took over from a Subscription (set by anyone else, an
+    // Operator would take someone's Install for its own) and where an adopted object came from.
+    for key in [SUBSCRIPTION_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, ADOPTED_FROM_ANNOTATION] {
+        if !by_controller && annotation(old, key) != annotation(Some(new), key) {
+            return Some(format!("{kind} {name}: only the controller sets the annotation {key}"));
+        }
     }
     let owners = new["metadata"]["ownerReferences"].as_array().is_some_and(|owners| !owners.is_empty());
     match old {
@@ -501,6 +507,37 @@ mod tests {
         let controller = Requester { username: "controller".into(), ..Requester::default() };
         assert!(record_violation(&controller, "controller", "Install", None, &claimed).is_none());
         assert!(record_violation(&bob, "controller", "Install", Some(&claimed), &claimed).is_none(), "kept as it is");
+    }
+
+    #[test]
+    fn only_the_controller_records_an_adoption() {
+        let bob = Requester { username: "bob".into(), ..Requester::default() };
+        let controller = Requester { username: "controller".into(), ..Requester::default() };
+        for (kind, key, value) in [
+            ("Operator", OPERATOR_INSTALL_ANNOTATION, "victim.ops"),
+            ("Operator", ADOPTED_FROM_ANNOTATION, "Subscription ops/plumbus"),
+            ("Install", ADOPTED_FROM_ANNOTATION, "Subscription ops/plumbus"),
+        ] {
+            let plain =
+                json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: creator_value(&bob)}}});
+            let mut claimed = plain.clone();
+            claimed["metadata"]["annotations"][key] = json!(value);
+            let refused = record_violation(&bob, "controller", kind, None, &claimed).expect("refused on create");
+            assert!(refused.contains(key), "{refused}");
+            assert!(record_violation(&bob, "controller", kind, Some(&plain), &claimed).is_some(), "nor added later");
+            assert!(record_violation(&bob, "controller", kind, Some(&claimed), &plain).is_some(), "nor removed");
+            assert!(record_violation(&controller, "controller", kind, Some(&plain), &claimed).is_none());
+            assert!(record_violation(&bob, "controller", kind, Some(&claimed), &claimed).is_none(), "kept as it is");
+        }
+    }
+
+    #[test]
+    fn an_operators_install_namespace_is_part_of_its_source() {
+        let old = json!({"spec": {"updates": {"type": "CatalogSource"}}});
+        let mut moved = old.clone();
+        moved["spec"]["installNamespace"] = json!("kube-system");
+        assert!(operator_source_change(Some(&old), &moved));
+        assert!(!operator_source_change(Some(&moved), &moved));
     }
 
     #[test]

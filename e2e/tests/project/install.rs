@@ -4,7 +4,6 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -423,14 +422,6 @@ async fn a_controller_killed_mid_apply_converges_on_restart_without_duplicates()
     assert_eq!(own.len(), 1, "one account, created once: {own:?}");
 }
 
-/// The `olmv2` binary of this workspace, brought up to date (a test of this crate alone does not build it).
-fn olmv2_binary() -> PathBuf {
-    let status = Command::new(env!("CARGO")).args(["build", "-p", "olmv2", "--bin", "olmv2"]).status().unwrap();
-    assert!(status.success());
-    let target = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
-    target.join("olmv2")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_kubectl_plugin_shows_the_pending_permissions_and_approves_with_the_users_credentials() {
     let harness = start("plugin").await;
@@ -441,7 +432,7 @@ async fn the_kubectl_plugin_shows_the_pending_permissions_and_approves_with_the_
 
     let bin = harness.dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(olmv2_binary(), bin.join("kubectl-olmv2")).unwrap();
+    std::os::unix::fs::symlink(crate::support::harness::olmv2_binary(), bin.join("kubectl-olmv2")).unwrap();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let plugin = |kubeconfig: &str, answer: &str| {
         let file = harness.dir.join(format!("plugin-{}.kubeconfig", answer.len() + kubeconfig.len()));

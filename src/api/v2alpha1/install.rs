@@ -31,6 +31,16 @@ pub const SUBSCRIPTION_ANNOTATION: &str = "operators.coreos.com/subscription";
 /// holding everything it needs approves it. Only the controller removes it, once such content is applied.
 pub const CONTENT_CHANGED_BY_ANNOTATION: &str = "v2alpha1.operators.coreos.com/content-changed-by";
 
+/// Where an Install or an Operator came from when the controller adopted it (`Subscription <namespace>/<name>`):
+/// written by the controller only, so that a person reading the Install knows that what its account held came
+/// with the Subscription, approved before the Operator existed.
+pub const ADOPTED_FROM_ANNOTATION: &str = "v2alpha1.operators.coreos.com/adopted-from";
+
+/// On an Operator made or chosen for a Subscription: the name of its Install, the Subscription's, which keeps its
+/// name (an Install cannot be renamed, and re-creating it would re-create the operator). Written by the controller
+/// only; without it, an Operator's Install is named after the Operator.
+pub const OPERATOR_INSTALL_ANNOTATION: &str = "v2alpha1.operators.coreos.com/install-name";
+
 /// A user as the API server authenticated them, in the fields access reviews take.
 #[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -191,7 +201,8 @@ pub struct InstallStatus {
     /// The objects last applied: those a later content drops are pruned, and drift is measured against them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub applied: Vec<AppliedObject>,
-    /// The rules granted to the ServiceAccount for this Install, each approved by a person who held it. Someone who
+    /// The rules granted to the ServiceAccount for this Install, each approved by a person who held it (or, for
+    /// the per-object verbs on an object the Install creates, following from the `create` so approved). Someone who
     /// does not hold them all cannot change the content without a new approval.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub granted: Vec<PendingPermission>,
@@ -200,6 +211,10 @@ pub struct InstallStatus {
     /// once approved for its digests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approved_content: Vec<ResolvedContent>,
+    /// Where the Install came from when an Operator adopted it (`Subscription <namespace>/<name>`): what its account
+    /// held then was approved for the Subscription; anything more goes through the approval gate.
+    #[serde(default)]
+    pub adopted_from: Option<String>,
     /// The generation of the Install that this status describes.
     #[serde(default)]
     pub observed_generation: Option<i64>,

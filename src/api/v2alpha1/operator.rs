@@ -40,6 +40,11 @@ pub struct OperatorSpec {
     /// content, which faces the same approval as an update.
     #[serde(default)]
     pub config: Option<DeploymentConfig>,
+    /// The namespace the operator's namespace-less bundle content goes to (its Deployments, its accounts, its CSV).
+    /// Without it, the controller's `--operator-namespace`. An Operator adopted from a Subscription keeps the
+    /// Subscription's namespace. Changing it moves the content, which faces the same approval as an update.
+    #[serde(default)]
+    pub install_namespace: Option<String>,
 }
 
 /// Which source an Operator's updates come from.

@@ -146,3 +146,12 @@ impl Drop for Harness {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// The `olmv2` binary of this workspace, brought up to date (a test of this crate alone does not build it).
+pub fn olmv2_binary() -> std::path::PathBuf {
+    let status =
+        std::process::Command::new(env!("CARGO")).args(["build", "-p", "olmv2", "--bin", "olmv2"]).status().unwrap();
+    assert!(status.success());
+    let target = std::env::current_exe().unwrap().parent().unwrap().parent().unwrap().to_path_buf();
+    target.join("olmv2")
+}

@@ -1,0 +1,244 @@
+//! `olmv2 migrate plan` and `olmv2 migrate apply` (also `kubectl olmv2 migrate ...`): moving a cluster's
+//! Subscriptions to Operators (`docs/migration.md`). `plan` reads the cluster with the user's credentials and prints
+//! what adoption would do, changing nothing: each Subscription's Operator (an existing one, or one to generate), its
+//! Install and what that Install's account holds today, and what blocks it. `apply` asks the controller to adopt
+//! (the namespace annotation `operators.coreos.com/adopt-subscriptions`) and waits until it has; run again after a
+//! crash of either, it picks up where they stopped, since the controller does each step only once.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use crate::controller::client::ControllerClient;
+use crate::error::Error;
+use crate::migration::plan::SubscriptionPlan;
+use crate::migration::{Snapshot, ADOPT_ANNOTATION};
+use crate::output::table;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum MigrateCommand {
+    /// Print what adopting Subscriptions into Operators would do, changing nothing.
+    Plan(PlanOptions),
+    /// Have the controller adopt the Subscriptions of the namespaces, and wait until it has.
+    Apply(ApplyOptions),
+}
+
+/// How the plan is printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Table,
+    Yaml,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct PlanOptions {
+    /// Only the Subscriptions of these namespaces (all namespaces holding Subscriptions when none is given).
+    #[arg(long = "namespace", short = 'n')]
+    pub namespaces: Vec<String>,
+    #[arg(long, short, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+    /// The controller's `--operator-namespace`: where an Operator naming no `installNamespace` installs.
+    #[arg(long, default_value = "operators")]
+    pub operator_namespace: String,
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApplyOptions {
+    /// Only the Subscriptions of these namespaces (all namespaces holding Subscriptions when none is given).
+    #[arg(long = "namespace", short = 'n')]
+    pub namespaces: Vec<String>,
+    /// How long to wait for the controller to adopt them.
+    #[arg(long, default_value_t = 300)]
+    pub timeout_seconds: u64,
+    /// The controller's `--operator-namespace`: where an Operator naming no `installNamespace` installs.
+    #[arg(long, default_value = "operators")]
+    pub operator_namespace: String,
+}
+
+pub async fn run(command: MigrateCommand) -> Result<(), Error> {
+    let config = kube::Config::infer().await.map_err(Error::LoadClusterConfig)?;
+    let client = kube::Client::try_from(config).map_err(Error::BuildClient)?;
+    match command {
+        MigrateCommand::Plan(options) => {
+            let plans = read_plan(&client, &options.namespaces, &options.operator_namespace).await?;
+            let text = match options.output {
+                Format::Table => plan_table(&plans),
+                Format::Yaml => serde_yaml_ng::to_string(&plans).map_err(Error::Yaml)?,
+            };
+            crate::output::write(&text)
+        }
+        MigrateCommand::Apply(options) => apply(&client, &options).await,
+    }
+}
+
+/// The plan for the Subscriptions of `namespaces` (every namespace's when empty), as the controller makes it once
+/// they are asked.
+async fn read_plan(
+    client: &kube::Client,
+    namespaces: &[String],
+    operator_namespace: &str,
+) -> Result<Vec<SubscriptionPlan>, Error> {
+    let reader = ControllerClient::new(client.clone(), "olmv2-migrate");
+    let snapshot = Snapshot::read(&reader, None).await.map_err(|error| Error::ReadCluster(Box::new(error)))?;
+    let asked = chosen(&snapshot, namespaces);
+    let snapshot = Snapshot { annotated: asked.iter().cloned().collect(), ..snapshot };
+    Ok(snapshot.plan(false, operator_namespace).into_iter().filter(|plan| asked.contains(&plan.namespace)).collect())
+}
+
+fn chosen(snapshot: &Snapshot, namespaces: &[String]) -> BTreeSet<String> {
+    if namespaces.is_empty() {
+        snapshot.subscriptions.iter().filter_map(|s| s.metadata.namespace.clone()).collect()
+    } else {
+        namespaces.iter().cloned().collect()
+    }
+}
+
+/// The plan as a table, then what blocks, then what adoption leaves as it is.
+pub fn plan_table(plans: &[SubscriptionPlan]) -> String {
+    if plans.is_empty() {
+        return "No Subscriptions to adopt.\n".into();
+    }
+    let rows: Vec<Vec<String>> = plans
+        .iter()
+        .map(|plan| {
+            let operator = plan.operator.as_ref().map_or("-".to_owned(), |o| {
+                let how = if o.associated {
+                    "adopting"
+                } else if o.exists {
+                    "existing"
+                } else {
+                    "new"
+                };
+                format!("{} ({how})", o.name)
+            });
+            let outcome = match &plan.blocked {
+                Some(blocked) if blocked.transient => format!("waits: {}", blocked.reason),
+                Some(blocked) => format!("blocked: {}", blocked.reason),
+                None => "adopt".into(),
+            };
+            vec![
+                format!("{}/{}", plan.namespace, plan.name),
+                plan.package.clone(),
+                plan.channel.clone().unwrap_or_else(|| "(default)".into()),
+                plan.catalog.clone(),
+                if plan.manual { "Manual".into() } else { "Automatic".into() },
+                plan.install.clone().unwrap_or_else(|| "-".into()),
+                format!("{} rules as {}", plan.granted.len(), plan.account.as_deref().unwrap_or("-")),
+                operator,
+                outcome,
+            ]
+        })
+        .collect();
+    let mut text = table(
+        &["SUBSCRIPTION", "PACKAGE", "CHANNEL", "CATALOG", "APPROVAL", "INSTALL", "HOLDS", "OPERATOR", "PLAN"],
+        &rows,
+    );
+    let blocked: Vec<String> = plans
+        .iter()
+        .filter_map(|plan| Some(format!("  {}/{}: {}", plan.namespace, plan.name, plan.blocked.as_ref()?.message)))
+        .collect();
+    if !blocked.is_empty() {
+        text.push_str("\nNot adopted now:\n");
+        text.push_str(&blocked.join("\n"));
+        text.push('\n');
+    }
+    text.push_str(
+        "\nAn adopted operator keeps running as it is: its Install, account, grants and objects stay, and the rules it \
+         holds count as approved; an update needing more waits for approval. An Automatic Subscription whose author \
+         may not `install` from its CatalogSource becomes a Manual Operator. Each adopted Subscription is deleted.\n",
+    );
+    text
+}
+
+/// Annotates the namespaces, then waits until every Subscription the plan adopts is gone.
+async fn apply(client: &kube::Client, options: &ApplyOptions) -> Result<(), Error> {
+    let plans = read_plan(client, &options.namespaces, &options.operator_namespace).await?;
+    let namespaces: BTreeSet<String> = plans.iter().map(|plan| plan.namespace.clone()).collect();
+    let api = Api::<Namespace>::all(client.clone());
+    let body = json!({"metadata": {"annotations": {ADOPT_ANNOTATION: "true"}}});
+    for namespace in &namespaces {
+        api.patch(namespace, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .map_err(|source| Error::AskAdoption { namespace: namespace.clone(), source })?;
+        crate::output::write(&format!("namespace {namespace}: adoption asked\n"))?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(options.timeout_seconds);
+    loop {
+        let listed: Vec<String> = namespaces.iter().cloned().collect();
+        let now = read_plan(client, &listed, &options.operator_namespace).await?;
+        let waiting: Vec<&SubscriptionPlan> =
+            now.iter().filter(|plan| plan.blocked.as_ref().is_none_or(|b| b.transient)).collect();
+        if waiting.is_empty() {
+            let adopted = plans.len() - now.len();
+            crate::output::write(&format!("{adopted} Subscriptions adopted.\n"))?;
+            if now.is_empty() {
+                return Ok(());
+            }
+            crate::output::write(&plan_table(&now))?;
+            return Err(Error::AdoptionBlocked { count: now.len() });
+        }
+        if Instant::now() >= deadline {
+            crate::output::write(&plan_table(&now))?;
+            return Err(Error::AdoptionTimedOut { count: waiting.len() });
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::migration::plan::{Blocked, OperatorChoice};
+
+    fn plan(name: &str, blocked: Option<Blocked>) -> SubscriptionPlan {
+        SubscriptionPlan {
+            namespace: "ops".into(),
+            name: name.into(),
+            package: name.into(),
+            channel: None,
+            catalog: "olm/community".into(),
+            manual: true,
+            asked: true,
+            install: Some(format!("{name}.ops")),
+            account: Some("olmv2-system/x".into()),
+            granted: Vec::new(),
+            install_adopted: false,
+            operator: blocked.is_none().then(|| OperatorChoice {
+                name: name.into(),
+                exists: false,
+                associated: false,
+                spec: Default::default(),
+            }),
+            blocked,
+        }
+    }
+
+    #[test]
+    fn the_table_says_what_each_subscription_becomes_and_what_blocks() {
+        let taken =
+            Blocked { reason: "OperatorNameTaken", message: "an Operator named fleeb exists".into(), transient: false };
+        let text = plan_table(&[plan("plumbus", None), plan("fleeb", Some(taken))]);
+        let lines: Vec<&str> = text.lines().map(str::trim_start).collect();
+        assert!(lines[0].starts_with("SUBSCRIPTION"), "{text}");
+        let plumbus = lines.iter().find(|l| l.starts_with("ops/plumbus")).unwrap();
+        for cell in ["plumbus.ops", "(default)", "Manual", "0 rules as olmv2-system/x", "plumbus (new)", "adopt"] {
+            assert!(plumbus.contains(cell), "{cell} in {plumbus}");
+        }
+        let fleeb = lines.iter().find(|l| l.starts_with("ops/fleeb")).unwrap();
+        assert!(fleeb.contains("blocked: OperatorNameTaken"), "{fleeb}");
+        assert!(text.contains("Not adopted now:\n  ops/fleeb: an Operator named fleeb exists"), "{text}");
+        assert_eq!(plan_table(&[]), "No Subscriptions to adopt.\n");
+    }
+
+    #[test]
+    fn the_yaml_names_every_field_a_reviewer_needs() {
+        let yaml = serde_yaml_ng::to_string(&[plan("plumbus", None)]).unwrap();
+        for field in ["namespace: ops", "install: plumbus.ops", "account: olmv2-system/x", "operator:", "name: plumbus"]
+        {
+            assert!(yaml.contains(field), "{field} in {yaml}");
+        }
+    }
+}

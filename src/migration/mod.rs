@@ -1,0 +1,419 @@
+//! Migration from OLM v0's Subscriptions to Operators (`docs/migration.md`). `plan` decides, for every Subscription,
+//! which Operator adopts it and what is left to do; this loop does it for the Subscriptions it is asked to adopt
+//! (`--adopt-subscriptions`, or a namespace annotated [`ADOPT_ANNOTATION`]), one step at a time so that a pass
+//! interrupted anywhere is finished by the next: the Operator made (or an existing one associated), the Install put
+//! under it, the Subscription deleted. The running operator is never touched: its Install, account, grants and
+//! applied objects stay; the Operator's label reaches them as its Install applies again. `olmv2 migrate` (in
+//! `cmd::migrate`) prints the same plan, and asks for it.
+
+pub mod plan;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::{BoxFuture, FutureExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::ResourceExt;
+use serde_json::json;
+
+use crate::access::{allowed, AccessCheck};
+use crate::api::component::component_label_key;
+use crate::api::v1alpha1::{CatalogSource, Subscription};
+use crate::api::v2alpha1::{
+    Install, Operator, UpdateApproval, ADOPTED_FROM_ANNOTATION, CREATOR_ANNOTATION, OPERATOR_INSTALL_ANNOTATION,
+    SUBSCRIPTION_ANNOTATION,
+};
+use crate::catalog::CatalogCache;
+use crate::category::Categorized;
+use crate::controller::client::{ClientError, ControllerClient};
+use crate::controller::conditions::Transition;
+use crate::controller::events::Events;
+use crate::controller::runner::{self, Reconciler};
+use crate::controller::watches;
+use crate::controller::Process;
+use crate::install::cluster::creator_of;
+use crate::metrics::Metrics;
+use plan::{adopted_from, plan, Inputs, OperatorChoice, SubscriptionPlan};
+
+/// A namespace annotated so (`"true"`) has its Subscriptions adopted into Operators.
+pub const ADOPT_ANNOTATION: &str = "operators.coreos.com/adopt-subscriptions";
+
+/// The field manager of the adoption loop's writes.
+pub const FIELD_MANAGER: &str = "olmv2-adoption";
+
+pub struct Context {
+    client: ControllerClient,
+    events: Events,
+    catalogs: Arc<CatalogCache>,
+    /// Every namespace is asked (`--adopt-subscriptions`).
+    all: bool,
+    default_namespace: String,
+    metrics: Arc<Metrics>,
+    retry: Duration,
+    resync: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AdoptionError {
+    #[error("failed to read {what}")]
+    Read {
+        what: &'static str,
+        #[source]
+        source: ClientError,
+    },
+    #[error("failed to create Operator {name}")]
+    CreateOperator {
+        name: String,
+        #[source]
+        source: ClientError,
+    },
+    #[error("failed to associate Operator {name} with Install {install}")]
+    AssociateOperator {
+        name: String,
+        install: String,
+        #[source]
+        source: ClientError,
+    },
+    #[error("failed to put Install {install} under Operator {operator}")]
+    AdoptInstall {
+        install: String,
+        operator: String,
+        #[source]
+        source: ClientError,
+    },
+    #[error("failed to delete Subscription {subscription}")]
+    DeleteSubscription {
+        subscription: String,
+        #[source]
+        source: ClientError,
+    },
+    #[error("failed to review whether {user} may install from CatalogSource {catalog}")]
+    ReviewCatalogUse {
+        user: String,
+        catalog: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Categorized for AdoptionError {
+    fn category(&self) -> &'static str {
+        match self {
+            Self::Read { .. } => "AdoptionReadFailed",
+            Self::CreateOperator { .. } => "OperatorCreateFailed",
+            Self::AssociateOperator { .. } => "OperatorAssociateFailed",
+            Self::AdoptInstall { .. } => "InstallAdoptFailed",
+            Self::DeleteSubscription { .. } => "SubscriptionDeleteFailed",
+            Self::ReviewCatalogUse { .. } => "AccessReviewFailed",
+        }
+    }
+}
+
+/// Whether a namespace's annotations ask for its Subscriptions to be adopted.
+pub fn asks_adoption(annotations: &BTreeMap<String, String>) -> bool {
+    annotations.get(ADOPT_ANNOTATION).is_some_and(|value| value == "true")
+}
+
+/// Everything the plan is made from, read with `client`: the Subscriptions, Installs and Operators of the cluster,
+/// the namespaces asking for adoption, and the package and channels of every entrypoint an Operator names alone.
+pub struct Snapshot {
+    pub subscriptions: Vec<Subscription>,
+    pub installs: Vec<Install>,
+    pub operators: Vec<Operator>,
+    pub annotated: Vec<String>,
+    pub entrypoints: BTreeMap<(String, String, String), (String, Vec<String>)>,
+}
+
+impl Snapshot {
+    pub async fn read(client: &ControllerClient, catalogs: Option<&CatalogCache>) -> Result<Self, AdoptionError> {
+        let read = |what| move |source| AdoptionError::Read { what, source };
+        let subscriptions = client.all::<Subscription>().list().await.map_err(read("Subscriptions"))?;
+        let installs = client.all::<Install>().list().await.map_err(read("Installs"))?;
+        let operators = client.all::<Operator>().list().await.map_err(read("Operators"))?;
+        let namespaces = client.all::<PartialObjectMeta<Namespace>>().list().await.map_err(read("Namespaces"))?;
+        let annotated =
+            namespaces.iter().filter(|n| asks_adoption(n.annotations())).map(ResourceExt::name_any).collect();
+        let mut entrypoints = BTreeMap::new();
+        if let Some(catalogs) = catalogs {
+            for operator in &operators {
+                let Some(updates) = operator.spec.updates.as_ref().and_then(|u| u.catalog_source.as_ref()) else {
+                    continue;
+                };
+                let (None, Some(entrypoint)) = (&updates.package, &updates.entrypoint) else { continue };
+                let reference = &updates.catalog_ref;
+                let sources = client.namespaced::<CatalogSource>(&reference.namespace);
+                let Ok(Some(source)) = sources.get_opt(&reference.name).await else { continue };
+                let Ok(loaded) = catalogs.catalog_of(&source).await else { continue };
+                for package in loaded.catalog.packages.values() {
+                    if package.bundles.contains_key(entrypoint) {
+                        let channels = package
+                            .channels
+                            .values()
+                            .filter(|channel| channel.entries.iter().any(|entry| entry.name == *entrypoint))
+                            .map(|channel| channel.name.clone())
+                            .collect();
+                        let key = (reference.namespace.clone(), reference.name.clone(), entrypoint.clone());
+                        entrypoints.insert(key, (package.name.clone(), channels));
+                    }
+                }
+            }
+        }
+        Ok(Self { subscriptions, installs, operators, annotated, entrypoints })
+    }
+
+    /// The plan for every Subscription, `all` meaning every namespace is asked.
+    pub fn plan(&self, all: bool, default_namespace: &str) -> Vec<SubscriptionPlan> {
+        let asked = |namespace: &str| all || self.annotated.iter().any(|n| n == namespace);
+        plan(&Inputs {
+            subscriptions: &self.subscriptions,
+            installs: &self.installs,
+            operators: &self.operators,
+            asked: &asked,
+            entrypoints: &self.entrypoints,
+            default_namespace,
+        })
+    }
+}
+
+impl Reconciler for Context {
+    type Object = Subscription;
+    type Error = AdoptionError;
+    const NAME: &'static str = "adoption";
+
+    async fn reconcile(self: Arc<Self>, subscription: Arc<Subscription>) -> Result<Action, AdoptionError> {
+        if subscription.metadata.deletion_timestamp.is_some() {
+            return Ok(Action::await_change());
+        }
+        let namespace = subscription.namespace().unwrap_or_default();
+        let name = subscription.name_any();
+        // Cheap first: most Subscriptions are in namespaces nobody asked to migrate.
+        if !self.all {
+            let namespaces = self.client.all::<PartialObjectMeta<Namespace>>();
+            let read = |source| AdoptionError::Read { what: "Namespace", source };
+            let asked =
+                namespaces.get_opt(&namespace).await.map_err(read)?.is_some_and(|n| asks_adoption(n.annotations()));
+            if !asked {
+                return Ok(Action::await_change());
+            }
+        }
+        let snapshot = Snapshot::read(&self.client, Some(&self.catalogs)).await?;
+        let plans = snapshot.plan(self.all, &self.default_namespace);
+        let Some(plan) = plans.into_iter().find(|p| p.namespace == namespace && p.name == name) else {
+            return Ok(Action::await_change());
+        };
+        if let Some(blocked) = &plan.blocked {
+            tracing::info!(subscription = %format!("{namespace}/{name}"), reason = blocked.reason, "{}", blocked.message);
+            let transition = Transition {
+                warning: !blocked.transient,
+                reason: "AdoptionFailed".into(),
+                note: blocked.message.clone(),
+            };
+            self.events.publish(&*subscription, &[transition]).await;
+            return Ok(Action::requeue(if blocked.transient { self.retry } else { self.resync }));
+        }
+        self.adopt(&subscription, &plan, &snapshot).await?;
+        Ok(Action::await_change())
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn retry(&self) -> Duration {
+        self.retry
+    }
+}
+
+impl Context {
+    /// The steps of `plan` not done yet, in order.
+    async fn adopt(
+        &self,
+        subscription: &Subscription,
+        plan: &SubscriptionPlan,
+        snapshot: &Snapshot,
+    ) -> Result<(), AdoptionError> {
+        let (Some(choice), Some(install_name)) = (&plan.operator, &plan.install) else { return Ok(()) };
+        let origin = adopted_from(&plan.namespace, &plan.name);
+        let Some(install) = snapshot.installs.iter().find(|install| install.name_any() == *install_name) else {
+            return Ok(());
+        };
+        let operators = self.client.all::<Operator>();
+        let operator = if !choice.exists {
+            self.create_operator(subscription, choice, install, &origin).await?
+        } else {
+            let existing = operators
+                .get(&choice.name)
+                .await
+                .map_err(|source| AdoptionError::Read { what: "the Operator", source })?;
+            if choice.associated {
+                existing
+            } else {
+                let body = json!({"metadata": {"annotations": {
+                    OPERATOR_INSTALL_ANNOTATION: install_name, ADOPTED_FROM_ANNOTATION: origin}}});
+                operators.merge_patch(&choice.name, &body, existing.resource_version().as_deref()).await.map_err(
+                    |source| AdoptionError::AssociateOperator {
+                        name: choice.name.clone(),
+                        install: install_name.clone(),
+                        source,
+                    },
+                )?
+            }
+        };
+        if !plan.install_adopted {
+            let owner = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator",
+                "name": operator.name_any(), "uid": operator.uid().unwrap_or_default(),
+                "controller": true, "blockOwnerDeletion": true});
+            let body = json!({"metadata": {
+                "labels": {component_label_key(&operator.name_any()): ""},
+                "annotations": {SUBSCRIPTION_ANNOTATION: null, ADOPTED_FROM_ANNOTATION: origin},
+                "ownerReferences": [owner],
+            }});
+            self.client
+                .all::<Install>()
+                .merge_patch(install_name, &body, install.resource_version().as_deref())
+                .await
+                .map_err(|source| AdoptionError::AdoptInstall {
+                    install: install_name.clone(),
+                    operator: operator.name_any(),
+                    source,
+                })?;
+            tracing::info!(install = %install_name, operator = %operator.name_any(), "the Install is under its Operator");
+        }
+        let key = format!("{}/{}", plan.namespace, plan.name);
+        self.client
+            .namespaced::<Subscription>(&plan.namespace)
+            .ensure_deleted(&plan.name)
+            .await
+            .map_err(|source| AdoptionError::DeleteSubscription { subscription: key.clone(), source })?;
+        tracing::info!(subscription = %key, operator = %operator.name_any(), "adopted");
+        Ok(())
+    }
+
+    /// Creates the Operator for `plan` on behalf of the Subscription's author (the Install's creator), named
+    /// after the package. It keeps Automatic updates only when that author may `install` from the CatalogSource,
+    /// what naming a CatalogSource in an Operator takes: otherwise every update waits for a person (Manual), and
+    /// an event says why.
+    async fn create_operator(
+        &self,
+        subscription: &Subscription,
+        choice: &OperatorChoice,
+        install: &Install,
+        origin: &str,
+    ) -> Result<Operator, AdoptionError> {
+        let mut spec = choice.spec.clone();
+        let creator = creator_of(install);
+        let catalog = subscription.spec.source.clone();
+        let catalog_namespace = subscription.spec.source_namespace.clone();
+        let mut demoted_because = None;
+        if let Some(updates) = spec.updates.as_mut().and_then(|u| u.catalog_source.as_mut()) {
+            if updates.approval == UpdateApproval::Automatic {
+                let check = AccessCheck::resource(
+                    Some(&catalog_namespace),
+                    "install",
+                    "operators.coreos.com",
+                    "catalogsources",
+                    &catalog,
+                );
+                let may = match &creator {
+                    Some(creator) => allowed(self.client.kube(), creator, &check).await.map_err(|source| {
+                        AdoptionError::ReviewCatalogUse {
+                            user: creator.username.clone(),
+                            catalog: format!("{catalog_namespace}/{catalog}"),
+                            source,
+                        }
+                    })?,
+                    None => false,
+                };
+                if !may {
+                    updates.approval = UpdateApproval::Manual;
+                    let who = creator.as_ref().map_or("nobody recorded".to_owned(), |c| c.username.clone());
+                    demoted_because = Some(format!(
+                        "{origin} approved its updates automatically, but its author ({who}) may not install from \
+                         CatalogSource {catalog_namespace}/{catalog}: every update of Operator {} waits for a person; \
+                         grant the verb install on it and set approval: Automatic to change that",
+                        choice.name
+                    ));
+                }
+            }
+        }
+        let mut annotations = json!({OPERATOR_INSTALL_ANNOTATION: install.name_any(), ADOPTED_FROM_ANNOTATION: origin});
+        if let Some(recorded) = install.annotations().get(CREATOR_ANNOTATION) {
+            annotations[CREATOR_ANNOTATION] = json!(recorded);
+        }
+        let body: Operator = serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v2alpha1",
+            "kind": "Operator",
+            "metadata": {"name": choice.name, "annotations": annotations},
+            "spec": spec,
+        }))
+        .map_err(|error| AdoptionError::CreateOperator {
+            name: choice.name.clone(),
+            source: ClientError::Encode(error),
+        })?;
+        let operators = self.client.all::<Operator>();
+        let created = match operators.create(&body).await {
+            Ok(created) => created,
+            // Made by a pass that did not get to see its answer: it is the one.
+            Err(error) if error.code() == Some(409) => operators
+                .get(&choice.name)
+                .await
+                .map_err(|source| AdoptionError::Read { what: "the Operator", source })?,
+            Err(source) => return Err(AdoptionError::CreateOperator { name: choice.name.clone(), source }),
+        };
+        tracing::info!(operator = %choice.name, subscription = %origin, "created an Operator for a Subscription");
+        if let Some(note) = demoted_because {
+            let transition = Transition { warning: true, reason: "AdoptedWithManualApproval".into(), note };
+            self.events.publish(&created, &[transition]).await;
+        }
+        Ok(created)
+    }
+}
+
+/// Starts the adoption loop (with `--enable-v2alpha1`): every Subscription, woken also when its namespace asks for
+/// adoption and when its Install changes (installed at last, or adopted by a pass that did not finish).
+pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
+    let options = &process.options;
+    if !options.enable_v2alpha1 {
+        return process.disabled("adoption", "--enable-v2alpha1");
+    }
+    let client = process.client.clone();
+    let context = Arc::new(Context {
+        client: ControllerClient::new(client.clone(), FIELD_MANAGER),
+        events: Events::new(client.clone(), "olmv2-adoption"),
+        catalogs: process.catalogs.clone(),
+        all: options.adopt_subscriptions,
+        default_namespace: options.operator_namespace.clone(),
+        metrics: process.metrics.clone(),
+        retry: options.retry,
+        resync: options.resync,
+    });
+    let controller = watches::controller(Api::<Subscription>::all(client.clone()), watcher::Config::default());
+    let subscriptions = controller.store();
+    let controller = controller
+        .watches(Api::<Namespace>::all(client.clone()), watcher::Config::default(), move |namespace| {
+            if !asks_adoption(namespace.annotations()) {
+                return Vec::new();
+            }
+            let name = namespace.name_any();
+            subscriptions
+                .state()
+                .iter()
+                .filter(|subscription| subscription.namespace().as_deref() == Some(name.as_str()))
+                .map(|subscription| ObjectRef::from_obj(subscription.as_ref()))
+                .collect()
+        })
+        .watches(Api::<Install>::all(client), watcher::Config::default(), |install| {
+            let annotations = install.annotations();
+            let key = annotations.get(SUBSCRIPTION_ANNOTATION).map(String::as_str).or_else(|| {
+                annotations.get(ADOPTED_FROM_ANNOTATION).and_then(|origin| origin.strip_prefix("Subscription "))
+            })?;
+            let (namespace, name) = key.split_once('/')?;
+            Some(ObjectRef::<Subscription>::new(name).within(namespace))
+        });
+    runner::run(controller, context, process.shutdown()).boxed()
+}

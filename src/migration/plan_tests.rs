@@ -1,0 +1,222 @@
+use super::*;
+use serde_json::json;
+
+fn subscription(namespace: &str, package: &str, channel: Option<&str>, manual: bool) -> Subscription {
+    serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": package, "namespace": namespace},
+        "spec": {"source": "community", "sourceNamespace": "olm", "name": package, "channel": channel,
+                 "installPlanApproval": if manual { "Manual" } else { "Automatic" }}
+    }))
+    .unwrap()
+}
+
+/// The Install the InstallPlan loop made for `namespace/package`, installed.
+fn install_for(namespace: &str, package: &str) -> Install {
+    serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install",
+        "metadata": {"name": format!("{package}.{namespace}"), "generation": 1,
+                     "annotations": {SUBSCRIPTION_ANNOTATION: format!("{namespace}/{package}")}},
+        "spec": {"content": []},
+        "status": {"state": "Installed", "observedGeneration": 1,
+                   "granted": [{"scope": "Namespaced", "namespaces": [namespace], "verbs": ["create"],
+                                "apiGroups": ["apps"], "resources": ["deployments"]}]}
+    }))
+    .unwrap()
+}
+
+fn operator(
+    name: &str,
+    package: Option<&str>,
+    entrypoint: Option<&str>,
+    channel: Option<&str>,
+    namespace: Option<&str>,
+) -> Operator {
+    serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator",
+        "metadata": {"name": name, "uid": format!("uid-{name}")},
+        "spec": {"installNamespace": namespace, "updates": {"type": "CatalogSource", "catalogSource": {
+            "package": package, "entrypoint": entrypoint, "channel": channel,
+            "ref": {"name": "community", "namespace": "olm"}}}}
+    }))
+    .unwrap()
+}
+
+struct Cluster {
+    subscriptions: Vec<Subscription>,
+    installs: Vec<Install>,
+    operators: Vec<Operator>,
+    entrypoints: BTreeMap<(String, String, String), (String, Vec<String>)>,
+    asked: Vec<&'static str>,
+}
+
+impl Cluster {
+    fn new() -> Self {
+        Self {
+            subscriptions: vec![subscription("ops", "plumbus", Some("stable"), false)],
+            installs: vec![install_for("ops", "plumbus")],
+            operators: vec![],
+            entrypoints: BTreeMap::new(),
+            asked: vec!["ops", "dev"],
+        }
+    }
+
+    fn plan(&self) -> Vec<SubscriptionPlan> {
+        let asked = |namespace: &str| self.asked.contains(&namespace);
+        plan(&Inputs {
+            subscriptions: &self.subscriptions,
+            installs: &self.installs,
+            operators: &self.operators,
+            asked: &asked,
+            entrypoints: &self.entrypoints,
+            default_namespace: "operators",
+        })
+    }
+}
+
+#[test]
+fn a_subscription_without_an_operator_gets_one_generated_as_it_says() {
+    let mut cluster = Cluster::new();
+    let mut configured = subscription("ops", "plumbus", Some("stable"), true);
+    configured.spec.config = serde_json::from_value(json!({"env": [{"name": "A", "value": "b"}]})).unwrap();
+    cluster.subscriptions = vec![configured];
+    let plans = cluster.plan();
+    let plan = &plans[0];
+    assert_eq!(plan.blocked, None);
+    assert!(plan.asked && plan.manual);
+    assert_eq!(plan.install.as_deref(), Some("plumbus.ops"));
+    assert_eq!(plan.granted.len(), 1, "what the operator holds today is shown");
+    let operator = plan.operator.as_ref().unwrap();
+    assert_eq!((operator.name.as_str(), operator.exists, operator.associated), ("plumbus", false, false));
+    let updates = operator.spec.updates.as_ref().unwrap().catalog_source.as_ref().unwrap();
+    assert_eq!(updates.package.as_deref(), Some("plumbus"));
+    assert_eq!(updates.channel.as_deref(), Some("stable"));
+    assert_eq!(updates.approval, UpdateApproval::Manual);
+    assert_eq!((updates.catalog_ref.namespace.as_str(), updates.catalog_ref.name.as_str()), ("olm", "community"));
+    assert_eq!(operator.spec.install_namespace.as_deref(), Some("ops"), "the operator stays where it runs");
+    assert_eq!(operator.spec.config.as_ref().unwrap().env[0].name, "A", "the configuration goes along");
+    assert!(!plan.install_adopted);
+}
+
+#[test]
+fn an_operator_of_the_same_package_channel_catalog_and_namespace_is_chosen() {
+    let mut cluster = Cluster::new();
+    cluster.operators = vec![operator("my-plumbus", Some("plumbus"), None, Some("stable"), Some("ops"))];
+    let operator_choice = cluster.plan()[0].operator.clone().unwrap();
+    assert_eq!((operator_choice.name.as_str(), operator_choice.exists), ("my-plumbus", true));
+    // Another channel, namespace or catalog does not match: then the package's name is taken.
+    for other in [
+        operator("plumbus", Some("plumbus"), None, Some("beta"), Some("ops")),
+        operator("plumbus", Some("plumbus"), None, Some("stable"), None),
+        operator("plumbus", Some("fleeb"), None, Some("stable"), Some("ops")),
+    ] {
+        cluster.operators = vec![other];
+        let plan = &cluster.plan()[0];
+        assert_eq!(plan.blocked.as_ref().map(|b| b.reason), Some("OperatorNameTaken"), "{plan:?}");
+        assert!(!plan.blocked.as_ref().unwrap().transient);
+    }
+}
+
+#[test]
+fn an_operator_naming_only_an_entrypoint_matches_through_the_catalog() {
+    let mut cluster = Cluster::new();
+    cluster.operators = vec![operator("p", None, Some("plumbus.v2.0.0"), None, Some("ops"))];
+    assert_eq!(cluster.plan()[0].operator.as_ref().unwrap().name, "plumbus", "unknown entrypoint: no match");
+    cluster.entrypoints.insert(
+        ("olm".into(), "community".into(), "plumbus.v2.0.0".into()),
+        ("plumbus".into(), vec!["alpha".into(), "stable".into()]),
+    );
+    assert_eq!(cluster.plan()[0].operator.as_ref().unwrap().name, "p");
+}
+
+#[test]
+fn a_matching_operator_with_an_install_of_its_own_would_install_twice() {
+    let mut cluster = Cluster::new();
+    cluster.operators = vec![operator("my-plumbus", Some("plumbus"), None, Some("stable"), Some("ops"))];
+    let mut own = install_for("x", "y");
+    own.metadata.name = Some("my-plumbus".into());
+    cluster.installs.push(own);
+    assert_eq!(cluster.plan()[0].blocked.as_ref().map(|b| b.reason), Some("OperatorAlreadyInstalled"));
+}
+
+#[test]
+fn a_package_subscribed_in_two_asked_namespaces_blocks_both() {
+    let mut cluster = Cluster::new();
+    cluster.subscriptions.push(subscription("dev", "plumbus", Some("stable"), false));
+    cluster.installs.push(install_for("dev", "plumbus"));
+    let plans = cluster.plan();
+    assert_eq!(plans.len(), 2);
+    for plan in &plans {
+        let blocked = plan.blocked.as_ref().expect("blocked");
+        assert_eq!(blocked.reason, "PackageSubscribedInSeveralNamespaces");
+        assert!(blocked.message.contains("dev, ops"), "{}", blocked.message);
+    }
+    // Asked one namespace at a time, each is adoptable (the other then finds the name taken).
+    cluster.asked = vec!["ops"];
+    let plans = cluster.plan();
+    let ops = plans.iter().find(|p| p.namespace == "ops").unwrap();
+    assert_eq!(ops.blocked, None);
+    assert!(!plans.iter().find(|p| p.namespace == "dev").unwrap().asked);
+}
+
+#[test]
+fn an_operator_that_is_not_installed_yet_waits() {
+    let mut cluster = Cluster::new();
+    cluster.installs.clear();
+    let blocked = cluster.plan()[0].blocked.clone().unwrap();
+    assert_eq!(blocked.reason, "SubscriptionNotInstalled");
+    assert!(blocked.transient && blocked.message.contains("plumbus.ops"), "{blocked:?}");
+    let mut installing = install_for("ops", "plumbus");
+    installing.status.as_mut().unwrap().state = Some(crate::api::v2alpha1::InstallState::Applying);
+    cluster.installs = vec![installing];
+    assert_eq!(cluster.plan()[0].blocked.as_ref().map(|b| b.reason), Some("InstallNotSettled"));
+}
+
+#[test]
+fn an_install_made_by_someone_else_is_not_the_subscriptions() {
+    let mut cluster = Cluster::new();
+    cluster.installs[0].metadata.annotations = None;
+    assert_eq!(cluster.plan()[0].blocked.as_ref().map(|b| b.reason), Some("SubscriptionNotInstalled"));
+}
+
+/// After a crash halfway: the Operator made, the Install adopted, the Subscription still there.
+#[test]
+fn adoption_resumes_from_what_an_earlier_pass_did() {
+    let mut cluster = Cluster::new();
+    let mut generated = operator("plumbus", Some("plumbus"), None, Some("stable"), Some("ops"));
+    generated.metadata.annotations = Some([(OPERATOR_INSTALL_ANNOTATION.to_owned(), "plumbus.ops".to_owned())].into());
+    cluster.operators = vec![generated];
+    let plan = &cluster.plan()[0];
+    assert_eq!(plan.blocked, None);
+    let choice = plan.operator.as_ref().unwrap();
+    assert!(choice.exists && choice.associated);
+    assert!(!plan.install_adopted);
+    // The Install adopted: its Subscription annotation gone, its origin recorded, owned by the Operator; a second
+    // Subscription of the package elsewhere does not block what is under way.
+    let install = &mut cluster.installs[0];
+    let annotations = install.metadata.annotations.as_mut().unwrap();
+    annotations.remove(SUBSCRIPTION_ANNOTATION);
+    annotations.insert(ADOPTED_FROM_ANNOTATION.into(), adopted_from("ops", "plumbus"));
+    install.metadata.owner_references =
+        Some(vec![serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v2alpha1",
+        "kind": "Operator", "name": "plumbus", "uid": "uid-plumbus", "controller": true}))
+        .unwrap()]);
+    install.status.as_mut().unwrap().state = Some(crate::api::v2alpha1::InstallState::Applying);
+    cluster.subscriptions.push(subscription("dev", "plumbus", Some("stable"), false));
+    let plans = cluster.plan();
+    let plan = plans.iter().find(|p| p.namespace == "ops").unwrap();
+    assert_eq!(plan.blocked, None, "an adopted Install re-applying is no reason to wait");
+    assert!(plan.install_adopted);
+}
+
+#[test]
+fn an_install_under_another_operator_is_left_alone() {
+    let mut cluster = Cluster::new();
+    cluster.installs[0].metadata.owner_references =
+        Some(vec![serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v2alpha1",
+        "kind": "Operator", "name": "other", "uid": "uid-other", "controller": true}))
+        .unwrap()]);
+    let blocked = cluster.plan()[0].blocked.clone().unwrap();
+    assert_eq!(blocked.reason, "InstallOwnedElsewhere");
+    assert!(blocked.message.contains("other"));
+}
