@@ -18,6 +18,21 @@ pub fn holds(applied: &Value, live: &Value) -> bool {
     })
 }
 
+/// `applied` without the label `key` (none: as it is).
+pub fn without_label(applied: &Value, key: Option<&str>) -> Value {
+    let mut object = applied.clone();
+    if let (Some(key), Some(labels)) = (key, object["metadata"]["labels"].as_object_mut()) {
+        labels.remove(key);
+        // Labels the content did not have at all are not asked for either.
+        if labels.is_empty() {
+            if let Some(metadata) = object["metadata"].as_object_mut() {
+                metadata.remove("labels");
+            }
+        }
+    }
+    object
+}
+
 fn metadata_holds(applied: &Value, live: &Value) -> bool {
     ["labels", "annotations"].iter().all(|field| match applied.get(*field) {
         Some(wanted) => contains(wanted, &live[*field]),
@@ -102,5 +117,23 @@ mod tests {
     #[test]
     fn integers_and_floats_of_the_same_value_match() {
         assert!(holds(&json!({"spec": {"n": 1}}), &json!({"spec": {"n": 1.0}})));
+    }
+
+    #[test]
+    fn a_label_added_to_what_is_applied_is_told_apart_from_drift() {
+        let mut labelled = deployment(1, "i");
+        labelled["metadata"]["labels"]["v2alpha1.operators.coreos.com/plumbus"] = json!("");
+        let live = deployment(1, "i");
+        assert!(!holds(&labelled, &live), "the label is missing live");
+        let key = Some("v2alpha1.operators.coreos.com/plumbus");
+        assert!(holds(&without_label(&labelled, key), &live), "but nothing else is");
+        assert_eq!(without_label(&labelled, None), labelled);
+        let mut bare =
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "a", "namespace": "o"}});
+        let live = bare.clone();
+        bare["metadata"]["labels"] = json!({"v2alpha1.operators.coreos.com/plumbus": ""});
+        assert!(holds(&without_label(&bare, key), &live), "no labels asked where the content had none");
+        let changed = deployment(2, "i");
+        assert!(!holds(&without_label(&labelled, key), &changed), "drift is still drift");
     }
 }

@@ -326,16 +326,21 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
 
     let settled = matches!(previous.state, Some(InstallState::Installed | InstallState::Applying));
     let mut diverged = Vec::new();
+    // An Operator that came to own the Install (an adopted Subscription's) labels its objects: applied again, but
+    // not drift, which is someone changing what the Install applied.
+    let mut relabel = false;
     if same_content && settled {
         for object in &objects {
             let live = apply::get(&client, &kinds, &content::applied_ref(object)).await?;
-            if !live.as_ref().is_some_and(|live| drift::holds(object, live)) {
-                diverged.push(apply::describe(object));
+            match live {
+                Some(live) if drift::holds(object, &live) => {}
+                Some(live) if drift::holds(&drift::without_label(object, label.as_deref()), &live) => relabel = true,
+                _ => diverged.push(apply::describe(object)),
             }
         }
     }
     let mut deployments = Vec::new();
-    if !(same_content && settled && diverged.is_empty()) {
+    if !(same_content && settled && diverged.is_empty() && !relabel) {
         for object in &objects {
             let reference = content::applied_ref(object);
             let owned_before = previous.applied.contains(&reference);

@@ -235,6 +235,19 @@ async fn subscriptions_become_operators_with_nothing_reinstalled_even_after_a_cr
         let install_status = Api::<Install>::all(harness.admin.clone()).get(install).await.unwrap().status.unwrap();
         assert_eq!(install_status.adopted_from.as_deref(), Some(origin));
     }
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(harness.admin.clone(), "default");
+    let listed = events.list(&ListParams::default()).await.unwrap().items;
+    assert!(
+        listed.iter().all(|e| e.reason.as_deref() != Some("ComponentsDivergeFromResolvedContent")),
+        "the Operator's label added to what the Installs applied is not drift: {:?}",
+        listed
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("ComponentsDivergeFromResolvedContent"))
+            .map(|e| e.note.clone())
+            .collect::<Vec<_>>()
+    );
+    let deployment = Api::<Deployment>::namespaced(harness.admin.clone(), "ops").get("plumbus-operator").await.unwrap();
+    assert!(deployment.labels().contains_key("v2alpha1.operators.coreos.com/plumbus"));
     let demoted = harness.wait_event("default", "AdoptedWithManualApproval").await;
     assert!(demoted.note.unwrap_or_default().contains("eve"), "the event names whose rights were missing");
 
