@@ -172,7 +172,7 @@ async fn apply(client: &kube::Client, options: &ApplyOptions) -> Result<(), Erro
         let waiting: Vec<&SubscriptionPlan> =
             now.iter().filter(|plan| plan.blocked.as_ref().is_none_or(|b| b.transient)).collect();
         if waiting.is_empty() {
-            let adopted = plans.len() - now.len();
+            let adopted = plans.len().saturating_sub(now.len());
             crate::output::write(&format!("{adopted} Subscriptions adopted.\n"))?;
             if now.is_empty() {
                 return Ok(());

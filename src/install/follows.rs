@@ -7,7 +7,9 @@
 //! never takes such an object over either.
 //!
 //! Only this Install's grants count for `create`: an OperatorGroup account's own rights were lent, not approved for
-//! this Install, and they bring nothing more here.
+//! this Install, and they bring nothing more here. Never for Secrets (`get` on a new one can read a token the API
+//! server puts in it), nor while the content's own Roles and bindings need anything the account lacks (a Role could
+//! hand the same verbs to anyone its bindings name: that is for a person to see).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -96,7 +98,9 @@ fn creatable(scope: &Scope, atom: &Rule, granted: &[PendingPermission]) -> Optio
     else {
         return None;
     };
-    if !per_object || resource.contains('/') {
+    // A Secret is filled in after it is created (a ServiceAccount token, for any account the Secret names): `get`
+    // on one gives what `create` never did.
+    if !per_object || resource.contains('/') || (group.is_empty() && resource == "secrets") {
         return None;
     }
     let create = PendingPermission {
@@ -123,8 +127,17 @@ fn creatable(scope: &Scope, atom: &Rule, granted: &[PendingPermission]) -> Optio
 }
 
 /// The objects named by missing per-object verbs whose `create` this Install's grants hold: the only ones the
-/// controller has to look for in the cluster.
-pub fn candidates(missing: &[PendingPermission], granted: &[PendingPermission]) -> BTreeSet<ObjectKey> {
+/// controller has to look for in the cluster. None while anything the content's own RBAC objects grant is missing
+/// (`missing_for_rbac`): a Role of the content may grant the very verbs on the very names the account lacks, to
+/// whomever its bindings name, and that is for a person to see (`status.pending.bindings`) and approve.
+pub fn candidates(
+    missing: &[PendingPermission],
+    granted: &[PendingPermission],
+    missing_for_rbac: &[PendingPermission],
+) -> BTreeSet<ObjectKey> {
+    if !missing_for_rbac.is_empty() {
+        return BTreeSet::new();
+    }
     atoms(missing).iter().filter_map(|(scope, atom)| creatable(scope, atom, granted)).collect()
 }
 
@@ -205,7 +218,7 @@ mod tests {
     fn verbs_on_absent_objects_whose_create_was_granted_follow() {
         let missing = upgrade_missing();
         let granted = granted_creates();
-        let found = candidates(&missing, &granted);
+        let found = candidates(&missing, &granted, &[]);
         assert_eq!(
             found,
             BTreeSet::from([
@@ -235,7 +248,7 @@ mod tests {
             namespaced(&["create"], RBAC, "rolebindings", &[], &["ops"]),
             namespaced(&["create"], OLM, "clusterserviceversions", &["plumbus.v2"], &["ops"]),
         ];
-        assert!(candidates(&missing, &elsewhere).is_empty());
+        assert!(candidates(&missing, &elsewhere, &[]).is_empty());
         let everything_absent = BTreeSet::from([
             key(Some("ops"), RBAC, "roles", "plumbus.v2-x"),
             key(Some("ops"), OLM, "clusterserviceversions", "plumbus.v2"),
@@ -252,7 +265,7 @@ mod tests {
             cluster(&["get", "patch"], RBAC, "clusterroles", &["plumbus.v2-y"]),
         ];
         let granted = vec![cluster(&["create"], RBAC, "roles", &[]), cluster(&["create"], RBAC, "clusterroles", &[])];
-        let found = candidates(&missing, &granted);
+        let found = candidates(&missing, &granted, &[]);
         assert_eq!(found.len(), 3, "{found:?}");
         assert!(found.contains(&key(None, RBAC, "clusterroles", "plumbus.v2-y")));
         let only_ops =
@@ -268,6 +281,25 @@ mod tests {
     }
 
     #[test]
+    fn nothing_follows_while_the_contents_own_rbac_needs_a_person() {
+        let missing = upgrade_missing();
+        let granted = granted_creates();
+        // A Role of the content granting `update` on the new CSV to whomever its binding names.
+        let for_rbac = vec![namespaced(&["update"], OLM, "clusterserviceversions", &["plumbus.v2"], &["ops"])];
+        assert!(candidates(&missing, &granted, &for_rbac).is_empty());
+        assert_eq!(candidates(&missing, &granted, &[]).len(), 2);
+    }
+
+    #[test]
+    fn verbs_on_a_new_secret_never_follow() {
+        let granted = vec![namespaced(&["create"], "", "secrets", &[], &["ops"])];
+        let missing = vec![namespaced(&["get"], "", "secrets", &["token"], &["ops"])];
+        assert!(candidates(&missing, &granted, &[]).is_empty());
+        let absent = BTreeSet::from([key(Some("ops"), "", "secrets", "token")]);
+        assert_eq!(split(&missing, &granted, &absent).to_approve, missing);
+    }
+
+    #[test]
     fn only_per_object_verbs_on_one_named_object_follow() {
         let granted = vec![cluster(&["create"], "*", "*", &[])];
         let missing = vec![
@@ -280,7 +312,7 @@ mod tests {
             // create itself is never granted here.
             namespaced(&["create"], "", "configmaps", &[], &["ops"]),
         ];
-        assert!(candidates(&missing, &granted).is_empty());
+        assert!(candidates(&missing, &granted, &[]).is_empty());
         let all_absent = BTreeSet::from([
             key(Some("ops"), RBAC, "roles", "plumbus.v2-x"),
             key(Some("ops"), "apps", "deployments/scale", "plumbus"),
@@ -302,7 +334,7 @@ mod tests {
             resource_names: vec![],
             non_resource_urls: vec!["/metrics".into()],
         }];
-        assert!(candidates(&missing, &granted).is_empty());
+        assert!(candidates(&missing, &granted, &[]).is_empty());
         assert_eq!(split(&missing, &granted, &BTreeSet::new()).to_approve, missing);
     }
 

@@ -29,7 +29,9 @@ use crate::api::v2alpha1::{
 };
 use crate::category::Categorized;
 use crate::controller::conditions::Transition;
-use crate::rbac::{disclose, missing_permissions, required_permissions, KindIndex, RbacSnapshot, UserInfo};
+use crate::rbac::{
+    disclose, missing_permissions, required_permissions, KindIndex, RbacSnapshot, RequiredPermissions, UserInfo,
+};
 use crate::webhook::configuration::WebhookService;
 
 /// Installed reason while the approval webhook does not guard Installs.
@@ -218,7 +220,9 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     let held = if lends_existing_rights { rbac.without_other_installs(&uid).snapshot() } else { owned.snapshot() };
     let missing = missing_permissions(&required, &held, &account_user);
     // The per-object verbs on objects not there yet whose create was granted for this Install follow from it.
-    let candidates = follows::candidates(&missing.permissions, &own_grants);
+    let content_rbac = RequiredPermissions { apply: Vec::new(), grants: required.grants.clone() };
+    let missing_for_rbac = missing_permissions(&content_rbac, &held, &account_user);
+    let candidates = follows::candidates(&missing.permissions, &own_grants, &missing_for_rbac.permissions);
     let absent = if candidates.is_empty() {
         BTreeSet::new()
     } else {

@@ -25,8 +25,8 @@ use crate::access::{allowed, AccessCheck};
 use crate::api::component::component_label_key;
 use crate::api::v1alpha1::{CatalogSource, Subscription};
 use crate::api::v2alpha1::{
-    Install, Operator, UpdateApproval, ADOPTED_FROM_ANNOTATION, CREATOR_ANNOTATION, OPERATOR_INSTALL_ANNOTATION,
-    SUBSCRIPTION_ANNOTATION,
+    Install, Operator, Requester, UpdateApproval, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION,
+    CREATOR_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
 };
 use crate::catalog::CatalogCache;
 use crate::category::Categorized;
@@ -92,6 +92,8 @@ pub enum AdoptionError {
         #[source]
         source: ClientError,
     },
+    #[error("Operator {name} was created by someone else meanwhile")]
+    OperatorTaken { name: String },
     #[error("failed to review whether {user} may install from CatalogSource {catalog}")]
     ReviewCatalogUse {
         user: String,
@@ -110,6 +112,7 @@ impl Categorized for AdoptionError {
             Self::AdoptInstall { .. } => "InstallAdoptFailed",
             Self::DeleteSubscription { .. } => "SubscriptionDeleteFailed",
             Self::ReviewCatalogUse { .. } => "AccessReviewFailed",
+            Self::OperatorTaken { .. } => "OperatorNameTaken",
         }
     }
 }
@@ -264,14 +267,20 @@ impl Context {
                 )?
             }
         };
+        let subscription_uid = subscription.uid().unwrap_or_default();
         if !plan.install_adopted {
             let owner = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator",
                 "name": operator.name_any(), "uid": operator.uid().unwrap_or_default(),
                 "controller": true, "blockOwnerDeletion": true});
+            // A merge patch replaces the list: the references it has (none, as the controller made it) are kept.
+            let mut owners: Vec<serde_json::Value> =
+                install.owner_references().iter().filter_map(|o| serde_json::to_value(o).ok()).collect();
+            owners.push(owner);
             let body = json!({"metadata": {
                 "labels": {component_label_key(&operator.name_any()): ""},
-                "annotations": {SUBSCRIPTION_ANNOTATION: null, ADOPTED_FROM_ANNOTATION: origin},
-                "ownerReferences": [owner],
+                "annotations": {SUBSCRIPTION_ANNOTATION: null, ADOPTED_FROM_ANNOTATION: origin,
+                                ADOPTED_FROM_UID_ANNOTATION: subscription_uid},
+                "ownerReferences": owners,
             }});
             self.client
                 .all::<Install>()
@@ -287,7 +296,7 @@ impl Context {
         let key = format!("{}/{}", plan.namespace, plan.name);
         self.client
             .namespaced::<Subscription>(&plan.namespace)
-            .ensure_deleted(&plan.name)
+            .delete_if_uid(&plan.name, &subscription_uid)
             .await
             .map_err(|source| AdoptionError::DeleteSubscription { subscription: key.clone(), source })?;
         tracing::info!(subscription = %key, operator = %operator.name_any(), "adopted");
@@ -319,19 +328,29 @@ impl Context {
                     "catalogsources",
                     &catalog,
                 );
-                let may = match &creator {
-                    Some(creator) => allowed(self.client.kube(), creator, &check).await.map_err(|source| {
+                // Both whom the Install was made for (the Operator's creator) and whoever last wrote the
+                // Subscription's spec (its recorded author) chose that catalog.
+                let author = subscription_author(subscription);
+                let mut lacking = None;
+                for person in [&creator, &author] {
+                    let Some(person) = person else {
+                        lacking = Some("nobody recorded".to_owned());
+                        break;
+                    };
+                    let may = allowed(self.client.kube(), person, &check).await.map_err(|source| {
                         AdoptionError::ReviewCatalogUse {
-                            user: creator.username.clone(),
+                            user: person.username.clone(),
                             catalog: format!("{catalog_namespace}/{catalog}"),
                             source,
                         }
-                    })?,
-                    None => false,
-                };
-                if !may {
+                    })?;
+                    if !may {
+                        lacking = Some(person.username.clone());
+                        break;
+                    }
+                }
+                if let Some(who) = lacking {
                     updates.approval = UpdateApproval::Manual;
-                    let who = creator.as_ref().map_or("nobody recorded".to_owned(), |c| c.username.clone());
                     demoted_because = Some(format!(
                         "{origin} approved its updates automatically, but its author ({who}) may not install from \
                          CatalogSource {catalog_namespace}/{catalog}: every update of Operator {} waits for a person; \
@@ -358,11 +377,21 @@ impl Context {
         let operators = self.client.all::<Operator>();
         let created = match operators.create(&body).await {
             Ok(created) => created,
-            // Made by a pass that did not get to see its answer: it is the one.
-            Err(error) if error.code() == Some(409) => operators
-                .get(&choice.name)
-                .await
-                .map_err(|source| AdoptionError::Read { what: "the Operator", source })?,
+            // Made by a pass that did not get to see its answer, it is the one; made by someone else meanwhile, it
+            // is not, and the next pass finds the name taken.
+            Err(error) if error.code() == Some(409) => {
+                let found = operators
+                    .get(&choice.name)
+                    .await
+                    .map_err(|source| AdoptionError::Read { what: "the Operator", source })?;
+                let annotations = found.annotations();
+                let ours = annotations.get(OPERATOR_INSTALL_ANNOTATION) == Some(&install.name_any())
+                    && annotations.get(ADOPTED_FROM_ANNOTATION).map(String::as_str) == Some(origin);
+                if !ours {
+                    return Err(AdoptionError::OperatorTaken { name: choice.name.clone() });
+                }
+                found
+            }
             Err(source) => return Err(AdoptionError::CreateOperator { name: choice.name.clone(), source }),
         };
         tracing::info!(operator = %choice.name, subscription = %origin, "created an Operator for a Subscription");
@@ -372,6 +401,12 @@ impl Context {
         }
         Ok(created)
     }
+}
+
+/// The author a Subscription's creator annotation records (whoever created it or last changed its spec).
+fn subscription_author(subscription: &Subscription) -> Option<Requester> {
+    let recorded = subscription.annotations().get(CREATOR_ANNOTATION)?;
+    serde_json::from_str::<Requester>(recorded).ok().filter(|author| !author.username.is_empty())
 }
 
 /// Starts the adoption loop (with `--enable-v2alpha1`): every Subscription, woken also when its namespace asks for

@@ -12,8 +12,9 @@ use serde::Serialize;
 
 use crate::api::v1alpha1::{InstallPlanApproval, Subscription};
 use crate::api::v2alpha1::{
-    CatalogSourceReference, CatalogSourceUpdates, Install, Operator, OperatorSpec, PendingPermission, UpdateApproval,
-    UpdateSourceType, Updates, ADOPTED_FROM_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
+    CatalogSourceReference, CatalogSourceUpdates, Install, Operator, OperatorSpec, PendingPermission, Requester,
+    UpdateApproval, UpdateSourceType, Updates, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION,
+    CREATOR_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
 };
 use crate::legacy::installplan::execute::{deployment_config, install_name};
 use crate::operator::desired::settled;
@@ -109,10 +110,27 @@ fn operator_source(operator: &Operator, inputs: &Inputs<'_>) -> Option<(String, 
     }
 }
 
-/// Whether `operator` installs what `subscription` does: same CatalogSource, package and channel, same namespace.
-fn matches(operator: &Operator, subscription: &Subscription, inputs: &Inputs<'_>) -> bool {
+/// The user a creator annotation records.
+fn creator_name(annotations: &BTreeMap<String, String>) -> Option<String> {
+    let recorded = annotations.get(CREATOR_ANNOTATION)?;
+    serde_json::from_str::<Requester>(recorded).ok().map(|creator| creator.username).filter(|name| !name.is_empty())
+}
+
+/// Whether `operator` installs what `subscription` does (same CatalogSource, package and channel, same namespace)
+/// on the same terms: made by the person the Install was made for (its grants were approved on their behalf), with
+/// the Subscription's configuration, and not Automatic where the Subscription was Manual.
+fn matches(operator: &Operator, subscription: &Subscription, install: &Install, inputs: &Inputs<'_>) -> bool {
     let Some((catalog, package, channels)) = operator_source(operator, inputs) else { return false };
     let spec = &subscription.spec;
+    let same_creator = creator_name(operator.annotations()).is_some()
+        && creator_name(operator.annotations()) == creator_name(install.annotations());
+    let approval = operator.spec.updates.as_ref().and_then(|u| u.catalog_source.as_ref()).map(|c| c.approval);
+    let manual = spec.install_plan_approval == Some(InstallPlanApproval::Manual);
+    let approval_kept = !manual || approval == Some(UpdateApproval::Manual);
+    let same_config = operator.spec.config.clone().filter(|c| !c.is_empty()) == deployment_config(subscription);
+    if !(same_creator && approval_kept && same_config) {
+        return false;
+    }
     let namespace = operator.spec.install_namespace.as_deref().unwrap_or(inputs.default_namespace);
     let same_channel = match (&spec.channel, channels) {
         (Some(channel), Some(channels)) => channels.contains(channel),
@@ -191,10 +209,14 @@ fn plan_one(
         blocked: None,
     };
     // Its Install: the one made for it, or the one an earlier pass adopted from it.
+    // One adopted from a Subscription of the same name that was deleted and made again is not this one's.
+    let uid = subscription.uid();
     let install = inputs.installs.iter().find(|install| {
         let annotations = install.annotations();
-        annotations.get(SUBSCRIPTION_ANNOTATION) == Some(&key)
-            || annotations.get(ADOPTED_FROM_ANNOTATION) == Some(&origin)
+        let adopted = annotations.get(ADOPTED_FROM_ANNOTATION) == Some(&origin)
+            && uid.is_some()
+            && annotations.get(ADOPTED_FROM_UID_ANNOTATION) == uid.as_ref();
+        annotations.get(SUBSCRIPTION_ANNOTATION) == Some(&key) || adopted
     });
     let Some(install) = install else {
         let expected = install_name(&spec.name, &namespace);
@@ -240,7 +262,7 @@ fn plan_one(
             );
             return plan;
         }
-        let matching = inputs.operators.iter().find(|operator| matches(operator, subscription, inputs));
+        let matching = inputs.operators.iter().find(|operator| matches(operator, subscription, install, inputs));
         match matching {
             Some(operator) => {
                 let own = own_install_name(operator);

@@ -4,7 +4,7 @@ use serde_json::json;
 fn subscription(namespace: &str, package: &str, channel: Option<&str>, manual: bool) -> Subscription {
     serde_json::from_value(json!({
         "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
-        "metadata": {"name": package, "namespace": namespace},
+        "metadata": {"name": package, "namespace": namespace, "uid": format!("uid-{namespace}-{package}")},
         "spec": {"source": "community", "sourceNamespace": "olm", "name": package, "channel": channel,
                  "installPlanApproval": if manual { "Manual" } else { "Automatic" }}
     }))
@@ -16,7 +16,8 @@ fn install_for(namespace: &str, package: &str) -> Install {
     serde_json::from_value(json!({
         "apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install",
         "metadata": {"name": format!("{package}.{namespace}"), "generation": 1,
-                     "annotations": {SUBSCRIPTION_ANNOTATION: format!("{namespace}/{package}")}},
+                     "annotations": {SUBSCRIPTION_ANNOTATION: format!("{namespace}/{package}"),
+                                     CREATOR_ANNOTATION: r#"{"username":"admin"}"#}},
         "spec": {"content": []},
         "status": {"state": "Installed", "observedGeneration": 1,
                    "granted": [{"scope": "Namespaced", "namespaces": [namespace], "verbs": ["create"],
@@ -34,7 +35,8 @@ fn operator(
 ) -> Operator {
     serde_json::from_value(json!({
         "apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator",
-        "metadata": {"name": name, "uid": format!("uid-{name}")},
+        "metadata": {"name": name, "uid": format!("uid-{name}"),
+                     "annotations": {CREATOR_ANNOTATION: r#"{"username":"admin","groups":["system:masters"]}"#}},
         "spec": {"installNamespace": namespace, "updates": {"type": "CatalogSource", "catalogSource": {
             "package": package, "entrypoint": entrypoint, "channel": channel,
             "ref": {"name": "community", "namespace": "olm"}}}}
@@ -184,7 +186,7 @@ fn an_install_made_by_someone_else_is_not_the_subscriptions() {
 fn adoption_resumes_from_what_an_earlier_pass_did() {
     let mut cluster = Cluster::new();
     let mut generated = operator("plumbus", Some("plumbus"), None, Some("stable"), Some("ops"));
-    generated.metadata.annotations = Some([(OPERATOR_INSTALL_ANNOTATION.to_owned(), "plumbus.ops".to_owned())].into());
+    generated.annotations_mut().insert(OPERATOR_INSTALL_ANNOTATION.to_owned(), "plumbus.ops".to_owned());
     cluster.operators = vec![generated];
     let plan = &cluster.plan()[0];
     assert_eq!(plan.blocked, None);
@@ -197,6 +199,7 @@ fn adoption_resumes_from_what_an_earlier_pass_did() {
     let annotations = install.metadata.annotations.as_mut().unwrap();
     annotations.remove(SUBSCRIPTION_ANNOTATION);
     annotations.insert(ADOPTED_FROM_ANNOTATION.into(), adopted_from("ops", "plumbus"));
+    annotations.insert(ADOPTED_FROM_UID_ANNOTATION.into(), "uid-ops-plumbus".into());
     install.metadata.owner_references =
         Some(vec![serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v2alpha1",
         "kind": "Operator", "name": "plumbus", "uid": "uid-plumbus", "controller": true}))
@@ -207,6 +210,37 @@ fn adoption_resumes_from_what_an_earlier_pass_did() {
     let plan = plans.iter().find(|p| p.namespace == "ops").unwrap();
     assert_eq!(plan.blocked, None, "an adopted Install re-applying is no reason to wait");
     assert!(plan.install_adopted);
+    // A Subscription of the name made again after the adoption is not the one adopted.
+    cluster.subscriptions.retain(|s| s.namespace().as_deref() != Some("ops"));
+    let mut remade = subscription("ops", "plumbus", Some("stable"), false);
+    remade.metadata.uid = Some("uid-new".into());
+    cluster.subscriptions.push(remade);
+    let plans = cluster.plan();
+    let plan = plans.iter().find(|p| p.namespace == "ops").unwrap();
+    assert_eq!(plan.install, None, "{plan:?}");
+    assert_eq!(plan.blocked.as_ref().map(|b| b.reason), Some("SubscriptionNotInstalled"));
+}
+
+#[test]
+fn an_operator_matches_only_on_the_installs_terms() {
+    let mut cluster = Cluster::new();
+    // Made by someone else: their Operator would drive an Install approved for another person.
+    let mut theirs = operator("my-plumbus", Some("plumbus"), None, Some("stable"), Some("ops"));
+    theirs.annotations_mut().insert(CREATOR_ANNOTATION.into(), r#"{"username":"mallory"}"#.into());
+    cluster.operators = vec![theirs];
+    assert_eq!(cluster.plan()[0].operator.as_ref().unwrap().name, "plumbus", "not matched: one is generated");
+    // Automatic where the Subscription is Manual.
+    cluster.subscriptions = vec![subscription("ops", "plumbus", Some("stable"), true)];
+    cluster.operators = vec![operator("my-plumbus", Some("plumbus"), None, Some("stable"), Some("ops"))];
+    assert_eq!(cluster.plan()[0].operator.as_ref().unwrap().name, "plumbus");
+    let mut manual = operator("my-plumbus", Some("plumbus"), None, Some("stable"), Some("ops"));
+    manual.spec.updates.as_mut().unwrap().catalog_source.as_mut().unwrap().approval = UpdateApproval::Manual;
+    cluster.operators = vec![manual.clone()];
+    assert_eq!(cluster.plan()[0].operator.as_ref().unwrap().name, "my-plumbus");
+    // Another configuration of the Deployments.
+    manual.spec.config = serde_json::from_value(json!({"env": [{"name": "A", "value": "b"}]})).unwrap();
+    cluster.operators = vec![manual];
+    assert_eq!(cluster.plan()[0].operator.as_ref().unwrap().name, "plumbus");
 }
 
 #[test]

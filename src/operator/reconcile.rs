@@ -97,9 +97,10 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
         .map_err(|source| ReconcileError::ReadInstall { name: install_name.clone(), source })?;
     let uid = operator.uid().unwrap_or_default();
     let foreign = install.as_ref().is_some_and(|install| !owned_by(install, &uid));
-    if foreign && install.as_ref().is_some_and(|install| being_adopted(&operator, install)) {
+    if foreign && install.as_ref().is_some_and(|install| being_adopted(&operator, install)) && recent(&operator) {
         // The adoption loop made this Operator for the Subscription's Install and puts the Install under it next:
-        // nothing to say until it has.
+        // nothing to say until it has. Should it never (its Subscription deleted meanwhile), the name is reported
+        // taken once the Operator is a minute old.
         return Ok(Action::requeue(ctx.options.retry));
     }
     let owned = install.filter(|install| owned_by(install, &uid));
@@ -215,6 +216,14 @@ fn being_adopted(operator: &Operator, install: &Install) -> bool {
     let origin = operator.annotations().get(ADOPTED_FROM_ANNOTATION);
     let subscription = install.annotations().get(SUBSCRIPTION_ANNOTATION);
     matches!((origin, subscription), (Some(origin), Some(key)) if origin.strip_prefix("Subscription ") == Some(key.as_str()))
+}
+
+/// Whether the Operator was created less than a minute ago.
+fn recent(operator: &Operator) -> bool {
+    let created = operator.metadata.creation_timestamp.as_ref().map(|time| time.0);
+    created.is_some_and(|created| {
+        k8s_openapi::jiff::Timestamp::now().duration_since(created) < k8s_openapi::jiff::SignedDuration::from_secs(60)
+    })
 }
 
 /// The name of an Operator's own Install: the Operator's, or, for an Operator that adopted a Subscription's Install,

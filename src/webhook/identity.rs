@@ -14,8 +14,9 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use crate::api::v2alpha1::{
-    PendingPermission, Requester, ServiceAccountReference, ADOPTED_FROM_ANNOTATION, CONTENT_CHANGED_BY_ANNOTATION,
-    CREATOR_ANNOTATION, MANUAL_APPROVAL_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
+    PendingPermission, Requester, ServiceAccountReference, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION,
+    CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION, MANUAL_APPROVAL_ANNOTATION, OPERATOR_INSTALL_ANNOTATION,
+    SUBSCRIPTION_ANNOTATION,
 };
 
 /// The annotation value recording `requester`.
@@ -201,7 +202,9 @@ pub fn record_violation(
     // they made would be taken for the Subscription's and run its operator under their control.
     // So are an adoption's records: which Install an Operator took over from a Subscription (set by anyone else, an
     // Operator would take someone's Install for its own) and where an adopted object came from.
-    for key in [SUBSCRIPTION_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, ADOPTED_FROM_ANNOTATION] {
+    for key in
+        [SUBSCRIPTION_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION]
+    {
         if !by_controller && annotation(old, key) != annotation(Some(new), key) {
             return Some(format!("{kind} {name}: only the controller sets the annotation {key}"));
         }
@@ -517,6 +520,7 @@ mod tests {
             ("Operator", OPERATOR_INSTALL_ANNOTATION, "victim.ops"),
             ("Operator", ADOPTED_FROM_ANNOTATION, "Subscription ops/plumbus"),
             ("Install", ADOPTED_FROM_ANNOTATION, "Subscription ops/plumbus"),
+            ("Install", ADOPTED_FROM_UID_ANNOTATION, "uid-1"),
         ] {
             let plain =
                 json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: creator_value(&bob)}}});

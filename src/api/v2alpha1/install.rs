@@ -36,6 +36,10 @@ pub const CONTENT_CHANGED_BY_ANNOTATION: &str = "v2alpha1.operators.coreos.com/c
 /// with the Subscription, approved before the Operator existed.
 pub const ADOPTED_FROM_ANNOTATION: &str = "v2alpha1.operators.coreos.com/adopted-from";
 
+/// Beside [`ADOPTED_FROM_ANNOTATION`] on an adopted Install: the uid of the Subscription it was adopted from, so
+/// that a Subscription of the same name made later is not taken for it. Written by the controller only.
+pub const ADOPTED_FROM_UID_ANNOTATION: &str = "v2alpha1.operators.coreos.com/adopted-from-uid";
+
 /// On an Operator made or chosen for a Subscription: the name of its Install, the Subscription's, which keeps its
 /// name (an Install cannot be renamed, and re-creating it would re-create the operator). Written by the controller
 /// only; without it, an Operator's Install is named after the Operator.

@@ -326,3 +326,53 @@ async fn nothing_is_approved_or_applied_while_the_webhook_does_not_guard() {
         });
     assert_eq!(granted.count(), 0);
 }
+
+/// A Role and its binding to `subject` (a Group), granting `verb` on ConfigMap `name`, beside that ConfigMap.
+fn config_map_with_role(name: &str, verb: &str, subject: &str) -> String {
+    format!(
+        "{}---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {name}-{verb}\nrules:\n- apiGroups: [\"\"]\n  resources: [configmaps]\n  resourceNames: [{name}]\n  verbs: [{verb}]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: {name}-{verb}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: {name}-{verb}\nsubjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: Group\n  name: {subject}\n",
+        config_map(name, "v")
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn verbs_that_follow_from_a_granted_create_never_reach_a_role_of_the_content_unseen() {
+    let harness = start("attack-follows").await;
+    // Approved once: a ConfigMap, a Role reading it and its binding (create on all three granted in `operators`).
+    apply(
+        &harness,
+        &harness.plane.kubeconfig(),
+        &raw_install("widgets", &config_map_with_role("a", "get", "readers"), "operators"),
+    );
+    wait_state(&harness, "widgets", InstallState::PendingApproval).await;
+    let approved =
+        harness.admin_kubectl(&["patch", "install", "widgets", "--type", "merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "{}", text(&approved));
+    wait_state(&harness, "widgets", InstallState::Installed).await;
+
+    // New names only, and a Role handing `update` on the new ConfigMap to every authenticated user: the verbs the
+    // account lacks on the new names would follow from its `create`, but the Role grants them on: a person decides,
+    // seeing whom the binding binds.
+    let renamed = json!({"spec": {"content": [{"type": "Raw",
+        "raw": config_map_with_role("b", "update", "system:authenticated")}]}});
+    let patched =
+        harness.admin_kubectl(&["patch", "install", "widgets", "--type", "merge", "-p", &renamed.to_string()], None);
+    assert!(patched.status.success(), "{}", text(&patched));
+    let waiting = wait(&harness, "widgets", "waiting for a person", |install| {
+        install.status.as_ref().and_then(|s| s.state) == Some(InstallState::PendingApproval)
+            && install.status.as_ref().and_then(|s| s.pending.as_ref()).is_some_and(|p| !p.permissions.is_empty())
+    })
+    .await;
+    let pending = waiting.status.unwrap().pending.unwrap();
+    let shown = serde_json::to_string(&pending.bindings).unwrap();
+    assert!(shown.contains("system:authenticated"), "the approver sees whom the binding binds: {shown}");
+    assert!(
+        pending.permissions.iter().any(|p| p.verbs.contains(&"update".to_owned()) && p.resource_names == ["b"]),
+        "{:?}",
+        pending.permissions
+    );
+    never_written(&harness, "rolebindings", "b-update");
+    let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
+    assert!(configmaps.get_opt("b").await.unwrap().is_none(), "nothing of it applied");
+    controller_healthy(&harness, "after-follows").await;
+}
