@@ -24,12 +24,12 @@ pub(crate) async fn start(name: &str) -> Harness {
 }
 
 /// Pushes the sample plumbus bundle of `version` as `plumbus-bundle:<version>`.
-pub(crate) async fn push_bundle(harness: &Harness, version: &str) -> String {
+async fn push_bundle(harness: &Harness, version: &str) -> String {
     harness.push_bundle(&format!("plumbus/{version}"), "plumbus-bundle", version).await
 }
 
 /// Pushes a File-Based Catalog of plumbus with `channels` (name → entries) to `catalog:latest`.
-pub(crate) async fn push_catalog(harness: &Harness, channels: &[(&str, Value)], bundles: &[(&str, &str, &str)]) {
+async fn push_catalog(harness: &Harness, channels: &[(&str, Value)], bundles: &[(&str, &str, &str)]) {
     let configs = harness.dir.join(format!("configs-{}", bundles.len() * 10 + channels.len()));
     let package_dir = configs.join("plumbus");
     std::fs::create_dir_all(&package_dir).expect("configs");
@@ -45,6 +45,20 @@ pub(crate) async fn push_catalog(harness: &Harness, channels: &[(&str, Value)], 
     std::fs::write(package_dir.join("catalog.json"), text.join("\n")).expect("catalog written");
     let image = harness.registry.reference("catalog:latest");
     harness.images().push_catalog(&configs, &image).await.expect("catalog pushed");
+}
+
+/// Plumbus 2.0.0-alpha pushed, alone in channel `stable` of a catalog served by `catalogs/community`; answers its
+/// image.
+pub(crate) async fn serve_alpha(harness: &Harness) -> String {
+    let alpha = push_bundle(harness, "2.0.0-alpha").await;
+    push_catalog(
+        harness,
+        &[("stable", json!([{"name": "plumbus.v2.0.0-alpha"}]))],
+        &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha)],
+    )
+    .await;
+    create_catalog_source(harness).await;
+    alpha
 }
 
 pub(crate) async fn create_catalog_source(harness: &Harness) {
@@ -240,8 +254,23 @@ async fn an_operator_from_a_catalog_installs_after_approval_and_an_update_needin
     assert!(operators(&harness).get_opt("plumbus").await.unwrap().is_none(), "a deleted Operator is not recreated");
 }
 
+/// Plumbus 2.0.1 (`push_patch_release`) pushed and added to `stable` after 2.0.0-alpha (`alpha`); answers its image.
+pub(crate) async fn serve_patch_release(harness: &Harness, alpha: &str) -> String {
+    let patch = push_patch_release(harness).await;
+    push_catalog(
+        harness,
+        &[(
+            "stable",
+            json!([{"name": "plumbus.v2.0.0-alpha"}, {"name": "plumbus.v2.0.1", "replaces": "plumbus.v2.0.0-alpha"}]),
+        )],
+        &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", alpha), ("plumbus.v2.0.1", "2.0.1", &patch)],
+    )
+    .await;
+    patch
+}
+
 /// Copies plumbus 2.0.0-alpha as 2.0.1 (same content, so no new permission) and pushes it.
-pub(crate) async fn push_patch_release(harness: &Harness) -> String {
+async fn push_patch_release(harness: &Harness) -> String {
     let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/plumbus/2.0.0-alpha");
     let copy = harness.dir.join("plumbus-2.0.1");
     for sub in ["manifests", "metadata"] {
@@ -265,14 +294,7 @@ pub(crate) async fn push_patch_release(harness: &Harness) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_manual_operator_waits_for_a_person_holding_all_each_update_uses() {
     let harness = start("manual").await;
-    let alpha = push_bundle(&harness, "2.0.0-alpha").await;
-    push_catalog(
-        &harness,
-        &[("stable", json!([{"name": "plumbus.v2.0.0-alpha"}]))],
-        &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha)],
-    )
-    .await;
-    create_catalog_source(&harness).await;
+    let alpha = serve_alpha(&harness).await;
     // Manual: every update waits for a person holding every rule the content uses, even one needing nothing new.
     // (An account bound to cluster-admin by hand would not change that: only what was approved for this Install
     // counts.)
@@ -300,16 +322,7 @@ async fn a_manual_operator_waits_for_a_person_holding_all_each_update_uses() {
     }
     assert!(installed, "never Installed");
 
-    let patch = push_patch_release(&harness).await;
-    push_catalog(
-        &harness,
-        &[(
-            "stable",
-            json!([{"name": "plumbus.v2.0.0-alpha"}, {"name": "plumbus.v2.0.1", "replaces": "plumbus.v2.0.0-alpha"}]),
-        )],
-        &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha), ("plumbus.v2.0.1", "2.0.1", &patch)],
-    )
-    .await;
+    let patch = serve_patch_release(&harness, &alpha).await;
     let waiting = wait_operator(&harness, "plumbus", "waiting for the manual approval", |o| {
         has_condition(o, "InstallPendingApproval", "True", "UpdateApprovalRequired")
     })

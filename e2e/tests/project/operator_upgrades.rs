@@ -15,8 +15,7 @@ use olmv2_e2e::project;
 use serde_json::json;
 
 use crate::operator::{
-    create_catalog_source, has_condition, operators, push_bundle, push_catalog, push_patch_release, start, state,
-    wait_operator, OPERATOR_YAML,
+    has_condition, operators, serve_alpha, serve_patch_release, start, state, wait_operator, OPERATOR_YAML,
 };
 use crate::support::emulator::kubectl::text;
 use crate::support::harness::Harness;
@@ -52,14 +51,7 @@ fn names_of(permissions: &[PendingPermission], resource: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_automatic_update_that_renames_its_objects_installs_unless_a_name_is_taken() {
     let harness = start("renamed-update").await;
-    let alpha = push_bundle(&harness, "2.0.0-alpha").await;
-    push_catalog(
-        &harness,
-        &[("stable", json!([{"name": "plumbus.v2.0.0-alpha"}]))],
-        &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha)],
-    )
-    .await;
-    create_catalog_source(&harness).await;
+    let alpha = serve_alpha(&harness).await;
     let applied = harness.admin_kubectl(&["apply", "-f", "-"], Some(OPERATOR_YAML));
     assert!(applied.status.success(), "{}", text(&applied));
     wait_operator(&harness, "plumbus", "pending approval", |o| {
@@ -83,16 +75,7 @@ async fn an_automatic_update_that_renames_its_objects_installs_unless_a_name_is_
         "metadata": {"name": "plumbus.v2.0.1", "namespace": "operators"},
         "spec": {"displayName": "not plumbus", "install": {"strategy": "deployment"}}});
     project::create(&harness.plane, &squatter).await.expect("squatter");
-    let patch = push_patch_release(&harness).await;
-    push_catalog(
-        &harness,
-        &[(
-            "stable",
-            json!([{"name": "plumbus.v2.0.0-alpha"}, {"name": "plumbus.v2.0.1", "replaces": "plumbus.v2.0.0-alpha"}]),
-        )],
-        &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha), ("plumbus.v2.0.1", "2.0.1", &patch)],
-    )
-    .await;
+    let patch = serve_patch_release(&harness, &alpha).await;
     // The new Role's verbs follow from the granted create; the taken CSV name's do not: a person decides them, and
     // nothing of 2.0.1 is applied meanwhile.
     let waiting = harness

@@ -46,6 +46,12 @@ async fn push_catalog(harness: &Harness, revision: usize, entries: Value, images
     harness.images().push_catalog(&configs, &image).await.expect("catalog pushed");
 }
 
+/// The catalog moved on: 2.0.1 alone in the channel, its skipRange holding 2.0.0-alpha.
+async fn push_patch_catalog(harness: &Harness, patch: &str) {
+    let entries = json!([{"name": "plumbus.v2.0.1", "skipRange": ">=2.0.0-alpha <2.0.1"}]);
+    push_catalog(harness, 2, entries, &[("2.0.1", patch)], &[]).await;
+}
+
 /// Waits until the Subscription is at the latest known with `csv` installed, rolling Deployments out meanwhile.
 async fn installed(harness: &Harness, csv: &str) -> Subscription {
     for _ in 0..300 {
@@ -131,14 +137,7 @@ async fn a_subscription_upgrades_along_skip_range_by_itself_and_along_skips_once
 
     // The catalog moves: 2.0.1 alone in the channel, its skipRange holding the installed version. Automatic: it
     // installs by itself (same permissions: nothing for a person to approve).
-    push_catalog(
-        &harness,
-        2,
-        json!([{"name": "plumbus.v2.0.1", "skipRange": ">=2.0.0-alpha <2.0.1"}]),
-        &[("2.0.1", &patch)],
-        &[],
-    )
-    .await;
+    push_patch_catalog(&harness, &patch).await;
     let upgraded = installed(&harness, "plumbus.v2.0.1").await;
     assert!(operator_image(&harness).await.contains("2.0.1"), "the new operator runs");
     let plan = complete(&harness, "plumbus.v2.0.1").await;
@@ -266,14 +265,7 @@ async fn an_automatic_subscription_waits_for_a_person_once_and_then_upgrades_by_
     approve(&harness, "plumbus.ops");
     installed(&harness, "plumbus.v2.0.0-alpha").await;
 
-    push_catalog(
-        &harness,
-        2,
-        json!([{"name": "plumbus.v2.0.1", "skipRange": ">=2.0.0-alpha <2.0.1"}]),
-        &[("2.0.1", &patch)],
-        &[],
-    )
-    .await;
+    push_patch_catalog(&harness, &patch).await;
     installed(&harness, "plumbus.v2.0.1").await;
     complete(&harness, "plumbus.v2.0.1").await;
     assert!(operator_image(&harness).await.contains("2.0.1"), "the new operator runs");
