@@ -90,7 +90,15 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    #[error("{count} Subscriptions are not adopted: the table above says why")]
+    #[error("failed to ask for Operator {operator} to be made a Subscription again")]
+    AskRevert {
+        operator: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("Operators {operators:?} were not made Subscriptions again in time")]
+    RevertTimedOut { operators: Vec<String> },
+    #[error("{count} are left as they were: the table above says why")]
     AdoptionBlocked { count: usize },
     #[error("{count} Subscriptions were not adopted in time: the table above says where they stand")]
     AdoptionTimedOut { count: usize },
@@ -129,6 +137,8 @@ impl Categorized for Error {
             Self::AskAdoption { .. } => "AdoptionRequestFailed",
             Self::AdoptionBlocked { .. } => "AdoptionBlocked",
             Self::AdoptionTimedOut { .. } => "AdoptionTimedOut",
+            Self::AskRevert { .. } => "RevertRequestFailed",
+            Self::RevertTimedOut { .. } => "RevertTimedOut",
         }
     }
 }

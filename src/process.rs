@@ -31,6 +31,7 @@ pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] = &[
     crate::legacy::subscription::controller,
     crate::legacy::installplan::controller,
     crate::migration::controller,
+    crate::migration::reverting::controller,
 ];
 
 /// Running controllers; dropping them aborts them where they are, as a killed process would, and

@@ -3,19 +3,25 @@
 //! what adoption would do, changing nothing: each Subscription's Operator (an existing one, or one to generate), its
 //! Install and what that Install's account holds today, and what blocks it. `apply` asks the controller to adopt
 //! (the namespace annotation `operators.coreos.com/adopt-subscriptions`) and waits until it has; run again after a
-//! crash of either, it picks up where they stopped, since the controller does each step only once.
+//! crash of either, it picks up where they stopped, since the controller does each step only once. `revert` makes
+//! Operators Subscriptions again where seed 004 says it can be done (the annotation
+//! `operators.coreos.com/revert-to-subscription`), and says where it cannot.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::ResourceExt;
 use serde_json::json;
 
-use crate::controller::client::ControllerClient;
+use crate::api::v1alpha1::Subscription;
+use crate::api::v2alpha1::{Install, Operator, ADOPTED_FROM_ANNOTATION};
+use crate::controller::client::{ClientError, ControllerClient};
 use crate::error::Error;
 use crate::migration::plan::SubscriptionPlan;
-use crate::migration::{Snapshot, ADOPT_ANNOTATION};
+use crate::migration::revert::{revert_plan, RevertPlan, REVERT_ANNOTATION};
+use crate::migration::{AdoptionError, Snapshot, ADOPT_ANNOTATION};
 use crate::output::table;
 
 #[derive(Debug, clap::Subcommand)]
@@ -24,6 +30,26 @@ pub enum MigrateCommand {
     Plan(PlanOptions),
     /// Have the controller adopt the Subscriptions of the namespaces, and wait until it has.
     Apply(ApplyOptions),
+    /// Have the controller make Operators Subscriptions again where it can, and wait until it has.
+    Revert(RevertOptions),
+}
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RevertOptions {
+    /// The Operators to make Subscriptions again (every Operator adopted from one when none is given).
+    pub operators: Vec<String>,
+    /// Print what would be done, changing nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// How long to wait for the controller.
+    #[arg(long, default_value_t = 300)]
+    pub timeout_seconds: u64,
+    /// The controller's `--operator-namespace`.
+    #[arg(long, default_value = "operators")]
+    pub operator_namespace: String,
+    /// The controller's `--namespace`, where the accounts it makes for Installs live.
+    #[arg(long, default_value = "olmv2-system")]
+    pub controller_namespace: String,
 }
 
 /// How the plan is printed.
@@ -71,6 +97,7 @@ pub async fn run(command: MigrateCommand) -> Result<(), Error> {
             crate::output::write(&text)
         }
         MigrateCommand::Apply(options) => apply(&client, &options).await,
+        MigrateCommand::Revert(options) => revert(&client, &options).await,
     }
 }
 
@@ -183,6 +210,97 @@ async fn apply(client: &kube::Client, options: &ApplyOptions) -> Result<(), Erro
         if Instant::now() >= deadline {
             crate::output::write(&plan_table(&now))?;
             return Err(Error::AdoptionTimedOut { count: waiting.len() });
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// The revert plans as a table, then why some cannot go back.
+pub fn revert_table(plans: &[RevertPlan]) -> String {
+    if plans.is_empty() {
+        return "No Operators to make Subscriptions again.\n".into();
+    }
+    let rows: Vec<Vec<String>> = plans
+        .iter()
+        .map(|plan| {
+            vec![
+                plan.operator.clone(),
+                format!("{}/{}", plan.namespace, plan.package),
+                plan.channel.clone().unwrap_or_else(|| "(default)".into()),
+                plan.catalog.clone(),
+                if plan.manual { "Manual".into() } else { "Automatic".into() },
+                plan.install.clone(),
+                plan.blocked.as_ref().map_or("revert".into(), |b| format!("blocked: {}", b.reason)),
+            ]
+        })
+        .collect();
+    let mut text = table(&["OPERATOR", "SUBSCRIPTION", "CHANNEL", "CATALOG", "APPROVAL", "INSTALL", "PLAN"], &rows);
+    let blocked: Vec<String> = plans
+        .iter()
+        .filter_map(|plan| Some(format!("  {}: {}", plan.operator, plan.blocked.as_ref()?.message)))
+        .collect();
+    if !blocked.is_empty() {
+        text.push_str("\nCannot go back:\n");
+        text.push_str(&blocked.join("\n"));
+        text.push('\n');
+    }
+    text
+}
+
+/// Annotates the Operators that can go back, then waits until each is gone and its Subscription is there.
+async fn revert(client: &kube::Client, options: &RevertOptions) -> Result<(), Error> {
+    let operators = Api::<Operator>::all(client.clone());
+    let installs = Api::<Install>::all(client.clone());
+    let read = |source| Error::ReadCluster(Box::new(AdoptionError::Read { what: "Operators and Installs", source }));
+    let listed_installs = installs.list(&ListParams::default()).await.map_err(|e| read(ClientError::from(e)))?.items;
+    let chosen: Vec<Operator> = operators
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| read(ClientError::from(e)))?
+        .items
+        .into_iter()
+        .filter(|operator| {
+            if options.operators.is_empty() {
+                operator.annotations().contains_key(ADOPTED_FROM_ANNOTATION)
+            } else {
+                options.operators.contains(&operator.name_any())
+            }
+        })
+        .collect();
+    let plans: Vec<RevertPlan> = chosen
+        .iter()
+        .map(|o| revert_plan(o, &listed_installs, &options.operator_namespace, &options.controller_namespace))
+        .collect();
+    crate::output::write(&revert_table(&plans))?;
+    if options.dry_run {
+        return Ok(());
+    }
+    let going: Vec<&RevertPlan> = plans.iter().filter(|plan| plan.blocked.is_none()).collect();
+    let body = json!({"metadata": {"annotations": {REVERT_ANNOTATION: "true"}}});
+    for plan in &going {
+        operators
+            .patch(&plan.operator, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .map_err(|source| Error::AskRevert { operator: plan.operator.clone(), source })?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(options.timeout_seconds);
+    loop {
+        let mut left = Vec::new();
+        for plan in &going {
+            let gone = operators.get_opt(&plan.operator).await.map_err(|e| read(ClientError::from(e)))?.is_none();
+            let subscriptions = Api::<Subscription>::namespaced(client.clone(), &plan.namespace);
+            let back = subscriptions.get_opt(&plan.package).await.map_err(|e| read(ClientError::from(e)))?.is_some();
+            if !(gone && back) {
+                left.push(plan.operator.clone());
+            }
+        }
+        if left.is_empty() {
+            crate::output::write(&format!("{} Operators are Subscriptions again.\n", going.len()))?;
+            let blocked = plans.len() - going.len();
+            return if blocked == 0 { Ok(()) } else { Err(Error::AdoptionBlocked { count: blocked }) };
+        }
+        if Instant::now() >= deadline {
+            return Err(Error::RevertTimedOut { operators: left });
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }

@@ -7,6 +7,8 @@
 //! `cmd::migrate`) prints the same plan, and asks for it.
 
 pub mod plan;
+pub mod revert;
+pub mod reverting;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -92,6 +94,18 @@ pub enum AdoptionError {
         #[source]
         source: ClientError,
     },
+    #[error("failed to create Subscription {name}")]
+    CreateSubscription {
+        name: String,
+        #[source]
+        source: ClientError,
+    },
+    #[error("failed to delete Operator {name}")]
+    DeleteOperator {
+        name: String,
+        #[source]
+        source: ClientError,
+    },
     #[error("Operator {name} was created by someone else meanwhile")]
     OperatorTaken { name: String },
     #[error("failed to review whether {user} may install from CatalogSource {catalog}")]
@@ -113,6 +127,8 @@ impl Categorized for AdoptionError {
             Self::DeleteSubscription { .. } => "SubscriptionDeleteFailed",
             Self::ReviewCatalogUse { .. } => "AccessReviewFailed",
             Self::OperatorTaken { .. } => "OperatorNameTaken",
+            Self::CreateSubscription { .. } => "SubscriptionCreateFailed",
+            Self::DeleteOperator { .. } => "OperatorDeleteFailed",
         }
     }
 }

@@ -208,6 +208,18 @@ fn plan_one(
         operator: None,
         blocked: None,
     };
+    // Made again from an Operator on purpose: adopting it would undo that.
+    if let Some(origin) = subscription.annotations().get(super::revert::REVERTED_FROM_ANNOTATION) {
+        plan.blocked = blocked(
+            "RevertedFromOperator",
+            format!(
+                "made from {origin} by `olmv2 migrate revert`: remove its annotation {} to have it adopted again",
+                super::revert::REVERTED_FROM_ANNOTATION
+            ),
+            false,
+        );
+        return plan;
+    }
     // Its Install: the one made for it, or the one an earlier pass adopted from it.
     // One adopted from a Subscription of the same name that was deleted and made again is not this one's.
     let uid = subscription.uid();

@@ -254,3 +254,14 @@ fn an_install_under_another_operator_is_left_alone() {
     assert_eq!(blocked.reason, "InstallOwnedElsewhere");
     assert!(blocked.message.contains("other"));
 }
+
+#[test]
+fn a_subscription_made_again_from_an_operator_is_not_adopted_again() {
+    let mut cluster = Cluster::new();
+    cluster.subscriptions[0]
+        .annotations_mut()
+        .insert(crate::migration::revert::REVERTED_FROM_ANNOTATION.into(), "Operator plumbus".into());
+    let blocked = cluster.plan()[0].blocked.clone().unwrap();
+    assert_eq!(blocked.reason, "RevertedFromOperator");
+    assert!(!blocked.transient);
+}

@@ -346,6 +346,23 @@ pub async fn review_operator(
             return Json(forbid(response, message).into_review());
         }
     }
+    // Making an Operator a Subscription again deletes it: only who may delete it asks for that.
+    if let Some(check) = revert_check(old.as_ref(), new.as_ref(), &request.name) {
+        match allowed(&checker.client, &user, &check).await {
+            Ok(true) => {}
+            Ok(false) => {
+                let message = format!(
+                    "user {:?} may not make Operator {} a Subscription again: it needs the verb delete on it",
+                    user.username, request.name
+                );
+                return Json(forbid(response, message).into_review());
+            }
+            Err(error) => {
+                let message = format!("the revert of Operator {} could not be checked: {error}", request.name);
+                return Json(forbid(response, message).into_review());
+            }
+        }
+    }
     let Some(check) = catalog_use_check(old.as_ref(), new.as_ref()) else {
         return Json(response.into_review());
     };
@@ -361,4 +378,33 @@ pub async fn review_operator(
         }
     };
     Json(response.into_review())
+}
+
+/// The access a write of an Operator needs when it asks for it to be made a Subscription again (the annotation
+/// `operators.coreos.com/revert-to-subscription` set): `delete` on the Operator, which the revert deletes.
+pub fn revert_check(old: Option<&Value>, new: Option<&Value>, name: &str) -> Option<crate::access::AccessCheck> {
+    let key = crate::migration::revert::REVERT_ANNOTATION;
+    let asked = |object: Option<&Value>| object.is_some_and(|o| o["metadata"]["annotations"][key] == "true");
+    (asked(new) && !asked(old))
+        .then(|| crate::access::AccessCheck::resource(None, "delete", "operators.coreos.com", "operators", name))
+}
+
+#[cfg(test)]
+mod revert_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn asking_for_a_revert_needs_delete_on_the_operator() {
+        let plain = json!({"metadata": {"name": "plumbus"}});
+        let asked = json!({"metadata": {"name": "plumbus", "annotations": {"operators.coreos.com/revert-to-subscription": "true"}}});
+        let check = revert_check(Some(&plain), Some(&asked), "plumbus").expect("checked");
+        assert_eq!(
+            (check.verb.as_str(), check.resource.as_str(), check.name.as_str()),
+            ("delete", "operators", "plumbus")
+        );
+        assert!(revert_check(None, Some(&asked), "plumbus").is_some(), "on create too");
+        assert!(revert_check(Some(&asked), Some(&asked), "plumbus").is_none(), "asked before");
+        assert!(revert_check(Some(&plain), Some(&plain), "plumbus").is_none());
+    }
 }

@@ -4,7 +4,8 @@
 //! read, the controller killed halfway through the adoption of `ops`, then `olmv2 migrate apply`. Afterwards no
 //! Subscription remains, each operator runs on under an Operator (same Deployments, same Installs), the plan said
 //! what was done, eve's Automatic Subscription became a Manual Operator (she may not `install` from the catalog),
-//! and an update needing more permission waits for approval.
+//! an update needing more permission waits for approval, and `olmv2 migrate revert` makes grumbo a Subscription
+//! again, still without re-installing it.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -250,6 +251,44 @@ async fn subscriptions_become_operators_with_nothing_reinstalled_even_after_a_cr
     assert!(deployment.labels().contains_key("v2alpha1.operators.coreos.com/plumbus"));
     let demoted = harness.wait_event("default", "AdoptedWithManualApproval").await;
     assert!(demoted.note.unwrap_or_default().contains("eve"), "the event names whose rights were missing");
+
+    // Asking for it deletes the Operator: who may only patch Operators may not.
+    let dora = crate::attacks::may(&harness, "dora", "operators", &["get", "list", "patch"]).await;
+    let refused = harness.kubectl(
+        &dora,
+        &["annotate", "operator", "grumbo", "operators.coreos.com/revert-to-subscription=true"],
+        None,
+    );
+    assert!(!refused.status.success());
+    assert!(text(&refused).contains("needs the verb delete on it"), "{}", text(&refused));
+
+    // The way back, for grumbo: a dry run first, then the Subscription made again, nothing re-installed.
+    let dry = olmv2(&harness, &["migrate", "revert", "--dry-run"]);
+    assert!(dry.status.success(), "{}", text(&dry));
+    let shown = text(&dry);
+    let grumbo_row =
+        shown.lines().map(str::trim_start).find(|l| l.starts_with("grumbo ")).unwrap_or_else(|| panic!("{shown}"));
+    for cell in ["dev/grumbo", "Manual", "grumbo.dev", "revert"] {
+        assert!(grumbo_row.contains(cell), "{cell} in {grumbo_row}");
+    }
+    assert!(operators.get_opt("grumbo").await.unwrap().is_some(), "a dry run changes nothing");
+    let reverted = olmv2(&harness, &["migrate", "revert", "grumbo", "--timeout-seconds", "60"]);
+    assert!(reverted.status.success(), "{}", text(&reverted));
+    assert!(operators.get_opt("grumbo").await.unwrap().is_none());
+    let back = Api::<Subscription>::namespaced(harness.admin.clone(), "dev").get("grumbo").await.unwrap();
+    assert_eq!(back.spec.install_plan_approval, Some(olmv2::api::v1alpha1::InstallPlanApproval::Manual));
+    assert_eq!(
+        back.annotations().get("v2alpha1.operators.coreos.com/reverted-from").map(String::as_str),
+        Some("Operator grumbo")
+    );
+    let install = installs.get("grumbo.dev").await.unwrap();
+    assert!(install.owner_references().is_empty(), "the Install is the Subscription's again");
+    assert_eq!(install.annotations().get("operators.coreos.com/subscription").map(String::as_str), Some("dev/grumbo"));
+    at_latest(&harness, "dev", "grumbo", "grumbo.v1.0.0").await;
+    assert_eq!(deployment_uid(&harness, "dev", "grumbo-operator").await, grumbo_uid, "grumbo never reinstalled");
+    let after_revert: Vec<Option<String>> =
+        installs.list(&ListParams::default()).await.unwrap().items.iter().map(|i| i.metadata.uid.clone()).collect();
+    assert_eq!(after_revert, install_uids, "still the same two Installs");
 
     // An update needing more permission waits for approval; 2.0.0-alpha runs on.
     let release = harness.push_bundle("plumbus/2.1.0", "plumbus-bundle", "2.1.0").await;

@@ -82,10 +82,42 @@ impl From<&SubscriptionConfig> for DeploymentConfig {
     }
 }
 
+/// And back, for a Subscription made again from an Operator (`olmv2 migrate revert`): what is empty is left out.
+impl From<&DeploymentConfig> for SubscriptionConfig {
+    fn from(config: &DeploymentConfig) -> Self {
+        fn some<T: Clone>(items: &[T]) -> Option<Vec<T>> {
+            (!items.is_empty()).then(|| items.to_vec())
+        }
+        Self {
+            selector: config.selector.clone(),
+            node_selector: config.node_selector.clone(),
+            tolerations: some(&config.tolerations),
+            resources: config.resources.clone(),
+            env_from: some(&config.env_from),
+            env: some(&config.env),
+            volumes: some(&config.volumes),
+            volume_mounts: some(&config.volume_mounts),
+            affinity: config.affinity.clone(),
+            annotations: (!config.annotations.is_empty()).then(|| config.annotations.clone()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_configuration_goes_to_a_subscription_and_back_unchanged() {
+        let config: DeploymentConfig = serde_json::from_value(json!({"env": [{"name": "A", "value": "b"}],
+            "nodeSelector": {}, "annotations": {"x": "y"}}))
+        .expect("config");
+        let subscription = SubscriptionConfig::from(&config);
+        assert_eq!(subscription.volumes, None, "nothing empty is written");
+        assert_eq!(subscription.node_selector, Some(BTreeMap::new()), "an empty selector still means something");
+        assert_eq!(DeploymentConfig::from(&subscription), config);
+    }
 
     #[test]
     fn null_lists_and_maps_read_as_absent_and_empty_ones_stay_distinct_where_they_mean_something() {

@@ -1,0 +1,166 @@
+//! The reverting loop (with `--enable-v2alpha1`): every Operator annotated [`REVERT_ANNOTATION`] is made a
+//! Subscription again when `revert_plan` says it can be, one step at a time so that a pass interrupted anywhere is
+//! finished by the next: the Subscription made (on behalf of the Operator's creator), the Install handed to it (the
+//! Subscription annotation back, the Operator's reference and label gone), the Operator deleted. Nothing is
+//! re-installed: the Install, its account, grants and objects stay.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::{BoxFuture, FutureExt};
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::watcher;
+use kube::ResourceExt;
+use serde_json::json;
+
+use super::revert::{revert_plan, subscription_for, REVERTED_FROM_ANNOTATION, REVERT_ANNOTATION};
+use super::AdoptionError;
+use crate::api::component::component_label_key;
+use crate::api::v1alpha1::Subscription;
+use crate::api::v2alpha1::{
+    Install, Operator, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION, CREATOR_ANNOTATION,
+    SUBSCRIPTION_ANNOTATION,
+};
+use crate::controller::client::{ClientError, ControllerClient};
+use crate::controller::conditions::Transition;
+use crate::controller::events::Events;
+use crate::controller::runner::{self, Reconciler};
+use crate::controller::watches;
+use crate::controller::Process;
+use crate::metrics::Metrics;
+
+pub struct Context {
+    client: ControllerClient,
+    events: Events,
+    default_namespace: String,
+    controller_namespace: String,
+    metrics: Arc<Metrics>,
+    retry: Duration,
+    resync: Duration,
+}
+
+impl Reconciler for Context {
+    type Object = Operator;
+    type Error = AdoptionError;
+    const NAME: &'static str = "revert";
+
+    async fn reconcile(self: Arc<Self>, operator: Arc<Operator>) -> Result<Action, AdoptionError> {
+        let asked = operator.annotations().get(REVERT_ANNOTATION).is_some_and(|value| value == "true");
+        if !asked || operator.metadata.deletion_timestamp.is_some() {
+            return Ok(Action::await_change());
+        }
+        let name = operator.name_any();
+        let installs = self
+            .client
+            .all::<Install>()
+            .list()
+            .await
+            .map_err(|source| AdoptionError::Read { what: "Installs", source })?;
+        let plan = revert_plan(&operator, &installs, &self.default_namespace, &self.controller_namespace);
+        if let Some(blocked) = &plan.blocked {
+            self.refuse(&operator, blocked.message.clone()).await;
+            return Ok(Action::requeue(self.resync));
+        }
+        // 1. The Subscription, unless one of the name is there already (made by an earlier pass, or by someone).
+        let subscriptions = self.client.namespaced::<Subscription>(&plan.namespace);
+        let origin = format!("Operator {name}");
+        match subscriptions
+            .get_opt(&plan.package)
+            .await
+            .map_err(|source| AdoptionError::Read { what: "the Subscription", source })?
+        {
+            Some(existing) if existing.annotations().get(REVERTED_FROM_ANNOTATION) == Some(&origin) => {}
+            Some(_) => {
+                let message = format!(
+                    "a Subscription {}/{} exists that was not made from Operator {name}: it is left alone",
+                    plan.namespace, plan.package
+                );
+                self.refuse(&operator, message).await;
+                return Ok(Action::requeue(self.resync));
+            }
+            None => {
+                let creator = operator.annotations().get(CREATOR_ANNOTATION).map(String::as_str);
+                let body: Subscription = serde_json::from_value(subscription_for(&plan, creator)).map_err(|error| {
+                    AdoptionError::CreateSubscription { name: plan.package.clone(), source: ClientError::Encode(error) }
+                })?;
+                subscriptions.create(&body).await.map_err(|source| AdoptionError::CreateSubscription {
+                    name: format!("{}/{}", plan.namespace, plan.package),
+                    source,
+                })?;
+            }
+        }
+        // 2. The Install handed to the Subscription, while it is still the Operator's.
+        let install = installs.iter().find(|install| install.name_any() == plan.install);
+        if let Some(install) =
+            install.filter(|i| i.owner_references().iter().any(|o| Some(&o.uid) == operator.uid().as_ref()))
+        {
+            let owners: Vec<serde_json::Value> = install
+                .owner_references()
+                .iter()
+                .filter(|owner| Some(&owner.uid) != operator.uid().as_ref())
+                .filter_map(|owner| serde_json::to_value(owner).ok())
+                .collect();
+            let body = json!({"metadata": {
+                "labels": {component_label_key(&name): null},
+                "annotations": {SUBSCRIPTION_ANNOTATION: format!("{}/{}", plan.namespace, plan.package),
+                                ADOPTED_FROM_ANNOTATION: null, ADOPTED_FROM_UID_ANNOTATION: null},
+                "ownerReferences": owners,
+            }});
+            self.client
+                .all::<Install>()
+                .merge_patch(&plan.install, &body, install.resource_version().as_deref())
+                .await
+                .map_err(|source| AdoptionError::AdoptInstall {
+                    install: plan.install.clone(),
+                    operator: name.clone(),
+                    source,
+                })?;
+        }
+        // 3. The Operator, which owns nothing of the operator any more.
+        let uid = operator.uid().unwrap_or_default();
+        self.client
+            .all::<Operator>()
+            .delete_if_uid(&name, &uid)
+            .await
+            .map_err(|source| AdoptionError::DeleteOperator { name: name.clone(), source })?;
+        tracing::info!(operator = %name, subscription = %format!("{}/{}", plan.namespace, plan.package), "reverted to a Subscription");
+        Ok(Action::await_change())
+    }
+
+    fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    fn retry(&self) -> Duration {
+        self.retry
+    }
+}
+
+impl Context {
+    async fn refuse(&self, operator: &Operator, message: String) {
+        tracing::info!(operator = %operator.name_any(), "{message}");
+        let transition = Transition { warning: true, reason: "RevertFailed".into(), note: message };
+        self.events.publish(operator, &[transition]).await;
+    }
+}
+
+/// Starts the reverting loop (with `--enable-v2alpha1`).
+pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
+    let options = &process.options;
+    if !options.enable_v2alpha1 {
+        return process.disabled("revert", "--enable-v2alpha1");
+    }
+    let client = process.client.clone();
+    let context = Arc::new(Context {
+        client: ControllerClient::new(client.clone(), super::FIELD_MANAGER),
+        events: Events::new(client.clone(), "olmv2-adoption"),
+        default_namespace: options.operator_namespace.clone(),
+        controller_namespace: options.namespace.clone(),
+        metrics: process.metrics.clone(),
+        retry: options.retry,
+        resync: options.resync,
+    });
+    let controller = watches::controller(Api::<Operator>::all(client), watcher::Config::default());
+    runner::run(controller, context, process.shutdown()).boxed()
+}
