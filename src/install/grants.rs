@@ -20,7 +20,14 @@ pub struct GrantOwner<'a> {
     pub uid: &'a str,
     /// The component label of the Operator that owns the Install, if one does.
     pub component_label: Option<&'a str>,
+    /// Whether the rules follow from a `create` approved before rather than from an approval (`follows`): such
+    /// grants carry [`FOLLOWED_ANNOTATION`], and never count as approved for what the content's own Roles and
+    /// bindings pass on.
+    pub followed: bool,
 }
+
+/// On the grants whose rules followed from an approved `create` (`docs/security.md`, invariant 11).
+pub const FOLLOWED_ANNOTATION: &str = "v2alpha1.operators.coreos.com/follows-create";
 
 /// The Roles, ClusterRoles and bindings granting `permissions` to `account`, in the order to apply them (roles
 /// before the bindings that name them).
@@ -90,10 +97,12 @@ fn policy_rule(permission: &PendingPermission) -> Value {
 /// Named after the Install's uid as well as its rules: an Install created again under the same name never writes
 /// over (and so never takes over) the grants an orphaned predecessor left.
 fn grant_name(owner: &GrantOwner<'_>, namespace: Option<&str>, rules: &[Value]) -> String {
-    generated_name(
-        &format!("olmv2-install-{}", owner.install),
-        &json!({"install": owner.install, "uid": owner.uid, "namespace": namespace, "rules": rules}),
-    )
+    let mut hashed = json!({"install": owner.install, "uid": owner.uid, "namespace": namespace, "rules": rules});
+    // Apart from approved grants of the same rules; the names of approved grants stay what they always were.
+    if owner.followed {
+        hashed["followed"] = json!(true);
+    }
+    generated_name(&format!("olmv2-install-{}", owner.install), &hashed)
 }
 
 fn object(owner: &GrantOwner<'_>, kind: &str, namespace: Option<&str>, name: &str, body: Value) -> Value {
@@ -115,6 +124,9 @@ fn object(owner: &GrantOwner<'_>, kind: &str, namespace: Option<&str>, name: &st
     });
     if let Some(namespace) = namespace {
         object["metadata"]["namespace"] = json!(namespace);
+    }
+    if owner.followed {
+        object["metadata"]["annotations"][FOLLOWED_ANNOTATION] = json!("true");
     }
     if let Some(label) = owner.component_label {
         object["metadata"]["labels"] = json!({label: ""});
@@ -147,7 +159,12 @@ mod tests {
     }
 
     fn owner() -> GrantOwner<'static> {
-        GrantOwner { install: "plumbus", uid: "uid-1", component_label: Some("v2alpha1.operators.coreos.com/plumbus") }
+        GrantOwner {
+            install: "plumbus",
+            uid: "uid-1",
+            component_label: Some("v2alpha1.operators.coreos.com/plumbus"),
+            followed: false,
+        }
     }
 
     fn account() -> ServiceAccountReference {
@@ -232,5 +249,24 @@ mod tests {
         let objects =
             grant_objects(&owner, &account(), &[permission(PermissionScope::Cluster, &[], &["get"], &["nodes"])]);
         assert!(objects[0]["metadata"].get("labels").is_none());
+    }
+
+    #[test]
+    fn grants_that_followed_are_marked_and_named_apart() {
+        let rules = [PendingPermission {
+            scope: PermissionScope::Namespaced,
+            namespaces: vec!["operators".into()],
+            verbs: vec!["get".into()],
+            api_groups: vec![String::new()],
+            resources: vec!["configmaps".into()],
+            resource_names: vec!["b".into()],
+            non_resource_urls: vec![],
+        }];
+        let account = ServiceAccountReference { namespace: "olmv2-system".into(), name: "a".into() };
+        let approved = grant_objects(&owner(), &account, &rules);
+        let followed = grant_objects(&GrantOwner { followed: true, ..owner() }, &account, &rules);
+        assert!(approved.iter().all(|o| o["metadata"]["annotations"].get(FOLLOWED_ANNOTATION).is_none()));
+        assert!(followed.iter().all(|o| o["metadata"]["annotations"][FOLLOWED_ANNOTATION] == "true"));
+        assert_ne!(approved[0]["metadata"]["name"], followed[0]["metadata"]["name"]);
     }
 }

@@ -20,7 +20,7 @@ use super::crd_safety;
 use super::drift;
 use super::follows;
 use super::gate::{add_grants, gate, Gate, GateInput, PersonRequired};
-use super::grants::{grant_objects, GrantOwner};
+use super::grants::{grant_objects, GrantOwner, FOLLOWED_ANNOTATION};
 use super::resolve::{Resolved, Resolver, StoredCertificates};
 use crate::api::component::component_label_key;
 use crate::api::v2alpha1::{
@@ -217,11 +217,18 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     // leaves them counted, here and by the webhook.
     let own_grants = owned.granted_rules();
     status.granted = add_grants(&status.granted, &own_grants);
-    let held = if lends_existing_rights { rbac.without_other_installs(&uid).snapshot() } else { owned.snapshot() };
-    let missing = missing_permissions(&required, &held, &account_user);
-    // The per-object verbs on objects not there yet whose create was granted for this Install follow from it.
+    let lent = if lends_existing_rights { rbac.without_other_installs(&uid) } else { owned.clone() };
+    let held = lent.snapshot();
+    // What the content's own Roles and bindings pass on must have been approved by a person: verbs that only
+    // followed from a `create` never count for them (`follows`).
+    let approved = lent.without_annotated(FOLLOWED_ANNOTATION).snapshot();
+    let content_apply = RequiredPermissions { apply: required.apply.clone(), grants: Vec::new() };
     let content_rbac = RequiredPermissions { apply: Vec::new(), grants: required.grants.clone() };
-    let missing_for_rbac = missing_permissions(&content_rbac, &held, &account_user);
+    let missing_for_rbac = missing_permissions(&content_rbac, &approved, &account_user);
+    let mut missing = missing_permissions(&content_apply, &held, &account_user);
+    missing.permissions = add_grants(&missing.permissions, &missing_for_rbac.permissions);
+    missing.missing_roles.extend(missing_for_rbac.missing_roles.iter().cloned());
+    // The per-object verbs on objects not there yet whose create was granted for this Install follow from it.
     let candidates = follows::candidates(&missing.permissions, &own_grants, &missing_for_rbac.permissions);
     let absent = if candidates.is_empty() {
         BTreeSet::new()
@@ -318,10 +325,14 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         let transition = Transition { warning: false, reason: "GrantFollowsCreate".into(), note };
         ctx.cluster.events.publish(&*install, &[transition]).await;
     }
-    let owner = GrantOwner { install: &name, uid: &uid, component_label: label.as_deref() };
-    for object in grant_objects(&owner, &account, &grant) {
-        if let Err(error) = apply::apply(&ctx.cluster.client, "the controller", &kinds, &object).await {
-            return fail(&ctx, &install, status, error).await;
+    // What followed from a `create` is granted apart, marked so.
+    let (followed, approved_grant): (Vec<_>, Vec<_>) = grant.iter().cloned().partition(|p| split.follows.contains(p));
+    for (rules, followed) in [(approved_grant, false), (followed, true)] {
+        let owner = GrantOwner { install: &name, uid: &uid, component_label: label.as_deref(), followed };
+        for object in grant_objects(&owner, &account, &rules) {
+            if let Err(error) = apply::apply(&ctx.cluster.client, "the controller", &kinds, &object).await {
+                return fail(&ctx, &install, status, error).await;
+            }
         }
     }
     status.pending = Some(PendingPermissions::default());

@@ -54,6 +54,17 @@ impl RbacObjects {
         )
     }
 
+    /// These objects but those carrying `annotation` (the grants whose rules followed from an approved `create`).
+    pub fn without_annotated(&self, annotation: &str) -> Self {
+        let keep = |metadata: &ObjectMeta| !metadata.annotations.as_ref().is_some_and(|a| a.contains_key(annotation));
+        Self {
+            roles: self.roles.iter().filter(|o| keep(&o.metadata)).cloned().collect(),
+            cluster_roles: self.cluster_roles.iter().filter(|o| keep(&o.metadata)).cloned().collect(),
+            role_bindings: self.role_bindings.iter().filter(|o| keep(&o.metadata)).cloned().collect(),
+            cluster_role_bindings: self.cluster_role_bindings.iter().filter(|o| keep(&o.metadata)).cloned().collect(),
+        }
+    }
+
     /// These objects but the grants of other Installs: what an OperatorGroup's account holds of its own, which it may
     /// lend to an Install whose creator may use it. Grants approved for one Install never count for another.
     pub fn without_other_installs(&self, uid: &str) -> Self {

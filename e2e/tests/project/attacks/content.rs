@@ -339,28 +339,39 @@ fn config_map_with_role(name: &str, verb: &str, subject: &str) -> String {
 async fn verbs_that_follow_from_a_granted_create_never_reach_a_role_of_the_content_unseen() {
     let harness = start("attack-follows").await;
     // Approved once: a ConfigMap, a Role reading it and its binding (create on all three granted in `operators`).
-    apply(
-        &harness,
-        &harness.plane.kubeconfig(),
-        &raw_install("widgets", &config_map_with_role("a", "get", "readers"), "operators"),
-    );
+    let first = raw_install("widgets", &config_map_with_role("a", "get", "readers"), "operators");
+    apply(&harness, &harness.plane.kubeconfig(), &first);
     wait_state(&harness, "widgets", InstallState::PendingApproval).await;
     let approved =
         harness.admin_kubectl(&["patch", "install", "widgets", "--type", "merge", "-p", approve_patch()], None);
     assert!(approved.status.success(), "{}", text(&approved));
     wait_state(&harness, "widgets", InstallState::Installed).await;
+    let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
 
-    // New names only, and a Role handing `update` on the new ConfigMap to every authenticated user: the verbs the
-    // account lacks on the new names would follow from its `create`, but the Role grants them on: a person decides,
-    // seeing whom the binding binds.
-    let renamed = json!({"spec": {"content": [{"type": "Raw",
-        "raw": config_map_with_role("b", "update", "system:authenticated")}]}});
+    // Another ConfigMap, b, instead of a (the Role and binding as they were): the verbs on the new name follow from
+    // the granted create, and it installs without a person.
+    let content = |raw: String| json!({"spec": {"content": [{"type": "Raw", "raw": raw}]}}).to_string();
+    let reader_of_a = config_map_with_role("a", "get", "readers").split_once("---\n").unwrap().1.to_owned();
+    let renamed = content(format!("{}---\n{reader_of_a}", config_map("b", "v")));
+    let patched = harness.admin_kubectl(&["patch", "install", "widgets", "--type", "merge", "-p", &renamed], None);
+    assert!(patched.status.success(), "{}", text(&patched));
+    wait(&harness, "widgets", "the renamed content applied", |install| {
+        install.status.as_ref().and_then(|s| s.state) == Some(InstallState::Installed)
+            && install.status.as_ref().is_some_and(|s| s.applied.iter().any(|a| a.name == "b"))
+    })
+    .await;
+    assert!(configmaps.get_opt("b").await.unwrap().is_some());
+
+    // Then a Role handing `update` on b, which the account holds only because it followed, to every authenticated
+    // user: a person decides, seeing whom the binding binds.
+    let mut handed = format!("{}---\n{reader_of_a}", config_map("b", "v"));
+    handed.push_str("---\n");
+    handed.push_str(&config_map_with_role("b", "update", "system:authenticated").split_once("---\n").unwrap().1);
     let patched =
-        harness.admin_kubectl(&["patch", "install", "widgets", "--type", "merge", "-p", &renamed.to_string()], None);
+        harness.admin_kubectl(&["patch", "install", "widgets", "--type", "merge", "-p", &content(handed)], None);
     assert!(patched.status.success(), "{}", text(&patched));
     let waiting = wait(&harness, "widgets", "waiting for a person", |install| {
         install.status.as_ref().and_then(|s| s.state) == Some(InstallState::PendingApproval)
-            && install.status.as_ref().and_then(|s| s.pending.as_ref()).is_some_and(|p| !p.permissions.is_empty())
     })
     .await;
     let pending = waiting.status.unwrap().pending.unwrap();
@@ -372,7 +383,5 @@ async fn verbs_that_follow_from_a_granted_create_never_reach_a_role_of_the_conte
         pending.permissions
     );
     never_written(&harness, "rolebindings", "b-update");
-    let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
-    assert!(configmaps.get_opt("b").await.unwrap().is_none(), "nothing of it applied");
     controller_healthy(&harness, "after-follows").await;
 }
