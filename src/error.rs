@@ -96,6 +96,8 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    #[error("no Operators named {names:?}")]
+    OperatorsNotFound { names: Vec<String> },
     #[error("Operators {operators:?} were not made Subscriptions again in time")]
     RevertTimedOut { operators: Vec<String> },
     #[error("{count} are left as they were: the table above says why")]
@@ -139,6 +141,7 @@ impl Categorized for Error {
             Self::AdoptionTimedOut { .. } => "AdoptionTimedOut",
             Self::AskRevert { .. } => "RevertRequestFailed",
             Self::RevertTimedOut { .. } => "RevertTimedOut",
+            Self::OperatorsNotFound { .. } => "OperatorNotFound",
         }
     }
 }

@@ -267,6 +267,11 @@ async fn revert(client: &kube::Client, options: &RevertOptions) -> Result<(), Er
             }
         })
         .collect();
+    let missing: Vec<String> =
+        options.operators.iter().filter(|name| !chosen.iter().any(|o| o.name_any() == **name)).cloned().collect();
+    if !missing.is_empty() {
+        return Err(Error::OperatorsNotFound { names: missing });
+    }
     let plans: Vec<RevertPlan> = chosen
         .iter()
         .map(|o| revert_plan(o, &listed_installs, &options.operator_namespace, &options.controller_namespace))

@@ -206,6 +206,20 @@ where
         Ok(())
     }
 
+    /// Deletes the object `name` only if it is still the one of `uid`, orphaning its dependents (the garbage
+    /// collector removes their references to it); one already gone is fine.
+    pub async fn orphan_if_uid(&self, name: &str, uid: &str) -> Result<(), ClientError> {
+        let params = DeleteParams {
+            preconditions: Some(kube::api::Preconditions { uid: Some(uid.to_owned()), resource_version: None }),
+            ..DeleteParams::orphan()
+        };
+        match self.api.delete(name, &params).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+            Err(error) => Err(error.into()),
+        }
+    }
+
     /// Deletes the object `name` only if it is still the one of `uid` (not one made again under the name); one
     /// already gone is fine.
     pub async fn delete_if_uid(&self, name: &str, uid: &str) -> Result<(), ClientError> {

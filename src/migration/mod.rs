@@ -100,6 +100,12 @@ pub enum AdoptionError {
         #[source]
         source: ClientError,
     },
+    #[error("failed to hand Install {install} back to its Subscription")]
+    HandBackInstall {
+        install: String,
+        #[source]
+        source: ClientError,
+    },
     #[error("failed to delete Operator {name}")]
     DeleteOperator {
         name: String,
@@ -108,10 +114,10 @@ pub enum AdoptionError {
     },
     #[error("Operator {name} was created by someone else meanwhile")]
     OperatorTaken { name: String },
-    #[error("failed to review whether {user} may install from CatalogSource {catalog}")]
-    ReviewCatalogUse {
+    #[error("failed to review whether {user} may use {what}")]
+    ReviewAccess {
         user: String,
-        catalog: String,
+        what: String,
         #[source]
         source: kube::Error,
     },
@@ -125,10 +131,11 @@ impl Categorized for AdoptionError {
             Self::AssociateOperator { .. } => "OperatorAssociateFailed",
             Self::AdoptInstall { .. } => "InstallAdoptFailed",
             Self::DeleteSubscription { .. } => "SubscriptionDeleteFailed",
-            Self::ReviewCatalogUse { .. } => "AccessReviewFailed",
+            Self::ReviewAccess { .. } => "AccessReviewFailed",
             Self::OperatorTaken { .. } => "OperatorNameTaken",
             Self::CreateSubscription { .. } => "SubscriptionCreateFailed",
             Self::DeleteOperator { .. } => "OperatorDeleteFailed",
+            Self::HandBackInstall { .. } => "InstallHandBackFailed",
         }
     }
 }
@@ -354,9 +361,9 @@ impl Context {
                         break;
                     };
                     let may = allowed(self.client.kube(), person, &check).await.map_err(|source| {
-                        AdoptionError::ReviewCatalogUse {
+                        AdoptionError::ReviewAccess {
                             user: person.username.clone(),
-                            catalog: format!("{catalog_namespace}/{catalog}"),
+                            what: format!("CatalogSource {catalog_namespace}/{catalog}"),
                             source,
                         }
                     })?;

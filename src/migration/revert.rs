@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use crate::api::v1alpha1::{InstallPlanApproval, SubscriptionConfig};
-use crate::api::v2alpha1::{Install, Operator, UpdateApproval};
+use crate::api::v2alpha1::{Install, Operator, UpdateApproval, ADOPTED_FROM_ANNOTATION};
 use crate::legacy::installplan::execute::install_name;
 use crate::operator::reconcile::own_install_name;
 
@@ -72,6 +72,13 @@ pub fn revert_plan(
         config: operator.spec.config.as_ref().map(SubscriptionConfig::from),
         blocked: None,
     };
+    if !operator.annotations().contains_key(ADOPTED_FROM_ANNOTATION) {
+        plan.blocked = blocked(
+            "NotAdopted",
+            format!("Operator {name} was not adopted from a Subscription: it has none to go back to"),
+        );
+        return plan;
+    }
     let Some(package) = catalog.and_then(|c| c.package.clone()) else {
         plan.blocked = blocked(
             "NotFromACatalogPackage",
@@ -132,6 +139,24 @@ pub fn revert_plan(
     plan
 }
 
+/// Whether `subscription` is the one `plan` makes on behalf of `creator`: named for the Operator, its spec as the
+/// plan says, its author the Operator's creator. Anything else of the name (someone's, or ours changed since) is
+/// not handed the Install.
+pub fn made_by_plan(
+    subscription: &crate::api::v1alpha1::Subscription,
+    plan: &RevertPlan,
+    creator: Option<&str>,
+) -> bool {
+    let Ok(wanted) = serde_json::from_value::<crate::api::v1alpha1::Subscription>(subscription_for(plan, creator))
+    else {
+        return false;
+    };
+    let annotations = subscription.annotations();
+    annotations.get(REVERTED_FROM_ANNOTATION) == Some(&format!("Operator {}", plan.operator))
+        && annotations.get(crate::api::v2alpha1::CREATOR_ANNOTATION).map(String::as_str) == creator
+        && subscription.spec == wanted.spec
+}
+
 /// The Subscription `plan` makes, on behalf of the Operator's creator (`creator`, its annotation as recorded).
 pub fn subscription_for(plan: &RevertPlan, creator: Option<&str>) -> serde_json::Value {
     let mut annotations = serde_json::json!({REVERTED_FROM_ANNOTATION: format!("Operator {}", plan.operator)});
@@ -156,7 +181,8 @@ mod tests {
     fn operator(name: &str, package: Option<&str>, namespace: Option<&str>) -> Operator {
         serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator",
             "metadata": {"name": name, "uid": "op-uid",
-                         "annotations": {crate::api::v2alpha1::OPERATOR_INSTALL_ANNOTATION: "plumbus.ops"}},
+                         "annotations": {crate::api::v2alpha1::OPERATOR_INSTALL_ANNOTATION: "plumbus.ops",
+                                         ADOPTED_FROM_ANNOTATION: "Subscription ops/plumbus"}},
             "spec": {"installNamespace": namespace, "config": {"env": [{"name": "A", "value": "b"}]},
                      "updates": {"type": "CatalogSource", "catalogSource": {"package": package,
                 "channel": "stable", "approval": "Manual", "ref": {"name": "community", "namespace": "olm"}}}}}))
@@ -192,6 +218,12 @@ mod tests {
         assert_eq!(subscription["spec"]["sourceNamespace"], "olm");
         assert_eq!(subscription["spec"]["config"]["env"][0]["name"], "A");
         assert_eq!(subscription["metadata"]["annotations"][REVERTED_FROM_ANNOTATION], "Operator plumbus");
+        let made: crate::api::v1alpha1::Subscription = serde_json::from_value(subscription).unwrap();
+        assert!(made_by_plan(&made, &plan, Some("{\"username\":\"admin\"}")));
+        assert!(!made_by_plan(&made, &plan, Some("{\"username\":\"mallory\"}")), "another author");
+        let mut changed = made.clone();
+        changed.spec.install_plan_approval = Some(InstallPlanApproval::Automatic);
+        assert!(!made_by_plan(&changed, &plan, Some("{\"username\":\"admin\"}")), "changed since");
     }
 
     #[test]
@@ -202,8 +234,11 @@ mod tests {
         let own = [install("plumbus.ops", "ops", "og", true)];
         assert_eq!(reason(operator("plumbus", None, Some("ops")), &own), Some("NotFromACatalogPackage"));
         let mut renamed = operator("plumbus", Some("plumbus"), Some("ops"));
-        renamed.metadata.annotations = None;
+        renamed.annotations_mut().remove(crate::api::v2alpha1::OPERATOR_INSTALL_ANNOTATION);
         assert_eq!(reason(renamed, &own), Some("InstallNotASubscriptions"));
+        let mut never_adopted = operator("plumbus", Some("plumbus"), Some("ops"));
+        never_adopted.annotations_mut().remove(ADOPTED_FROM_ANNOTATION);
+        assert_eq!(reason(never_adopted, &own), Some("NotAdopted"));
         let with_dependency =
             [install("plumbus.ops", "ops", "og", true), install("plumbus.requires.grumbo", "ops", "og", true)];
         assert_eq!(

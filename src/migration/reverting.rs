@@ -14,12 +14,13 @@ use kube::runtime::watcher;
 use kube::ResourceExt;
 use serde_json::json;
 
-use super::revert::{revert_plan, subscription_for, REVERTED_FROM_ANNOTATION, REVERT_ANNOTATION};
+use super::revert::{made_by_plan, revert_plan, subscription_for, REVERT_ANNOTATION};
 use super::AdoptionError;
+use crate::access::{allowed, AccessCheck};
 use crate::api::component::component_label_key;
 use crate::api::v1alpha1::Subscription;
 use crate::api::v2alpha1::{
-    Install, Operator, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION, CREATOR_ANNOTATION,
+    Install, Operator, Requester, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION, CREATOR_ANNOTATION,
     SUBSCRIPTION_ANNOTATION,
 };
 use crate::controller::client::{ClientError, ControllerClient};
@@ -58,70 +59,92 @@ impl Reconciler for Context {
             .await
             .map_err(|source| AdoptionError::Read { what: "Installs", source })?;
         let plan = revert_plan(&operator, &installs, &self.default_namespace, &self.controller_namespace);
-        if let Some(blocked) = &plan.blocked {
-            self.refuse(&operator, blocked.message.clone()).await;
-            return Ok(Action::requeue(self.resync));
-        }
-        // 1. The Subscription, unless one of the name is there already (made by an earlier pass, or by someone).
+        let creator = operator.annotations().get(CREATOR_ANNOTATION).map(String::as_str);
         let subscriptions = self.client.namespaced::<Subscription>(&plan.namespace);
-        let origin = format!("Operator {name}");
-        match subscriptions
+        let existing = subscriptions
             .get_opt(&plan.package)
             .await
-            .map_err(|source| AdoptionError::Read { what: "the Subscription", source })?
-        {
-            Some(existing) if existing.annotations().get(REVERTED_FROM_ANNOTATION) == Some(&origin) => {}
-            Some(_) => {
-                let message = format!(
-                    "a Subscription {}/{} exists that was not made from Operator {name}: it is left alone",
-                    plan.namespace, plan.package
-                );
+            .map_err(|source| AdoptionError::Read { what: "the Subscription", source })?;
+        let ours = existing.as_ref().is_some_and(|s| made_by_plan(s, &plan, creator));
+        let install = installs.iter().find(|install| install.name_any() == plan.install);
+        let key = format!("{}/{}", plan.namespace, plan.package);
+        let owned_by_it =
+            install.is_some_and(|i| i.owner_references().iter().any(|o| Some(&o.uid) == operator.uid().as_ref()));
+        // A pass that handed the Install over already: only the Operator is left to delete.
+        let handed_over = ours
+            && install.is_some_and(|i| {
+                i.owner_references().iter().all(|o| o.kind != "Operator")
+                    && i.annotations().get(SUBSCRIPTION_ANNOTATION) == Some(&key)
+            });
+        if !handed_over {
+            if let Some(blocked) = &plan.blocked {
+                self.refuse(&operator, blocked.message.clone()).await;
+                return Ok(Action::requeue(self.resync));
+            }
+            if !owned_by_it {
+                let message =
+                    format!("Install {} is not Operator {name}'s: there is nothing to hand back", plan.install);
                 self.refuse(&operator, message).await;
                 return Ok(Action::requeue(self.resync));
             }
-            None => {
-                let creator = operator.annotations().get(CREATOR_ANNOTATION).map(String::as_str);
-                let body: Subscription = serde_json::from_value(subscription_for(&plan, creator)).map_err(|error| {
-                    AdoptionError::CreateSubscription { name: plan.package.clone(), source: ClientError::Encode(error) }
-                })?;
-                subscriptions.create(&body).await.map_err(|source| AdoptionError::CreateSubscription {
-                    name: format!("{}/{}", plan.namespace, plan.package),
-                    source,
-                })?;
+            // 1. The Subscription, made on behalf of the Operator's creator, who must be able to make it.
+            match &existing {
+                Some(_) if ours => {}
+                Some(_) => {
+                    let message = format!(
+                        "a Subscription {key} exists that is not the one Operator {name} becomes: it is left alone"
+                    );
+                    self.refuse(&operator, message).await;
+                    return Ok(Action::requeue(self.resync));
+                }
+                None => {
+                    if !self.creator_may_subscribe(&operator, &plan.namespace).await? {
+                        let who = creator_of_operator(&operator).map_or("nobody recorded".to_owned(), |c| c.username);
+                        let message = format!(
+                            "Operator {name}'s creator ({who}) may not create Subscriptions in namespace {}: the \
+                             Subscription would be made on their behalf",
+                            plan.namespace
+                        );
+                        self.refuse(&operator, message).await;
+                        return Ok(Action::requeue(self.resync));
+                    }
+                    let body: Subscription =
+                        serde_json::from_value(subscription_for(&plan, creator)).map_err(|error| {
+                            AdoptionError::CreateSubscription { name: key.clone(), source: ClientError::Encode(error) }
+                        })?;
+                    subscriptions
+                        .create(&body)
+                        .await
+                        .map_err(|source| AdoptionError::CreateSubscription { name: key.clone(), source })?;
+                }
+            }
+            // 2. The Install handed to the Subscription, while it is still the Operator's.
+            if let Some(install) = install {
+                let owners: Vec<serde_json::Value> = install
+                    .owner_references()
+                    .iter()
+                    .filter(|owner| Some(&owner.uid) != operator.uid().as_ref())
+                    .filter_map(|owner| serde_json::to_value(owner).ok())
+                    .collect();
+                let body = json!({"metadata": {
+                    "labels": {component_label_key(&name): null},
+                    "annotations": {SUBSCRIPTION_ANNOTATION: key, ADOPTED_FROM_ANNOTATION: null,
+                                    ADOPTED_FROM_UID_ANNOTATION: null},
+                    "ownerReferences": owners,
+                }});
+                self.client
+                    .all::<Install>()
+                    .merge_patch(&plan.install, &body, install.resource_version().as_deref())
+                    .await
+                    .map_err(|source| AdoptionError::HandBackInstall { install: plan.install.clone(), source })?;
             }
         }
-        // 2. The Install handed to the Subscription, while it is still the Operator's.
-        let install = installs.iter().find(|install| install.name_any() == plan.install);
-        if let Some(install) =
-            install.filter(|i| i.owner_references().iter().any(|o| Some(&o.uid) == operator.uid().as_ref()))
-        {
-            let owners: Vec<serde_json::Value> = install
-                .owner_references()
-                .iter()
-                .filter(|owner| Some(&owner.uid) != operator.uid().as_ref())
-                .filter_map(|owner| serde_json::to_value(owner).ok())
-                .collect();
-            let body = json!({"metadata": {
-                "labels": {component_label_key(&name): null},
-                "annotations": {SUBSCRIPTION_ANNOTATION: format!("{}/{}", plan.namespace, plan.package),
-                                ADOPTED_FROM_ANNOTATION: null, ADOPTED_FROM_UID_ANNOTATION: null},
-                "ownerReferences": owners,
-            }});
-            self.client
-                .all::<Install>()
-                .merge_patch(&plan.install, &body, install.resource_version().as_deref())
-                .await
-                .map_err(|source| AdoptionError::AdoptInstall {
-                    install: plan.install.clone(),
-                    operator: name.clone(),
-                    source,
-                })?;
-        }
-        // 3. The Operator, which owns nothing of the operator any more.
+        // 3. The Operator, which owns nothing of the operator any more (whatever it made meanwhile is orphaned, not
+        // deleted).
         let uid = operator.uid().unwrap_or_default();
         self.client
             .all::<Operator>()
-            .delete_if_uid(&name, &uid)
+            .orphan_if_uid(&name, &uid)
             .await
             .map_err(|source| AdoptionError::DeleteOperator { name: name.clone(), source })?;
         tracing::info!(operator = %name, subscription = %format!("{}/{}", plan.namespace, plan.package), "reverted to a Subscription");
@@ -137,7 +160,24 @@ impl Reconciler for Context {
     }
 }
 
+/// The creator an Operator's annotation records.
+fn creator_of_operator(operator: &Operator) -> Option<Requester> {
+    let recorded = operator.annotations().get(CREATOR_ANNOTATION)?;
+    serde_json::from_str::<Requester>(recorded).ok().filter(|creator| !creator.username.is_empty())
+}
+
 impl Context {
+    /// Whether the Operator's creator may create Subscriptions in `namespace` (what making one by hand takes).
+    async fn creator_may_subscribe(&self, operator: &Operator, namespace: &str) -> Result<bool, AdoptionError> {
+        let Some(creator) = creator_of_operator(operator) else { return Ok(false) };
+        let check = AccessCheck::resource(Some(namespace), "create", "operators.coreos.com", "subscriptions", "");
+        allowed(self.client.kube(), &creator, &check).await.map_err(|source| AdoptionError::ReviewAccess {
+            user: creator.username.clone(),
+            what: format!("Subscriptions of namespace {namespace}"),
+            source,
+        })
+    }
+
     async fn refuse(&self, operator: &Operator, message: String) {
         tracing::info!(operator = %operator.name_any(), "{message}");
         let transition = Transition { warning: true, reason: "RevertFailed".into(), note: message };

@@ -346,7 +346,12 @@ pub async fn review_operator(
             return Json(forbid(response, message).into_review());
         }
     }
-    // Making an Operator a Subscription again deletes it: only who may delete it asks for that.
+    // Making an Operator a Subscription again deletes it: only who may delete it asks for that, and only of one
+    // that exists (a new Operator has nothing to hand back).
+    if old.is_none() && revert_check(None, new.as_ref(), &request.name).is_some() {
+        let message = format!("Operator {}: only an existing Operator can be made a Subscription again", request.name);
+        return Json(forbid(response, message).into_review());
+    }
     if let Some(check) = revert_check(old.as_ref(), new.as_ref(), &request.name) {
         match allowed(&checker.client, &user, &check).await {
             Ok(true) => {}
