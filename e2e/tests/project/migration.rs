@@ -1,6 +1,7 @@
 //! Migration from Subscriptions to Operators (`docs/migration.md`), end to end with the real kubectl and the real
-//! `olmv2` binary: an OLM v0-shaped cluster made by the legacy loops from real bundles (plumbus subscribed in `ops` by
-//! the admin, grumbo in `dev` by eve, who may create Subscriptions there and nothing else), `olmv2 migrate plan`
+//! `olmv2` binary: an OLM v0-shaped cluster made by the legacy loops from real bundles (plumbus subscribed in `ops`
+//! by the admin; grumbo in `dev` by eve, who may create Subscriptions there and nothing else; fleeb in `dev` by the
+//! admin, Manual), `olmv2 migrate plan`
 //! read, the controller killed halfway through the adoption of `ops`, then `olmv2 migrate apply`. Afterwards no
 //! Subscription remains, each operator runs on under an Operator (same Deployments, same Installs), the plan said
 //! what was done, eve's Automatic Subscription became a Manual Operator (she may not `install` from the catalog),
@@ -33,11 +34,17 @@ fn apply(harness: &Harness, kubeconfig: Option<&str>, manifest: &str) {
     assert!(output.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
 }
 
-/// Pushes a catalog of plumbus (`plumbus` entries of `stable`) and grumbo 1.0.0, without requirements.
+/// Pushes a catalog of plumbus (`plumbus` entries of `stable`), fleeb 2.0.0-alpha and grumbo 1.0.0, without
+/// requirements.
 async fn push_catalog(harness: &Harness, revision: usize, plumbus: &[(&str, &str)]) {
     let grumbo = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "1.0.0").await;
+    let fleeb = push_fleeb(harness).await;
     let mut entries = Vec::new();
     let mut blobs = vec![
+        json!({"schema": "olm.package", "name": "fleeb", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "fleeb", "name": "stable", "entries": [{"name": "fleeb.v2.0.0-alpha"}]}),
+        json!({"schema": "olm.bundle", "package": "fleeb", "name": "fleeb.v2.0.0-alpha", "image": fleeb, "properties": [
+            {"type": "olm.package", "value": {"packageName": "fleeb", "version": "2.0.0-alpha"}}]}),
         json!({"schema": "olm.package", "name": "grumbo", "defaultChannel": "stable"}),
         json!({"schema": "olm.channel", "package": "grumbo", "name": "stable", "entries": [{"name": "grumbo.v1.0.0"}]}),
         json!({"schema": "olm.bundle", "package": "grumbo", "name": "grumbo.v1.0.0", "image": grumbo, "properties": [
@@ -58,6 +65,33 @@ async fn push_catalog(harness: &Harness, revision: usize, plumbus: &[(&str, &str
     let text: Vec<String> = blobs.iter().map(Value::to_string).collect();
     std::fs::write(configs.join("index/catalog.json"), text.join("\n")).unwrap();
     harness.images().push_catalog(&configs, &harness.registry.reference("catalog:latest")).await.expect("catalog");
+}
+
+/// Plumbus 2.0.0-alpha as another package, fleeb (its own CSV, CRD, Deployment and Service names), pushed as
+/// `fleeb-bundle:2.0.0-alpha`; answers the image.
+async fn push_fleeb(harness: &Harness) -> String {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/plumbus/2.0.0-alpha");
+    let dir = harness.dir.join("fleeb");
+    for sub in ["manifests", "metadata"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        for entry in std::fs::read_dir(source.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path)
+                .unwrap()
+                .replace("manufacturing.how.theydoit.com", "GRUMBO-GROUP")
+                .replace("how.theydoit.com", "fleeb.example.com")
+                .replace("GRUMBO-GROUP", "manufacturing.how.theydoit.com")
+                .replace("plumbai", "fleebs")
+                .replace("Plumbus", "Fleeb")
+                .replace("plumbus", "fleeb");
+            let name =
+                path.file_name().unwrap().to_string_lossy().replace("plumbai", "fleebs").replace("plumbus", "fleeb");
+            std::fs::write(dir.join(sub).join(name), text).unwrap();
+        }
+    }
+    let image = harness.registry.reference("fleeb-bundle:2.0.0-alpha");
+    harness.images().push_bundle(&dir, &image, false).await.expect("fleeb pushed");
+    image
 }
 
 fn approve(harness: &Harness, install: &str) {
@@ -129,26 +163,49 @@ async fn subscriptions_become_operators_with_nothing_reinstalled_even_after_a_cr
          subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: eve}]\n",
     );
     let eve = harness.plane.user_kubeconfig("eve", &[]);
-    let subscription = |namespace: &str, package: &str| {
+    let subscription = |namespace: &str, package: &str, approval: &str| {
         format!(
             "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: {package}, namespace: {namespace}}}\n\
-             spec: {{source: community, sourceNamespace: olm, name: {package}, channel: stable, installPlanApproval: Automatic}}\n"
+             spec: {{source: community, sourceNamespace: olm, name: {package}, channel: stable, installPlanApproval: {approval}}}\n"
         )
     };
-    apply(&harness, None, &subscription("ops", "plumbus"));
-    apply(&harness, Some(&eve), &subscription("dev", "grumbo"));
+    apply(&harness, None, &subscription("ops", "plumbus", "Automatic"));
+    apply(&harness, Some(&eve), &subscription("dev", "grumbo", "Automatic"));
     for install in ["plumbus.ops", "grumbo.dev"] {
         wait_pending(&harness, install).await;
         approve(&harness, install);
     }
     at_latest(&harness, "ops", "plumbus", "plumbus.v2.0.0-alpha").await;
     at_latest(&harness, "dev", "grumbo", "grumbo.v1.0.0").await;
+    // A Manual one: its plan approved (OLM's spec.approved), then its Install by a person.
+    // (In dev, where grumbo provides the Grumbo API fleeb's CSV requires: OLM resolves a namespace as a whole.)
+    apply(&harness, None, &subscription("dev", "fleeb", "Manual"));
+    // The plan the Subscription points at (a newer one may supersede the first), approved.
+    let subscriptions = Api::<Subscription>::namespaced(harness.admin.clone(), "dev");
+    let patch = r#"{"spec":{"approved":true}}"#;
+    let mut approved = false;
+    for _ in 0..300 {
+        let status = subscriptions.get("fleeb").await.unwrap().status.unwrap_or_default();
+        if let Some(plan) = status.install_plan_ref.and_then(|r| r.name) {
+            let args = ["patch", "installplan", plan.as_str(), "-n", "dev", "--type=merge", "-p", patch];
+            if harness.admin_kubectl(&args, None).status.success() {
+                approved = true;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(approved, "fleeb's plan approved");
+    wait_pending(&harness, "fleeb.dev").await;
+    approve(&harness, "fleeb.dev");
+    at_latest(&harness, "dev", "fleeb", "fleeb.v2.0.0-alpha").await;
     let plumbus_uid = deployment_uid(&harness, "ops", "plumbus-operator").await;
     let grumbo_uid = deployment_uid(&harness, "dev", "grumbo-operator").await;
+    let fleeb_uid = deployment_uid(&harness, "dev", "fleeb-operator").await;
     let installs = Api::<Install>::all(harness.admin.clone());
     let install_uids: Vec<Option<String>> =
         installs.list(&ListParams::default()).await.unwrap().items.iter().map(|i| i.metadata.uid.clone()).collect();
-    assert_eq!(install_uids.len(), 2);
+    assert_eq!(install_uids.len(), 3);
 
     // The plan, changing nothing.
     let planned = olmv2(&harness, &["migrate", "plan"]);
@@ -160,9 +217,10 @@ async fn subscriptions_become_operators_with_nothing_reinstalled_even_after_a_cr
         assert!(plumbus_row.contains(cell), "{cell} in {plumbus_row}");
     }
     assert!(row("dev/grumbo").unwrap().contains("grumbo (new)"), "{table}");
+    assert!(row("dev/fleeb").unwrap().contains("Manual"), "{table}");
     let yaml = olmv2(&harness, &["migrate", "plan", "-o", "yaml"]);
     let plans: Vec<Value> = serde_yaml_ng::from_slice(&yaml.stdout).expect("YAML plan");
-    assert_eq!(plans.len(), 2);
+    assert_eq!(plans.len(), 3);
     assert!(plans.iter().all(|p| p["blocked"].is_null()), "{plans:?}");
     let granted = plans.iter().find(|p| p["name"] == "plumbus").unwrap()["granted"].as_array().unwrap().len();
     assert!(granted > 0, "what plumbus holds today is in the plan");
@@ -170,7 +228,7 @@ async fn subscriptions_become_operators_with_nothing_reinstalled_even_after_a_cr
     assert!(operators.list(&ListParams::default()).await.unwrap().items.is_empty(), "the plan changed nothing");
     assert_eq!(
         Api::<Subscription>::all(harness.admin.clone()).list(&ListParams::default()).await.unwrap().items.len(),
-        2
+        3
     );
 
     // Adoption of ops asked, the controller killed as soon as the Operator exists; started again.
@@ -202,14 +260,16 @@ async fn subscriptions_become_operators_with_nothing_reinstalled_even_after_a_cr
         .is_empty());
     let listed = installs.list(&ListParams::default()).await.unwrap().items;
     let after: Vec<Option<String>> = listed.iter().map(|i| i.metadata.uid.clone()).collect();
-    assert_eq!(after, install_uids, "the same two Installs, none made again");
+    assert_eq!(after, install_uids, "the same three Installs, none made again");
     assert_eq!(deployment_uid(&harness, "ops", "plumbus-operator").await, plumbus_uid, "plumbus never reinstalled");
     assert_eq!(deployment_uid(&harness, "dev", "grumbo-operator").await, grumbo_uid, "grumbo never reinstalled");
+    assert_eq!(deployment_uid(&harness, "dev", "fleeb-operator").await, fleeb_uid, "fleeb never reinstalled");
     let names: Vec<String> =
         operators.list(&ListParams::default()).await.unwrap().items.iter().map(|o| o.name_any()).collect();
-    assert_eq!(names, ["grumbo", "plumbus"], "one Operator each, as planned");
+    assert_eq!(names, ["fleeb", "grumbo", "plumbus"], "one Operator each, as planned");
     for (operator, install, origin, approval) in [
         ("plumbus", "plumbus.ops", "Subscription ops/plumbus", UpdateApproval::Automatic),
+        ("fleeb", "fleeb.dev", "Subscription dev/fleeb", UpdateApproval::Manual),
         // Eve may not `install` from the catalog: her Automatic Subscription's updates now wait for a person.
         ("grumbo", "grumbo.dev", "Subscription dev/grumbo", UpdateApproval::Manual),
     ] {
@@ -288,7 +348,7 @@ async fn subscriptions_become_operators_with_nothing_reinstalled_even_after_a_cr
     assert_eq!(deployment_uid(&harness, "dev", "grumbo-operator").await, grumbo_uid, "grumbo never reinstalled");
     let after_revert: Vec<Option<String>> =
         installs.list(&ListParams::default()).await.unwrap().items.iter().map(|i| i.metadata.uid.clone()).collect();
-    assert_eq!(after_revert, install_uids, "still the same two Installs");
+    assert_eq!(after_revert, install_uids, "still the same three Installs");
 
     // An update needing more permission waits for approval; 2.0.0-alpha runs on.
     let release = harness.push_bundle("plumbus/2.1.0", "plumbus-bundle", "2.1.0").await;
