@@ -189,6 +189,17 @@ fn components_diverge(observed: &Observed<'_>) -> Wanted {
     if let Some(condition) = install_condition(observed.install, COMPONENTS_DIVERGE).filter(|c| c.status == "True") {
         return (COMPONENTS_DIVERGE, "True", condition.reason.clone(), condition.message.clone());
     }
+    // An adopted Install labels what it applied for the Operator on its first pass under it (when it records where it
+    // came from): until then, nothing it applied is labelled, and that is no divergence.
+    let recorded = observed.install.and_then(|install| install.status.as_ref()).and_then(|s| s.adopted_from.as_ref());
+    if observed.adopted_from.is_some() && recorded.is_none() {
+        return (
+            COMPONENTS_DIVERGE,
+            "Unknown",
+            "AdoptionPending".into(),
+            "the adopted Install has not applied its content under this Operator yet".into(),
+        );
+    }
     let applied = observed.install.and_then(|install| install.status.as_ref()).map(|s| s.applied.as_slice());
     let missing: Vec<String> = applied
         .unwrap_or_default()
@@ -476,6 +487,14 @@ mod tests {
         assert!(!event.warning, "news, not a warning");
         let plain = observe(&[], Some(&install), &source, &[]);
         assert!(plain.conditions.iter().all(|c| c.type_ != ADOPTED), "only adopted Operators carry it");
+        // Until the Install has applied under the Operator, what it applied is not labelled yet: not a divergence.
+        let diverge = find(&adopted, COMPONENTS_DIVERGE);
+        assert_eq!((diverge.status.as_str(), diverge.reason.as_str()), ("Unknown", "AdoptionPending"));
+        let mut applied_since = install.clone();
+        applied_since.status.as_mut().unwrap().adopted_from = Some("Subscription ops/plumbus".into());
+        let settled = Observed { install: Some(&applied_since), ..observed };
+        let diverge = status(&settled, &time("2026-11-21T12:00:00Z"));
+        assert_eq!(find(&diverge, COMPONENTS_DIVERGE).reason, "ComponentsMatchInstall");
     }
 
     #[test]

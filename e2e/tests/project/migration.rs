@@ -307,6 +307,12 @@ async fn subscriptions_become_operators_with_nothing_reinstalled_even_after_a_cr
             .map(|e| e.note.clone())
             .collect::<Vec<_>>()
     );
+    let divergent: Vec<_> = listed
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("ComponentsDivergeFromInstall"))
+        .map(|e| e.note.clone())
+        .collect();
+    assert!(divergent.is_empty(), "an adopted Operator's components were never missing: {divergent:?}");
     let deployment = Api::<Deployment>::namespaced(harness.admin.clone(), "ops").get("plumbus-operator").await.unwrap();
     assert!(deployment.labels().contains_key("v2alpha1.operators.coreos.com/plumbus"));
     let demoted = harness.wait_event("default", "AdoptedWithManualApproval").await;
