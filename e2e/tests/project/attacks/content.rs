@@ -366,7 +366,7 @@ async fn verbs_that_follow_from_a_granted_create_never_reach_a_role_of_the_conte
     // user: a person decides, seeing whom the binding binds.
     let mut handed = format!("{}---\n{reader_of_a}", config_map("b", "v"));
     handed.push_str("---\n");
-    handed.push_str(&config_map_with_role("b", "update", "system:authenticated").split_once("---\n").unwrap().1);
+    handed.push_str(config_map_with_role("b", "update", "system:authenticated").split_once("---\n").unwrap().1);
     let patched =
         harness.admin_kubectl(&["patch", "install", "widgets", "--type", "merge", "-p", &content(handed)], None);
     assert!(patched.status.success(), "{}", text(&patched));
