@@ -43,7 +43,8 @@ fn every_document_names_its_kind_and_object() {
 fn probes_use_the_port_run_serves_on() {
     let deployment: Deployment = find("Deployment");
     let container = &deployment.spec.expect("spec").template.spec.expect("pod spec").containers[0];
-    assert_eq!(container.args.as_deref(), Some(&["run".to_owned(), "--log-format".to_owned(), "json".to_owned()][..]));
+    let args: Vec<&str> = container.args.iter().flatten().map(String::as_str).collect();
+    assert_eq!(args, ["run", "--log-format", "json", "--enable-v2alpha1"], "the v2alpha1 controllers run deployed");
     let port = &container.ports.as_ref().expect("ports")[0];
     let default_address: std::net::SocketAddr = "0.0.0.0:8080".parse().expect("address");
     assert_eq!(port.container_port, i32::from(default_address.port()));
