@@ -89,6 +89,8 @@ async fn start(cli: Cli) -> Result<(), String> {
         "30",
         "--retry-seconds",
         "2",
+        // As deploy/ runs it: the Operator controller and adoption beside OLM v0's loops.
+        "--enable-v2alpha1",
     ])
     .options;
     let admin = plane.client().await.map_err(|e| e.to_string())?;
