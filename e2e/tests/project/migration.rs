@@ -293,8 +293,12 @@ async fn subscriptions_become_operators_with_nothing_reinstalled_even_after_a_cr
             })
             .await;
         assert!(condition(&settled, "Adopted").unwrap().message.contains(origin));
-        let install_status = Api::<Install>::all(harness.admin.clone()).get(install).await.unwrap().status.unwrap();
-        assert_eq!(install_status.adopted_from.as_deref(), Some(origin));
+        // The Install records where it came from on its first pass under the Operator.
+        harness
+            .wait_for(&installs, install, "recording where it came from", |i| {
+                i.status.as_ref().and_then(|s| s.adopted_from.as_deref()) == Some(origin)
+            })
+            .await;
     }
     let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(harness.admin.clone(), "default");
     let listed = events.list(&ListParams::default()).await.unwrap().items;
