@@ -206,26 +206,13 @@ where
         Ok(())
     }
 
-    /// Deletes the object `name` only if it is still the one of `uid`, orphaning its dependents (the garbage
-    /// collector removes their references to it); one already gone is fine.
-    pub async fn orphan_if_uid(&self, name: &str, uid: &str) -> Result<(), ClientError> {
+    /// Deletes the object `name` only if it is still the one of `uid` (not one made again under the name), its
+    /// dependents left to the garbage collector or, with `orphan`, kept (the collector removes their references to
+    /// it); one already gone is fine.
+    pub async fn delete_if_uid(&self, name: &str, uid: &str, orphan: bool) -> Result<(), ClientError> {
         let params = DeleteParams {
             preconditions: Some(kube::api::Preconditions { uid: Some(uid.to_owned()), resource_version: None }),
-            ..DeleteParams::orphan()
-        };
-        match self.api.delete(name, &params).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(error) => Err(error.into()),
-        }
-    }
-
-    /// Deletes the object `name` only if it is still the one of `uid` (not one made again under the name); one
-    /// already gone is fine.
-    pub async fn delete_if_uid(&self, name: &str, uid: &str) -> Result<(), ClientError> {
-        let params = DeleteParams {
-            preconditions: Some(kube::api::Preconditions { uid: Some(uid.to_owned()), resource_version: None }),
-            ..DeleteParams::background()
+            ..if orphan { DeleteParams::orphan() } else { DeleteParams::background() }
         };
         match self.api.delete(name, &params).await {
             Ok(_) => Ok(()),

@@ -27,8 +27,8 @@ use crate::access::{allowed, AccessCheck};
 use crate::api::component::component_label_key;
 use crate::api::v1alpha1::{CatalogSource, Subscription};
 use crate::api::v2alpha1::{
-    Install, Operator, Requester, UpdateApproval, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION,
-    CREATOR_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
+    Install, Operator, UpdateApproval, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION, CREATOR_ANNOTATION,
+    OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
 };
 use crate::catalog::CatalogCache;
 use crate::category::Categorized;
@@ -40,6 +40,7 @@ use crate::controller::watches;
 use crate::controller::Process;
 use crate::install::cluster::creator_of;
 use crate::metrics::Metrics;
+use crate::webhook::csv_author::recorded_author;
 use plan::{adopted_from, plan, Inputs, OperatorChoice, SubscriptionPlan};
 
 /// A namespace annotated so (`"true"`) has its Subscriptions adopted into Operators.
@@ -233,7 +234,8 @@ impl Reconciler for Context {
             return Ok(Action::await_change());
         };
         if let Some(blocked) = &plan.blocked {
-            tracing::info!(subscription = %format!("{namespace}/{name}"), reason = blocked.reason, "{}", blocked.message);
+            let key = format!("{namespace}/{name}");
+            tracing::info!(subscription = %key, reason = blocked.reason, "{}", blocked.message);
             let transition = Transition {
                 warning: !blocked.transient,
                 reason: "AdoptionFailed".into(),
@@ -314,12 +316,13 @@ impl Context {
                     operator: operator.name_any(),
                     source,
                 })?;
-            tracing::info!(install = %install_name, operator = %operator.name_any(), "the Install is under its Operator");
+            let operator_name = operator.name_any();
+            tracing::info!(install = %install_name, operator = %operator_name, "the Install is under its Operator");
         }
         let key = format!("{}/{}", plan.namespace, plan.name);
         self.client
             .namespaced::<Subscription>(&plan.namespace)
-            .delete_if_uid(&plan.name, &subscription_uid)
+            .delete_if_uid(&plan.name, &subscription_uid, false)
             .await
             .map_err(|source| AdoptionError::DeleteSubscription { subscription: key.clone(), source })?;
         tracing::info!(subscription = %key, operator = %operator.name_any(), "adopted");
@@ -353,7 +356,8 @@ impl Context {
                 );
                 // Both whom the Install was made for (the Operator's creator) and whoever last wrote the
                 // Subscription's spec (its recorded author) chose that catalog.
-                let author = subscription_author(subscription);
+                // (Whoever created it or last changed its spec.)
+                let author = recorded_author(subscription.annotations());
                 let mut lacking = None;
                 for person in [&creator, &author] {
                     let Some(person) = person else {
@@ -424,12 +428,6 @@ impl Context {
         }
         Ok(created)
     }
-}
-
-/// The author a Subscription's creator annotation records (whoever created it or last changed its spec).
-fn subscription_author(subscription: &Subscription) -> Option<Requester> {
-    let recorded = subscription.annotations().get(CREATOR_ANNOTATION)?;
-    serde_json::from_str::<Requester>(recorded).ok().filter(|author| !author.username.is_empty())
 }
 
 /// Starts the adoption loop (with `--enable-v2alpha1`): every Subscription, woken also when its namespace asks for

@@ -12,13 +12,14 @@ use serde::Serialize;
 
 use crate::api::v1alpha1::{InstallPlanApproval, Subscription};
 use crate::api::v2alpha1::{
-    CatalogSourceReference, CatalogSourceUpdates, Install, Operator, OperatorSpec, PendingPermission, Requester,
-    UpdateApproval, UpdateSourceType, Updates, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION,
-    CREATOR_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
+    CatalogSourceReference, CatalogSourceUpdates, Install, Operator, OperatorSpec, PendingPermission, UpdateApproval,
+    UpdateSourceType, Updates, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION, OPERATOR_INSTALL_ANNOTATION,
+    SUBSCRIPTION_ANNOTATION,
 };
 use crate::legacy::installplan::execute::{deployment_config, install_name};
 use crate::operator::desired::settled;
 use crate::operator::reconcile::own_install_name;
+use crate::webhook::csv_author::recorded_author;
 
 /// The value of [`ADOPTED_FROM_ANNOTATION`] for a Subscription.
 pub fn adopted_from(namespace: &str, name: &str) -> String {
@@ -112,8 +113,7 @@ fn operator_source(operator: &Operator, inputs: &Inputs<'_>) -> Option<(String, 
 
 /// The user a creator annotation records.
 fn creator_name(annotations: &BTreeMap<String, String>) -> Option<String> {
-    let recorded = annotations.get(CREATOR_ANNOTATION)?;
-    serde_json::from_str::<Requester>(recorded).ok().map(|creator| creator.username).filter(|name| !name.is_empty())
+    recorded_author(annotations).map(|creator| creator.username)
 }
 
 /// Whether `operator` installs what `subscription` does (same CatalogSource, package and channel, same namespace)

@@ -1,4 +1,5 @@
 use super::*;
+use crate::api::v2alpha1::CREATOR_ANNOTATION;
 use serde_json::json;
 
 fn subscription(namespace: &str, package: &str, channel: Option<&str>, manual: bool) -> Subscription {

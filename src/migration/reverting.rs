@@ -20,7 +20,7 @@ use crate::access::{allowed, AccessCheck};
 use crate::api::component::component_label_key;
 use crate::api::v1alpha1::Subscription;
 use crate::api::v2alpha1::{
-    Install, Operator, Requester, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION, CREATOR_ANNOTATION,
+    Install, Operator, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION, CREATOR_ANNOTATION,
     SUBSCRIPTION_ANNOTATION,
 };
 use crate::controller::client::{ClientError, ControllerClient};
@@ -30,6 +30,7 @@ use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::controller::Process;
 use crate::metrics::Metrics;
+use crate::webhook::csv_author::recorded_author;
 
 pub struct Context {
     client: ControllerClient,
@@ -99,7 +100,8 @@ impl Reconciler for Context {
                 }
                 None => {
                     if !self.creator_may_subscribe(&operator, &plan.namespace).await? {
-                        let who = creator_of_operator(&operator).map_or("nobody recorded".to_owned(), |c| c.username);
+                        let author = recorded_author(operator.annotations());
+                        let who = author.map_or("nobody recorded".to_owned(), |c| c.username);
                         let message = format!(
                             "Operator {name}'s creator ({who}) may not create Subscriptions in namespace {}: the \
                              Subscription would be made on their behalf",
@@ -144,10 +146,10 @@ impl Reconciler for Context {
         let uid = operator.uid().unwrap_or_default();
         self.client
             .all::<Operator>()
-            .orphan_if_uid(&name, &uid)
+            .delete_if_uid(&name, &uid, true)
             .await
             .map_err(|source| AdoptionError::DeleteOperator { name: name.clone(), source })?;
-        tracing::info!(operator = %name, subscription = %format!("{}/{}", plan.namespace, plan.package), "reverted to a Subscription");
+        tracing::info!(operator = %name, subscription = %key, "reverted to a Subscription");
         Ok(Action::await_change())
     }
 
@@ -160,16 +162,10 @@ impl Reconciler for Context {
     }
 }
 
-/// The creator an Operator's annotation records.
-fn creator_of_operator(operator: &Operator) -> Option<Requester> {
-    let recorded = operator.annotations().get(CREATOR_ANNOTATION)?;
-    serde_json::from_str::<Requester>(recorded).ok().filter(|creator| !creator.username.is_empty())
-}
-
 impl Context {
     /// Whether the Operator's creator may create Subscriptions in `namespace` (what making one by hand takes).
     async fn creator_may_subscribe(&self, operator: &Operator, namespace: &str) -> Result<bool, AdoptionError> {
-        let Some(creator) = creator_of_operator(operator) else { return Ok(false) };
+        let Some(creator) = recorded_author(operator.annotations()) else { return Ok(false) };
         let check = AccessCheck::resource(Some(namespace), "create", "operators.coreos.com", "subscriptions", "");
         allowed(self.client.kube(), &creator, &check).await.map_err(|source| AdoptionError::ReviewAccess {
             user: creator.username.clone(),
