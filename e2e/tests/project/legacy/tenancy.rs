@@ -93,12 +93,14 @@ fn can_i(harness: &Harness, verb: &str, resource: &str, namespace: &str) -> Stri
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
 
-/// Waits for the CSV's Warning event `TargetRBACRefused` and returns its message line.
-async fn refusal(harness: &Harness) -> String {
+/// Waits for the CSV's Warning event `TargetRBACRefused` whose message holds `settled`, and returns its line: a pass
+/// that saw the Role before its binding refuses with what it saw, and a later one says it all.
+async fn refusal(harness: &Harness, settled: &str) -> String {
     let mut described = String::new();
     for _ in 0..200 {
         described = kubectl(harness, &["describe", "csv", "-n", "ops", "plumbus.v1.0.0"]);
-        if let Some(line) = described.lines().find(|line| line.contains("TargetRBACRefused")) {
+        let refused = |line: &&str| line.contains("TargetRBACRefused") && line.contains(settled);
+        if let Some(line) = described.lines().find(refused) {
             return line.to_owned();
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -120,7 +122,7 @@ async fn the_csvs_roles_are_copied_into_its_targets_only_for_an_author_who_could
     );
     let modes = [("SingleNamespace", true), ("MultiNamespace", true)];
     mallory_installs(&harness, &modes).await;
-    let line = refusal(&harness).await;
+    let line = refusal(&harness, "not copied to namespace team-a").await;
     assert!(
         line.contains("its Roles are not copied to namespace team-a: the CSV's author mallory may not create roles.rbac.authorization.k8s.io in namespace team-a"),
         "{line}"
@@ -153,7 +155,7 @@ async fn the_csvs_roles_are_lifted_cluster_wide_only_for_an_author_who_could_lif
     apply(&harness, GLOBAL_GROUP);
     let modes = [("AllNamespaces", true)];
     mallory_installs(&harness, &modes).await;
-    let line = refusal(&harness).await;
+    let line = refusal(&harness, "(plumbus-secrets-binding)").await;
     assert!(
         line.contains("its Roles are not made ClusterRoles (plumbus-secrets) nor bound cluster-wide (plumbus-secrets-binding): the CSV's author mallory may not create clusterroles.rbac.authorization.k8s.io cluster-wide"),
         "{line}"
