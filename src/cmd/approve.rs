@@ -231,14 +231,21 @@ pub async fn run(options: ApproveOptions) -> Result<(), Error> {
             return Ok(());
         }
     }
+    approve_as_shown(&api, &install).await
+}
+
+/// Approves `install` as it was read (and shown): with its resourceVersion as precondition, so that a pending set
+/// changed meanwhile is not approved. The user's own credentials: the webhook judges whether they hold it all.
+pub async fn approve_as_shown(api: &Api<Install>, install: &Install) -> Result<(), Error> {
+    let name = install.name_any();
     let body = json!({"metadata": {"resourceVersion": install.resource_version()}, "spec": {"approval": "Approved"}});
-    match api.patch(&options.install, &PatchParams::default(), &Patch::Merge(&body)).await {
-        Ok(_) => crate::output::write(&format!("Install {} approved.\n", options.install)),
-        Err(kube::Error::Api(status)) if status.code == 409 => Err(Error::InstallChanged { name: options.install }),
+    match api.patch(&name, &PatchParams::default(), &Patch::Merge(&body)).await {
+        Ok(_) => crate::output::write(&format!("Install {name} approved.\n")),
+        Err(kube::Error::Api(status)) if status.code == 409 => Err(Error::InstallChanged { name }),
         Err(kube::Error::Api(status)) if status.code == 403 => {
-            Err(Error::ApprovalRefused { name: options.install, message: status.message })
+            Err(Error::ApprovalRefused { name, message: status.message })
         }
-        Err(source) => Err(Error::ApproveInstall { name: options.install, source }),
+        Err(source) => Err(Error::ApproveInstall { name, source }),
     }
 }
 

@@ -16,7 +16,8 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use crate::api::v1alpha1::Subscription;
-use crate::api::v2alpha1::{Install, Operator, ADOPTED_FROM_ANNOTATION};
+use crate::api::v2alpha1::{Approval, Install, Operator, ADOPTED_FROM_ANNOTATION};
+use crate::cmd::approve::{approve_as_shown, describe_pending};
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::error::Error;
 use crate::migration::plan::SubscriptionPlan;
@@ -82,6 +83,11 @@ pub struct ApplyOptions {
     /// The controller's `--operator-namespace`: where an Operator naming no `installNamespace` installs.
     #[arg(long, default_value = "operators")]
     pub operator_namespace: String,
+    /// Approve, with your own credentials, what each Install made to take over an operator OLM v0 installed needs
+    /// (printed first; the webhook refuses what you do not hold). Without it, such Installs wait for
+    /// `kubectl olmv2 approve`.
+    #[arg(long)]
+    pub approve: bool,
 }
 
 pub async fn run(command: MigrateCommand) -> Result<(), Error> {
@@ -144,7 +150,16 @@ pub fn plan_table(plans: &[SubscriptionPlan]) -> String {
             let outcome = match &plan.blocked {
                 Some(blocked) if blocked.transient => format!("waits: {}", blocked.reason),
                 Some(blocked) => format!("blocked: {}", blocked.reason),
+                None if plan.takeover.as_ref().is_some_and(|t| t.to_create) => "take over, then adopt".into(),
                 None => "adopt".into(),
+            };
+            let install = match (&plan.install, &plan.takeover) {
+                (Some(install), Some(takeover)) => format!("{install} (takes over {})", takeover.csv),
+                (install, _) => install.clone().unwrap_or_else(|| "-".into()),
+            };
+            let holds = match (&plan.account, &plan.takeover) {
+                (None, Some(_)) => format!("{} rules (its CSV's)", plan.granted.len()),
+                (account, _) => format!("{} rules as {}", plan.granted.len(), account.as_deref().unwrap_or("-")),
             };
             vec![
                 format!("{}/{}", plan.namespace, plan.name),
@@ -152,8 +167,8 @@ pub fn plan_table(plans: &[SubscriptionPlan]) -> String {
                 plan.channel.clone().unwrap_or_else(|| "(default)".into()),
                 plan.catalog.clone(),
                 if plan.manual { "Manual".into() } else { "Automatic".into() },
-                plan.install.clone().unwrap_or_else(|| "-".into()),
-                format!("{} rules as {}", plan.granted.len(), plan.account.as_deref().unwrap_or("-")),
+                install,
+                holds,
                 operator,
                 outcome,
             ]
@@ -177,6 +192,14 @@ pub fn plan_table(plans: &[SubscriptionPlan]) -> String {
          holds count as approved; an update needing more waits for approval. An Automatic Subscription whose author \
          may not `install` from its CatalogSource becomes a Manual Operator. Each adopted Subscription is deleted.\n",
     );
+    if plans.iter().any(|plan| plan.takeover.is_some()) {
+        text.push_str(
+            "\nAn operator OLM v0 installed gets an Install of its bundle that takes over what OLM v0 made for its CSV \
+             (nothing is deleted or re-created); it applies once a person holding what it needs approves it \
+             (`olmv2 migrate apply --approve` approves with your credentials). Its CSV's copies are then removed, \
+             what they owned passing to the Operator.\n",
+        );
+    }
     text
 }
 
@@ -193,11 +216,17 @@ async fn apply(client: &kube::Client, options: &ApplyOptions) -> Result<(), Erro
         crate::output::write(&format!("namespace {namespace}: adoption asked\n"))?;
     }
     let deadline = Instant::now() + Duration::from_secs(options.timeout_seconds);
+    let mut approved = BTreeSet::new();
     loop {
         let listed: Vec<String> = namespaces.iter().cloned().collect();
         let now = read_plan(client, &listed, &options.operator_namespace).await?;
-        let waiting: Vec<&SubscriptionPlan> =
-            now.iter().filter(|plan| plan.blocked.as_ref().is_none_or(|b| b.transient)).collect();
+        if options.approve {
+            approve_takeovers(client, &now, &mut approved).await?;
+        }
+        let waits = |plan: &&SubscriptionPlan| {
+            plan.blocked.as_ref().is_none_or(|b| b.transient || (options.approve && b.reason == PENDING_APPROVAL))
+        };
+        let waiting: Vec<&SubscriptionPlan> = now.iter().filter(waits).collect();
         if waiting.is_empty() {
             let adopted = plans.len().saturating_sub(now.len());
             crate::output::write(&format!("{adopted} Subscriptions adopted.\n"))?;
@@ -213,6 +242,34 @@ async fn apply(client: &kube::Client, options: &ApplyOptions) -> Result<(), Erro
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// The reason of a Subscription whose takeover Install waits for a person (`migration::plan`).
+const PENDING_APPROVAL: &str = "InstallPendingApproval";
+
+/// Approves, as the user, each takeover Install the plans say waits for a person, once per pending set shown
+/// (`approved` remembers the resourceVersions approved).
+async fn approve_takeovers(
+    client: &kube::Client,
+    plans: &[SubscriptionPlan],
+    approved: &mut BTreeSet<String>,
+) -> Result<(), Error> {
+    let api = Api::<Install>::all(client.clone());
+    for plan in plans.iter().filter(|plan| plan.blocked.as_ref().is_some_and(|b| b.reason == PENDING_APPROVAL)) {
+        let Some(name) = &plan.install else { continue };
+        let install = api.get(name).await.map_err(|source| Error::ReadInstall { name: name.clone(), source })?;
+        let key = format!("{name}@{}", install.resource_version().unwrap_or_default());
+        if install.spec.approval == Approval::Approved || !approved.insert(key) {
+            continue;
+        }
+        crate::output::write(&describe_pending(&install))?;
+        match approve_as_shown(&api, &install).await {
+            // Changed since it was read: the next round shows it again.
+            Err(Error::InstallChanged { .. }) => {}
+            other => other?,
+        }
+    }
+    Ok(())
 }
 
 /// The revert plans as a table, then why some cannot go back.
@@ -314,7 +371,7 @@ async fn revert(client: &kube::Client, options: &RevertOptions) -> Result<(), Er
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::migration::plan::{Blocked, OperatorChoice};
+    use crate::migration::plan::{Blocked, CsvTakeover, OperatorChoice};
 
     fn plan(name: &str, blocked: Option<Blocked>) -> SubscriptionPlan {
         SubscriptionPlan {
@@ -329,6 +386,7 @@ mod tests {
             account: Some("olmv2-system/x".into()),
             granted: Vec::new(),
             install_adopted: false,
+            takeover: None,
             operator: blocked.is_none().then(|| OperatorChoice {
                 name: name.into(),
                 exists: false,
@@ -354,6 +412,23 @@ mod tests {
         assert!(fleeb.contains("blocked: OperatorNameTaken"), "{fleeb}");
         assert!(text.contains("Not adopted now:\n  ops/fleeb: an Operator named fleeb exists"), "{text}");
         assert_eq!(plan_table(&[]), "No Subscriptions to adopt.\n");
+    }
+
+    #[test]
+    fn a_takeover_says_which_csv_and_what_its_csv_holds() {
+        let mut taken_over = plan("grumbo", None);
+        taken_over.account = None;
+        taken_over.takeover =
+            Some(CsvTakeover { csv: "grumbo.v0.1.0".into(), uid: "u".into(), image: None, to_create: true });
+        let text = plan_table(&[taken_over.clone()]);
+        let row = text.lines().map(str::trim_start).find(|l| l.starts_with("ops/grumbo")).unwrap();
+        for cell in ["grumbo.ops (takes over grumbo.v0.1.0)", "0 rules (its CSV's)", "take over, then adopt"] {
+            assert!(row.contains(cell), "{cell} in {row}");
+        }
+        assert!(text.contains("olmv2 migrate apply --approve"), "{text}");
+        let yaml = serde_yaml_ng::to_string(&[taken_over]).unwrap();
+        assert!(yaml.contains("csv: grumbo.v0.1.0") && yaml.contains("toCreate: true"), "{yaml}");
+        assert!(!plan_table(&[plan("plumbus", None)]).contains("--approve"), "said only when it applies");
     }
 
     #[test]

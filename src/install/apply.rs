@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 
 use super::crd_schema::{self, VersionValidator};
 use super::follows::{self, ObjectKey};
+use super::takeover;
 use crate::api::v2alpha1::{AppliedObject, ServiceAccountReference};
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient, Objects};
@@ -186,6 +187,24 @@ pub async fn apply(
         .map_err(|source| ApplyError::Apply { object: describe(object), user: user.to_owned(), source })?;
     serde_json::to_value(applied)
         .map_err(|error| ApplyError::InvalidObject { object: describe(object), reason: error.to_string() })
+}
+
+/// Removes OLM v0's owner labels from an object an Install took over (`takeover`): it is the Install's now, and the
+/// taken-over CSV's finalizer, which deletes what those labels select, must not delete it with that CSV.
+pub async fn disown(
+    client: &ControllerClient,
+    user: &str,
+    kinds: &KindIndex,
+    object: &Value,
+) -> Result<(), ApplyError> {
+    let reference = super::content::applied_ref(object);
+    let labels: serde_json::Map<String, Value> =
+        takeover::OWNER_LABELS.iter().map(|label| ((*label).to_owned(), Value::Null)).collect();
+    objects_for(client, kinds, &reference)?
+        .merge_patch(&reference.name, &serde_json::json!({"metadata": {"labels": labels}}), None)
+        .await
+        .map_err(|source| ApplyError::Apply { object: describe(object), user: user.to_owned(), source })?;
+    Ok(())
 }
 
 /// The objects of `objects` among `candidates` that do not exist (`follows`). RBAC objects are looked up in

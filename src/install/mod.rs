@@ -1,6 +1,6 @@
 //! The Install controller: content applied as a controller-assigned ServiceAccount once a person holding the
-//! permissions it lacks approved them. `account`, `content`, `crd_safety`, `follows`, `gate`, `grants`, `conditions`
-//! and `drift` decide; `resolve`, `apply` and `cluster` read and write; `reconcile` sequences one pass;
+//! permissions it lacks approved them. `account`, `content`, `crd_safety`, `follows`, `gate`, `grants`, `conditions`,
+//! `takeover` and `drift` decide; `resolve`, `apply` and `cluster` read and write; `reconcile` sequences one pass;
 //! [`controller`] runs it for every Install.
 
 pub mod account;
@@ -16,6 +16,7 @@ pub mod gate;
 pub mod grants;
 pub mod reconcile;
 pub mod resolve;
+pub mod takeover;
 
 use std::sync::Arc;
 

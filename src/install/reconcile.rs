@@ -22,6 +22,7 @@ use super::follows;
 use super::gate::{add_grants, gate, Gate, GateInput, PersonRequired};
 use super::grants::{grant_objects, GrantOwner, FOLLOWED_ANNOTATION};
 use super::resolve::{Resolved, Resolver, StoredCertificates};
+use super::takeover;
 use crate::api::component::component_label_key;
 use crate::api::v2alpha1::{
     Approval, Install, InstallState, InstallStatus, PendingPermissions, ADOPTED_FROM_ANNOTATION,
@@ -355,6 +356,10 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         }
     }
     let mut deployments = Vec::new();
+    // An Install made for an operator OLM v0 installed takes over what OLM v0 made for its CSV, on its first apply.
+    let takeover = takeover::takeover_of(&install).filter(|_| previous.applied.is_empty());
+    let owned_crds = takeover::owned_crds(&objects);
+    let mut disown = Vec::new();
     if !(same_content && settled && diverged.is_empty() && !relabel) {
         for object in &objects {
             let reference = content::applied_ref(object);
@@ -363,9 +368,16 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
             if !owned_before || is_crd {
                 if let Some(live) = apply::get(&client, &kinds, &reference).await? {
                     // What the Install applied before is its own; anything else that exists is never taken over.
-                    if !owned_before && !content::created_by(&live, &name, &uid) {
+                    let taken_over = takeover
+                        .as_ref()
+                        .is_some_and(|takeover| takeover::made_for_csv(&live, takeover, &owned_crds, &name));
+                    if !owned_before && !content::created_by(&live, &name, &uid) && !taken_over {
                         let error = ApplyError::NotOwned { object: apply::describe(object) };
                         return fail(&ctx, &install, status, error).await;
+                    }
+                    // (Also when a pass that failed halfway applied it already.)
+                    if taken_over && takeover::labelled_by_olm(&live) && !takeover::labelled_by_olm(object) {
+                        disown.push(object.clone());
                     }
                     if let Some(version) = crd_safety::dropped_stored_version(&live, object) {
                         let error = ApplyError::UnsafeCrdUpgrade { crd: reference.name.clone(), version };
@@ -389,6 +401,14 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
                 Ok(live) => deployments.extend((live["kind"] == "Deployment").then_some(live)),
                 Err(error) => return fail(&ctx, &install, status, error).await,
             }
+        }
+        for object in &disown {
+            if let Err(error) = apply::disown(&client, &user, &kinds, object).await {
+                return fail(&ctx, &install, status, error).await;
+            }
+        }
+        if !disown.is_empty() {
+            tracing::info!(install = %name, objects = disown.len(), "took over objects OLM v0 made for a CSV");
         }
         for stale in content::to_prune(&previous.applied, &objects) {
             if let Err(error) = apply::prune(&client, &user, &kinds, &stale).await {

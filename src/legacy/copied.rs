@@ -15,15 +15,20 @@ use kube::ResourceExt;
 
 use super::copies::{dangling, is_uncopiable, prototype};
 use super::csv::copying::sync_one;
-use super::membership::COPIED_FROM_LABEL;
+use super::membership::{is_install_record, COPIED_FROM_LABEL};
 use crate::api::v1::OPERATOR_NAMESPACE_ANNOTATION;
 use crate::api::v1alpha1::ClusterServiceVersion;
+use crate::api::v2alpha1::Install;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::controller::Process;
+use crate::install::content::CSV_RECORD_ANNOTATION;
 use crate::metrics::Metrics;
+use crate::migration::copies::{operator_of, reowned, OperatorOwner};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use serde_json::json;
 
 pub struct Context {
     client: ControllerClient,
@@ -74,6 +79,15 @@ impl Reconciler for Context {
         } else {
             self.client.namespaced::<ClusterServiceVersion>(&origin).get_opt(&name).await.map_err(error)?
         };
+        if let Some(record) = parent.as_ref().filter(|parent| is_install_record(parent)) {
+            // An operator OLM v0 installed that an Install took over: its copies go once the Install is adopted.
+            let install_name = record.annotations().get(CSV_RECORD_ANNOTATION).cloned().unwrap_or_default();
+            let install = self.client.all::<Install>().get_opt(&install_name).await.map_err(error)?;
+            if let Some(operator) = install.as_ref().and_then(operator_of) {
+                self.remove_for(&full, &operator).await.map_err(error)?;
+            }
+            return Ok(Action::await_change());
+        }
         if dangling(&full, parent.as_ref()) {
             tracing::info!(copy = %name, %namespace, "removing a copied CSV its original no longer wants");
             copies.ensure_deleted(&name).await.map_err(error)?;
@@ -94,6 +108,38 @@ impl Reconciler for Context {
     }
 }
 
+impl Context {
+    /// Passes what `copy` owns in its namespace (Roles and RoleBindings: what the CSV's operator was given there) to
+    /// the Operator, then deletes the copy, orphaning any other dependent (`migration::copies`).
+    async fn remove_for(&self, copy: &ClusterServiceVersion, operator: &OperatorOwner) -> Result<(), ClientError> {
+        let (namespace, name) = (copy.namespace().unwrap_or_default(), copy.name_any());
+        let copy_uid = copy.uid().unwrap_or_default();
+        let roles = self.client.namespaced::<Role>(&namespace).list().await?;
+        for role in &roles {
+            if let Some(owners) = reowned(role.owner_references(), &copy_uid, operator) {
+                let body = json!({"metadata": {"ownerReferences": owners}});
+                self.client
+                    .namespaced::<Role>(&namespace)
+                    .merge_patch(&role.name_any(), &body, role.resource_version().as_deref())
+                    .await?;
+            }
+        }
+        let bindings = self.client.namespaced::<RoleBinding>(&namespace).list().await?;
+        for binding in &bindings {
+            if let Some(owners) = reowned(binding.owner_references(), &copy_uid, operator) {
+                let body = json!({"metadata": {"ownerReferences": owners}});
+                self.client
+                    .namespaced::<RoleBinding>(&namespace)
+                    .merge_patch(&binding.name_any(), &body, binding.resource_version().as_deref())
+                    .await?;
+            }
+        }
+        self.client.namespaced::<ClusterServiceVersion>(&namespace).delete_if_uid(&name, &copy_uid, true).await?;
+        tracing::info!(copy = %name, %namespace, operator = %operator.name, "removed the copy of an adopted operator's CSV");
+        Ok(())
+    }
+}
+
 /// The CSVs selected by `labels` that are deleted, as metadata.
 pub fn deletions(
     client: kube::Client,
@@ -105,6 +151,29 @@ pub fn deletions(
     watcher(csvs, watcher::Config::default().labels(labels)).filter_map(|event| async move {
         match event {
             Ok(watcher::Event::Delete(csv)) => Some(Ok(csv)),
+            Ok(_) => None,
+            Err(error) => Some(Err(error)),
+        }
+    })
+}
+
+/// Originals that are deleted, or that are Install records (their copies go once the Install is an Operator's:
+/// `migration::copies`), as metadata.
+fn originals_followed(
+    client: kube::Client,
+) -> impl futures_util::Stream<Item = Result<PartialObjectMeta<ClusterServiceVersion>, watcher::Error>> + Send + 'static
+{
+    use futures_util::StreamExt;
+    let csvs = Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client);
+    let originals = watcher::Config::default().labels(&format!("!{COPIED_FROM_LABEL}"));
+    watcher(csvs, originals).filter_map(|event| async move {
+        match event {
+            Ok(watcher::Event::Delete(csv)) => Some(Ok(csv)),
+            Ok(watcher::Event::Apply(csv) | watcher::Event::InitApply(csv))
+                if csv.annotations().contains_key(CSV_RECORD_ANNOTATION) =>
+            {
+                Some(Ok(csv))
+            }
             Ok(_) => None,
             Err(error) => Some(Err(error)),
         }
@@ -126,9 +195,9 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     );
     let copies = controller.store();
     // An original deleted takes its copies with it (they are found dangling); one deleted while the controller was
-    // down is found by the first pass over every copy.
+    // down is found by the first pass over every copy. An original taken over by an Install wakes its copies too.
     let controller = controller.watches_stream(
-        deletions(client, &format!("!{COPIED_FROM_LABEL}")),
+        originals_followed(client),
         move |original: PartialObjectMeta<ClusterServiceVersion>| {
             let (name, namespace) = (original.name_any(), original.namespace().unwrap_or_default());
             copies

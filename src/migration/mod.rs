@@ -6,6 +6,7 @@
 //! applied objects stay; the Operator's label reaches them as its Install applies again. `olmv2 migrate` (in
 //! `cmd::migrate`) prints the same plan, and asks for it.
 
+pub mod copies;
 pub mod plan;
 pub mod revert;
 pub mod reverting;
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::{Api, ListParams, PartialObjectMeta};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -25,7 +26,7 @@ use serde_json::json;
 
 use crate::access::{allowed, AccessCheck};
 use crate::api::component::component_label_key;
-use crate::api::v1alpha1::{CatalogSource, Subscription};
+use crate::api::v1alpha1::{CatalogSource, ClusterServiceVersion, Subscription};
 use crate::api::v2alpha1::{
     Install, Operator, UpdateApproval, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION, CREATOR_ANNOTATION,
     OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
@@ -39,9 +40,10 @@ use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::controller::Process;
 use crate::install::cluster::creator_of;
+use crate::legacy::membership::{is_install_record, COPIED_FROM_LABEL};
 use crate::metrics::Metrics;
 use crate::webhook::csv_author::recorded_author;
-use plan::{adopted_from, plan, Inputs, OperatorChoice, SubscriptionPlan};
+use plan::{adopted_from, plan, CsvTakeover, Inputs, OperatorChoice, SubscriptionPlan};
 
 /// A namespace annotated so (`"true"`) has its Subscriptions adopted into Operators.
 pub const ADOPT_ANNOTATION: &str = "operators.coreos.com/adopt-subscriptions";
@@ -66,6 +68,12 @@ pub enum AdoptionError {
     #[error("failed to read {what}")]
     Read {
         what: &'static str,
+        #[source]
+        source: ClientError,
+    },
+    #[error("failed to create Install {name}")]
+    CreateInstall {
+        name: String,
         #[source]
         source: ClientError,
     },
@@ -129,6 +137,7 @@ impl Categorized for AdoptionError {
         match self {
             Self::Read { .. } => "AdoptionReadFailed",
             Self::CreateOperator { .. } => "OperatorCreateFailed",
+            Self::CreateInstall { .. } => "InstallCreateFailed",
             Self::AssociateOperator { .. } => "OperatorAssociateFailed",
             Self::AdoptInstall { .. } => "InstallAdoptFailed",
             Self::DeleteSubscription { .. } => "SubscriptionDeleteFailed",
@@ -154,6 +163,10 @@ pub struct Snapshot {
     pub operators: Vec<Operator>,
     pub annotated: Vec<String>,
     pub entrypoints: BTreeMap<(String, String, String), (String, Vec<String>)>,
+    /// The CSVs that are not copies.
+    pub csvs: Vec<ClusterServiceVersion>,
+    /// The images of the bundles OLM v0 installed, from their Subscriptions' catalogs (when catalogs are read).
+    pub bundle_images: Option<BTreeMap<(String, String, String), String>>,
 }
 
 impl Snapshot {
@@ -190,7 +203,13 @@ impl Snapshot {
                 }
             }
         }
-        Ok(Self { subscriptions, installs, operators, annotated, entrypoints })
+        let originals = ListParams::default().labels(&format!("!{COPIED_FROM_LABEL}"));
+        let csvs = client.all::<ClusterServiceVersion>().list_with(&originals).await.map_err(read("CSVs"))?;
+        let bundle_images = match catalogs {
+            Some(catalogs) => Some(installed_bundle_images(client, catalogs, &subscriptions, &csvs).await),
+            None => None,
+        };
+        Ok(Self { subscriptions, installs, operators, annotated, entrypoints, csvs, bundle_images })
     }
 
     /// The plan for every Subscription, `all` meaning every namespace is asked.
@@ -203,8 +222,50 @@ impl Snapshot {
             asked: &asked,
             entrypoints: &self.entrypoints,
             default_namespace,
+            csvs: &self.csvs,
+            bundle_images: self.bundle_images.as_ref(),
         })
     }
+}
+
+/// The images of the bundles OLM v0 installed (a Subscription's installed CSV that no Install applied), from the
+/// Subscription's catalog: `(catalog namespace, catalog name, bundle)` → image. A catalog that cannot be read
+/// leaves its bundles out (the plan then says they are not found, and the next pass reads again).
+async fn installed_bundle_images(
+    client: &ControllerClient,
+    catalogs: &CatalogCache,
+    subscriptions: &[Subscription],
+    csvs: &[ClusterServiceVersion],
+) -> BTreeMap<(String, String, String), String> {
+    let mut images = BTreeMap::new();
+    for subscription in subscriptions {
+        let Some(installed) = subscription.status.as_ref().and_then(|status| status.installed_csv.as_ref()) else {
+            continue;
+        };
+        let namespace = subscription.namespace();
+        let plain = csvs
+            .iter()
+            .any(|csv| csv.namespace() == namespace && csv.name_any() == *installed && !is_install_record(csv));
+        if !plain {
+            continue;
+        }
+        let spec = &subscription.spec;
+        let sources = client.namespaced::<CatalogSource>(&spec.source_namespace);
+        let Ok(Some(source)) = sources.get_opt(&spec.source).await else { continue };
+        let loaded = match catalogs.catalog_of(&source).await {
+            Ok(loaded) => loaded,
+            Err(error) => {
+                tracing::info!(catalog = %spec.source, %error, "catalog not read for an adoption");
+                continue;
+            }
+        };
+        let bundle = loaded.catalog.packages.get(&spec.name).and_then(|package| package.bundles.get(installed));
+        if let Some(bundle) = bundle.filter(|bundle| !bundle.image.is_empty()) {
+            let key = (spec.source_namespace.clone(), spec.source.clone(), installed.clone());
+            images.insert(key, bundle.image.clone());
+        }
+    }
+    images
 }
 
 impl Reconciler for Context {
@@ -265,6 +326,9 @@ impl Context {
         plan: &SubscriptionPlan,
         snapshot: &Snapshot,
     ) -> Result<(), AdoptionError> {
+        if let Some(takeover) = plan.takeover.as_ref().filter(|takeover| takeover.to_create) {
+            return self.create_takeover(subscription, plan, takeover).await;
+        }
         let (Some(choice), Some(install_name)) = (&plan.operator, &plan.install) else { return Ok(()) };
         let origin = adopted_from(&plan.namespace, &plan.name);
         let Some(install) = snapshot.installs.iter().find(|install| install.name_any() == *install_name) else {
@@ -326,6 +390,36 @@ impl Context {
             .await
             .map_err(|source| AdoptionError::DeleteSubscription { subscription: key.clone(), source })?;
         tracing::info!(subscription = %key, operator = %operator.name_any(), "adopted");
+        Ok(())
+    }
+
+    /// Makes the Install that takes over an operator OLM v0 installed (`plan::takeover_manifest`): the first step of
+    /// its adoption, the others waiting until a person approved what it needs and it applied. One made by a pass
+    /// that did not see the answer is found by the next.
+    async fn create_takeover(
+        &self,
+        subscription: &Subscription,
+        plan: &SubscriptionPlan,
+        takeover: &CsvTakeover,
+    ) -> Result<(), AdoptionError> {
+        let (Some(image), Some(name)) = (takeover.image.as_deref(), plan.install.as_ref()) else { return Ok(()) };
+        let body = plan::takeover_manifest(subscription, &takeover.csv, &takeover.uid, image);
+        let install: Install = serde_json::from_value(body)
+            .map_err(|error| AdoptionError::CreateInstall { name: name.clone(), source: ClientError::Encode(error) })?;
+        match self.client.all::<Install>().create(&install).await {
+            Ok(_) => {}
+            Err(error) if error.code() == Some(409) => return Ok(()),
+            Err(source) => return Err(AdoptionError::CreateInstall { name: name.clone(), source }),
+        }
+        let note = format!(
+            "made Install {name} to take over CSV {}, which OLM v0 installed, from bundle {image}: it waits for a \
+             person who holds what it needs to approve it (`olmv2 migrate apply --approve`, or `kubectl olmv2 approve \
+             {name}`), then the Subscription is adopted",
+            takeover.csv
+        );
+        tracing::info!(install = %name, csv = %takeover.csv, "{note}");
+        let transition = Transition { warning: false, reason: "TakeoverInstallCreated".into(), note };
+        self.events.publish(subscription, &[transition]).await;
         Ok(())
     }
 

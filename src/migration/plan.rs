@@ -10,13 +10,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::ResourceExt;
 use serde::Serialize;
 
-use crate::api::v1alpha1::{InstallPlanApproval, Subscription};
+use crate::api::v1alpha1::{ClusterServiceVersion, CsvPhase, InstallPlanApproval, Subscription};
 use crate::api::v2alpha1::{
-    CatalogSourceReference, CatalogSourceUpdates, Install, Operator, OperatorSpec, PendingPermission, UpdateApproval,
-    UpdateSourceType, Updates, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION, OPERATOR_INSTALL_ANNOTATION,
-    SUBSCRIPTION_ANNOTATION,
+    CatalogSourceReference, CatalogSourceUpdates, Install, InstallState, Operator, OperatorSpec, PendingPermission,
+    PermissionScope, UpdateApproval, UpdateSourceType, Updates, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION,
+    OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION, TAKES_OVER_CSV_ANNOTATION, TAKES_OVER_CSV_UID_ANNOTATION,
 };
-use crate::legacy::installplan::execute::{deployment_config, install_name};
+use crate::legacy::installplan::execute::{deployment_config, install_name, new_install};
+use crate::legacy::membership::{is_copied, is_install_record};
 use crate::operator::desired::settled;
 use crate::operator::reconcile::own_install_name;
 use crate::webhook::csv_author::recorded_author;
@@ -38,6 +39,26 @@ pub struct Inputs<'a> {
     pub entrypoints: &'a BTreeMap<(String, String, String), (String, Vec<String>)>,
     /// Where an Operator without `installNamespace` installs (the controller's `--operator-namespace`).
     pub default_namespace: &'a str,
+    /// The CSVs of the cluster that are not copies: an operator OLM v0 installed is its Subscription's installed CSV.
+    pub csvs: &'a [ClusterServiceVersion],
+    /// The image of each bundle of the catalogs Subscriptions name: `(catalog namespace, catalog name, bundle)` →
+    /// image; `None` when the catalogs were not read (`olmv2 migrate plan` pulls no catalog image).
+    pub bundle_images: Option<&'a BTreeMap<(String, String, String), String>>,
+}
+
+/// An operator OLM v0 installed (its Subscription's installed CSV, which no Install applied): an Install is made for
+/// its bundle that takes over what OLM v0 made for that CSV, once a person approves what it needs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CsvTakeover {
+    /// The CSV taken over.
+    pub csv: String,
+    #[serde(skip)]
+    pub uid: String,
+    /// Its bundle's image, from the Subscription's catalog (unknown to a plan that reads no catalog).
+    pub image: Option<String>,
+    /// Whether the Install is still to be made.
+    pub to_create: bool,
 }
 
 /// Why a Subscription is not adopted (now).
@@ -86,6 +107,9 @@ pub struct SubscriptionPlan {
     pub granted: Vec<PendingPermission>,
     /// Whether its Install is under the Operator already (a pass went that far).
     pub install_adopted: bool,
+    /// For an operator OLM v0 installed: the CSV its Install takes over.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub takeover: Option<CsvTakeover>,
     pub operator: Option<OperatorChoice>,
     pub blocked: Option<Blocked>,
 }
@@ -205,6 +229,7 @@ fn plan_one(
         account: None,
         granted: Vec::new(),
         install_adopted: false,
+        takeover: None,
         operator: None,
         blocked: None,
     };
@@ -230,21 +255,29 @@ fn plan_one(
             && annotations.get(ADOPTED_FROM_UID_ANNOTATION) == uid.as_ref();
         annotations.get(SUBSCRIPTION_ANNOTATION) == Some(&key) || adopted
     });
-    let Some(install) = install else {
-        let expected = install_name(&spec.name, &namespace);
-        plan.blocked = blocked(
-            "SubscriptionNotInstalled",
-            format!(
-                "no Install {expected} serves this Subscription: its operator is still being installed, or was \
-                 installed by OLM v0 itself, whose operators cannot be adopted yet"
-            ),
-            true,
-        );
-        return plan;
+    // None for an operator OLM v0 installed: the Install to make, which takes it over.
+    let provisional;
+    let install = match install {
+        Some(install) => install,
+        None => match takeover_install(subscription, inputs) {
+            Ok((install, takeover, holds)) => {
+                plan.takeover = Some(takeover);
+                plan.granted = holds;
+                provisional = install;
+                &provisional
+            }
+            Err(why) => {
+                plan.blocked = Some(why);
+                return plan;
+            }
+        },
     };
     let install_name = install.name_any();
     plan.install = Some(install_name.clone());
-    plan.granted = install.status.as_ref().map(|status| status.granted.clone()).unwrap_or_default();
+    if plan.takeover.is_none() {
+        plan.granted = install.status.as_ref().map(|status| status.granted.clone()).unwrap_or_default();
+        plan.takeover = taking_over(install);
+    }
     plan.account = install
         .status
         .as_ref()
@@ -337,15 +370,154 @@ fn plan_one(
             format!("Install {install_name} belongs to Operator {} already", owners.join(", ")),
             false,
         );
+    } else if plan.takeover.as_ref().is_some_and(|takeover| takeover.to_create) {
+        // The first step: the Install is made; the rest waits for it to be approved and applied.
     } else if !plan.install_adopted && !settled(install) {
-        plan.blocked = blocked(
-            "InstallNotSettled",
-            format!("Install {install_name} is not installed yet: it is adopted once it is"),
-            true,
-        );
+        let pending = install.status.as_ref().and_then(|status| status.pending.as_ref()).map_or(0, |p| p.count);
+        let waits = install.status.as_ref().and_then(|status| status.state) == Some(InstallState::PendingApproval);
+        plan.blocked = match &plan.takeover {
+            Some(takeover) if waits => blocked(
+                "InstallPendingApproval",
+                format!(
+                    "Install {install_name} takes over CSV {}, which OLM v0 installed, once a person who holds the \
+                     {pending} permissions it needs approves them: `olmv2 migrate apply --approve`, or `kubectl \
+                     olmv2 approve {install_name}`",
+                    takeover.csv
+                ),
+                false,
+            ),
+            _ => blocked(
+                "InstallNotSettled",
+                format!("Install {install_name} is not installed yet: it is adopted once it is"),
+                true,
+            ),
+        };
     }
     plan.operator = Some(choice);
     plan
+}
+
+/// The CSV an Install made for a takeover takes over, as its annotations record it.
+fn taking_over(install: &Install) -> Option<CsvTakeover> {
+    let annotations = install.annotations();
+    let (_, csv) = annotations.get(TAKES_OVER_CSV_ANNOTATION)?.split_once('/')?;
+    Some(CsvTakeover {
+        csv: csv.to_owned(),
+        uid: annotations.get(TAKES_OVER_CSV_UID_ANNOTATION).cloned().unwrap_or_default(),
+        image: install.spec.content.first().and_then(|content| content.manifest_image.clone()),
+        to_create: false,
+    })
+}
+
+/// The Install to make for a Subscription whose operator OLM v0 installed: its installed CSV exists, is no copy and
+/// no Install's record, and has succeeded. It is the Install the InstallPlan loop would make for that bundle, named
+/// so, also recording the CSV it takes over. With it, what the operator holds today: the rules its CSV declares.
+fn takeover_install(
+    subscription: &Subscription,
+    inputs: &Inputs<'_>,
+) -> Result<(Install, CsvTakeover, Vec<PendingPermission>), Blocked> {
+    let namespace = subscription.namespace().unwrap_or_default();
+    let spec = &subscription.spec;
+    let expected = install_name(&spec.name, &namespace);
+    let not_installed = |detail: String| Blocked {
+        reason: "SubscriptionNotInstalled",
+        message: format!("no Install {expected} serves this Subscription: {detail}"),
+        transient: true,
+    };
+    if inputs.installs.iter().any(|install| install.name_any() == expected) {
+        return Err(Blocked {
+            reason: "InstallNameTaken",
+            message: format!(
+                "an Install named {expected} exists that was not made for this Subscription: delete or rename it"
+            ),
+            transient: false,
+        });
+    }
+    let Some(installed) = subscription.status.as_ref().and_then(|status| status.installed_csv.clone()) else {
+        return Err(not_installed("its operator is still being installed".to_owned()));
+    };
+    let csv = inputs.csvs.iter().find(|csv| {
+        csv.namespace().as_deref() == Some(namespace.as_str())
+            && csv.name_any() == installed
+            && !is_copied(csv)
+            && !is_install_record(csv)
+    });
+    let Some(csv) = csv else {
+        return Err(not_installed(format!("its installed CSV {installed} is not in namespace {namespace}")));
+    };
+    let phase = csv.status.as_ref().map(|status| status.phase).unwrap_or_default();
+    if phase != CsvPhase::Succeeded {
+        return Err(Blocked {
+            reason: "InstalledCSVNotSucceeded",
+            message: format!(
+                "CSV {installed}, which OLM v0 installed, is {phase:?}: it is taken over once it succeeds"
+            ),
+            transient: true,
+        });
+    }
+    let image = match inputs.bundle_images {
+        None => None,
+        Some(images) => {
+            let key = (spec.source_namespace.clone(), spec.source.clone(), installed.clone());
+            match images.get(&key) {
+                Some(image) => Some(image.clone()),
+                None => {
+                    return Err(Blocked {
+                        reason: "BundleNotInCatalog",
+                        message: format!(
+                            "CSV {installed}, which OLM v0 installed, is no bundle with an image in CatalogSource \
+                             {}/{}: no Install can be made to take it over",
+                            spec.source_namespace, spec.source
+                        ),
+                        transient: false,
+                    });
+                }
+            }
+        }
+    };
+    let uid = csv.uid().unwrap_or_default();
+    let body = takeover_manifest(subscription, &installed, &uid, image.as_deref().unwrap_or_default());
+    let install: Install = serde_json::from_value(body).map_err(|error| Blocked {
+        reason: "TakeoverInvalid",
+        message: format!("the Install to take over CSV {installed} cannot be made: {error}"),
+        transient: false,
+    })?;
+    let takeover = CsvTakeover { csv: installed, uid, image, to_create: true };
+    Ok((install, takeover, declared_rules(csv)))
+}
+
+/// The Install taking over the CSV `csv` (uid `uid`) that OLM v0 installed for `subscription`, from the bundle
+/// `image`: the InstallPlan loop's Install for that bundle, with the two annotations naming the CSV.
+pub fn takeover_manifest(subscription: &Subscription, csv: &str, uid: &str, image: &str) -> serde_json::Value {
+    let namespace = subscription.namespace().unwrap_or_default();
+    let mut body = new_install(subscription, csv, image);
+    body["metadata"]["annotations"][TAKES_OVER_CSV_ANNOTATION] = serde_json::json!(format!("{namespace}/{csv}"));
+    body["metadata"]["annotations"][TAKES_OVER_CSV_UID_ANNOTATION] = serde_json::json!(uid);
+    body
+}
+
+/// The rules a CSV declares for its operator, where OLM v0 grants them: its `permissions` in the namespaces it
+/// targets (`olm.targetNamespaces`; cluster-wide when it targets all), its `clusterPermissions` cluster-wide.
+fn declared_rules(csv: &ClusterServiceVersion) -> Vec<PendingPermission> {
+    let namespace = csv.namespace().unwrap_or_default();
+    let targets: Vec<String> = csv
+        .annotations()
+        .get(crate::api::v1::TARGET_NAMESPACES_ANNOTATION)
+        .map_or_else(|| vec![namespace.clone()], |t| t.split(',').map(str::to_owned).collect());
+    let all = targets.iter().any(String::is_empty);
+    let strategy = &csv.spec.install.spec;
+    let permission = |rule: &k8s_openapi::api::rbac::v1::PolicyRule, cluster: bool| PendingPermission {
+        scope: if cluster { PermissionScope::Cluster } else { PermissionScope::Namespaced },
+        namespaces: if cluster { Vec::new() } else { targets.clone() },
+        verbs: rule.verbs.clone(),
+        api_groups: rule.api_groups.clone().unwrap_or_default(),
+        resources: rule.resources.clone().unwrap_or_default(),
+        resource_names: rule.resource_names.clone().unwrap_or_default(),
+        non_resource_urls: rule.non_resource_urls.clone().unwrap_or_default(),
+    };
+    let namespaced = strategy.permissions.iter().flat_map(|p| &p.rules).map(|rule| permission(rule, all));
+    let cluster = strategy.cluster_permissions.iter().flat_map(|p| &p.rules).map(|rule| permission(rule, true));
+    namespaced.chain(cluster).collect()
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 use super::*;
 use crate::api::v2alpha1::CREATOR_ANNOTATION;
+use crate::install::content::CSV_RECORD_ANNOTATION;
 use serde_json::json;
 
 fn subscription(namespace: &str, package: &str, channel: Option<&str>, manual: bool) -> Subscription {
@@ -51,6 +52,8 @@ struct Cluster {
     operators: Vec<Operator>,
     entrypoints: BTreeMap<(String, String, String), (String, Vec<String>)>,
     asked: Vec<&'static str>,
+    csvs: Vec<ClusterServiceVersion>,
+    bundle_images: Option<BTreeMap<(String, String, String), String>>,
 }
 
 impl Cluster {
@@ -61,6 +64,8 @@ impl Cluster {
             operators: vec![],
             entrypoints: BTreeMap::new(),
             asked: vec!["ops", "dev"],
+            csvs: Vec::new(),
+            bundle_images: Some(BTreeMap::new()),
         }
     }
 
@@ -73,6 +78,8 @@ impl Cluster {
             asked: &asked,
             entrypoints: &self.entrypoints,
             default_namespace: "operators",
+            csvs: &self.csvs,
+            bundle_images: self.bundle_images.as_ref(),
         })
     }
 }
@@ -179,7 +186,9 @@ fn an_operator_that_is_not_installed_yet_waits() {
 fn an_install_made_by_someone_else_is_not_the_subscriptions() {
     let mut cluster = Cluster::new();
     cluster.installs[0].metadata.annotations = None;
-    assert_eq!(cluster.plan()[0].blocked.as_ref().map(|b| b.reason), Some("SubscriptionNotInstalled"));
+    let blocked = cluster.plan()[0].blocked.clone().unwrap();
+    assert_eq!(blocked.reason, "InstallNameTaken");
+    assert!(!blocked.transient, "a person must rename or delete it");
 }
 
 /// After a crash halfway: the Operator made, the Install adopted, the Subscription still there.
@@ -219,7 +228,7 @@ fn adoption_resumes_from_what_an_earlier_pass_did() {
     let plans = cluster.plan();
     let plan = plans.iter().find(|p| p.namespace == "ops").unwrap();
     assert_eq!(plan.install, None, "{plan:?}");
-    assert_eq!(plan.blocked.as_ref().map(|b| b.reason), Some("SubscriptionNotInstalled"));
+    assert_eq!(plan.blocked.as_ref().map(|b| b.reason), Some("InstallNameTaken"));
 }
 
 #[test]
@@ -265,4 +274,134 @@ fn a_subscription_made_again_from_an_operator_is_not_adopted_again() {
     let blocked = cluster.plan()[0].blocked.clone().unwrap();
     assert_eq!(blocked.reason, "RevertedFromOperator");
     assert!(!blocked.transient);
+}
+
+/// A CSV OLM v0 installed in `namespace` for `package`, with its phase, targets and one rule of each kind.
+fn v0_csv(namespace: &str, name: &str, phase: &str, annotations: serde_json::Value) -> ClusterServiceVersion {
+    serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": name, "namespace": namespace, "uid": format!("uid-{name}"), "annotations": annotations},
+        "spec": {"install": {"strategy": "deployment", "spec": {
+            "permissions": [{"serviceAccountName": "plumbus", "rules": [
+                {"verbs": ["get"], "apiGroups": [""], "resources": ["configmaps"]}]}],
+            "clusterPermissions": [{"serviceAccountName": "plumbus", "rules": [
+                {"verbs": ["list"], "apiGroups": [""], "resources": ["nodes"]}]}]}}},
+        "status": {"phase": phase}
+    }))
+    .unwrap()
+}
+
+/// The cluster as OLM v0 left it: the Subscription's installed CSV, no Install; the catalog holding its bundle.
+fn v0_cluster() -> Cluster {
+    let mut cluster = Cluster::new();
+    cluster.installs.clear();
+    cluster.subscriptions[0].status =
+        Some(serde_json::from_value(json!({"installedCSV": "plumbus.v1", "currentCSV": "plumbus.v1"})).unwrap());
+    cluster.subscriptions[0].annotations_mut().insert(CREATOR_ANNOTATION.into(), r#"{"username":"admin"}"#.into());
+    cluster.csvs = vec![v0_csv("ops", "plumbus.v1", "Succeeded", json!({"olm.targetNamespaces": ""}))];
+    cluster.bundle_images = Some(BTreeMap::from([(
+        ("olm".to_owned(), "community".to_owned(), "plumbus.v1".to_owned()),
+        "registry.example/plumbus@sha256:1".to_owned(),
+    )]));
+    cluster
+}
+
+#[test]
+fn an_operator_olm_v0_installed_gets_an_install_that_takes_it_over() {
+    let cluster = v0_cluster();
+    let plan = &cluster.plan()[0];
+    assert_eq!(plan.blocked, None, "{plan:?}");
+    let takeover = plan.takeover.clone().expect("a takeover");
+    assert_eq!(
+        (takeover.csv.as_str(), takeover.uid.as_str(), takeover.image.as_deref(), takeover.to_create),
+        ("plumbus.v1", "uid-plumbus.v1", Some("registry.example/plumbus@sha256:1"), true)
+    );
+    assert_eq!(plan.install.as_deref(), Some("plumbus.ops"), "named as the InstallPlan loop names it");
+    assert_eq!(plan.operator.as_ref().map(|o| (o.name.as_str(), o.exists)), Some(("plumbus", false)));
+    // What it holds today: what its CSV declares, where OLM v0 granted it (all namespaces here: cluster-wide).
+    let scopes: Vec<(PermissionScope, &str)> =
+        plan.granted.iter().map(|p| (p.scope, p.resources[0].as_str())).collect();
+    assert_eq!(scopes, [(PermissionScope::Cluster, "configmaps"), (PermissionScope::Cluster, "nodes")]);
+
+    let mut one_namespace = v0_cluster();
+    one_namespace.csvs = vec![v0_csv("ops", "plumbus.v1", "Succeeded", json!({"olm.targetNamespaces": "ops"}))];
+    let plan = &one_namespace.plan()[0];
+    assert_eq!(
+        (plan.granted[0].scope, plan.granted[0].namespaces.clone()),
+        (PermissionScope::Namespaced, vec!["ops".to_owned()])
+    );
+
+    // A plan that reads no catalog still says so, without the image.
+    let mut no_catalogs = v0_cluster();
+    no_catalogs.bundle_images = None;
+    let plan = &no_catalogs.plan()[0];
+    assert_eq!((plan.blocked.clone(), plan.takeover.as_ref().map(|t| t.image.clone())), (None, Some(None)));
+}
+
+#[test]
+fn the_takeover_install_is_the_installplan_loops_recording_the_csv() {
+    let cluster = v0_cluster();
+    let body =
+        takeover_manifest(&cluster.subscriptions[0], "plumbus.v1", "uid-plumbus.v1", "registry.example/p@sha256:1");
+    let annotations = &body["metadata"]["annotations"];
+    assert_eq!(body["metadata"]["name"], "plumbus.ops");
+    assert_eq!(annotations[TAKES_OVER_CSV_ANNOTATION], "ops/plumbus.v1");
+    assert_eq!(annotations[TAKES_OVER_CSV_UID_ANNOTATION], "uid-plumbus.v1");
+    assert_eq!(annotations[SUBSCRIPTION_ANNOTATION], "ops/plumbus");
+    assert_eq!(annotations[CREATOR_ANNOTATION], r#"{"username":"admin"}"#, "on behalf of the Subscription's author");
+    assert_eq!(body["spec"]["content"][0]["manifestImage"], "registry.example/p@sha256:1");
+}
+
+#[test]
+fn what_is_not_an_operator_olm_v0_installed_and_succeeded_is_not_taken_over() {
+    let reason = |cluster: &Cluster| cluster.plan()[0].blocked.clone().map(|b| (b.reason, b.transient));
+    let mut missing = v0_cluster();
+    missing.bundle_images = Some(BTreeMap::new());
+    assert_eq!(reason(&missing), Some(("BundleNotInCatalog", false)));
+    let mut installing = v0_cluster();
+    installing.csvs = vec![v0_csv("ops", "plumbus.v1", "Installing", json!({}))];
+    assert_eq!(reason(&installing), Some(("InstalledCSVNotSucceeded", true)));
+    let mut record = v0_cluster();
+    record.csvs = vec![v0_csv("ops", "plumbus.v1", "Succeeded", json!({CSV_RECORD_ANNOTATION: "someone"}))];
+    assert_eq!(reason(&record), Some(("SubscriptionNotInstalled", true)), "an Install's record is the Install's");
+    let mut copy = v0_cluster();
+    copy.csvs = vec![v0_csv("ops", "plumbus.v1", "Succeeded", json!({"olm.operatorNamespace": "elsewhere"}))];
+    assert_eq!(reason(&copy), Some(("SubscriptionNotInstalled", true)), "a copy is not the operator");
+    let mut elsewhere = v0_cluster();
+    elsewhere.csvs = vec![v0_csv("dev", "plumbus.v1", "Succeeded", json!({}))];
+    assert_eq!(reason(&elsewhere), Some(("SubscriptionNotInstalled", true)));
+    let mut nothing_installed = v0_cluster();
+    nothing_installed.subscriptions[0].status = None;
+    assert_eq!(reason(&nothing_installed), Some(("SubscriptionNotInstalled", true)));
+}
+
+#[test]
+fn a_takeover_install_waiting_for_approval_needs_a_person_then_adoption_goes_on() {
+    let mut cluster = v0_cluster();
+    let body =
+        takeover_manifest(&cluster.subscriptions[0], "plumbus.v1", "uid-plumbus.v1", "registry.example/p@sha256:1");
+    let mut install: Install = serde_json::from_value(body).unwrap();
+    install.metadata.generation = Some(1);
+    install.status = Some(
+        serde_json::from_value(json!({"state": "PendingApproval", "observedGeneration": 1,
+            "pending": {"count": 7, "permissions": []}}))
+        .unwrap(),
+    );
+    cluster.installs = vec![install.clone()];
+    let plan = &cluster.plan()[0];
+    let blocked = plan.blocked.clone().unwrap();
+    assert_eq!((blocked.reason, blocked.transient), ("InstallPendingApproval", false));
+    assert!(
+        blocked.message.contains("kubectl olmv2 approve plumbus.ops") && blocked.message.contains("7"),
+        "{blocked:?}"
+    );
+    let takeover = plan.takeover.clone().unwrap();
+    assert_eq!((takeover.csv.as_str(), takeover.to_create), ("plumbus.v1", false));
+    // Approved and applied: adopted as any Subscription's Install.
+    install.status.as_mut().unwrap().state = Some(crate::api::v2alpha1::InstallState::Installed);
+    cluster.installs = vec![install];
+    let plan = &cluster.plan()[0];
+    assert_eq!(plan.blocked, None);
+    assert_eq!(plan.operator.as_ref().map(|o| o.name.as_str()), Some("plumbus"));
+    assert!(plan.takeover.is_some(), "the plan still says where it came from");
 }

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 use crate::api::v2alpha1::{
     PendingPermission, Requester, ServiceAccountReference, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION,
     CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION, MANUAL_APPROVAL_ANNOTATION, OPERATOR_INSTALL_ANNOTATION,
-    SUBSCRIPTION_ANNOTATION,
+    SUBSCRIPTION_ANNOTATION, TAKES_OVER_CSV_ANNOTATION, TAKES_OVER_CSV_UID_ANNOTATION,
 };
 
 /// The annotation value recording `requester`.
@@ -202,9 +202,16 @@ pub fn record_violation(
     // they made would be taken for the Subscription's and run its operator under their control.
     // So are an adoption's records: which Install an Operator took over from a Subscription (set by anyone else, an
     // Operator would take someone's Install for its own) and where an adopted object came from.
-    for key in
-        [SUBSCRIPTION_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION]
-    {
+    // And which CSV's objects an Install may take over (set by anyone else, an Install would take over objects
+    // OLM v0 made for someone's operator).
+    for key in [
+        SUBSCRIPTION_ANNOTATION,
+        OPERATOR_INSTALL_ANNOTATION,
+        ADOPTED_FROM_ANNOTATION,
+        ADOPTED_FROM_UID_ANNOTATION,
+        TAKES_OVER_CSV_ANNOTATION,
+        TAKES_OVER_CSV_UID_ANNOTATION,
+    ] {
         if !by_controller && annotation(old, key) != annotation(Some(new), key) {
             return Some(format!("{kind} {name}: only the controller sets the annotation {key}"));
         }
@@ -521,6 +528,8 @@ mod tests {
             ("Operator", ADOPTED_FROM_ANNOTATION, "Subscription ops/plumbus"),
             ("Install", ADOPTED_FROM_ANNOTATION, "Subscription ops/plumbus"),
             ("Install", ADOPTED_FROM_UID_ANNOTATION, "uid-1"),
+            ("Install", TAKES_OVER_CSV_ANNOTATION, "ops/plumbus.v1"),
+            ("Install", TAKES_OVER_CSV_UID_ANNOTATION, "uid-2"),
         ] {
             let plain =
                 json!({"metadata": {"name": "plumbus", "annotations": {CREATOR_ANNOTATION: creator_value(&bob)}}});

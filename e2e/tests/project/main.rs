@@ -9,6 +9,7 @@ mod attacks;
 mod install;
 mod legacy;
 mod migration;
+mod migration_v0;
 mod operator;
 mod operator_dependencies;
 mod operator_upgrades;

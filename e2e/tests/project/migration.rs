@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use crate::operator::{condition, has_condition, state};
 use crate::support::harness::{olmv2_binary, Harness};
 
-fn apply(harness: &Harness, kubeconfig: Option<&str>, manifest: &str) {
+pub(crate) fn apply(harness: &Harness, kubeconfig: Option<&str>, manifest: &str) {
     let output = match kubeconfig {
         Some(kubeconfig) => harness.kubectl(kubeconfig, &["apply", "-f", "-"], Some(manifest)),
         None => harness.admin_kubectl(&["apply", "-f", "-"], Some(manifest)),
@@ -123,17 +123,17 @@ async fn at_latest(harness: &Harness, namespace: &str, name: &str, csv: &str) {
     panic!("{namespace}/{name} never at {csv}: {:?}", subscriptions.get(name).await.unwrap().status);
 }
 
-fn olmv2(harness: &Harness, args: &[&str]) -> Output {
+pub(crate) fn olmv2(harness: &Harness, args: &[&str]) -> Output {
     let file = harness.dir.join("admin.kubeconfig");
     std::fs::write(&file, harness.plane.kubeconfig()).unwrap();
     Command::new(olmv2_binary()).args(args).env("KUBECONFIG", &file).output().unwrap()
 }
 
-fn text(output: &Output) -> String {
+pub(crate) fn text(output: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr))
 }
 
-async fn deployment_uid(harness: &Harness, namespace: &str, name: &str) -> Option<String> {
+pub(crate) async fn deployment_uid(harness: &Harness, namespace: &str, name: &str) -> Option<String> {
     Api::<Deployment>::namespaced(harness.admin.clone(), namespace).get(name).await.unwrap().metadata.uid
 }
 

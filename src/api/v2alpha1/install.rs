@@ -40,6 +40,12 @@ pub const ADOPTED_FROM_ANNOTATION: &str = "v2alpha1.operators.coreos.com/adopted
 /// that a Subscription of the same name made later is not taken for it. Written by the controller only.
 pub const ADOPTED_FROM_UID_ANNOTATION: &str = "v2alpha1.operators.coreos.com/adopted-from-uid";
 
+/// On an Install the adoption loop made for an operator OLM v0 installed: the CSV (`<namespace>/<name>`) whose
+/// objects its first apply may take over (`install::takeover`), and, beside it, that CSV's uid. Written by the
+/// controller only: set by anyone else, an Install would take over objects that are not its own.
+pub const TAKES_OVER_CSV_ANNOTATION: &str = "v2alpha1.operators.coreos.com/takes-over-csv";
+pub const TAKES_OVER_CSV_UID_ANNOTATION: &str = "v2alpha1.operators.coreos.com/takes-over-csv-uid";
+
 /// On an Operator made or chosen for a Subscription: the name of its Install, the Subscription's, which keeps its
 /// name (an Install cannot be renamed, and re-creating it would re-create the operator). Written by the controller
 /// only; without it, an Operator's Install is named after the Operator.

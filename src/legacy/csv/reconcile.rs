@@ -57,7 +57,10 @@ impl Place {
 }
 
 pub async fn reconcile(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Action, ReconcileError> {
-    if is_copied(csv) || is_install_record(csv) {
+    // A CSV OLM v0 installed that an Install took over (`install::takeover`) is a record with this loop's finalizer:
+    // its deletion is still this loop's to finish.
+    let finalizing = csv.metadata.deletion_timestamp.is_some() && has_finalizer(csv);
+    if is_copied(csv) || (is_install_record(csv) && !finalizing) {
         return Ok(Action::await_change());
     }
     let place = Place { namespace: csv.namespace().unwrap_or_default(), name: csv.name_any() };

@@ -1,0 +1,291 @@
+//! Migration of an operator OLM v0 itself installed (`docs/migration.md`, 'Operators OLM v0 installed'), end to end
+//! with the real kubectl and the real `olmv2` binary. The cluster is as OLM v0 leaves it after installing grumbo
+//! 1.0.0 from a catalog into `operators` under a global OperatorGroup: the CRD, the CSV, its ServiceAccount and RBAC
+//! with OLM's owner references and labels (what OLM v0's InstallPlan made, applied here by the admin), the
+//! Deployment, lifted ClusterRoles and copies in every namespace (made by this controller's legacy loops, as OLM's
+//! made them), and the Subscription with OLM v0's status. In one namespace the copy owns a Role and a ConfigMap.
+//! `olmv2 migrate plan` says grumbo is taken over; `olmv2 migrate apply` stops at the approval the takeover needs;
+//! `olmv2 migrate apply --approve` approves it with the admin's credentials and finishes. Afterwards the Subscription
+//! and every copy are gone, the Deployment and the CSV kept their uids (the CSV is the Install's record now), the
+//! Operator lists the operator's components, the Role the copy owned belongs to the Operator and the ConfigMap is
+//! orphaned, not deleted.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
+use kube::api::{Api, ListParams};
+use kube::ResourceExt;
+use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase, Subscription};
+use olmv2::api::v2alpha1::{Install, InstallState, Operator, TAKES_OVER_CSV_ANNOTATION};
+use olmv2::bundle::names::rbac_name;
+use serde_json::{json, Value};
+
+use crate::migration::{apply, deployment_uid, olmv2, text};
+use crate::operator::{has_condition, refs_of_kind};
+use crate::support::harness::Harness;
+
+const CSV: &str = "grumbo.v1.0.0";
+const NAMESPACES: usize = 50;
+
+fn bundle_file(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/grumbo/1.0.0/manifests").join(name);
+    std::fs::read_to_string(path).unwrap()
+}
+
+/// OLM v0's non-controlling owner reference to the CSV.
+fn owned_by_csv(uid: &str) -> Value {
+    json!([{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "name": CSV, "uid": uid,
+        "controller": false, "blockOwnerDeletion": false}])
+}
+
+/// What OLM v0's InstallPlan made for grumbo's CSV (uid `uid`) in `operators`: the ServiceAccount, the Role and
+/// RoleBinding of its permissions (owned by the CSV), the ClusterRole and ClusterRoleBinding of its cluster
+/// permissions (labelled as the CSV's), named as OLM names them.
+fn installed_by_olm_v0(csv: &ClusterServiceVersion, uid: &str) -> Vec<Value> {
+    let strategy = &csv.spec.install.spec;
+    let labels = json!({"olm.owner": CSV, "olm.owner.namespace": "operators",
+        "olm.owner.kind": "ClusterServiceVersion", "olm.managed": "true"});
+    let subjects = json!([{"kind": "ServiceAccount", "name": "grumbo-operator", "namespace": "operators"}]);
+    let role = rbac_name(CSV, &strategy.permissions[0]);
+    let cluster_role = rbac_name(CSV, &strategy.cluster_permissions[0]);
+    vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "grumbo-operator",
+            "namespace": "operators", "ownerReferences": owned_by_csv(uid)}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": role,
+            "namespace": "operators", "ownerReferences": owned_by_csv(uid), "labels": labels},
+            "rules": strategy.permissions[0].rules}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": role,
+            "namespace": "operators", "ownerReferences": owned_by_csv(uid), "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role}, "subjects": subjects}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": cluster_role, "labels": labels}, "rules": strategy.cluster_permissions[0].rules}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": cluster_role, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+            "subjects": subjects}),
+    ]
+}
+
+fn manifest(objects: &[Value]) -> String {
+    objects.iter().map(Value::to_string).collect::<Vec<_>>().join("\n---\n")
+}
+
+/// The copies of grumbo's CSV, by namespace.
+async fn copies(harness: &Harness) -> Vec<ClusterServiceVersion> {
+    let all = Api::<ClusterServiceVersion>::all(harness.admin.clone());
+    all.list(&ListParams::default().labels("olm.copiedFrom=operators")).await.unwrap().items
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_olm_v0_installed_is_taken_over_and_its_copies_removed_with_nothing_lost() {
+    let spread: Vec<String> = (1..=NAMESPACES).map(|n| format!("ns-{n:02}")).collect();
+    let mut namespaces = vec!["operators", "olm"];
+    namespaces.extend(spread.iter().map(String::as_str));
+    let mut harness = Harness::start("migration", "v0", &namespaces, Duration::from_secs(30)).await;
+
+    // The catalog OLM v0 installed grumbo from, and the global group.
+    let image = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "1.0.0").await;
+    let blobs = [
+        json!({"schema": "olm.package", "name": "grumbo", "defaultChannel": "stable"}),
+        json!({"schema": "olm.channel", "package": "grumbo", "name": "stable", "entries": [{"name": CSV}]}),
+        json!({"schema": "olm.bundle", "package": "grumbo", "name": CSV, "image": image, "properties": [
+            {"type": "olm.package", "value": {"packageName": "grumbo", "version": "1.0.0"}}]}),
+    ];
+    let configs = harness.dir.join("configs");
+    std::fs::create_dir_all(configs.join("index")).unwrap();
+    let lines: Vec<String> = blobs.iter().map(Value::to_string).collect();
+    std::fs::write(configs.join("index/catalog.json"), lines.join("\n")).unwrap();
+    harness.images().push_catalog(&configs, &harness.registry.reference("catalog:latest")).await.expect("catalog");
+    apply(
+        &harness,
+        None,
+        &format!(
+            "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {{name: community, namespace: olm}}\n\
+             spec: {{sourceType: grpc, image: {}}}\n---\n\
+             apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {{name: global, namespace: operators}}\n\
+             spec: {{}}\n",
+            harness.registry.reference("catalog:latest")
+        ),
+    );
+
+    // What OLM v0 installed: the CRD, the CSV (with the package property OLM writes), its account and RBAC.
+    apply(&harness, None, &bundle_file("grumbos.manufacturing.how.theydoit.com.crd.yaml"));
+    let mut csv: ClusterServiceVersion =
+        serde_yaml_ng::from_str(&bundle_file("grumbo.clusterserviceversion.yaml")).unwrap();
+    csv.metadata.namespace = Some("operators".into());
+    csv.annotations_mut().insert(
+        "operatorframework.io/properties".into(),
+        r#"{"properties":[{"type":"olm.package","value":{"packageName":"grumbo","version":"1.0.0"}}]}"#.into(),
+    );
+    apply(&harness, None, &serde_json::to_string(&csv).unwrap());
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "operators");
+    let csv_uid = csvs.get(CSV).await.unwrap().uid().unwrap();
+    apply(&harness, None, &manifest(&installed_by_olm_v0(&csv, &csv_uid)));
+    let mut succeeded = false;
+    for _ in 0..600 {
+        harness.roll_out("operators").await;
+        let phase = csvs.get(CSV).await.unwrap().status.map(|s| s.phase);
+        if phase == Some(CsvPhase::Succeeded) && copies(&harness).await.len() >= NAMESPACES {
+            succeeded = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(succeeded, "grumbo Succeeded and copied: {:?}", csvs.get(CSV).await.unwrap().status);
+
+    // Something a copy keeps alive in ns-07 (what OLM v0 gives an operator in a target namespace is owned so).
+    let copy_uid =
+        Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ns-07").get(CSV).await.unwrap().uid().unwrap();
+    let owned_by_copy = json!([{"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "name": CSV, "uid": copy_uid}]);
+    apply(
+        &harness,
+        None,
+        &manifest(&[
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "kept-by-copy",
+                "namespace": "ns-07", "ownerReferences": owned_by_copy},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]}]}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept-by-copy", "namespace": "ns-07",
+                "ownerReferences": owned_by_copy}, "data": {"a": "b"}}),
+        ]),
+    );
+
+    // The Subscription, with the status OLM v0 left it. Made first naming a catalog that does not exist, so that
+    // this controller resolves nothing for it before its status says what OLM v0 installed (a cluster switching from
+    // OLM v0 has that status already), then pointed at its catalog.
+    apply(
+        &harness,
+        None,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: grumbo, namespace: operators}\n\
+         spec: {source: not-yet, sourceNamespace: olm, name: grumbo, channel: stable}\n",
+    );
+    let status = json!({"status": {"currentCSV": CSV, "installedCSV": CSV, "state": "AtLatestKnown"}}).to_string();
+    let args = ["patch", "subscription", "grumbo", "-n", "operators", "--subresource=status", "--type=merge", "-p"];
+    let patched = harness.admin_kubectl(&[&args[..], &[status.as_str()]].concat(), None);
+    assert!(patched.status.success(), "{}", text(&patched));
+    let source = r#"{"spec":{"source":"community"}}"#;
+    let args = ["patch", "subscription", "grumbo", "-n", "operators", "--type=merge", "-p", source];
+    let pointed = harness.admin_kubectl(&args, None);
+    assert!(pointed.status.success(), "{}", text(&pointed));
+    let subscriptions = Api::<Subscription>::namespaced(harness.admin.clone(), "operators");
+    for _ in 0..50 {
+        let status = subscriptions.get("grumbo").await.unwrap().status.unwrap_or_default();
+        assert_eq!(status.installed_csv.as_deref(), Some(CSV), "{status:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let installs = Api::<Install>::all(harness.admin.clone());
+    assert!(installs.get_opt("grumbo.operators").await.unwrap().is_none(), "nothing installed again");
+    let deployment = deployment_uid(&harness, "operators", "grumbo-operator").await.expect("the Deployment");
+
+    // The plan: grumbo is taken over, then adopted.
+    let planned = olmv2(&harness, &["migrate", "plan", "-n", "operators"]);
+    assert!(planned.status.success(), "{}", text(&planned));
+    let table = text(&planned);
+    let row = table.lines().map(str::trim_start).find(|l| l.starts_with("operators/grumbo")).unwrap_or_else(|| {
+        panic!("{table}");
+    });
+    for cell in ["grumbo.operators (takes over grumbo.v1.0.0)", "2 rules (its CSV's)", "grumbo (new)", "take over"] {
+        assert!(row.contains(cell), "{cell} in {row}");
+    }
+    let yaml = olmv2(&harness, &["migrate", "plan", "-n", "operators", "-o", "yaml"]);
+    let plans: Vec<Value> = serde_yaml_ng::from_slice(&yaml.stdout).expect("YAML plan");
+    assert_eq!(plans[0]["takeover"]["csv"], CSV, "{plans:?}");
+    assert!(installs.get_opt("grumbo.operators").await.unwrap().is_none(), "the plan changed nothing");
+
+    // Without --approve, apply stops at the approval the takeover needs, and says how to give it; nothing of the
+    // running operator has changed. A controller restarted meanwhile picks up where it was.
+    let stopped = olmv2(&harness, &["migrate", "apply", "-n", "operators", "--timeout-seconds", "60"]);
+    assert!(!stopped.status.success(), "{}", text(&stopped));
+    let said = text(&stopped);
+    assert!(
+        said.contains("InstallPendingApproval") && said.contains("kubectl olmv2 approve grumbo.operators"),
+        "{said}"
+    );
+    let install = installs.get("grumbo.operators").await.unwrap();
+    assert_eq!(install.status.as_ref().and_then(|s| s.state), Some(InstallState::PendingApproval));
+    assert_eq!(
+        install.annotations().get(TAKES_OVER_CSV_ANNOTATION).map(String::as_str),
+        Some("operators/grumbo.v1.0.0")
+    );
+    let untouched = csvs.get(CSV).await.unwrap();
+    assert!(!untouched.annotations().contains_key("v2alpha1.operators.coreos.com/install-record"));
+    harness.stop_controllers();
+    harness.start_controllers().await;
+
+    // With --approve, the admin approves what the Install needs; the CLI waits while the Deployment rolls out.
+    let file = harness.dir.join("admin.kubeconfig");
+    std::fs::write(&file, harness.plane.kubeconfig()).unwrap();
+    let approving = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(crate::support::harness::olmv2_binary())
+            .args(["migrate", "apply", "-n", "operators", "--approve", "--timeout-seconds", "120"])
+            .env("KUBECONFIG", &file)
+            .output()
+            .unwrap()
+    });
+    while !approving.is_finished() {
+        harness.roll_out("operators").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let applied = approving.await.unwrap();
+    assert!(applied.status.success(), "{}", text(&applied));
+    assert!(text(&applied).contains("Install grumbo.operators approved."), "{}", text(&applied));
+
+    // The operator runs on under its Operator: same Deployment, same CSV (the Install's record now).
+    assert!(subscriptions.get_opt("grumbo").await.unwrap().is_none());
+    assert_eq!(deployment_uid(&harness, "operators", "grumbo-operator").await.as_deref(), Some(deployment.as_str()));
+    let record = csvs.get(CSV).await.unwrap();
+    assert_eq!(record.uid().as_deref(), Some(csv_uid.as_str()));
+    assert_eq!(
+        record.annotations().get("v2alpha1.operators.coreos.com/install-record").map(String::as_str),
+        Some("grumbo.operators")
+    );
+    harness
+        .wait_for(&installs, "grumbo.operators", "installed, recording where it came from", |install| {
+            let status = install.status.clone().unwrap_or_default();
+            status.state == Some(InstallState::Installed)
+                && status.adopted_from.as_deref() == Some("Subscription operators/grumbo")
+        })
+        .await;
+    // What OLM v0 labelled as the CSV's and the Install took over is the Install's alone now.
+    let cluster_role = rbac_name(CSV, &csv.spec.install.spec.cluster_permissions[0]);
+    let taken = Api::<ClusterRole>::all(harness.admin.clone()).get(&cluster_role).await.unwrap();
+    assert!(!taken.labels().contains_key("olm.owner"), "{:?}", taken.labels());
+    assert!(taken.owner_references().iter().any(|o| o.kind == "Install" && o.name == "grumbo.operators"));
+    let operators = Api::<Operator>::all(harness.admin.clone());
+    let operator = harness
+        .wait_for(&operators, "grumbo", "adopted, listing its Deployment", |o| {
+            has_condition(o, "Adopted", "True", "AdoptedFromSubscription")
+                && refs_of_kind(o, "Deployment").contains(&"grumbo-operator".to_owned())
+        })
+        .await;
+    let operator_uid = operator.uid().unwrap();
+
+    // Every copy goes; what the copy in ns-07 owned passes to the Operator, or is orphaned, never deleted.
+    let mut gone = false;
+    for _ in 0..600 {
+        if copies(&harness).await.is_empty() {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(gone, "{} copies left", copies(&harness).await.len());
+    let role = Api::<Role>::namespaced(harness.admin.clone(), "ns-07").get("kept-by-copy").await.unwrap();
+    let owners: Vec<(&str, &str)> = role.owner_references().iter().map(|o| (o.kind.as_str(), o.uid.as_str())).collect();
+    assert_eq!(owners, [("Operator", operator_uid.as_str())]);
+    let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "ns-07");
+    let mut orphaned = false;
+    for _ in 0..300 {
+        let found = configmaps.get("kept-by-copy").await.expect("the ConfigMap is kept");
+        if found.owner_references().is_empty() {
+            orphaned = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(orphaned, "the garbage collector orphans what the copy owned");
+}
