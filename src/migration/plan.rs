@@ -16,7 +16,7 @@ use crate::api::v2alpha1::{
     PermissionScope, UpdateApproval, UpdateSourceType, Updates, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION,
     OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION, TAKES_OVER_CSV_ANNOTATION, TAKES_OVER_CSV_UID_ANNOTATION,
 };
-use crate::legacy::installplan::execute::{deployment_config, install_name, new_install};
+use crate::legacy::installplan::execute::{deployment_config, install_name, new_install, take_over};
 use crate::legacy::membership::{is_copied, is_install_record};
 use crate::operator::desired::settled;
 use crate::operator::reconcile::own_install_name;
@@ -489,10 +489,8 @@ fn takeover_install(
 /// The Install taking over the CSV `csv` (uid `uid`) that OLM v0 installed for `subscription`, from the bundle
 /// `image`: the InstallPlan loop's Install for that bundle, with the two annotations naming the CSV.
 pub fn takeover_manifest(subscription: &Subscription, csv: &str, uid: &str, image: &str) -> serde_json::Value {
-    let namespace = subscription.namespace().unwrap_or_default();
     let mut body = new_install(subscription, csv, image);
-    body["metadata"]["annotations"][TAKES_OVER_CSV_ANNOTATION] = serde_json::json!(format!("{namespace}/{csv}"));
-    body["metadata"]["annotations"][TAKES_OVER_CSV_UID_ANNOTATION] = serde_json::json!(uid);
+    take_over(&mut body, &subscription.namespace().unwrap_or_default(), csv, uid);
     body
 }
 

@@ -20,7 +20,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, Role};
 use kube::api::{Api, ListParams};
 use kube::ResourceExt;
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase, Subscription};
-use olmv2::api::v2alpha1::{Install, InstallState, Operator, TAKES_OVER_CSV_ANNOTATION};
+use olmv2::api::v2alpha1::{Install, InstallState, Operator, TAKES_OVER_CSV_ANNOTATION, TAKES_OVER_CSV_UID_ANNOTATION};
 use olmv2::bundle::names::rbac_name;
 use serde_json::{json, Value};
 
@@ -80,40 +80,71 @@ async fn copies(harness: &Harness) -> Vec<ClusterServiceVersion> {
     all.list(&ListParams::default().labels("olm.copiedFrom=operators")).await.unwrap().items
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_operator_olm_v0_installed_is_taken_over_and_its_copies_removed_with_nothing_lost() {
-    let spread: Vec<String> = (1..=NAMESPACES).map(|n| format!("ns-{n:02}")).collect();
-    let mut namespaces = vec!["operators", "olm"];
-    namespaces.extend(spread.iter().map(String::as_str));
-    let mut harness = Harness::start("migration", "v0", &namespaces, Duration::from_secs(30)).await;
-
-    // The catalog OLM v0 installed grumbo from, and the global group.
+/// Pushes the catalog OLM v0 installed grumbo from (`catalog:latest`, revision `revision`): grumbo 1.0.0, then each
+/// of `later` (`(CSV, image)`) replacing the one before in channel `stable`.
+async fn push_catalog(harness: &Harness, revision: usize, later: &[(&str, &str)]) {
     let image = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "1.0.0").await;
-    let blobs = [
+    let mut entries = vec![json!({"name": CSV})];
+    let mut blobs = vec![
         json!({"schema": "olm.package", "name": "grumbo", "defaultChannel": "stable"}),
-        json!({"schema": "olm.channel", "package": "grumbo", "name": "stable", "entries": [{"name": CSV}]}),
         json!({"schema": "olm.bundle", "package": "grumbo", "name": CSV, "image": image, "properties": [
             {"type": "olm.package", "value": {"packageName": "grumbo", "version": "1.0.0"}}]}),
     ];
-    let configs = harness.dir.join("configs");
+    let mut previous = CSV.to_owned();
+    for (name, image) in later {
+        let version = name.trim_start_matches("grumbo.v");
+        entries.push(json!({"name": name, "replaces": previous}));
+        blobs.push(json!({"schema": "olm.bundle", "package": "grumbo", "name": name, "image": image, "properties": [
+            {"type": "olm.package", "value": {"packageName": "grumbo", "version": version}}]}));
+        previous = (*name).to_owned();
+    }
+    blobs.push(json!({"schema": "olm.channel", "package": "grumbo", "name": "stable", "entries": entries}));
+    let configs = harness.dir.join(format!("configs-{revision}"));
     std::fs::create_dir_all(configs.join("index")).unwrap();
     let lines: Vec<String> = blobs.iter().map(Value::to_string).collect();
     std::fs::write(configs.join("index/catalog.json"), lines.join("\n")).unwrap();
     harness.images().push_catalog(&configs, &harness.registry.reference("catalog:latest")).await.expect("catalog");
+}
+
+/// Grumbo 1.1.0, replacing 1.0.0 with the same objects: pushed as `grumbo-bundle:1.1.0`; answers the image.
+async fn push_grumbo_1_1_0(harness: &Harness) -> String {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/grumbo/1.0.0");
+    let dir = harness.dir.join("grumbo-1.1.0");
+    for sub in ["manifests", "metadata"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        for entry in std::fs::read_dir(source.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path)
+                .unwrap()
+                .replace("name: grumbo.v1.0.0", "name: grumbo.v1.1.0\n  namespace: placeholder")
+                .replace("version: 1.0.0", "version: 1.1.0\n  replaces: grumbo.v1.0.0")
+                .replace("grumbo-operator:v1.0.0", "grumbo-operator:v1.1.0")
+                .replace("\n  namespace: placeholder", "");
+            std::fs::write(dir.join(sub).join(path.file_name().unwrap()), text).unwrap();
+        }
+    }
+    let image = harness.registry.reference("grumbo-bundle:1.1.0");
+    harness.images().push_bundle(&dir, &image, false).await.expect("grumbo 1.1.0 pushed");
+    image
+}
+
+/// The cluster as OLM v0 leaves it after installing grumbo 1.0.0 into `operators` under a global group: the
+/// CatalogSource and the group, the CRD, the CSV (with the package property OLM writes) and what OLM v0's InstallPlan
+/// made for it (applied by the admin), then its Deployment, lifted ClusterRoles and copies made by the legacy loops;
+/// waits until the CSV Succeeded and has at least `copies_expected` copies. Answers the CSV as applied and its uid.
+async fn install_like_olm_v0(harness: &Harness, copies_expected: usize) -> (ClusterServiceVersion, String) {
     apply(
-        &harness,
+        harness,
         None,
         &format!(
             "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {{name: community, namespace: olm}}\n\
-             spec: {{sourceType: grpc, image: {}}}\n---\n\
+             spec: {{sourceType: grpc, image: {}, updateStrategy: {{registryPoll: {{interval: 1s}}}}}}\n---\n\
              apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {{name: global, namespace: operators}}\n\
              spec: {{}}\n",
             harness.registry.reference("catalog:latest")
         ),
     );
-
-    // What OLM v0 installed: the CRD, the CSV (with the package property OLM writes), its account and RBAC.
-    apply(&harness, None, &bundle_file("grumbos.manufacturing.how.theydoit.com.crd.yaml"));
+    apply(harness, None, &bundle_file("grumbos.manufacturing.how.theydoit.com.crd.yaml"));
     let mut csv: ClusterServiceVersion =
         serde_yaml_ng::from_str(&bundle_file("grumbo.clusterserviceversion.yaml")).unwrap();
     csv.metadata.namespace = Some("operators".into());
@@ -121,22 +152,56 @@ async fn an_operator_olm_v0_installed_is_taken_over_and_its_copies_removed_with_
         "operatorframework.io/properties".into(),
         r#"{"properties":[{"type":"olm.package","value":{"packageName":"grumbo","version":"1.0.0"}}]}"#.into(),
     );
-    apply(&harness, None, &serde_json::to_string(&csv).unwrap());
+    apply(harness, None, &serde_json::to_string(&csv).unwrap());
     let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "operators");
     let csv_uid = csvs.get(CSV).await.unwrap().uid().unwrap();
-    apply(&harness, None, &manifest(&installed_by_olm_v0(&csv, &csv_uid)));
-    let mut succeeded = false;
+    apply(harness, None, &manifest(&installed_by_olm_v0(&csv, &csv_uid)));
     for _ in 0..600 {
         harness.roll_out("operators").await;
         let phase = csvs.get(CSV).await.unwrap().status.map(|s| s.phase);
-        if phase == Some(CsvPhase::Succeeded) && copies(&harness).await.len() >= NAMESPACES {
-            succeeded = true;
-            break;
+        if phase == Some(CsvPhase::Succeeded) && copies(harness).await.len() >= copies_expected {
+            return (csv, csv_uid);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(succeeded, "grumbo Succeeded and copied: {:?}", csvs.get(CSV).await.unwrap().status);
+    panic!("grumbo never Succeeded and copied: {:?}", csvs.get(CSV).await.unwrap().status);
+}
 
+/// The Subscription to grumbo, with the status OLM v0 left it. Made first naming a catalog that does not exist, so
+/// that this controller resolves nothing for it before its status says what OLM v0 installed (a cluster switching
+/// from OLM v0 has that status already), then pointed at its catalog; its installed CSV stays grumbo 1.0.0.
+async fn subscribe_like_olm_v0(harness: &Harness) {
+    apply(
+        harness,
+        None,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: grumbo, namespace: operators}\n\
+         spec: {source: not-yet, sourceNamespace: olm, name: grumbo, channel: stable}\n",
+    );
+    let status = json!({"status": {"currentCSV": CSV, "installedCSV": CSV, "state": "AtLatestKnown"}}).to_string();
+    let args = ["patch", "subscription", "grumbo", "-n", "operators", "--subresource=status", "--type=merge", "-p"];
+    let patched = harness.admin_kubectl(&[&args[..], &[status.as_str()]].concat(), None);
+    assert!(patched.status.success(), "{}", text(&patched));
+    let source = r#"{"spec":{"source":"community"}}"#;
+    let args = ["patch", "subscription", "grumbo", "-n", "operators", "--type=merge", "-p", source];
+    let pointed = harness.admin_kubectl(&args, None);
+    assert!(pointed.status.success(), "{}", text(&pointed));
+    let subscriptions = Api::<Subscription>::namespaced(harness.admin.clone(), "operators");
+    for _ in 0..30 {
+        let status = subscriptions.get("grumbo").await.unwrap().status.unwrap_or_default();
+        assert_eq!(status.installed_csv.as_deref(), Some(CSV), "{status:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_olm_v0_installed_is_taken_over_and_its_copies_removed_with_nothing_lost() {
+    let spread: Vec<String> = (1..=NAMESPACES).map(|n| format!("ns-{n:02}")).collect();
+    let mut namespaces = vec!["operators", "olm"];
+    namespaces.extend(spread.iter().map(String::as_str));
+    let mut harness = Harness::start("migration", "v0", &namespaces, Duration::from_secs(30)).await;
+
+    push_catalog(&harness, 1, &[]).await;
+    let (csv, csv_uid) = install_like_olm_v0(&harness, NAMESPACES).await;
     // Something a copy keeps alive in ns-07 (what OLM v0 gives an operator in a target namespace is owned so).
     let copy_uid =
         Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ns-07").get(CSV).await.unwrap().uid().unwrap();
@@ -154,31 +219,11 @@ async fn an_operator_olm_v0_installed_is_taken_over_and_its_copies_removed_with_
         ]),
     );
 
-    // The Subscription, with the status OLM v0 left it. Made first naming a catalog that does not exist, so that
-    // this controller resolves nothing for it before its status says what OLM v0 installed (a cluster switching from
-    // OLM v0 has that status already), then pointed at its catalog.
-    apply(
-        &harness,
-        None,
-        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: grumbo, namespace: operators}\n\
-         spec: {source: not-yet, sourceNamespace: olm, name: grumbo, channel: stable}\n",
-    );
-    let status = json!({"status": {"currentCSV": CSV, "installedCSV": CSV, "state": "AtLatestKnown"}}).to_string();
-    let args = ["patch", "subscription", "grumbo", "-n", "operators", "--subresource=status", "--type=merge", "-p"];
-    let patched = harness.admin_kubectl(&[&args[..], &[status.as_str()]].concat(), None);
-    assert!(patched.status.success(), "{}", text(&patched));
-    let source = r#"{"spec":{"source":"community"}}"#;
-    let args = ["patch", "subscription", "grumbo", "-n", "operators", "--type=merge", "-p", source];
-    let pointed = harness.admin_kubectl(&args, None);
-    assert!(pointed.status.success(), "{}", text(&pointed));
-    let subscriptions = Api::<Subscription>::namespaced(harness.admin.clone(), "operators");
-    for _ in 0..50 {
-        let status = subscriptions.get("grumbo").await.unwrap().status.unwrap_or_default();
-        assert_eq!(status.installed_csv.as_deref(), Some(CSV), "{status:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    subscribe_like_olm_v0(&harness).await;
     let installs = Api::<Install>::all(harness.admin.clone());
     assert!(installs.get_opt("grumbo.operators").await.unwrap().is_none(), "nothing installed again");
+    let subscriptions = Api::<Subscription>::namespaced(harness.admin.clone(), "operators");
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "operators");
     let deployment = deployment_uid(&harness, "operators", "grumbo-operator").await.expect("the Deployment");
 
     // The plan: grumbo is taken over, then adopted.
@@ -288,4 +333,63 @@ async fn an_operator_olm_v0_installed_is_taken_over_and_its_copies_removed_with_
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(orphaned, "the garbage collector orphans what the copy owned");
+}
+
+/// Switching controllers first and migrating later: an operator OLM v0 installed upgrades under the legacy loops as
+/// under OLM v0, its InstallPlan's Install taking over what OLM v0 made for the old CSV (the same Deployment, moved
+/// to the new bundle) once a person approves what it needs; the old CSV is replaced and goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn after_the_switch_an_operator_olm_v0_installed_upgrades_by_taking_over_its_csv() {
+    let harness =
+        Harness::start("migration", "v0-upgrade", &["operators", "olm", "team-a"], Duration::from_secs(30)).await;
+    push_catalog(&harness, 1, &[]).await;
+    let (_, csv_uid) = install_like_olm_v0(&harness, 1).await;
+    subscribe_like_olm_v0(&harness).await;
+    let deployment = deployment_uid(&harness, "operators", "grumbo-operator").await.expect("the Deployment");
+
+    let newer = push_grumbo_1_1_0(&harness).await;
+    push_catalog(&harness, 2, &[("grumbo.v1.1.0", &newer)]).await;
+    let installs = Api::<Install>::all(harness.admin.clone());
+    let install = harness
+        .wait_for(&installs, "grumbo.operators", "waiting for a person", |install| {
+            install.status.as_ref().and_then(|s| s.state) == Some(InstallState::PendingApproval)
+        })
+        .await;
+    let annotations = install.annotations();
+    assert_eq!(annotations.get(TAKES_OVER_CSV_ANNOTATION).map(String::as_str), Some("operators/grumbo.v1.0.0"));
+    assert_eq!(annotations.get(TAKES_OVER_CSV_UID_ANNOTATION), Some(&csv_uid));
+    let approved = harness.admin_kubectl(
+        &["patch", "install", "grumbo.operators", "--type=merge", "-p", r#"{"spec":{"approval":"Approved"}}"#],
+        None,
+    );
+    assert!(approved.status.success(), "{}", text(&approved));
+
+    let subscriptions = Api::<Subscription>::namespaced(harness.admin.clone(), "operators");
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "operators");
+    let mut upgraded = false;
+    for _ in 0..600 {
+        harness.roll_out("operators").await;
+        let status = subscriptions.get("grumbo").await.unwrap().status.unwrap_or_default();
+        let old_gone = csvs.get_opt(CSV).await.unwrap().is_none();
+        let new_succeeded = csvs
+            .get_opt("grumbo.v1.1.0")
+            .await
+            .unwrap()
+            .and_then(|csv| csv.status)
+            .is_some_and(|status| status.phase == CsvPhase::Succeeded);
+        if status.installed_csv.as_deref() == Some("grumbo.v1.1.0") && old_gone && new_succeeded {
+            upgraded = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let install = installs.get("grumbo.operators").await.unwrap();
+    assert!(upgraded, "not upgraded: {:?} {:?}", install.status, csvs.get_opt(CSV).await.unwrap().map(|c| c.status));
+    assert_eq!(deployment_uid(&harness, "operators", "grumbo-operator").await.as_deref(), Some(deployment.as_str()));
+    let running = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(harness.admin.clone(), "operators")
+        .get("grumbo-operator")
+        .await
+        .unwrap();
+    let image = running.spec.unwrap().template.spec.unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("quay.io/howtheydoit/grumbo-operator:v1.1.0"), "the new bundle runs");
 }

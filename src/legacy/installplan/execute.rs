@@ -20,7 +20,7 @@ use super::plan::{STEP_CREATED, STEP_PRESENT, STEP_UNKNOWN};
 use crate::api::v1alpha1::{InstallPlan, InstallPlanCondition, InstallPlanPhase, InstallPlanStatus, Subscription};
 use crate::api::v2alpha1::{
     DeploymentConfig, Install, InstallState, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
-    MANUAL_APPROVAL_ANNOTATION,
+    MANUAL_APPROVAL_ANNOTATION, TAKES_OVER_CSV_ANNOTATION, TAKES_OVER_CSV_UID_ANNOTATION,
 };
 
 /// The annotation naming the Subscription (`<namespace>/<name>`) an Install was made for: only the controller may
@@ -66,6 +66,8 @@ pub struct Observed<'a> {
     /// How long after it started installing a plan whose Installs fail is failed (OLM's
     /// `--install-plan-retry-timeout`).
     pub retry_timeout: std::time::Duration,
+    /// The namespace's CSVs that no Install applied (OLM v0 installed them, or someone by hand), by name: uid.
+    pub installed_by_olm: &'a BTreeMap<String, String>,
 }
 
 /// A Subscription's Install to move to `image` (bundle `csv`), as read.
@@ -152,6 +154,13 @@ pub fn new_install(subscription: &Subscription, csv: &str, image: &str) -> Value
             "content": desired_content(subscription, image),
         },
     })
+}
+
+/// Names, on an Install made for a Subscription in `namespace`, the CSV `csv` (uid `uid`) that OLM v0 installed and
+/// that its first apply takes over (`install::takeover`).
+pub fn take_over(install: &mut Value, namespace: &str, csv: &str, uid: &str) {
+    install["metadata"]["annotations"][TAKES_OVER_CSV_ANNOTATION] = json!(format!("{namespace}/{csv}"));
+    install["metadata"]["annotations"][TAKES_OVER_CSV_UID_ANNOTATION] = json!(uid);
 }
 
 /// Whether a Subscription approves its updates by hand: its Install then waits for a person holding what it was
@@ -301,7 +310,15 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
         let name = install_name(&subscription.spec.name, &namespace);
         match observed.installs.get(&name) {
             None => {
-                decision.create_installs.push(new_install(subscription, csv, &lookup.path));
+                let mut install = new_install(subscription, csv, &lookup.path);
+                // An operator OLM v0 installed, upgraded after the switch: its objects are taken over, not clashed
+                // with (`install::takeover`).
+                let installed = subscription.status.as_ref().and_then(|status| status.installed_csv.as_ref());
+                if let Some((installed, uid)) = installed.and_then(|name| observed.installed_by_olm.get_key_value(name))
+                {
+                    take_over(&mut install, &namespace, installed, uid);
+                }
+                decision.create_installs.push(install);
                 standings.push((csv.clone(), Standing::Waiting(format!("Install {name} is being created"))));
             }
             Some(install) if !made_for(install, subscription) => standings.push((

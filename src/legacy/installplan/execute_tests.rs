@@ -62,7 +62,10 @@ fn run(
     installs: &BTreeMap<String, Install>,
     now: &Time,
 ) -> Decision {
-    decide(&Observed { plan, subscriptions, installs, retry_timeout: RETRY_TIMEOUT }, now)
+    decide(
+        &Observed { plan, subscriptions, installs, retry_timeout: RETRY_TIMEOUT, installed_by_olm: &BTreeMap::new() },
+        now,
+    )
 }
 
 /// OLM's default `--install-plan-retry-timeout`.
@@ -94,6 +97,35 @@ fn a_bundle_gets_an_install_made_on_behalf_of_its_subscriptions_author() {
     assert_eq!(decision.status.phase, InstallPlanPhase::Installing);
     assert_eq!(decision.status.start_time, Some(at(1)));
     assert_eq!(installed_condition(&decision.status).1.as_deref(), Some("Installing"));
+}
+
+#[test]
+fn an_upgrade_of_an_operator_olm_v0_installed_takes_over_its_csv() {
+    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let mut upgrading = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
+    upgrading.status.as_mut().unwrap().installed_csv = Some("plumbus.v1".into());
+    let installed_by_olm: BTreeMap<String, String> = [("plumbus.v1".to_owned(), "uid-v1".to_owned())].into();
+    let observed = |subscriptions: &[Subscription], by_olm: &BTreeMap<String, String>| {
+        let installs = BTreeMap::new();
+        let observed = Observed {
+            plan: &plan,
+            subscriptions,
+            installs: &installs,
+            retry_timeout: RETRY_TIMEOUT,
+            installed_by_olm: by_olm,
+        };
+        decide(&observed, &at(1)).create_installs[0].clone()
+    };
+    let install = observed(std::slice::from_ref(&upgrading), &installed_by_olm);
+    let annotations = &install["metadata"]["annotations"];
+    assert_eq!(annotations[TAKES_OVER_CSV_ANNOTATION], "ops/plumbus.v1");
+    assert_eq!(annotations[TAKES_OVER_CSV_UID_ANNOTATION], "uid-v1");
+    // An installed CSV an Install applied (not in the map), or none installed yet: nothing is taken over.
+    let install = observed(std::slice::from_ref(&upgrading), &BTreeMap::new());
+    assert!(install["metadata"]["annotations"].get(TAKES_OVER_CSV_ANNOTATION).is_none());
+    let fresh = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
+    let install = observed(&[fresh], &installed_by_olm);
+    assert!(install["metadata"]["annotations"].get(TAKES_OVER_CSV_ANNOTATION).is_none());
 }
 
 #[test]

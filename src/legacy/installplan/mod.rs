@@ -16,13 +16,14 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 
-use crate::api::v1alpha1::{InstallPlan, InstallPlanPhase, Subscription};
+use crate::api::v1alpha1::{ClusterServiceVersion, InstallPlan, InstallPlanPhase, Subscription};
 use crate::api::v2alpha1::Install;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::controller::Process;
+use crate::legacy::membership::{is_copied, is_install_record, COPIED_FROM_LABEL};
 use crate::metrics::Metrics;
 use crate::webhook::csv_author::recorded_author;
 use crate::webhook::handlers::may_change_content;
@@ -175,12 +176,25 @@ impl Reconciler for Context {
                 installs.insert(install_name, install);
             }
         }
+        let originals = ListParams::default().labels(&format!("!{COPIED_FROM_LABEL}"));
+        let csvs = self
+            .client
+            .namespaced::<ClusterServiceVersion>(&namespace)
+            .list_with(&originals)
+            .await
+            .map_err(read("CSVs"))?;
+        let installed_by_olm: BTreeMap<String, String> = csvs
+            .iter()
+            .filter(|csv| !is_install_record(csv) && !is_copied(csv))
+            .filter_map(|csv| Some((csv.name_any(), csv.uid()?)))
+            .collect();
         let now = Time(k8s_openapi::jiff::Timestamp::now());
         let observed = Observed {
             plan: &plan,
             subscriptions: &subscriptions,
             installs: &installs,
             retry_timeout: self.retry_timeout,
+            installed_by_olm: &installed_by_olm,
         };
         let decision = decide(&observed, &now);
         for subscription in &decision.create_subscriptions {
