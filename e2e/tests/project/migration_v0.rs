@@ -393,3 +393,53 @@ async fn after_the_switch_an_operator_olm_v0_installed_upgrades_by_taking_over_i
     let image = running.spec.unwrap().template.spec.unwrap().containers[0].image.clone();
     assert_eq!(image.as_deref(), Some("quay.io/howtheydoit/grumbo-operator:v1.1.0"), "the new bundle runs");
 }
+
+/// Naming the CSV an Install takes over is the controller's alone: an Install of mallory's naming grumbo's CSV
+/// would take over grumbo's Deployment, account and RBAC, and deleting her Install would delete them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nobody_but_the_controller_may_name_a_csv_for_an_install_to_take_over() {
+    let harness = Harness::start("migration", "v0-claim", &["operators", "olm"], Duration::from_secs(30)).await;
+    push_catalog(&harness, 1, &[]).await;
+    let (_, csv_uid) = install_like_olm_v0(&harness, 0).await;
+    apply(
+        &harness,
+        None,
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: install-writer}\n\
+         rules: [{apiGroups: [operators.coreos.com], resources: [installs], verbs: [get, list, create, update, patch]}]\n\
+         ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: mallory-installs}\n\
+         roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: install-writer}\n\
+         subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallory}]\n",
+    );
+    let mallory = harness.plane.user_kubeconfig("mallory", &[]);
+    let plain = "apiVersion: operators.coreos.com/v2alpha1\nkind: Install\nmetadata:\n  name: mine\nspec:\n  \
+                 namespaces: [{from: default, to: operators}]\n  content: [{type: Raw, raw: \"apiVersion: v1\\nkind: \
+                 ServiceAccount\\nmetadata: {name: grumbo-operator}\\n\"}]\n";
+    let claimed = plain.replace(
+        "  name: mine\n",
+        &format!(
+            "  name: mine\n  annotations: {{{TAKES_OVER_CSV_ANNOTATION}: operators/{CSV}, \
+             {TAKES_OVER_CSV_UID_ANNOTATION}: {csv_uid}}}\n"
+        ),
+    );
+    let refused = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(&claimed));
+    assert!(!refused.status.success(), "mallory named grumbo's CSV for her Install");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains(&format!("only the controller sets the annotation {TAKES_OVER_CSV_ANNOTATION}")),
+        "{stderr}"
+    );
+    // Made plain, then annotated: refused as well; her Install cannot touch grumbo's account.
+    let made = harness.kubectl(&mallory, &["apply", "-f", "-"], Some(plain));
+    assert!(made.status.success(), "{}", text(&made));
+    for annotation in
+        [format!("{TAKES_OVER_CSV_ANNOTATION}=operators/{CSV}"), format!("{TAKES_OVER_CSV_UID_ANNOTATION}={csv_uid}")]
+    {
+        let annotated = harness.kubectl(&mallory, &["annotate", "install", "mine", &annotation], None);
+        assert!(!annotated.status.success(), "mallory annotated her Install with {annotation}");
+    }
+    let account = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(harness.admin.clone(), "operators")
+        .get("grumbo-operator")
+        .await
+        .unwrap();
+    assert!(account.owner_references().iter().all(|owner| owner.kind == "ClusterServiceVersion"), "untouched");
+}
