@@ -16,10 +16,13 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use crate::api::v1alpha1::Subscription;
-use crate::api::v2alpha1::{Approval, Install, Operator, ADOPTED_FROM_ANNOTATION};
+use crate::api::v2alpha1::{
+    Approval, Install, Operator, PendingReason, ADOPTED_FROM_ANNOTATION, CONTENT_CHANGED_BY_ANNOTATION,
+};
 use crate::cmd::approve::{approve_as_shown, describe_pending};
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::error::Error;
+use crate::install::takeover::takeover_of;
 use crate::migration::plan::SubscriptionPlan;
 use crate::migration::revert::{revert_plan, RevertPlan, REVERT_ANNOTATION};
 use crate::migration::{AdoptionError, Snapshot, ADOPT_ANNOTATION};
@@ -83,11 +86,14 @@ pub struct ApplyOptions {
     /// The controller's `--operator-namespace`: where an Operator naming no `installNamespace` installs.
     #[arg(long, default_value = "operators")]
     pub operator_namespace: String,
-    /// Approve, with your own credentials, what each Install made to take over an operator OLM v0 installed needs
-    /// (printed first; the webhook refuses what you do not hold). Without it, such Installs wait for
-    /// `kubectl olmv2 approve`.
+    /// Approve, with your own credentials, what each Install made to take over an operator OLM v0 installed (one the
+    /// plan listed when apply started) needs: printed first, then confirmed (the webhook refuses what you do not
+    /// hold). Without it, such Installs wait for `kubectl olmv2 approve`.
     #[arg(long)]
     pub approve: bool,
+    /// With `--approve`: approve without asking.
+    #[arg(long, short)]
+    pub yes: bool,
 }
 
 pub async fn run(command: MigrateCommand) -> Result<(), Error> {
@@ -216,12 +222,16 @@ async fn apply(client: &kube::Client, options: &ApplyOptions) -> Result<(), Erro
         crate::output::write(&format!("namespace {namespace}: adoption asked\n"))?;
     }
     let deadline = Instant::now() + Duration::from_secs(options.timeout_seconds);
+    // Only the takeovers the plan listed before anything was asked are approved: never an Install that appeared
+    // since, nor any other.
+    let planned: BTreeSet<String> =
+        plans.iter().filter(|plan| plan.takeover.is_some()).filter_map(|plan| plan.install.clone()).collect();
     let mut approved = BTreeSet::new();
     loop {
         let listed: Vec<String> = namespaces.iter().cloned().collect();
         let now = read_plan(client, &listed, &options.operator_namespace).await?;
         if options.approve {
-            approve_takeovers(client, &now, &mut approved).await?;
+            approve_takeovers(client, &now, &planned, options.yes, &mut approved).await?;
         }
         let waits = |plan: &&SubscriptionPlan| {
             plan.blocked.as_ref().is_none_or(|b| b.transient || (options.approve && b.reason == PENDING_APPROVAL))
@@ -247,29 +257,71 @@ async fn apply(client: &kube::Client, options: &ApplyOptions) -> Result<(), Erro
 /// The reason of a Subscription whose takeover Install waits for a person (`migration::plan`).
 const PENDING_APPROVAL: &str = "InstallPendingApproval";
 
-/// Approves, as the user, each takeover Install the plans say waits for a person, once per pending set shown
-/// (`approved` remembers the resourceVersions approved).
+/// Why `install` is not approved by `migrate apply --approve`, if it is not: it must be one of the takeovers the
+/// plan listed (`planned`), made by the controller to take over a CSV, and wait on permissions alone, not on a
+/// content change someone made (that is for `kubectl olmv2 approve`, which shows who made it).
+pub fn not_approvable(install: &Install, planned: &BTreeSet<String>) -> Option<&'static str> {
+    let pending = install.status.as_ref().and_then(|status| status.pending.as_ref());
+    if !planned.contains(&install.name_any()) {
+        Some("it was not in the plan when apply started")
+    } else if takeover_of(install).is_none() {
+        Some("it takes over no CSV")
+    } else if install.annotations().contains_key(CONTENT_CHANGED_BY_ANNOTATION)
+        || pending.and_then(|p| p.reason) == Some(PendingReason::ContentChanged)
+    {
+        Some("someone changed its content: approve it with `kubectl olmv2 approve`")
+    } else if install.spec.approval == Approval::Approved || pending.is_none_or(|p| p.permissions.is_empty()) {
+        Some("nothing waits for approval")
+    } else {
+        None
+    }
+}
+
+/// Approves, as the user, each takeover Install the plans say waits for a person and `not_approvable` lets
+/// through: shown, then confirmed unless `yes`, once per pending set (`handled` remembers the resourceVersions
+/// seen). A refusal (the user does not hold it all) is reported and the rest goes on.
 async fn approve_takeovers(
     client: &kube::Client,
     plans: &[SubscriptionPlan],
-    approved: &mut BTreeSet<String>,
+    planned: &BTreeSet<String>,
+    yes: bool,
+    handled: &mut BTreeSet<String>,
 ) -> Result<(), Error> {
     let api = Api::<Install>::all(client.clone());
     for plan in plans.iter().filter(|plan| plan.blocked.as_ref().is_some_and(|b| b.reason == PENDING_APPROVAL)) {
         let Some(name) = &plan.install else { continue };
         let install = api.get(name).await.map_err(|source| Error::ReadInstall { name: name.clone(), source })?;
-        let key = format!("{name}@{}", install.resource_version().unwrap_or_default());
-        if install.spec.approval == Approval::Approved || !approved.insert(key) {
+        if !handled.insert(format!("{name}@{}", install.resource_version().unwrap_or_default())) {
+            continue;
+        }
+        if let Some(why) = not_approvable(&install, planned) {
+            crate::output::write(&format!("Install {name} is not approved here: {why}.\n"))?;
             continue;
         }
         crate::output::write(&describe_pending(&install))?;
+        if !yes && !confirmed(&format!("\nApprove Install {name}? [y/N] "))? {
+            crate::output::write("Not approved.\n")?;
+            continue;
+        }
         match approve_as_shown(&api, &install).await {
             // Changed since it was read: the next round shows it again.
             Err(Error::InstallChanged { .. }) => {}
+            Err(Error::ApprovalRefused { name, message }) => {
+                crate::output::write(&format!("Install {name} was not approved: {message}\n"))?;
+            }
             other => other?,
         }
     }
     Ok(())
+}
+
+/// Asks `question` on the terminal; only an explicit yes is one.
+fn confirmed(question: &str) -> Result<bool, Error> {
+    use std::io::BufRead;
+    crate::output::write(question)?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer).map_err(Error::ReadInput)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
 /// The revert plans as a table, then why some cannot go back.
@@ -429,6 +481,33 @@ mod tests {
         let yaml = serde_yaml_ng::to_string(&[taken_over]).unwrap();
         assert!(yaml.contains("csv: grumbo.v0.1.0") && yaml.contains("toCreate: true"), "{yaml}");
         assert!(!plan_table(&[plan("plumbus", None)]).contains("--approve"), "said only when it applies");
+    }
+
+    #[test]
+    fn apply_approves_only_the_planned_takeovers_waiting_on_permissions() {
+        use crate::api::v2alpha1::{TAKES_OVER_CSV_ANNOTATION, TAKES_OVER_CSV_UID_ANNOTATION};
+        let install = |name: &str, annotations: serde_json::Value, reason: &str, approval: &str| -> Install {
+            serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations},
+                "spec": {"content": [], "approval": approval},
+                "status": {"pending": {"count": 1, "reason": reason, "permissions": [
+                    {"scope": "Cluster", "verbs": ["get"], "apiGroups": [""], "resources": ["nodes"]}]}}}))
+            .unwrap()
+        };
+        let takeover = json!({TAKES_OVER_CSV_ANNOTATION: "operators/grumbo.v1", TAKES_OVER_CSV_UID_ANNOTATION: "u"});
+        let planned = BTreeSet::from(["grumbo.operators".to_owned()]);
+        let waiting = install("grumbo.operators", takeover.clone(), "Permissions", "Unapproved");
+        assert_eq!(not_approvable(&waiting, &planned), None);
+        let later = install("other.operators", takeover.clone(), "Permissions", "Unapproved");
+        assert!(not_approvable(&later, &planned).unwrap().contains("not in the plan"));
+        let plain = install("grumbo.operators", json!({}), "Permissions", "Unapproved");
+        assert!(not_approvable(&plain, &planned).unwrap().contains("no CSV"));
+        let changed = install("grumbo.operators", takeover.clone(), "ContentChanged", "Unapproved");
+        assert!(not_approvable(&changed, &planned).unwrap().contains("changed its content"));
+        let mut marked = waiting.clone();
+        marked.annotations_mut().insert(CONTENT_CHANGED_BY_ANNOTATION.into(), "mallory".into());
+        assert!(not_approvable(&marked, &planned).unwrap().contains("changed its content"));
+        let approved = install("grumbo.operators", takeover, "Permissions", "Approved");
+        assert!(not_approvable(&approved, &planned).unwrap().contains("nothing waits"));
     }
 
     #[test]

@@ -13,13 +13,14 @@ use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, ListParams, ObjectMeta, PartialObjectMeta, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
 use super::account::{created_for, operator_group_use_checks};
 use super::apply::{service_account_user, FIELD_MANAGER};
 use super::grants::INSTALL_ANNOTATION;
+use super::takeover::{taken_csv, TakenCsv, Takeover};
 use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::api::v2alpha1::{
@@ -28,6 +29,7 @@ use crate::api::v2alpha1::{
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::events::Events;
+use crate::legacy::membership::COPIED_FROM_LABEL;
 use crate::rbac::{KindIndex, RbacObjects};
 use crate::webhook::configuration::{guard_problems, WebhookService, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME};
 
@@ -222,6 +224,26 @@ impl Cluster {
             }
         }
         Ok(false)
+    }
+
+    /// The CSV an Install takes over, as it is now (`takeover::taken_csv`): read by namespace and name, its copies
+    /// among the copied CSVs' metadata.
+    pub async fn taken_csv(&self, takeover: &Takeover) -> Result<Option<TakenCsv>, ClusterError> {
+        let live = self
+            .client
+            .namespaced::<ClusterServiceVersion>(&takeover.namespace)
+            .get_opt(&takeover.name)
+            .await
+            .map_err(list_error("the CSV taken over"))?;
+        let copied = ListParams::default().labels(&format!("{COPIED_FROM_LABEL}={}", takeover.namespace));
+        let copies = self
+            .client
+            .all::<PartialObjectMeta<ClusterServiceVersion>>()
+            .list_with(&copied)
+            .await
+            .map_err(list_error("the copies of the CSV taken over"))?;
+        let metadata: Vec<ObjectMeta> = copies.into_iter().map(|copy| copy.metadata).collect();
+        Ok(taken_csv(takeover, live.as_ref(), &metadata))
     }
 
     pub async fn operator_groups(&self, namespace: &str) -> Result<Vec<OperatorGroup>, ClusterError> {

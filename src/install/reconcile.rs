@@ -356,9 +356,13 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         }
     }
     let mut deployments = Vec::new();
-    // An Install made for an operator OLM v0 installed takes over what OLM v0 made for its CSV, on its first apply.
-    let takeover = takeover::takeover_of(&install).filter(|_| previous.applied.is_empty());
-    let owned_crds = takeover::owned_crds(&objects);
+    // An Install made for an operator OLM v0 installed takes over what was made for its CSV, on its first apply, and
+    // only while that CSV is the one recorded.
+    let takeover = match takeover::first_apply(&install, &previous.applied) {
+        Some(takeover) => ctx.cluster.taken_csv(&takeover).await?.map(|csv| (takeover, csv)),
+        None => None,
+    };
+    let content_crds = takeover::owned_crds(&objects);
     let mut disown = Vec::new();
     if !(same_content && settled && diverged.is_empty() && !relabel) {
         for object in &objects {
@@ -368,9 +372,9 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
             if !owned_before || is_crd {
                 if let Some(live) = apply::get(&client, &kinds, &reference).await? {
                     // What the Install applied before is its own; anything else that exists is never taken over.
-                    let taken_over = takeover
-                        .as_ref()
-                        .is_some_and(|takeover| takeover::made_for_csv(&live, takeover, &owned_crds, &name));
+                    let taken_over = takeover.as_ref().is_some_and(|(takeover, csv)| {
+                        takeover::made_for_csv(&live, takeover, csv, &content_crds, &name)
+                    });
                     if !owned_before && !content::created_by(&live, &name, &uid) && !taken_over {
                         let error = ApplyError::NotOwned { object: apply::describe(object) };
                         return fail(&ctx, &install, status, error).await;

@@ -26,7 +26,7 @@ use crate::controller::watches;
 use crate::controller::Process;
 use crate::install::content::CSV_RECORD_ANNOTATION;
 use crate::metrics::Metrics;
-use crate::migration::copies::{operator_of, reowned, OperatorOwner};
+use crate::migration::copies::{adopted_operator, reowned, OperatorOwner};
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use serde_json::json;
 
@@ -81,9 +81,13 @@ impl Reconciler for Context {
         };
         if let Some(record) = parent.as_ref().filter(|parent| is_install_record(parent)) {
             // An operator OLM v0 installed that an Install took over: its copies go once the Install is adopted.
+            // Copies of any other record are left as they are (an Install's record is never copied).
             let install_name = record.annotations().get(CSV_RECORD_ANNOTATION).cloned().unwrap_or_default();
+            if install_name.is_empty() {
+                return Ok(Action::await_change());
+            }
             let install = self.client.all::<Install>().get_opt(&install_name).await.map_err(error)?;
-            if let Some(operator) = install.as_ref().and_then(operator_of) {
+            if let Some(operator) = install.as_ref().and_then(|install| adopted_operator(record, install)) {
                 self.remove_for(&full, &operator).await.map_err(error)?;
             }
             return Ok(Action::await_change());

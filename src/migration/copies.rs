@@ -9,7 +9,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
 
+use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::api::v2alpha1::Install;
+use crate::install::takeover::takeover_of;
 
 /// The Operator an adopted Install belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +27,24 @@ pub fn operator_of(install: &Install) -> Option<OperatorOwner> {
         .iter()
         .find(|owner| owner.kind == "Operator" && owner.controller == Some(true))
         .map(|owner| OperatorOwner { name: owner.name.clone(), uid: owner.uid.clone() })
+}
+
+/// The Operator whose Install took over `record` (an original CSV carrying an Install's record annotation), if
+/// one owns it: only then do the record's copies go. The annotation alone proves nothing (whoever may write CSVs
+/// can set it), so the Install must be the one made to take over exactly this CSV (its controller-only annotations
+/// name its namespace, name and uid) and the CSV must be that Install's (an owner reference to its uid).
+pub fn adopted_operator(record: &ClusterServiceVersion, install: &Install) -> Option<OperatorOwner> {
+    let takeover = takeover_of(install)?;
+    let same = record.namespace().as_deref() == Some(takeover.namespace.as_str())
+        && record.name_any() == takeover.name
+        && record.uid().as_deref() == Some(takeover.uid.as_str());
+    let install_uid = install.uid()?;
+    let owned = record.owner_references().iter().any(|owner| owner.uid == install_uid);
+    if same && owned {
+        operator_of(install)
+    } else {
+        None
+    }
 }
 
 /// A dependent's owner references with the copy's (`copy_uid`) replaced by the Operator's, or `None` when it names
@@ -53,6 +73,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::api::v2alpha1::{TAKES_OVER_CSV_ANNOTATION, TAKES_OVER_CSV_UID_ANNOTATION};
 
     fn operator() -> OperatorOwner {
         OperatorOwner { name: "grumbo".into(), uid: "operator-uid".into() }
@@ -83,6 +104,34 @@ mod tests {
             "name": "grumbo", "uid": "operator-uid"}]));
         assert_eq!(operator_of(&referenced), None, "a mere reference is not adoption");
         assert_eq!(operator_of(&install(json!([]))), None);
+    }
+
+    #[test]
+    fn a_records_copies_go_only_for_the_install_that_took_exactly_it_over() {
+        let install = |annotations: serde_json::Value| -> Install {
+            serde_json::from_value(json!({"metadata": {"name": "grumbo.operators", "uid": "install-uid",
+                "annotations": annotations,
+                "ownerReferences": [{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator",
+                    "name": "grumbo", "uid": "operator-uid", "controller": true}]},
+                "spec": {"content": []}}))
+            .unwrap()
+        };
+        let taking = install(json!({TAKES_OVER_CSV_ANNOTATION: "operators/grumbo.v1",
+            TAKES_OVER_CSV_UID_ANNOTATION: "csv-uid"}));
+        let record = |namespace: &str, uid: &str, owner: &str| -> ClusterServiceVersion {
+            serde_json::from_value(json!({"metadata": {"name": "grumbo.v1", "namespace": namespace, "uid": uid,
+                "ownerReferences": [{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install",
+                    "name": "grumbo.operators", "uid": owner}]},
+                "spec": {"install": {"strategy": "deployment"}}}))
+            .unwrap()
+        };
+        assert_eq!(adopted_operator(&record("operators", "csv-uid", "install-uid"), &taking), Some(operator()));
+        // Someone's CSV merely annotated as that Install's record: another uid, another namespace, not owned.
+        assert_eq!(adopted_operator(&record("operators", "other-uid", "install-uid"), &taking), None);
+        assert_eq!(adopted_operator(&record("team-a", "csv-uid", "install-uid"), &taking), None);
+        assert_eq!(adopted_operator(&record("operators", "csv-uid", "someone"), &taking), None);
+        // An Install that took nothing over (an Operator's own) never removes copies.
+        assert_eq!(adopted_operator(&record("operators", "csv-uid", "install-uid"), &install(json!({}))), None);
     }
 
     #[test]

@@ -128,11 +128,16 @@ async fn push_grumbo_1_1_0(harness: &Harness) -> String {
     image
 }
 
-/// The cluster as OLM v0 leaves it after installing grumbo 1.0.0 into `operators` under a global group: the
+/// The cluster as OLM v0 leaves it after installing grumbo 1.0.0 into `operators` under a group targeting `targets`
+/// (every namespace when empty): the
 /// CatalogSource and the group, the CRD, the CSV (with the package property OLM writes) and what OLM v0's InstallPlan
 /// made for it (applied by the admin), then its Deployment, lifted ClusterRoles and copies made by the legacy loops;
 /// waits until the CSV Succeeded and has at least `copies_expected` copies. Answers the CSV as applied and its uid.
-async fn install_like_olm_v0(harness: &Harness, copies_expected: usize) -> (ClusterServiceVersion, String) {
+async fn install_like_olm_v0(
+    harness: &Harness,
+    targets: &[&str],
+    copies_expected: usize,
+) -> (ClusterServiceVersion, String) {
     apply(
         harness,
         None,
@@ -140,8 +145,9 @@ async fn install_like_olm_v0(harness: &Harness, copies_expected: usize) -> (Clus
             "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {{name: community, namespace: olm}}\n\
              spec: {{sourceType: grpc, image: {}, updateStrategy: {{registryPoll: {{interval: 1s}}}}}}\n---\n\
              apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {{name: global, namespace: operators}}\n\
-             spec: {{}}\n",
-            harness.registry.reference("catalog:latest")
+             spec: {{targetNamespaces: {}}}\n",
+            harness.registry.reference("catalog:latest"),
+            if targets.is_empty() { "null".to_owned() } else { format!("[{}]", targets.join(", ")) }
         ),
     );
     apply(harness, None, &bundle_file("grumbos.manufacturing.how.theydoit.com.crd.yaml"));
@@ -193,6 +199,25 @@ async fn subscribe_like_olm_v0(harness: &Harness) {
     }
 }
 
+/// `olmv2 migrate apply -n operators --approve --yes` as the admin, standing in for the Deployment controller
+/// while it waits.
+async fn approve_and_apply(harness: &Harness) -> std::process::Output {
+    let file = harness.dir.join("admin.kubeconfig");
+    std::fs::write(&file, harness.plane.kubeconfig()).unwrap();
+    let approving = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(crate::support::harness::olmv2_binary())
+            .args(["migrate", "apply", "-n", "operators", "--approve", "--yes", "--timeout-seconds", "120"])
+            .env("KUBECONFIG", &file)
+            .output()
+            .unwrap()
+    });
+    while !approving.is_finished() {
+        harness.roll_out("operators").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    approving.await.unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_operator_olm_v0_installed_is_taken_over_and_its_copies_removed_with_nothing_lost() {
     let spread: Vec<String> = (1..=NAMESPACES).map(|n| format!("ns-{n:02}")).collect();
@@ -201,7 +226,7 @@ async fn an_operator_olm_v0_installed_is_taken_over_and_its_copies_removed_with_
     let mut harness = Harness::start("migration", "v0", &namespaces, Duration::from_secs(30)).await;
 
     push_catalog(&harness, 1, &[]).await;
-    let (csv, csv_uid) = install_like_olm_v0(&harness, NAMESPACES).await;
+    let (csv, csv_uid) = install_like_olm_v0(&harness, &[], NAMESPACES).await;
     // Something a copy keeps alive in ns-07 (what OLM v0 gives an operator in a target namespace is owned so).
     let copy_uid =
         Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ns-07").get(CSV).await.unwrap().uid().unwrap();
@@ -262,20 +287,7 @@ async fn an_operator_olm_v0_installed_is_taken_over_and_its_copies_removed_with_
     harness.start_controllers().await;
 
     // With --approve, the admin approves what the Install needs; the CLI waits while the Deployment rolls out.
-    let file = harness.dir.join("admin.kubeconfig");
-    std::fs::write(&file, harness.plane.kubeconfig()).unwrap();
-    let approving = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(crate::support::harness::olmv2_binary())
-            .args(["migrate", "apply", "-n", "operators", "--approve", "--timeout-seconds", "120"])
-            .env("KUBECONFIG", &file)
-            .output()
-            .unwrap()
-    });
-    while !approving.is_finished() {
-        harness.roll_out("operators").await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let applied = approving.await.unwrap();
+    let applied = approve_and_apply(&harness).await;
     assert!(applied.status.success(), "{}", text(&applied));
     assert!(text(&applied).contains("Install grumbo.operators approved."), "{}", text(&applied));
 
@@ -343,7 +355,7 @@ async fn after_the_switch_an_operator_olm_v0_installed_upgrades_by_taking_over_i
     let harness =
         Harness::start("migration", "v0-upgrade", &["operators", "olm", "team-a"], Duration::from_secs(30)).await;
     push_catalog(&harness, 1, &[]).await;
-    let (_, csv_uid) = install_like_olm_v0(&harness, 1).await;
+    let (_, csv_uid) = install_like_olm_v0(&harness, &[], 1).await;
     subscribe_like_olm_v0(&harness).await;
     let deployment = deployment_uid(&harness, "operators", "grumbo-operator").await.expect("the Deployment");
 
@@ -400,7 +412,7 @@ async fn after_the_switch_an_operator_olm_v0_installed_upgrades_by_taking_over_i
 async fn nobody_but_the_controller_may_name_a_csv_for_an_install_to_take_over() {
     let harness = Harness::start("migration", "v0-claim", &["operators", "olm"], Duration::from_secs(30)).await;
     push_catalog(&harness, 1, &[]).await;
-    let (_, csv_uid) = install_like_olm_v0(&harness, 0).await;
+    let (_, csv_uid) = install_like_olm_v0(&harness, &[], 0).await;
     apply(
         &harness,
         None,
@@ -436,10 +448,47 @@ async fn nobody_but_the_controller_may_name_a_csv_for_an_install_to_take_over() 
     {
         let annotated = harness.kubectl(&mallory, &["annotate", "install", "mine", &annotation], None);
         assert!(!annotated.status.success(), "mallory annotated her Install with {annotation}");
+        let said = String::from_utf8_lossy(&annotated.stderr);
+        assert!(said.contains("only the controller sets the annotation"), "{said}");
     }
-    let account = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(harness.admin.clone(), "operators")
-        .get("grumbo-operator")
-        .await
-        .unwrap();
-    assert!(account.owner_references().iter().all(|owner| owner.kind == "ClusterServiceVersion"), "untouched");
+    let mine = Api::<Install>::all(harness.admin.clone()).get("mine").await.unwrap();
+    assert!(!mine.annotations().contains_key(TAKES_OVER_CSV_ANNOTATION), "her Install names no CSV");
+}
+
+/// An operator OLM v0 installed for some namespaces: the Roles and bindings its group gave it there (copied by the
+/// OperatorGroup loop, owned by the CSV's copy in each) are named as its Install renders them, and are taken over
+/// in place, then pass to the Operator as the copies go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_olm_v0_installed_for_some_namespaces_keeps_its_roles_there() {
+    let targets = ["team-a", "team-b"];
+    let harness =
+        Harness::start("migration", "v0-targets", &["operators", "olm", "team-a", "team-b"], Duration::from_secs(30))
+            .await;
+    push_catalog(&harness, 1, &[]).await;
+    let (csv, _) = install_like_olm_v0(&harness, &targets, targets.len()).await;
+    let role_name = rbac_name(CSV, &csv.spec.install.spec.permissions[0]);
+    let roles = Api::<Role>::namespaced(harness.admin.clone(), "team-a");
+    let copied = harness
+        .wait_for(&roles, &role_name, "copied into team-a by the OperatorGroup loop", |role| {
+            role.owner_references().iter().any(|owner| owner.kind == "ClusterServiceVersion")
+        })
+        .await;
+    subscribe_like_olm_v0(&harness).await;
+
+    let applied = approve_and_apply(&harness).await;
+    assert!(applied.status.success(), "{}", text(&applied));
+    let operator = Api::<Operator>::all(harness.admin.clone()).get("grumbo").await.unwrap();
+    let mut kept = None;
+    for _ in 0..300 {
+        if copies(&harness).await.is_empty() {
+            kept = Some(roles.get(&role_name).await.expect("the Role in team-a is kept"));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let kept = kept.expect("the copies go");
+    assert_eq!(kept.uid(), copied.uid(), "taken over in place");
+    let mut owners: Vec<&str> = kept.owner_references().iter().map(|owner| owner.kind.as_str()).collect();
+    owners.sort_unstable();
+    assert_eq!(owners, ["Install", "Operator"], "{:?} (operator {})", kept.owner_references(), operator.name_any());
 }
