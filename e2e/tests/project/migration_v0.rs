@@ -1,14 +1,14 @@
-//! Migration of an operator OLM v0 itself installed (`docs/migration.md`, 'Operators OLM v0 installed'), end to end
-//! with the real kubectl and the real `olmv2` binary. The cluster is as OLM v0 leaves it after installing grumbo
-//! 1.0.0 from a catalog into `operators` under a global OperatorGroup: the CRD, the CSV, its ServiceAccount and RBAC
-//! with OLM's owner references and labels (what OLM v0's InstallPlan made, applied here by the admin), the
-//! Deployment, lifted ClusterRoles and copies in every namespace (made by this controller's legacy loops, as OLM's
-//! made them), and the Subscription with OLM v0's status. In one namespace the copy owns a Role and a ConfigMap.
-//! `olmv2 migrate plan` says grumbo is taken over; `olmv2 migrate apply` stops at the approval the takeover needs;
-//! `olmv2 migrate apply --approve` approves it with the admin's credentials and finishes. Afterwards the Subscription
-//! and every copy are gone, the Deployment and the CSV kept their uids (the CSV is the Install's record now), the
-//! Operator lists the operator's components, the Role the copy owned belongs to the Operator and the ConfigMap is
-//! orphaned, not deleted.
+//! Operators OLM v0 itself installed (`docs/migration.md`, 'Operators OLM v0 installed'), end to end with the real
+//! kubectl and the real `olmv2` binary. The cluster is as OLM v0 leaves it after installing grumbo 1.0.0 from a
+//! catalog into `operators`: the CRD, the CSV, its ServiceAccount and RBAC with OLM's owner references and labels
+//! (what OLM v0's InstallPlan made, applied here by the admin), the Deployment, lifted or copied Roles and copied
+//! CSVs (made by this controller's legacy loops, as OLM's made them), and the Subscription with OLM v0's status.
+//! Adopted with `olmv2 migrate plan` then `apply` (stopping at the approval the takeover needs) then
+//! `apply --approve`: the Subscription and every copy gone, the Deployment and the CSV kept (the CSV is the
+//! Install's record now), the Operator listing the components, what a copy owned passed to the Operator or
+//! orphaned, the Roles a group gave it in its targets taken over in place. Upgraded after the switch without
+//! migrating, and subscribed again: the InstallPlan's Install takes the CSV's objects over. And nobody but the
+//! controller names a CSV for an Install to take over.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -491,4 +491,47 @@ async fn an_operator_olm_v0_installed_for_some_namespaces_keeps_its_roles_there(
     let mut owners: Vec<&str> = kept.owner_references().iter().map(|owner| owner.kind.as_str()).collect();
     owners.sort_unstable();
     assert_eq!(owners, ["Install", "Operator"], "{:?} (operator {})", kept.owner_references(), operator.name_any());
+}
+
+/// A Subscription made again for an operator OLM v0 installed (its old one deleted, so no status says what is
+/// installed): OLM v0 fails its resolution (`ConstraintsNotSatisfiable`, the installed CSV and the catalog's bundle
+/// "originate from package grumbo"); here its InstallPlan's Install takes that very CSV over in place once approved
+/// (`docs/legacy.md`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_subscription_made_again_for_an_operator_olm_v0_installed_takes_it_over() {
+    let harness = Harness::start("migration", "v0-again", &["operators", "olm"], Duration::from_secs(30)).await;
+    push_catalog(&harness, 1, &[]).await;
+    let (_, csv_uid) = install_like_olm_v0(&harness, &[], 0).await;
+    let deployment = deployment_uid(&harness, "operators", "grumbo-operator").await.expect("the Deployment");
+    apply(
+        &harness,
+        None,
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {name: grumbo, namespace: operators}\n\
+         spec: {source: community, sourceNamespace: olm, name: grumbo, channel: stable}\n",
+    );
+    let installs = Api::<Install>::all(harness.admin.clone());
+    let install = harness
+        .wait_for(&installs, "grumbo.operators", "waiting for a person", |install| {
+            install.status.as_ref().and_then(|s| s.state) == Some(InstallState::PendingApproval)
+        })
+        .await;
+    assert_eq!(install.annotations().get(TAKES_OVER_CSV_UID_ANNOTATION), Some(&csv_uid));
+    let patch = r#"{"spec":{"approval":"Approved"}}"#;
+    let approved = harness.admin_kubectl(&["patch", "install", "grumbo.operators", "--type=merge", "-p", patch], None);
+    assert!(approved.status.success(), "{}", text(&approved));
+    let mut installed = false;
+    for _ in 0..300 {
+        harness.roll_out("operators").await;
+        let state = installs.get("grumbo.operators").await.unwrap().status.and_then(|s| s.state);
+        if state == Some(InstallState::Installed) {
+            installed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(installed, "{:?}", installs.get("grumbo.operators").await.unwrap().status);
+    let csv = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "operators").get(CSV).await.unwrap();
+    assert_eq!(csv.uid(), Some(csv_uid), "the same CSV, the Install's record now");
+    assert!(csv.annotations().contains_key("v2alpha1.operators.coreos.com/install-record"));
+    assert_eq!(deployment_uid(&harness, "operators", "grumbo-operator").await, Some(deployment));
 }

@@ -311,12 +311,14 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
         match observed.installs.get(&name) {
             None => {
                 let mut install = new_install(subscription, csv, &lookup.path);
-                // An operator OLM v0 installed, upgraded after the switch: its objects are taken over, not clashed
-                // with (`install::takeover`).
+                // An operator OLM v0 installed: its objects are taken over, not clashed with (`install::takeover`).
+                // The CSV of this very bundle (a Subscription made again for it), else the one it upgrades from.
                 let installed = subscription.status.as_ref().and_then(|status| status.installed_csv.as_ref());
-                if let Some((installed, uid)) = installed.and_then(|name| observed.installed_by_olm.get_key_value(name))
+                let by_olm = &observed.installed_by_olm;
+                if let Some((taken, uid)) =
+                    by_olm.get_key_value(csv).or_else(|| installed.and_then(|name| by_olm.get_key_value(name)))
                 {
-                    take_over(&mut install, &namespace, installed, uid);
+                    take_over(&mut install, &namespace, taken, uid);
                 }
                 decision.create_installs.push(install);
                 standings.push((csv.clone(), Standing::Waiting(format!("Install {name} is being created"))));

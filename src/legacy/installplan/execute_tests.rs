@@ -124,8 +124,13 @@ fn an_upgrade_of_an_operator_olm_v0_installed_takes_over_its_csv() {
     let install = observed(std::slice::from_ref(&upgrading), &BTreeMap::new());
     assert!(install["metadata"]["annotations"].get(TAKES_OVER_CSV_ANNOTATION).is_none());
     let fresh = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
-    let install = observed(&[fresh], &installed_by_olm);
+    let install = observed(std::slice::from_ref(&fresh), &installed_by_olm);
     assert!(install["metadata"]["annotations"].get(TAKES_OVER_CSV_ANNOTATION).is_none());
+    // A Subscription made again for a bundle whose CSV no Install applied: that very CSV is taken over.
+    let again: BTreeMap<String, String> = [("plumbus.v2".to_owned(), "uid-v2".to_owned())].into();
+    let install = observed(&[fresh], &again);
+    assert_eq!(install["metadata"]["annotations"][TAKES_OVER_CSV_ANNOTATION], "ops/plumbus.v2");
+    assert_eq!(install["metadata"]["annotations"][TAKES_OVER_CSV_UID_ANNOTATION], "uid-v2");
 }
 
 #[test]
