@@ -121,7 +121,8 @@ async fn read_plan(
     operator_namespace: &str,
 ) -> Result<Vec<SubscriptionPlan>, Error> {
     let reader = ControllerClient::new(client.clone(), "olmv2-migrate");
-    let snapshot = Snapshot::read(&reader, None).await.map_err(|error| Error::ReadCluster(Box::new(error)))?;
+    let mut snapshot = Snapshot::read(&reader, None).await.map_err(|error| Error::ReadCluster(Box::new(error)))?;
+    snapshot.read_copies(&reader).await.map_err(|error| Error::ReadCluster(Box::new(error)))?;
     let asked = chosen(&snapshot, namespaces);
     let snapshot = Snapshot { annotated: asked.iter().cloned().collect(), ..snapshot };
     Ok(snapshot.plan(false, operator_namespace).into_iter().filter(|plan| asked.contains(&plan.namespace)).collect())
@@ -188,6 +189,24 @@ pub fn plan_table(plans: &[SubscriptionPlan]) -> String {
         .iter()
         .filter_map(|plan| Some(format!("  {}/{}: {}", plan.namespace, plan.name, plan.blocked.as_ref()?.message)))
         .collect();
+    let copies: Vec<String> = plans
+        .iter()
+        .filter_map(|plan| plan.takeover.as_ref().filter(|t| !t.copies.is_empty()).map(|t| (plan, t)))
+        .map(|(plan, takeover)| {
+            format!(
+                "  {}/{} in {} namespaces: {}",
+                plan.namespace,
+                takeover.csv,
+                takeover.copies.len(),
+                takeover.copies.join(", ")
+            )
+        })
+        .collect();
+    if !copies.is_empty() {
+        text.push_str("\nCopied CSVs deleted once adopted (what they own passes to the Operator):\n");
+        text.push_str(&copies.join("\n"));
+        text.push('\n');
+    }
     if !blocked.is_empty() {
         text.push_str("\nNot adopted now:\n");
         text.push_str(&blocked.join("\n"));
@@ -470,14 +489,20 @@ mod tests {
     fn a_takeover_says_which_csv_and_what_its_csv_holds() {
         let mut taken_over = plan("grumbo", None);
         taken_over.account = None;
-        taken_over.takeover =
-            Some(CsvTakeover { csv: "grumbo.v0.1.0".into(), uid: "u".into(), image: None, to_create: true });
+        taken_over.takeover = Some(CsvTakeover {
+            csv: "grumbo.v0.1.0".into(),
+            uid: "u".into(),
+            image: None,
+            to_create: true,
+            copies: vec!["ns-1".into(), "ns-2".into()],
+        });
         let text = plan_table(&[taken_over.clone()]);
         let row = text.lines().map(str::trim_start).find(|l| l.starts_with("ops/grumbo")).unwrap();
         for cell in ["grumbo.ops (takes over grumbo.v0.1.0)", "0 rules (its CSV's)", "take over, then adopt"] {
             assert!(row.contains(cell), "{cell} in {row}");
         }
         assert!(text.contains("olmv2 migrate apply --approve"), "{text}");
+        assert!(text.contains("ops/grumbo.v0.1.0 in 2 namespaces: ns-1, ns-2"), "{text}");
         let yaml = serde_yaml_ng::to_string(&[taken_over]).unwrap();
         assert!(yaml.contains("csv: grumbo.v0.1.0") && yaml.contains("toCreate: true"), "{yaml}");
         assert!(!plan_table(&[plan("plumbus", None)]).contains("--approve"), "said only when it applies");

@@ -167,6 +167,8 @@ pub struct Snapshot {
     pub csvs: Vec<ClusterServiceVersion>,
     /// The images of the bundles OLM v0 installed, from their Subscriptions' catalogs (when catalogs are read).
     pub bundle_images: Option<BTreeMap<(String, String, String), String>>,
+    /// The namespaces of each original's copies, `(namespace, name)` → namespaces, when read (`read_copies`).
+    pub copies: BTreeMap<(String, String), Vec<String>>,
 }
 
 impl Snapshot {
@@ -209,7 +211,29 @@ impl Snapshot {
             Some(catalogs) => Some(installed_bundle_images(client, catalogs, &subscriptions, &csvs).await),
             None => None,
         };
-        Ok(Self { subscriptions, installs, operators, annotated, entrypoints, csvs, bundle_images })
+        let copies = BTreeMap::new();
+        Ok(Self { subscriptions, installs, operators, annotated, entrypoints, csvs, bundle_images, copies })
+    }
+
+    /// Reads where the copied CSVs are (their metadata only), for a plan that lists the copies adoption removes:
+    /// `olmv2 migrate plan`. The adoption loop needs none.
+    pub async fn read_copies(&mut self, client: &ControllerClient) -> Result<(), AdoptionError> {
+        let copied = ListParams::default().labels(COPIED_FROM_LABEL);
+        let copies = client
+            .all::<PartialObjectMeta<ClusterServiceVersion>>()
+            .list_with(&copied)
+            .await
+            .map_err(|source| AdoptionError::Read { what: "copied CSVs", source })?;
+        for copy in copies {
+            let (Some(origin), Some(namespace)) = (copy.labels().get(COPIED_FROM_LABEL), copy.namespace()) else {
+                continue;
+            };
+            self.copies.entry((origin.clone(), copy.name_any())).or_default().push(namespace);
+        }
+        for namespaces in self.copies.values_mut() {
+            namespaces.sort();
+        }
+        Ok(())
     }
 
     /// The plan for every Subscription, `all` meaning every namespace is asked.
@@ -224,6 +248,7 @@ impl Snapshot {
             default_namespace,
             csvs: &self.csvs,
             bundle_images: self.bundle_images.as_ref(),
+            copies: &self.copies,
         })
     }
 }

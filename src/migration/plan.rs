@@ -44,6 +44,8 @@ pub struct Inputs<'a> {
     /// The image of each bundle of the catalogs Subscriptions name: `(catalog namespace, catalog name, bundle)` →
     /// image; `None` when the catalogs were not read (`olmv2 migrate plan` pulls no catalog image).
     pub bundle_images: Option<&'a BTreeMap<(String, String, String), String>>,
+    /// The namespaces of each original CSV's copies, `(namespace, name)` → namespaces (empty when not read).
+    pub copies: &'a BTreeMap<(String, String), Vec<String>>,
 }
 
 /// An operator OLM v0 installed (its Subscription's installed CSV, which no Install applied): an Install is made for
@@ -59,6 +61,9 @@ pub struct CsvTakeover {
     pub image: Option<String>,
     /// Whether the Install is still to be made.
     pub to_create: bool,
+    /// The namespaces of the CSV's copies, removed once it is adopted (when the plan read them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub copies: Vec<String>,
 }
 
 /// Why a Subscription is not adopted (now).
@@ -278,6 +283,10 @@ fn plan_one(
         plan.granted = install.status.as_ref().map(|status| status.granted.clone()).unwrap_or_default();
         plan.takeover = taking_over(install);
     }
+    if let Some(takeover) = plan.takeover.as_mut() {
+        let key = (namespace.clone(), takeover.csv.clone());
+        takeover.copies = inputs.copies.get(&key).cloned().unwrap_or_default();
+    }
     plan.account = install
         .status
         .as_ref()
@@ -406,6 +415,7 @@ fn taking_over(install: &Install) -> Option<CsvTakeover> {
         uid: annotations.get(TAKES_OVER_CSV_UID_ANNOTATION).cloned().unwrap_or_default(),
         image: install.spec.content.first().and_then(|content| content.manifest_image.clone()),
         to_create: false,
+        copies: Vec::new(),
     })
 }
 
@@ -482,7 +492,7 @@ fn takeover_install(
         message: format!("the Install to take over CSV {installed} cannot be made: {error}"),
         transient: false,
     })?;
-    let takeover = CsvTakeover { csv: installed, uid, image, to_create: true };
+    let takeover = CsvTakeover { csv: installed, uid, image, to_create: true, copies: Vec::new() };
     Ok((install, takeover, declared_rules(csv)))
 }
 

@@ -54,6 +54,7 @@ struct Cluster {
     asked: Vec<&'static str>,
     csvs: Vec<ClusterServiceVersion>,
     bundle_images: Option<BTreeMap<(String, String, String), String>>,
+    copies: BTreeMap<(String, String), Vec<String>>,
 }
 
 impl Cluster {
@@ -66,6 +67,7 @@ impl Cluster {
             asked: vec!["ops", "dev"],
             csvs: Vec::new(),
             bundle_images: Some(BTreeMap::new()),
+            copies: BTreeMap::new(),
         }
     }
 
@@ -80,6 +82,7 @@ impl Cluster {
             default_namespace: "operators",
             csvs: &self.csvs,
             bundle_images: self.bundle_images.as_ref(),
+            copies: &self.copies,
         })
     }
 }
@@ -308,10 +311,13 @@ fn v0_cluster() -> Cluster {
 
 #[test]
 fn an_operator_olm_v0_installed_gets_an_install_that_takes_it_over() {
-    let cluster = v0_cluster();
+    let mut cluster = v0_cluster();
+    cluster.copies.insert(("ops".into(), "plumbus.v1".into()), vec!["team-a".into(), "team-b".into()]);
+    cluster.copies.insert(("ops".into(), "other.v1".into()), vec!["team-c".into()]);
     let plan = &cluster.plan()[0];
     assert_eq!(plan.blocked, None, "{plan:?}");
     let takeover = plan.takeover.clone().expect("a takeover");
+    assert_eq!(takeover.copies, ["team-a", "team-b"], "the copies it removes, only its own");
     assert_eq!(
         (takeover.csv.as_str(), takeover.uid.as_str(), takeover.image.as_deref(), takeover.to_create),
         ("plumbus.v1", "uid-plumbus.v1", Some("registry.example/plumbus@sha256:1"), true)

@@ -264,6 +264,11 @@ async fn an_operator_olm_v0_installed_is_taken_over_and_its_copies_removed_with_
     let yaml = olmv2(&harness, &["migrate", "plan", "-n", "operators", "-o", "yaml"]);
     let plans: Vec<Value> = serde_yaml_ng::from_slice(&yaml.stdout).expect("YAML plan");
     assert_eq!(plans[0]["takeover"]["csv"], CSV, "{plans:?}");
+    // The copies the plan says go: every namespace's (checked below to be the ones removed).
+    let planned_copies = plans[0]["takeover"]["copies"].as_array().map_or(0, Vec::len);
+    assert!(planned_copies >= NAMESPACES, "{planned_copies} copies planned");
+    assert_eq!(planned_copies, copies(&harness).await.len(), "the plan lists every copy");
+    assert!(table.contains(&format!("operators/{CSV} in {planned_copies} namespaces: ")), "{table}");
     assert!(installs.get_opt("grumbo.operators").await.unwrap().is_none(), "the plan changed nothing");
 
     // Without --approve, apply stops at the approval the takeover needs, and says how to give it; nothing of the
