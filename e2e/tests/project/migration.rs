@@ -60,11 +60,7 @@ async fn push_catalog(harness: &Harness, revision: usize, plumbus: &[(&str, &str
         previous = Some(name);
     }
     blobs.push(json!({"schema": "olm.channel", "package": "plumbus", "name": "stable", "entries": entries}));
-    let configs = harness.dir.join(format!("configs-{revision}"));
-    std::fs::create_dir_all(configs.join("index")).unwrap();
-    let text: Vec<String> = blobs.iter().map(Value::to_string).collect();
-    std::fs::write(configs.join("index/catalog.json"), text.join("\n")).unwrap();
-    harness.images().push_catalog(&configs, &harness.registry.reference("catalog:latest")).await.expect("catalog");
+    harness.push_catalog(&format!("configs-{revision}"), &blobs).await;
 }
 
 /// Plumbus 2.0.0-alpha as another package, fleeb (its own CSV, CRD, Deployment and Service names), pushed as

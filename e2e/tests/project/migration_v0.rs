@@ -99,11 +99,7 @@ async fn push_catalog(harness: &Harness, revision: usize, later: &[(&str, &str)]
         previous = (*name).to_owned();
     }
     blobs.push(json!({"schema": "olm.channel", "package": "grumbo", "name": "stable", "entries": entries}));
-    let configs = harness.dir.join(format!("configs-{revision}"));
-    std::fs::create_dir_all(configs.join("index")).unwrap();
-    let lines: Vec<String> = blobs.iter().map(Value::to_string).collect();
-    std::fs::write(configs.join("index/catalog.json"), lines.join("\n")).unwrap();
-    harness.images().push_catalog(&configs, &harness.registry.reference("catalog:latest")).await.expect("catalog");
+    harness.push_catalog(&format!("configs-{revision}"), &blobs).await;
 }
 
 /// Grumbo 1.1.0, replacing 1.0.0 with the same objects: pushed as `grumbo-bundle:1.1.0`; answers the image.

@@ -66,12 +66,8 @@ async fn catalog(harness: &Harness, plumbus: &str, grumbo: &str) {
         ),
         package("schleem", "1.0.0", grumbo, vec![]),
     ];
-    let configs = harness.dir.join("configs");
-    std::fs::create_dir_all(configs.join("index")).unwrap();
-    let text: Vec<String> = blobs.iter().flatten().map(Value::to_string).collect();
-    std::fs::write(configs.join("index/catalog.json"), text.join("\n")).unwrap();
-    let image = harness.registry.reference("catalog:latest");
-    harness.images().push_catalog(&configs, &image).await.expect("catalog pushed");
+    let blobs: Vec<Value> = blobs.into_iter().flatten().collect();
+    harness.push_catalog("configs", &blobs).await;
     create_catalog_source(harness).await;
 }
 
@@ -327,15 +323,7 @@ async fn holding_an_operators_own_grants_does_not_let_one_move_its_dependency_un
         grumbo_bundle("1.0.0", &grumbo),
         grumbo_bundle("1.1.0", &next),
     ];
-    let configs = harness.dir.join("configs");
-    std::fs::create_dir_all(configs.join("index")).unwrap();
-    let lines: Vec<String> = blobs.iter().map(Value::to_string).collect();
-    std::fs::write(configs.join("index/catalog.json"), lines.join("\n")).unwrap();
-    harness
-        .images()
-        .push_catalog(&configs, &harness.registry.reference("catalog:latest"))
-        .await
-        .expect("catalog pushed");
+    harness.push_catalog("configs", &blobs).await;
     create_catalog_source(&harness).await;
 
     // The admin installs plumbus with grumbo 1.0.0 and approves both.

@@ -73,10 +73,7 @@ async fn catalog(harness: &Harness) {
             {"type": "olm.package", "value": {"packageName": "grumbo", "version": "1.0.0"}},
             {"type": "olm.gvk", "value": gvk("manufacturing.how.theydoit.com", "Grumbo")}]}),
     ];
-    let configs = harness.dir.join("configs");
-    std::fs::create_dir_all(configs.join("index")).unwrap();
-    let text: Vec<String> = blobs.iter().map(|blob| blob.to_string()).collect();
-    std::fs::write(configs.join("index/catalog.json"), text.join("\n")).unwrap();
+    let configs = harness.write_catalog("configs", &blobs);
     serve_catalog(harness, &configs).await;
 }
 

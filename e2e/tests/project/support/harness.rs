@@ -14,7 +14,7 @@ use olmv2::bundle::image::{ImageClient, RegistryOptions};
 use olmv2::controller::ControllerOptions;
 use olmv2_e2e::project;
 use olmv2_e2e::registry::Registry;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::emulator::kubectl::Kubectl;
 
@@ -93,6 +93,24 @@ impl Harness {
         let image = self.registry.reference(&format!("{repository}:{tag}"));
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles").join(bundle);
         self.images().push_bundle(&dir, &image, false).await.expect("bundle pushed");
+        image
+    }
+
+    /// Writes `blobs` as a File-Based Catalog (`<configs>/index/catalog.json` in the test's directory); answers the
+    /// directory to push.
+    pub fn write_catalog(&self, configs: &str, blobs: &[Value]) -> PathBuf {
+        let configs = self.dir.join(configs);
+        std::fs::create_dir_all(configs.join("index")).expect("catalog directory");
+        let lines: Vec<String> = blobs.iter().map(Value::to_string).collect();
+        std::fs::write(configs.join("index/catalog.json"), lines.join("\n")).expect("catalog written");
+        configs
+    }
+
+    /// Writes `blobs` as a File-Based Catalog and pushes it as `catalog:latest`; answers the image.
+    pub async fn push_catalog(&self, configs: &str, blobs: &[Value]) -> String {
+        let configs = self.write_catalog(configs, blobs);
+        let image = self.registry.reference("catalog:latest");
+        self.images().push_catalog(&configs, &image).await.expect("catalog pushed");
         image
     }
 
