@@ -66,28 +66,16 @@ async fn push_catalog(harness: &Harness, revision: usize, plumbus: &[(&str, &str
 /// Plumbus 2.0.0-alpha as another package, fleeb (its own CSV, CRD, Deployment and Service names), pushed as
 /// `fleeb-bundle:2.0.0-alpha`; answers the image.
 async fn push_fleeb(harness: &Harness) -> String {
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/plumbus/2.0.0-alpha");
-    let dir = harness.dir.join("fleeb");
-    for sub in ["manifests", "metadata"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-        for entry in std::fs::read_dir(source.join(sub)).unwrap() {
-            let path = entry.unwrap().path();
-            let text = std::fs::read_to_string(&path)
-                .unwrap()
-                .replace("manufacturing.how.theydoit.com", "GRUMBO-GROUP")
-                .replace("how.theydoit.com", "fleeb.example.com")
-                .replace("GRUMBO-GROUP", "manufacturing.how.theydoit.com")
-                .replace("plumbai", "fleebs")
-                .replace("Plumbus", "Fleeb")
-                .replace("plumbus", "fleeb");
-            let name =
-                path.file_name().unwrap().to_string_lossy().replace("plumbai", "fleebs").replace("plumbus", "fleeb");
-            std::fs::write(dir.join(sub).join(name), text).unwrap();
-        }
-    }
-    let image = harness.registry.reference("fleeb-bundle:2.0.0-alpha");
-    harness.images().push_bundle(&dir, &image, false).await.expect("fleeb pushed");
-    image
+    let text = |_: &str, text: &str| {
+        text.replace("manufacturing.how.theydoit.com", "GRUMBO-GROUP")
+            .replace("how.theydoit.com", "fleeb.example.com")
+            .replace("GRUMBO-GROUP", "manufacturing.how.theydoit.com")
+            .replace("plumbai", "fleebs")
+            .replace("Plumbus", "Fleeb")
+            .replace("plumbus", "fleeb")
+    };
+    let name = |name: &str| name.replace("plumbai", "fleebs").replace("plumbus", "fleeb");
+    harness.push_rewritten_bundle("plumbus/2.0.0-alpha", "fleeb-bundle:2.0.0-alpha", text, name).await
 }
 
 fn approve(harness: &Harness, install: &str) {

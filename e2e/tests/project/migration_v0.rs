@@ -104,24 +104,12 @@ async fn push_catalog(harness: &Harness, revision: usize, later: &[(&str, &str)]
 
 /// Grumbo 1.1.0, replacing 1.0.0 with the same objects: pushed as `grumbo-bundle:1.1.0`; answers the image.
 async fn push_grumbo_1_1_0(harness: &Harness) -> String {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/grumbo/1.0.0");
-    let dir = harness.dir.join("grumbo-1.1.0");
-    for sub in ["manifests", "metadata"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-        for entry in std::fs::read_dir(source.join(sub)).unwrap() {
-            let path = entry.unwrap().path();
-            let text = std::fs::read_to_string(&path)
-                .unwrap()
-                .replace("name: grumbo.v1.0.0", "name: grumbo.v1.1.0\n  namespace: placeholder")
-                .replace("version: 1.0.0", "version: 1.1.0\n  replaces: grumbo.v1.0.0")
-                .replace("grumbo-operator:v1.0.0", "grumbo-operator:v1.1.0")
-                .replace("\n  namespace: placeholder", "");
-            std::fs::write(dir.join(sub).join(path.file_name().unwrap()), text).unwrap();
-        }
-    }
-    let image = harness.registry.reference("grumbo-bundle:1.1.0");
-    harness.images().push_bundle(&dir, &image, false).await.expect("grumbo 1.1.0 pushed");
-    image
+    let text = |_: &str, text: &str| {
+        text.replace("name: grumbo.v1.0.0", "name: grumbo.v1.1.0")
+            .replace("version: 1.0.0", "version: 1.1.0\n  replaces: grumbo.v1.0.0")
+            .replace("grumbo-operator:v1.0.0", "grumbo-operator:v1.1.0")
+    };
+    harness.push_rewritten_bundle("grumbo/1.0.0", "grumbo-bundle:1.1.0", text, str::to_owned).await
 }
 
 /// The cluster as OLM v0 leaves it after installing grumbo 1.0.0 into `operators` under a group targeting `targets`

@@ -271,24 +271,15 @@ pub(crate) async fn serve_patch_release(harness: &Harness, alpha: &str) -> Strin
 
 /// Copies plumbus 2.0.0-alpha as 2.0.1 (same content, so no new permission) and pushes it.
 async fn push_patch_release(harness: &Harness) -> String {
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/plumbus/2.0.0-alpha");
-    let copy = harness.dir.join("plumbus-2.0.1");
-    for sub in ["manifests", "metadata"] {
-        std::fs::create_dir_all(copy.join(sub)).unwrap();
-        for file in std::fs::read_dir(source.join(sub)).unwrap().flatten() {
-            let text = std::fs::read_to_string(file.path()).unwrap();
-            let text = if file.file_name().to_string_lossy().contains("clusterserviceversion") {
-                text.replace("name: plumbus.v2.0.0-alpha", "name: plumbus.v2.0.1")
-                    .replace("version: 2.0.0-alpha", "version: 2.0.1\n  replaces: plumbus.v2.0.0-alpha")
-            } else {
-                text
-            };
-            std::fs::write(copy.join(sub).join(file.file_name()), text).unwrap();
+    let text = |file: &str, text: &str| {
+        if file.contains("clusterserviceversion") {
+            text.replace("name: plumbus.v2.0.0-alpha", "name: plumbus.v2.0.1")
+                .replace("version: 2.0.0-alpha", "version: 2.0.1\n  replaces: plumbus.v2.0.0-alpha")
+        } else {
+            text.to_owned()
         }
-    }
-    let image = harness.registry.reference("plumbus-bundle:2.0.1");
-    harness.images().push_bundle(&copy, &image, false).await.expect("bundle pushed");
-    image
+    };
+    harness.push_rewritten_bundle("plumbus/2.0.0-alpha", "plumbus-bundle:2.0.1", text, str::to_owned).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -239,19 +239,8 @@ async fn an_operator_whose_dependencies_cannot_be_met_says_why_and_installs_noth
 
 /// Grumbo 1.1.0: the 1.0.0 bundle renamed, with another operator image and the same permissions.
 async fn push_grumbo_1_1_0(harness: &Harness) -> String {
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/grumbo/1.0.0");
-    let dir = harness.dir.join("grumbo-1.1.0");
-    for sub in ["manifests", "metadata"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-        for entry in std::fs::read_dir(source.join(sub)).unwrap() {
-            let path = entry.unwrap().path();
-            let text = std::fs::read_to_string(&path).unwrap().replace("1.0.0", "1.1.0");
-            std::fs::write(dir.join(sub).join(path.file_name().unwrap()), text).unwrap();
-        }
-    }
-    let image = harness.registry.reference("grumbo-bundle:1.1.0");
-    harness.images().push_bundle(&dir, &image, false).await.expect("bundle pushed");
-    image
+    let text = |_: &str, text: &str| text.replace("1.0.0", "1.1.0");
+    harness.push_rewritten_bundle("grumbo/1.0.0", "grumbo-bundle:1.1.0", text, str::to_owned).await
 }
 
 /// Lets `user` hold exactly the rules Install `install` was granted, as Roles and ClusterRoles bound to them.

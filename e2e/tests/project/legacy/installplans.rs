@@ -32,19 +32,9 @@ async fn push_plumbus_2_0_1(harness: &Harness) -> String {
 
 /// Plumbus at `version`: the 2.0.0-alpha bundle renamed (CSV, version, operator image), the same permissions.
 pub(super) async fn push_plumbus_as(harness: &Harness, version: &str) -> String {
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/plumbus/2.0.0-alpha");
-    let dir = harness.dir.join(format!("plumbus-{version}"));
-    for sub in ["manifests", "metadata"] {
-        std::fs::create_dir_all(dir.join(sub)).unwrap();
-        for entry in std::fs::read_dir(source.join(sub)).unwrap() {
-            let path = entry.unwrap().path();
-            let text = std::fs::read_to_string(&path).unwrap().replace("2.0.0-alpha", version);
-            std::fs::write(dir.join(sub).join(path.file_name().unwrap()), text).unwrap();
-        }
-    }
-    let image = harness.registry.reference(&format!("plumbus-bundle:{version}"));
-    harness.images().push_bundle(&dir, &image, false).await.expect("bundle pushed");
-    image
+    let text = |_: &str, text: &str| text.replace("2.0.0-alpha", version);
+    let reference = format!("plumbus-bundle:{version}");
+    harness.push_rewritten_bundle("plumbus/2.0.0-alpha", &reference, text, str::to_owned).await
 }
 
 /// Plumbus 2.0.0-alpha (requires Grumbo; 2.0.1 in channel `fast` replaces it) and Grumbo 1.0.0 pushed, in a catalog

@@ -96,6 +96,31 @@ impl Harness {
         image
     }
 
+    /// Pushes the sample bundle `bundles/<bundle>` rewritten (each file's text by `text`, given its name and text;
+    /// its name by `name`) as `reference` (`<repository>:<tag>`); answers the image.
+    pub async fn push_rewritten_bundle(
+        &self,
+        bundle: &str,
+        reference: &str,
+        text: impl Fn(&str, &str) -> String,
+        name: impl Fn(&str) -> String,
+    ) -> String {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles").join(bundle);
+        let dir = self.dir.join(reference.replace([':', '/'], "-"));
+        for sub in ["manifests", "metadata"] {
+            std::fs::create_dir_all(dir.join(sub)).expect("bundle directory");
+            for entry in std::fs::read_dir(source.join(sub)).expect("sample bundle") {
+                let path = entry.expect("bundle file").path();
+                let original = std::fs::read_to_string(&path).expect("bundle file read");
+                let file = path.file_name().expect("a file name").to_string_lossy().into_owned();
+                std::fs::write(dir.join(sub).join(name(&file)), text(&file, &original)).expect("bundle file written");
+            }
+        }
+        let image = self.registry.reference(reference);
+        self.images().push_bundle(&dir, &image, false).await.expect("bundle pushed");
+        image
+    }
+
     /// Writes `blobs` as a File-Based Catalog (`<configs>/index/catalog.json` in the test's directory); answers the
     /// directory to push.
     pub fn write_catalog(&self, configs: &str, blobs: &[Value]) -> PathBuf {
