@@ -118,28 +118,30 @@ impl Context {
     async fn remove_for(&self, copy: &ClusterServiceVersion, operator: &OperatorOwner) -> Result<(), ClientError> {
         let (namespace, name) = (copy.namespace().unwrap_or_default(), copy.name_any());
         let copy_uid = copy.uid().unwrap_or_default();
-        let roles = self.client.namespaced::<Role>(&namespace).list().await?;
-        for role in &roles {
-            if let Some(owners) = reowned(role.owner_references(), &copy_uid, operator) {
-                let body = json!({"metadata": {"ownerReferences": owners}});
-                self.client
-                    .namespaced::<Role>(&namespace)
-                    .merge_patch(&role.name_any(), &body, role.resource_version().as_deref())
-                    .await?;
-            }
-        }
-        let bindings = self.client.namespaced::<RoleBinding>(&namespace).list().await?;
-        for binding in &bindings {
-            if let Some(owners) = reowned(binding.owner_references(), &copy_uid, operator) {
-                let body = json!({"metadata": {"ownerReferences": owners}});
-                self.client
-                    .namespaced::<RoleBinding>(&namespace)
-                    .merge_patch(&binding.name_any(), &body, binding.resource_version().as_deref())
-                    .await?;
-            }
-        }
+        self.reown::<Role>(&namespace, &copy_uid, operator).await?;
+        self.reown::<RoleBinding>(&namespace, &copy_uid, operator).await?;
         self.client.namespaced::<ClusterServiceVersion>(&namespace).delete_if_uid(&name, &copy_uid, true).await?;
         tracing::info!(copy = %name, %namespace, operator = %operator.name, "removed the copy of an adopted operator's CSV");
+        Ok(())
+    }
+
+    /// Gives the objects of kind `K` in `namespace` owned by the copy `copy_uid` the Operator as owner instead, each
+    /// only at the version read.
+    async fn reown<K>(&self, namespace: &str, copy_uid: &str, operator: &OperatorOwner) -> Result<(), ClientError>
+    where
+        K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+    {
+        let objects = self.client.namespaced::<K>(namespace);
+        for object in objects.list().await? {
+            if let Some(owners) = reowned(object.owner_references(), copy_uid, operator) {
+                let body = json!({"metadata": {"ownerReferences": owners}});
+                objects.merge_patch(&object.name_any(), &body, object.resource_version().as_deref()).await?;
+            }
+        }
         Ok(())
     }
 }
