@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::writes::{delete_quietly, has_finalizer, remove_finalizer, resource_type, update_quietly};
+use super::writes::{delete_as_read, has_finalizer, remove_finalizer, resource_type, update_quietly};
 use crate::model::resources::ResourceType;
 use crate::request::api_server::ApiServer;
 use crate::request::deletion::Propagation;
@@ -108,15 +108,31 @@ fn classify(api: &ApiServer, dependent: &Node, reference: &Value, nodes: &BTreeM
         return Owner::Unresolvable;
     }
     let uid = reference["uid"].as_str().unwrap_or_default();
-    let Some(owner) = nodes.get(uid) else { return Owner::Absent };
-    let same_place = owner.resource.id() == owner_type.id()
-        && owner.object["metadata"]["name"] == reference["name"]
-        && (!owner_type.namespaced
-            || owner.object["metadata"]["namespace"] == dependent.object["metadata"]["namespace"]);
-    if !same_place {
-        return Owner::Absent;
-    }
-    if !owner.object["metadata"]["deletionTimestamp"].is_null() && has_finalizer(&owner.object, "foregroundDeletion") {
+    let in_snapshot = nodes.get(uid).filter(|owner| {
+        owner.resource.id() == owner_type.id()
+            && owner.object["metadata"]["name"] == reference["name"]
+            && (!owner_type.namespaced
+                || owner.object["metadata"]["namespace"] == dependent.object["metadata"]["namespace"])
+    });
+    // The snapshot is read one resource after another: an owner created after its resource was read, and referred
+    // to by a dependent read later, is not in it. Kubernetes' collector looks an owner up live before it takes it
+    // for absent (`isDangling`), and so does this one.
+    let owner = match in_snapshot {
+        Some(owner) => owner.object.clone(),
+        None => {
+            let namespace = if owner_type.namespaced {
+                dependent.object["metadata"]["namespace"].as_str().unwrap_or_default()
+            } else {
+                ""
+            };
+            let name = reference["name"].as_str().unwrap_or_default();
+            match api.store.get(&owner_type.id(), namespace, name) {
+                Ok(live) if live["metadata"]["uid"] == uid => live,
+                _ => return Owner::Absent,
+            }
+        }
+    };
+    if !owner["metadata"]["deletionTimestamp"].is_null() && has_finalizer(&owner, "foregroundDeletion") {
         Owner::WaitingForDependents
     } else {
         Owner::Solid
@@ -150,6 +166,43 @@ async fn collect_if_orphaned(api: &ApiServer, node: &Node, nodes: &BTreeMap<Stri
         }
         return;
     }
+    // Deleted only as it was read: a dependent given a new owner since is judged again on the next pass.
     let propagation = if waiting > 0 { Some(Propagation::Foreground) } else { None };
-    delete_quietly(api, &node.resource, &node.object, propagation).await;
+    delete_as_read(api, &node.resource, &node.object, propagation).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// An owner created after the collector read its resource, named by a dependent read later: absent from the
+    /// snapshot, present in the store. Taken for absent, the dependent would be deleted with its owner alive.
+    #[test]
+    fn an_owner_missing_from_the_snapshot_is_looked_up_before_it_is_taken_for_absent() {
+        let api = ApiServer::new(100, Duration::from_secs(60));
+        let configmaps = api.resources().by_kind("v1", "ConfigMap").cloned().expect("configmaps are served");
+        let owner = api
+            .store
+            .create(&configmaps.id(), json!({"metadata": {"name": "owner", "namespace": "default"}}))
+            .expect("owner stored");
+        let reference =
+            |uid: &Value, name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": uid});
+        let dependent = |reference: Value| Node {
+            resource: configmaps.clone(),
+            object: json!({"metadata": {"name": "dependent", "namespace": "default", "ownerReferences": [reference]}}),
+        };
+        let snapshot = BTreeMap::new();
+        let uid = &owner["metadata"]["uid"];
+        let live = reference(uid, "owner");
+        assert!(matches!(classify(&api, &dependent(live.clone()), &live, &snapshot), Owner::Solid));
+        // Another uid under the name (made again), or no such name: absent.
+        let stale = reference(&json!("00000000-0000-0000-0000-000000000000"), "owner");
+        assert!(matches!(classify(&api, &dependent(stale.clone()), &stale, &snapshot), Owner::Absent));
+        let nameless = reference(uid, "someone-else");
+        assert!(matches!(classify(&api, &dependent(nameless.clone()), &nameless, &snapshot), Owner::Absent));
+    }
 }

@@ -29,6 +29,30 @@ pub(super) fn controller_options() -> WriteOptions {
     WriteOptions::internal("olmv2-control-plane")
 }
 
+/// Deletes `object` only as it was read (its uid and resourceVersion as preconditions), as the garbage collector
+/// deletes a dependent it judged from a read: one changed since is left for the next pass to judge.
+pub(super) async fn delete_as_read(
+    api: &ApiServer,
+    resource: &ResourceType,
+    object: &Value,
+    propagation: Option<Propagation>,
+) {
+    if !object["metadata"]["deletionTimestamp"].is_null() {
+        return;
+    }
+    let options = DeleteOptions {
+        propagation,
+        uid: object["metadata"]["uid"].as_str().map(str::to_owned),
+        resource_version: object["metadata"]["resourceVersion"].as_str().map(str::to_owned),
+        ..DeleteOptions::default()
+    };
+    if let Err(error) = deletion::delete(api, &target_of(resource, object), &options, &controller_options()).await {
+        if error.code != 404 {
+            tracing::debug!(%error, "controller delete failed; retried on the next pass");
+        }
+    }
+}
+
 pub(super) async fn delete_quietly(
     api: &ApiServer,
     resource: &ResourceType,
