@@ -7,7 +7,7 @@
 //! Operators Subscriptions again where seed 004 says it can be done (the annotation
 //! `operators.coreos.com/revert-to-subscription`), and says where it cannot.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -101,7 +101,7 @@ pub async fn run(command: MigrateCommand) -> Result<(), Error> {
     let client = kube::Client::try_from(config).map_err(Error::BuildClient)?;
     match command {
         MigrateCommand::Plan(options) => {
-            let plans = read_plan(&client, &options.namespaces, &options.operator_namespace).await?;
+            let plans = read_plan(&client, &options.namespaces, &options.operator_namespace, true).await?;
             let text = match options.output {
                 Format::Table => plan_table(&plans),
                 Format::Yaml => serde_yaml_ng::to_string(&plans).map_err(Error::Yaml)?,
@@ -119,10 +119,14 @@ async fn read_plan(
     client: &kube::Client,
     namespaces: &[String],
     operator_namespace: &str,
+    with_copies: bool,
 ) -> Result<Vec<SubscriptionPlan>, Error> {
     let reader = ControllerClient::new(client.clone(), "olmv2-migrate");
     let mut snapshot = Snapshot::read(&reader, None).await.map_err(|error| Error::ReadCluster(Box::new(error)))?;
-    snapshot.read_copies(&reader).await.map_err(|error| Error::ReadCluster(Box::new(error)))?;
+    // Where the copies are is only shown: read for a plan printed, not on every round of `apply`'s wait.
+    if with_copies {
+        snapshot.read_copies(&reader).await.map_err(|error| Error::ReadCluster(Box::new(error)))?;
+    }
     let asked = chosen(&snapshot, namespaces);
     let snapshot = Snapshot { annotated: asked.iter().cloned().collect(), ..snapshot };
     Ok(snapshot.plan(false, operator_namespace).into_iter().filter(|plan| asked.contains(&plan.namespace)).collect())
@@ -230,7 +234,7 @@ pub fn plan_table(plans: &[SubscriptionPlan]) -> String {
 
 /// Annotates the namespaces, then waits until every Subscription the plan adopts is gone.
 async fn apply(client: &kube::Client, options: &ApplyOptions) -> Result<(), Error> {
-    let plans = read_plan(client, &options.namespaces, &options.operator_namespace).await?;
+    let plans = read_plan(client, &options.namespaces, &options.operator_namespace, false).await?;
     let namespaces: BTreeSet<String> = plans.iter().map(|plan| plan.namespace.clone()).collect();
     let api = Api::<Namespace>::all(client.clone());
     let body = json!({"metadata": {"annotations": {ADOPT_ANNOTATION: "true"}}});
@@ -243,12 +247,12 @@ async fn apply(client: &kube::Client, options: &ApplyOptions) -> Result<(), Erro
     let deadline = Instant::now() + Duration::from_secs(options.timeout_seconds);
     // Only the takeovers the plan listed before anything was asked are approved: never an Install that appeared
     // since, nor any other.
-    let planned: BTreeSet<String> =
-        plans.iter().filter(|plan| plan.takeover.is_some()).filter_map(|plan| plan.install.clone()).collect();
-    let mut approved = BTreeSet::new();
+    let planned: BTreeMap<String, String> =
+        plans.iter().filter_map(|plan| Some((plan.install.clone()?, plan.takeover.as_ref()?.csv.clone()))).collect();
+    let mut approved = Handled::default();
     loop {
         let listed: Vec<String> = namespaces.iter().cloned().collect();
-        let now = read_plan(client, &listed, &options.operator_namespace).await?;
+        let now = read_plan(client, &listed, &options.operator_namespace, false).await?;
         if options.approve {
             approve_takeovers(client, &now, &planned, options.yes, &mut approved).await?;
         }
@@ -277,14 +281,16 @@ async fn apply(client: &kube::Client, options: &ApplyOptions) -> Result<(), Erro
 const PENDING_APPROVAL: &str = "InstallPendingApproval";
 
 /// Why `install` is not approved by `migrate apply --approve`, if it is not: it must be one of the takeovers the
-/// plan listed (`planned`), made by the controller to take over a CSV, and wait on permissions alone, not on a
-/// content change someone made (that is for `kubectl olmv2 approve`, which shows who made it).
-pub fn not_approvable(install: &Install, planned: &BTreeSet<String>) -> Option<&'static str> {
+/// plan listed (`planned`: Install → the CSV it takes over), made by the controller to take over that CSV, with the
+/// spec it was made with (any change of its content, by whomever, bumps its generation), and wait on permissions
+/// alone (anything else is for `kubectl olmv2 approve`, which shows it).
+pub fn not_approvable(install: &Install, planned: &BTreeMap<String, String>) -> Option<&'static str> {
     let pending = install.status.as_ref().and_then(|status| status.pending.as_ref());
-    if !planned.contains(&install.name_any()) {
-        Some("it was not in the plan when apply started")
-    } else if takeover_of(install).is_none() {
-        Some("it takes over no CSV")
+    let Some(csv) = planned.get(&install.name_any()) else { return Some("it was not in the plan when apply started") };
+    if takeover_of(install).is_none_or(|takeover| takeover.name != *csv) {
+        Some("it does not take over the CSV the plan said")
+    } else if install.metadata.generation != Some(1) {
+        Some("its spec changed since it was made: approve it with `kubectl olmv2 approve`, which shows it")
     } else if install.annotations().contains_key(CONTENT_CHANGED_BY_ANNOTATION)
         || pending.and_then(|p| p.reason) == Some(PendingReason::ContentChanged)
     {
@@ -296,25 +302,36 @@ pub fn not_approvable(install: &Install, planned: &BTreeSet<String>) -> Option<&
     }
 }
 
+/// What `approve_takeovers` did already: the pending sets shown (so that one is asked about once), and the reasons
+/// told for not approving (each told once).
+#[derive(Default)]
+struct Handled {
+    shown: BTreeSet<String>,
+    told: BTreeSet<(String, &'static str)>,
+}
+
 /// Approves, as the user, each takeover Install the plans say waits for a person and `not_approvable` lets
-/// through: shown, then confirmed unless `yes`, once per pending set (`handled` remembers the resourceVersions
-/// seen). A refusal (the user does not hold it all) is reported and the rest goes on.
+/// through: shown, then confirmed unless `yes`, once per pending set. A refusal (the user does not hold it all) is
+/// reported and the rest goes on.
 async fn approve_takeovers(
     client: &kube::Client,
     plans: &[SubscriptionPlan],
-    planned: &BTreeSet<String>,
+    planned: &BTreeMap<String, String>,
     yes: bool,
-    handled: &mut BTreeSet<String>,
+    handled: &mut Handled,
 ) -> Result<(), Error> {
     let api = Api::<Install>::all(client.clone());
     for plan in plans.iter().filter(|plan| plan.blocked.as_ref().is_some_and(|b| b.reason == PENDING_APPROVAL)) {
         let Some(name) = &plan.install else { continue };
         let install = api.get(name).await.map_err(|source| Error::ReadInstall { name: name.clone(), source })?;
-        if !handled.insert(format!("{name}@{}", install.resource_version().unwrap_or_default())) {
+        if let Some(why) = not_approvable(&install, planned) {
+            if handled.told.insert((name.clone(), why)) {
+                crate::output::write(&format!("Install {name} is not approved here: {why}.\n"))?;
+            }
             continue;
         }
-        if let Some(why) = not_approvable(&install, planned) {
-            crate::output::write(&format!("Install {name} is not approved here: {why}.\n"))?;
+        let pending = install.status.as_ref().and_then(|s| s.pending.as_ref()).map_or(0, |p| p.count);
+        if !handled.shown.insert(format!("{name}@{:?}@{pending}", install.metadata.generation)) {
             continue;
         }
         crate::output::write(&describe_pending(&install))?;
@@ -512,20 +529,25 @@ mod tests {
     fn apply_approves_only_the_planned_takeovers_waiting_on_permissions() {
         use crate::api::v2alpha1::{TAKES_OVER_CSV_ANNOTATION, TAKES_OVER_CSV_UID_ANNOTATION};
         let install = |name: &str, annotations: serde_json::Value, reason: &str, approval: &str| -> Install {
-            serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations},
+            serde_json::from_value(json!({"metadata": {"name": name, "annotations": annotations, "generation": 1},
                 "spec": {"content": [], "approval": approval},
                 "status": {"pending": {"count": 1, "reason": reason, "permissions": [
                     {"scope": "Cluster", "verbs": ["get"], "apiGroups": [""], "resources": ["nodes"]}]}}}))
             .unwrap()
         };
         let takeover = json!({TAKES_OVER_CSV_ANNOTATION: "operators/grumbo.v1", TAKES_OVER_CSV_UID_ANNOTATION: "u"});
-        let planned = BTreeSet::from(["grumbo.operators".to_owned()]);
+        let planned = BTreeMap::from([("grumbo.operators".to_owned(), "grumbo.v1".to_owned())]);
         let waiting = install("grumbo.operators", takeover.clone(), "Permissions", "Unapproved");
         assert_eq!(not_approvable(&waiting, &planned), None);
+        let mut changed_spec = waiting.clone();
+        changed_spec.metadata.generation = Some(2);
+        assert!(not_approvable(&changed_spec, &planned).unwrap().contains("spec changed"), "a swapped content");
+        let other_csv = BTreeMap::from([("grumbo.operators".to_owned(), "grumbo.v2".to_owned())]);
+        assert!(not_approvable(&waiting, &other_csv).unwrap().contains("CSV the plan said"));
         let later = install("other.operators", takeover.clone(), "Permissions", "Unapproved");
         assert!(not_approvable(&later, &planned).unwrap().contains("not in the plan"));
         let plain = install("grumbo.operators", json!({}), "Permissions", "Unapproved");
-        assert!(not_approvable(&plain, &planned).unwrap().contains("no CSV"));
+        assert!(not_approvable(&plain, &planned).unwrap().contains("CSV the plan said"));
         let changed = install("grumbo.operators", takeover.clone(), "ContentChanged", "Unapproved");
         assert!(not_approvable(&changed, &planned).unwrap().contains("changed its content"));
         let mut marked = waiting.clone();

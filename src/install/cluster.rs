@@ -235,7 +235,9 @@ impl Cluster {
             .get_opt(&takeover.name)
             .await
             .map_err(list_error("the CSV taken over"))?;
-        let copied = ListParams::default().labels(&format!("{COPIED_FROM_LABEL}={}", takeover.namespace));
+        let copied = ListParams::default()
+            .labels(&format!("{COPIED_FROM_LABEL}={}", takeover.namespace))
+            .fields(&format!("metadata.name={}", takeover.name));
         let copies = self
             .client
             .all::<PartialObjectMeta<ClusterServiceVersion>>()

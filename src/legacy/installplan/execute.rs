@@ -312,12 +312,15 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
             None => {
                 let mut install = new_install(subscription, csv, &lookup.path);
                 // An operator OLM v0 installed: its objects are taken over, not clashed with (`install::takeover`).
-                // The CSV of this very bundle (a Subscription made again for it), else the one it upgrades from.
+                // The CSV of this very bundle (a Subscription made again for it), else the one it upgrades from: the
+                // Subscription's installed CSV, or the one the bundle replaces.
                 let installed = subscription.status.as_ref().and_then(|status| status.installed_csv.as_ref());
                 let by_olm = &observed.installed_by_olm;
-                if let Some((taken, uid)) =
-                    by_olm.get_key_value(csv).or_else(|| installed.and_then(|name| by_olm.get_key_value(name)))
-                {
+                let taken = by_olm
+                    .get_key_value(csv)
+                    .or_else(|| installed.and_then(|name| by_olm.get_key_value(name)))
+                    .or_else(|| by_olm.get_key_value(&lookup.replaces));
+                if let Some((taken, uid)) = taken {
                     take_over(&mut install, &namespace, taken, uid);
                 }
                 decision.create_installs.push(install);

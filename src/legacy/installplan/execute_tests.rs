@@ -126,6 +126,21 @@ fn an_upgrade_of_an_operator_olm_v0_installed_takes_over_its_csv() {
     let fresh = subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}));
     let install = observed(std::slice::from_ref(&fresh), &installed_by_olm);
     assert!(install["metadata"]["annotations"].get(TAKES_OVER_CSV_ANNOTATION).is_none());
+    // A Subscription made again (no installed CSV in its status) for a newer bundle: the CSV it replaces.
+    let mut replacing = bundle("plumbus.v2", "plumbus", Some("plumbus"));
+    replacing.replaces = Some("plumbus.v1".into());
+    let replacing_plan = self::plan(&[replacing]);
+    let installs = BTreeMap::new();
+    let fresh_subscriptions = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    let replacing_observed = Observed {
+        plan: &replacing_plan,
+        subscriptions: &fresh_subscriptions,
+        installs: &installs,
+        retry_timeout: RETRY_TIMEOUT,
+        installed_by_olm: &installed_by_olm,
+    };
+    let install = decide(&replacing_observed, &at(1)).create_installs[0].clone();
+    assert_eq!(install["metadata"]["annotations"][TAKES_OVER_CSV_ANNOTATION], "ops/plumbus.v1");
     // A Subscription made again for a bundle whose CSV no Install applied: that very CSV is taken over.
     let again: BTreeMap<String, String> = [("plumbus.v2".to_owned(), "uid-v2".to_owned())].into();
     let install = observed(&[fresh], &again);
