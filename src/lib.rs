@@ -12,6 +12,7 @@ pub mod controller;
 pub mod crdgen;
 pub mod error;
 pub mod install;
+pub mod installed;
 pub mod labels;
 pub mod legacy;
 pub mod metrics;
