@@ -86,9 +86,15 @@ pub fn tracked<'a>(csvs: &'a [ClusterServiceVersion], subscriptions: &'a [Subscr
 /// The CSV as an Installed object shows it: without the annotations only the operator's namespace may read, its
 /// managed fields and resourceVersion (those of the Installed object are its own).
 pub fn sanitized(csv: &ClusterServiceVersion) -> Value {
-    let mut value = serde_json::to_value(csv).unwrap_or_else(|_| json!({}));
+    shown(csv, "ClusterServiceVersion")
+}
+
+/// An OLM object (`operators.coreos.com/v1alpha1` `kind`) as an Installed object shows it: without its managed
+/// fields and the annotations only its namespace may read.
+fn shown(object: &impl serde::Serialize, kind: &str) -> Value {
+    let mut value = serde_json::to_value(object).unwrap_or_else(|_| json!({}));
     value["apiVersion"] = json!("operators.coreos.com/v1alpha1");
-    value["kind"] = json!("ClusterServiceVersion");
+    value["kind"] = json!(kind);
     if let Some(metadata) = value["metadata"].as_object_mut() {
         metadata.remove("managedFields");
         if let Some(annotations) = metadata.get_mut("annotations").and_then(Value::as_object_mut) {
@@ -105,16 +111,7 @@ pub fn installed(tracked: &Tracked<'_>, namespace: &str) -> Value {
     let mut status = json!({"clusterServiceVersion": sanitized(tracked.csv)});
     if let Some(subscription) = tracked.subscription {
         labels[SUBSCRIPTION_LABEL] = json!(subscription.name_any());
-        let mut value = serde_json::to_value(subscription).unwrap_or_else(|_| json!({}));
-        value["apiVersion"] = json!("operators.coreos.com/v1alpha1");
-        value["kind"] = json!("Subscription");
-        if let Some(metadata) = value["metadata"].as_object_mut() {
-            metadata.remove("managedFields");
-            if let Some(annotations) = metadata.get_mut("annotations").and_then(Value::as_object_mut) {
-                annotations.retain(|key, _| !SANITIZED_ANNOTATIONS.contains(&key.as_str()));
-            }
-        }
-        status["subscription"] = value;
+        status["subscription"] = shown(subscription, "Subscription");
     }
     json!({
         "apiVersion": format!("{GROUP}/{VERSION}"),

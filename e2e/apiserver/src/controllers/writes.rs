@@ -37,20 +37,13 @@ pub(super) async fn delete_as_read(
     object: &Value,
     propagation: Option<Propagation>,
 ) {
-    if !object["metadata"]["deletionTimestamp"].is_null() {
-        return;
-    }
     let options = DeleteOptions {
         propagation,
         uid: object["metadata"]["uid"].as_str().map(str::to_owned),
         resource_version: object["metadata"]["resourceVersion"].as_str().map(str::to_owned),
         ..DeleteOptions::default()
     };
-    if let Err(error) = deletion::delete(api, &target_of(resource, object), &options, &controller_options()).await {
-        if error.code != 404 {
-            tracing::debug!(%error, "controller delete failed; retried on the next pass");
-        }
-    }
+    delete_with(api, resource, object, &options).await;
 }
 
 pub(super) async fn delete_quietly(
@@ -59,11 +52,15 @@ pub(super) async fn delete_quietly(
     object: &Value,
     propagation: Option<Propagation>,
 ) {
+    delete_with(api, resource, object, &DeleteOptions { propagation, ..DeleteOptions::default() }).await;
+}
+
+/// Deletes `object` with `options` unless it is being deleted already; a failure is logged and left to the next pass.
+async fn delete_with(api: &ApiServer, resource: &ResourceType, object: &Value, options: &DeleteOptions) {
     if !object["metadata"]["deletionTimestamp"].is_null() {
         return;
     }
-    let options = DeleteOptions { propagation, ..DeleteOptions::default() };
-    if let Err(error) = deletion::delete(api, &target_of(resource, object), &options, &controller_options()).await {
+    if let Err(error) = deletion::delete(api, &target_of(resource, object), options, &controller_options()).await {
         if error.code != 404 {
             tracing::debug!(%error, "controller delete failed; retried on the next pass");
         }
