@@ -15,6 +15,8 @@ use tokio_rustls::rustls;
 use crate::auth::authn::{self, MASTERS};
 use crate::auth::front::PeerCredentials;
 use crate::auth::policy;
+use crate::controllers::authentication::ClusterAuthenticationInfo;
+use crate::controllers::Published;
 use crate::outbound::ClientIdentity;
 use crate::request::api_server::ApiServer;
 use crate::request::types::{Target, WriteOptions};
@@ -41,6 +43,10 @@ pub enum ClientError {
     #[error("could not build a client: {0}")]
     Client(#[from] kube::Error),
 }
+
+/// The common name of the client certificate requests to aggregated API servers carry, which the
+/// `extension-apiserver-authentication` ConfigMap lists as the front proxy's only allowed name.
+pub const FRONT_PROXY_CLIENT: &str = "front-proxy-client";
 
 /// How to start.
 #[derive(Clone, Debug)]
@@ -165,14 +171,18 @@ impl ControlPlane {
             .local_addr()
             .map_err(|source| StartError::Listen { address: options.address.to_string(), source })?;
         let front_proxy_authority = Authority::generate()?;
-        let (proxy_cert, proxy_key) = front_proxy_authority.client_certificate_der("front-proxy-client")?;
+        let (proxy_cert, proxy_key) = front_proxy_authority.client_certificate_der(FRONT_PROXY_CLIENT)?;
         let mut server = ApiServer::new(options.history_limit, options.bookmark_interval);
         server.front_proxy = Some(ClientIdentity { cert_der: proxy_cert, key_der: Arc::new(proxy_key) });
         for (namespace, name, address) in &options.service_endpoints {
             server.endpoints.set(namespace, name, *address);
         }
         let api = Arc::new(server);
-        bootstrap(&api, &authority.ca_pem, address).await;
+        let published = Published {
+            root_ca: authority.ca_pem.clone(),
+            authentication: authentication_info(&authority.ca_pem, &front_proxy_authority.ca_pem),
+        };
+        bootstrap(&api, &published, address).await;
         let router = http::router(api.clone());
         let server = tokio::spawn(async move {
             loop {
@@ -197,7 +207,7 @@ impl ControlPlane {
                 });
             }
         });
-        let controllers = tokio::spawn(controllers::run(api.clone(), authority.ca_pem.clone()));
+        let controllers = tokio::spawn(controllers::run(api.clone(), published));
         Ok(Self {
             api,
             url: format!("https://{address}"),
@@ -294,8 +304,26 @@ impl ControlPlane {
     }
 }
 
-/// The namespaces every cluster has, with their default ServiceAccounts, and the default RBAC policy.
-async fn bootstrap(api: &ApiServer, root_ca: &str, address: std::net::SocketAddr) {
+/// How this server authenticates, for `kube-system/extension-apiserver-authentication`: client certificates signed
+/// by the cluster CA, and the front proxy as kubeadm configures kube-apiserver's request-header flags (its CA, its
+/// client certificate's name, `X-Remote-User`, `X-Remote-Group`, `X-Remote-Extra-`; no uid headers, which
+/// kube-apiserver 1.33 then publishes as `[]`).
+fn authentication_info(client_ca: &str, front_proxy_ca: &str) -> ClusterAuthenticationInfo {
+    let one = |value: &str| vec![value.to_owned()];
+    ClusterAuthenticationInfo {
+        client_ca: client_ca.to_owned(),
+        request_header_ca: front_proxy_ca.to_owned(),
+        request_header_username_headers: one("X-Remote-User"),
+        request_header_uid_headers: Vec::new(),
+        request_header_group_headers: one("X-Remote-Group"),
+        request_header_extra_header_prefixes: one("X-Remote-Extra-"),
+        request_header_allowed_names: one(FRONT_PROXY_CLIENT),
+    }
+}
+
+/// The namespaces every cluster has, with their default ServiceAccounts, the default RBAC policy, and what the
+/// controllers publish (a first pass of them).
+async fn bootstrap(api: &ApiServer, published: &Published, address: std::net::SocketAddr) {
     for role in policy::cluster_roles() {
         if let Err(error) = api.store.create(&policy::cluster_roles_id(), role) {
             tracing::warn!(%error, "could not create a default ClusterRole");
@@ -316,8 +344,20 @@ async fn bootstrap(api: &ApiServer, root_ca: &str, address: std::net::SocketAddr
             tracing::warn!(%error, name, "could not create a start-up namespace");
         }
     }
+    let roles = crate::storage::store::ResourceId::new("rbac.authorization.k8s.io", "roles");
+    for role in policy::namespace_roles() {
+        if let Err(error) = api.store.create(&roles, role) {
+            tracing::warn!(%error, "could not create a default Role");
+        }
+    }
+    let role_bindings = crate::storage::store::ResourceId::new("rbac.authorization.k8s.io", "rolebindings");
+    for binding in policy::namespace_role_bindings() {
+        if let Err(error) = api.store.create(&role_bindings, binding) {
+            tracing::warn!(%error, "could not create a default RoleBinding");
+        }
+    }
     publish_api_service(api, address).await;
-    controllers::reconcile(api, root_ca).await;
+    controllers::reconcile(api, published).await;
 }
 
 /// The `kubernetes` Service of the `default` namespace, which kube-apiserver keeps on the service CIDR's first

@@ -1,6 +1,8 @@
 //! The RBAC objects a cluster bootstraps (cluster-admin; admin, edit and view, aggregated from the
 //! `aggregate-to-*` roles; system:discovery, system:basic-user, system:public-info-viewer; and their bindings),
-//! limited to the resources the emulator serves, and the loop that keeps aggregated ClusterRoles filled.
+//! limited to the resources the emulator serves; the `kube-system` Role that reads the
+//! `extension-apiserver-authentication` ConfigMap and its binding; and the loop that keeps aggregated ClusterRoles
+//! filled.
 
 use serde_json::{json, Value};
 
@@ -195,6 +197,35 @@ pub fn cluster_role_bindings() -> Vec<Value> {
             &["system:authenticated", "system:unauthenticated"],
         ),
     ]
+}
+
+/// The Roles kube-apiserver's bootstrap policy puts in namespaces, for those served here: in `kube-system`, the
+/// reader of the ConfigMap aggregated API servers read their authentication settings from.
+pub fn namespace_roles() -> Vec<Value> {
+    let mut reader = role(
+        "extension-apiserver-authentication-reader",
+        json!({}),
+        vec![json!({"apiGroups": [""], "resources": ["configmaps"],
+            "resourceNames": ["extension-apiserver-authentication"], "verbs": READ})],
+    );
+    reader["kind"] = json!("Role");
+    reader["metadata"]["namespace"] = json!("kube-system");
+    vec![reader]
+}
+
+/// The RoleBindings of kube-apiserver's bootstrap policy for `namespace_roles`: the authentication reader bound to
+/// kube-controller-manager and kube-scheduler.
+pub fn namespace_role_bindings() -> Vec<Value> {
+    let subjects: Vec<Value> = ["system:kube-controller-manager", "system:kube-scheduler"]
+        .iter()
+        .map(|user| json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}))
+        .collect();
+    vec![json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "system::extension-apiserver-authentication-reader", "namespace": "kube-system",
+            "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"},
+            "annotations": {"rbac.authorization.kubernetes.io/autoupdate": "true"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "extension-apiserver-authentication-reader"},
+        "subjects": subjects})]
 }
 
 /// The rules an aggregated ClusterRole should hold now, or `None` when it is not aggregated or already holds them.

@@ -1,12 +1,13 @@
 //! The controllers a cluster runs beside kube-apiserver that its clients depend on, run in-process after each burst
 //! of writes and every second: ClusterRole aggregation (`auth::policy`), the availability of aggregated APIs
-//! (`aggregator`), the namespace controller and what kube-controller-manager puts in every namespace
-//! (`namespaces`), the CRD finalizer (`crd_cleanup`) and the garbage collector (`garbage`); `writes` is how they
-//! write.
+//! (`aggregator`), the `extension-apiserver-authentication` ConfigMap (`authentication`), the namespace controller
+//! and what kube-controller-manager puts in every namespace (`namespaces`), the CRD finalizer (`crd_cleanup`) and
+//! the garbage collector (`garbage`); `writes` is how they write.
 //!
 //! May import `request` (they write through the API server's verbs), `aggregator`, `auth`, `crds`, `model` and
 //! `storage`.
 
+pub mod authentication;
 mod crd_cleanup;
 mod garbage;
 mod namespaces;
@@ -19,11 +20,19 @@ use crate::aggregator;
 use crate::auth::policy;
 use crate::request::api_server::ApiServer;
 
+/// What the control plane publishes for its clients: its CA (each namespace's `kube-root-ca.crt`) and how it
+/// authenticates (`kube-system/extension-apiserver-authentication`).
+#[derive(Clone, Debug, Default)]
+pub struct Published {
+    pub root_ca: String,
+    pub authentication: authentication::ClusterAuthenticationInfo,
+}
+
 /// Runs the controllers until the server is dropped: a pass after each burst of changes, and every second.
-pub async fn run(api: Arc<ApiServer>, root_ca: String) {
+pub async fn run(api: Arc<ApiServer>, published: Published) {
     let mut changes = api.store.subscribe();
     loop {
-        reconcile(&api, &root_ca).await;
+        reconcile(&api, &published).await;
         let wait = tokio::time::timeout(Duration::from_secs(1), changes.recv()).await;
         if let Ok(Err(tokio::sync::broadcast::error::RecvError::Closed)) = wait {
             return;
@@ -34,11 +43,12 @@ pub async fn run(api: Arc<ApiServer>, root_ca: String) {
     }
 }
 
-/// One pass of every controller. `root_ca` is the cluster's CA certificate, published in every namespace.
-pub async fn reconcile(api: &ApiServer, root_ca: &str) {
+/// One pass of every controller.
+pub async fn reconcile(api: &ApiServer, published: &Published) {
     policy::aggregate(&api.store);
     aggregator::check_api_services(api).await;
-    namespaces::namespaces(api, root_ca).await;
+    authentication::publish(api, &published.authentication).await;
+    namespaces::namespaces(api, &published.root_ca).await;
     crd_cleanup::crd_cleanup(api).await;
     garbage::garbage_collect(api).await;
 }

@@ -69,7 +69,7 @@ pub(super) async fn route(
         ["apis"] => return get_only(serde_json::to_value(api.resources().groups()).unwrap_or_default()),
         ["api", "v1"] => return discovery(api, method, "", "v1", path),
         ["apis", group, version] => return discovery(api, method, group, version, path),
-        ["openapi", rest @ ..] => return openapi::serve(api, method, path, rest, query, headers),
+        ["openapi", rest @ ..] => return openapi::serve(api, user, method, path, rest, query, headers).await,
         _ => {}
     }
     let (group, version, rest): (&str, &str, &[&str]) = match parts.as_slice() {

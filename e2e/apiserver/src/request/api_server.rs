@@ -1,10 +1,12 @@
 //! The API server: what it holds (storage, the resource types served, where the cluster's services listen, the
-//! identities and authenticators, the audit log, the Service allocations of writes in flight), and reads: objects
+//! identities and authenticators, the audit log, the Service allocations of writes in flight, the OpenAPI v3
+//! indexes of aggregated API servers), and reads: objects
 //! as a client sees them (`present`), get and list. The writes are in `write` (create, update, patch), `apply`
 //! and `deletion`, step by step in `decode`, `prepare`, `admit` and `commit`.
 
-use std::sync::{RwLockReadGuard, RwLockWriteGuard};
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -34,6 +36,47 @@ pub struct ApiServer {
     pub(crate) served: Served,
     /// How often a watch that asked for bookmarks gets one.
     pub bookmark_interval: Duration,
+    /// The OpenAPI v3 indexes aggregated API servers publish, as the aggregator last read them.
+    pub aggregated_openapi: AggregatedOpenApi,
+}
+
+/// An aggregated API server's OpenAPI v3 index, as the aggregator read it for one APIService.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenApiIndex {
+    /// The APIService's `spec` when it was read: an index read for another spec is read again.
+    pub spec: Value,
+    /// Each group-version path the server lists (`apis/<group>/<version>`) and its `serverRelativeURL`.
+    pub paths: BTreeMap<String, String>,
+    pub read_at: Instant,
+}
+
+/// The OpenAPI v3 indexes of aggregated API servers by APIService name: written by the aggregator's availability
+/// pass, read by `/openapi/v3`.
+#[derive(Default)]
+pub struct AggregatedOpenApi(RwLock<BTreeMap<String, OpenApiIndex>>);
+
+impl AggregatedOpenApi {
+    pub fn get(&self, api_service: &str) -> Option<OpenApiIndex> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).get(api_service).cloned()
+    }
+
+    pub fn set(&self, api_service: &str, index: OpenApiIndex) {
+        self.0.write().unwrap_or_else(PoisonError::into_inner).insert(api_service.to_owned(), index);
+    }
+
+    pub fn remove(&self, api_service: &str) {
+        self.0.write().unwrap_or_else(PoisonError::into_inner).remove(api_service);
+    }
+
+    /// Forgets the indexes of APIServices not in `kept`.
+    pub fn retain(&self, kept: &[String]) {
+        self.0.write().unwrap_or_else(PoisonError::into_inner).retain(|name, _| kept.contains(name));
+    }
+
+    /// Every index, by APIService name.
+    pub fn all(&self) -> BTreeMap<String, OpenApiIndex> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
 }
 
 impl ApiServer {
@@ -47,6 +90,7 @@ impl ApiServer {
             service_allocations: Allocations::default(),
             served: Served::default(),
             bookmark_interval,
+            aggregated_openapi: AggregatedOpenApi::default(),
         }
     }
 

@@ -247,7 +247,7 @@ async fn auth_can_i_agrees_with_what_is_enforced() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_webhook_denial_and_an_aggregated_list_through_kubectl() {
+async fn a_webhook_denial_and_an_aggregated_list_and_explain_through_kubectl() {
     let dir = temp_dir("workloads");
     let (plane, kubectl) = setup(&dir).await;
     let (_webhook, configuration) = support::workloads::deny_webhook(&plane).await;
@@ -273,6 +273,13 @@ async fn a_webhook_denial_and_an_aggregated_list_through_kubectl() {
     assert_eq!(listed["items"][0]["remoteUser"], "kubernetes-admin");
     let table = kubectl.ok(&["get", "samples", "-n", "default"], None);
     assert!(table.contains("who-asked"), "{table}");
+    let explained = kubectl.ok(&["explain", "samples.remoteUser"], None);
+    assert!(
+        explained.contains("KIND:       Sample")
+            && explained.contains("FIELD: remoteUser <string>")
+            && explained.contains("The user the aggregator said was asking."),
+        "explained from the aggregated server's OpenAPI v3 document:\n{explained}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -22,14 +22,15 @@ async fn seed(client: &kube::Client, count: usize) {
     }
 }
 
-/// The seeded ConfigMaps a list holds: every namespace also has kube-controller-manager's `kube-root-ca.crt`.
+/// The seeded ConfigMaps a list holds: every namespace also has kube-controller-manager's `kube-root-ca.crt`, and
+/// `kube-system` kube-apiserver's `extension-apiserver-authentication`.
 fn names(list: &Value) -> Vec<String> {
     list["items"]
         .as_array()
         .expect("items")
         .iter()
         .map(|i| i["metadata"]["name"].as_str().expect("name").to_owned())
-        .filter(|name| name != "kube-root-ca.crt")
+        .filter(|name| name != "kube-root-ca.crt" && name != "extension-apiserver-authentication")
         .collect()
 }
 

@@ -3,10 +3,13 @@
 //! operations of the group-version's resources and the definitions they reach: built-in kinds from their
 //! k8s-openapi types, `definitions`, custom resources from their CRD's schema, `crd`) and `/openapi/v2` (every
 //! resource in one document, in JSON or in gnostic's protobuf, which kubectl asks for to validate a `kind: List` on
-//! the client). Resources served by aggregated API servers are left out (kube-apiserver would publish the
-//! documents their servers publish). Documents are built once per set of served resources and kept.
+//! the client). Documents are built once per set of served resources and kept. As kube-aggregator does, the v3
+//! index also lists the group-versions available aggregated API servers list in theirs (with their own URLs and
+//! hashes, read by `aggregator`; this server's own group-versions win a clash), and a request for one of those
+//! documents is proxied to its server; the v2 document has only this server's resources.
 //!
-//! May import the served resource types (`model`, through `request`'s `ApiServer`), `status` and the query of `http`.
+//! May import the served resource types (`model`, through `request`'s `ApiServer`), `aggregator` (the aggregated
+//! indexes, and the proxy), `status` and the query of `http`.
 
 mod crd;
 mod definitions;
@@ -28,7 +31,9 @@ use axum::response::Response;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha512};
 
-use super::query::Query;
+use super::query::{query_string, Query};
+use crate::aggregator;
+use crate::auth::authn::UserInfo;
 use crate::model::resources::ResourceType;
 use crate::request::api_server::ApiServer;
 use crate::status::ApiError;
@@ -104,6 +109,8 @@ struct V2 {
 /// The documents of one set of served resources.
 struct Documents {
     resources: Vec<ResourceType>,
+    /// The index's `paths`: each group-version's path and `serverRelativeURL`.
+    paths: Map<String, Value>,
     index: Published,
     groups: BTreeMap<String, Published>,
     v2: OnceLock<Result<V2, gnostic::Invalid>>,
@@ -126,7 +133,7 @@ impl Documents {
             })
             .collect();
         let index = publish(&json!({"paths": paths}));
-        Self { resources, index, groups, v2: OnceLock::new() }
+        Self { resources, paths, index, groups, v2: OnceLock::new() }
     }
 
     fn v2(&self) -> &Result<V2, gnostic::Invalid> {
@@ -233,9 +240,21 @@ fn group_version(documents: &Documents, path: &str, query: &Query, headers: &Hea
     Some(response)
 }
 
-/// `/openapi/...`, `rest` being the path after `openapi`.
-pub fn serve(
+/// The v3 index: this server's group-versions and those aggregated API servers list (`aggregated`: path to
+/// `serverRelativeURL` and APIService), this server's winning a clash. Without aggregated ones it is the kept one.
+fn index(documents: &Documents, aggregated: &BTreeMap<String, (String, String)>) -> Option<Published> {
+    let mut paths = documents.paths.clone();
+    for (path, (_, url)) in aggregated {
+        paths.entry(path.clone()).or_insert_with(|| json!({"serverRelativeURL": url}));
+    }
+    (paths.len() != documents.paths.len()).then(|| publish(&json!({"paths": paths})))
+}
+
+/// `/openapi/...`, `rest` being the path after `openapi`; `user` is who asks (documents of aggregated API servers
+/// are asked for in their name).
+pub async fn serve(
     api: &ApiServer,
+    user: &UserInfo,
     method: &Method,
     path: &str,
     rest: &[&str],
@@ -248,12 +267,25 @@ pub fn serve(
     match rest {
         ["v3"] => {
             let documents = documents(api);
-            Ok(respond(&documents.index.body, JSON, &documents.index.etag, headers))
+            Ok(match index(&documents, &aggregator::openapi_v3_paths(api)) {
+                Some(merged) => respond(&merged.body, JSON, &merged.etag, headers),
+                None => respond(&documents.index.body, JSON, &documents.index.etag, headers),
+            })
         }
         ["v3", group_version_path @ ..] => {
             let documents = documents(api);
-            group_version(&documents, &group_version_path.join("/"), query, headers)
-                .ok_or_else(|| ApiError::no_route(path))
+            let group_version_path = group_version_path.join("/");
+            if let Some(response) = group_version(&documents, &group_version_path, query, headers) {
+                return Ok(response);
+            }
+            let Some((api_service, _)) = aggregator::openapi_v3_paths(api).remove(&group_version_path) else {
+                return Err(ApiError::no_route(path));
+            };
+            let path_and_query = match query_string(query) {
+                query if query.is_empty() => path.to_owned(),
+                query => format!("{path}?{query}"),
+            };
+            aggregator::proxy_openapi(api, user, &path_and_query, headers, &api_service).await
         }
         ["v2"] => {
             let documents = documents(api);

@@ -48,7 +48,7 @@ async fn get(api: &ApiServer, url: &str, headers: &[(&'static str, &str)]) -> An
         map.insert(*name, HeaderValue::from_str(value).expect("header"));
     }
     let rest: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).skip(1).collect();
-    let response = serve(api, &Method::GET, path, &rest, &query, &map).expect("served");
+    let response = serve(api, &UserInfo::default(), &Method::GET, path, &rest, &query, &map).await.expect("served");
     let code = response.status().as_u16();
     let headers = response.headers().clone();
     let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body").to_vec();
@@ -126,12 +126,14 @@ async fn the_index_points_at_each_group_version_by_the_hash_of_its_content() {
     assert_eq!(get(&api, "/openapi/v3/api/v1", &protobuf_only).await.code, 406, "v3 is served in JSON only");
     assert!(serve(
         &api,
+        &UserInfo::default(),
         &Method::GET,
         "/openapi/v3/apis/nothing/v1",
         &["v3", "apis", "nothing", "v1"],
         &Query::new(),
         &HeaderMap::new()
     )
+    .await
     .is_err());
 }
 
@@ -367,4 +369,39 @@ async fn the_batch_and_networking_documents_have_their_kinds_operations() {
     assert_eq!(status["get"]["x-kubernetes-group-version-kind"], gvk("networking.k8s.io", "v1", "Ingress"));
     let core = get(&api, "/openapi/v3/api/v1", &[]).await.json();
     assert!(core["paths"]["/api/v1/persistentvolumes/{name}"]["put"].is_object(), "PersistentVolumes are cluster-wide");
+}
+
+#[tokio::test]
+async fn the_index_adds_what_aggregated_servers_list_after_this_servers_own_documents() {
+    use crate::request::api_server::OpenApiIndex;
+    let api = api();
+    let own = get(&api, "/openapi/v3", &[]).await;
+    let own_paths = own.json()["paths"].as_object().cloned().expect("paths");
+    let aggregated_url = "/openapi/v3/apis/metrics.example.com/v1?hash=ABCD";
+    let paths = BTreeMap::from([
+        ("apis/metrics.example.com/v1".to_owned(), aggregated_url.to_owned()),
+        ("api/v1".to_owned(), "/openapi/v3/api/v1?hash=NOT-THIS-SERVERS".to_owned()),
+    ]);
+    let index = OpenApiIndex { spec: json!({}), paths, read_at: std::time::Instant::now() };
+    api.aggregated_openapi.set("v1.metrics.example.com", index);
+
+    let merged = get(&api, "/openapi/v3", &[]).await;
+    let merged_paths = merged.json()["paths"].as_object().cloned().expect("paths");
+    assert_eq!(merged_paths["apis/metrics.example.com/v1"], json!({"serverRelativeURL": aggregated_url}));
+    assert_eq!(merged_paths["api/v1"], own_paths["api/v1"], "this server's own group-versions win a clash");
+    assert_eq!(merged_paths.len(), own_paths.len() + 1, "{merged_paths:?}");
+    assert_eq!(merged.header("etag"), format!("\"{}\"", sha512(&merged.body)));
+    assert_ne!(merged.header("etag"), own.header("etag"));
+    let local = own_paths["api/v1"]["serverRelativeURL"].as_str().expect("URL");
+    assert_eq!(get(&api, local, &[]).await.code, 200, "served here, not proxied");
+    let rest = ["v3", "apis", "metrics.example.com", "v1"];
+    let path = "/openapi/v3/apis/metrics.example.com/v1";
+    let unavailable =
+        serve(&api, &UserInfo::default(), &Method::GET, path, &rest, &Query::new(), &HeaderMap::new()).await;
+    assert_eq!(unavailable.err().map(|e| e.code), Some(503), "listed, so proxied: no APIService to proxy to");
+
+    api.aggregated_openapi.remove("v1.metrics.example.com");
+    assert_eq!(get(&api, "/openapi/v3", &[]).await.body, own.body);
+    let gone = serve(&api, &UserInfo::default(), &Method::GET, path, &rest, &Query::new(), &HeaderMap::new()).await;
+    assert_eq!(gone.err().map(|e| e.code), Some(404));
 }

@@ -1,12 +1,15 @@
 //! Workloads the cluster would run, for tests: an aggregated API server (`metrics.example.com/v1`, `samples` that
-//! say who asked), an admission webhook that refuses ConfigMaps labelled `deny=true`, and the AdmissionReview
+//! say who asked, and its OpenAPI v3 index and document, served with kube-openapi's hash checks and recording who
+//! asked for them), an admission webhook that refuses ConfigMaps labelled `deny=true`, and the AdmissionReview
 //! answer every test webhook gives.
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
+use std::sync::{Arc, Mutex};
+
 use axum::body::Bytes;
 use axum::extract::Path;
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, Uri};
 use kube_emulator::backend::{Backend, ClientName};
 use kube_emulator::ControlPlane;
 use serde_json::{json, Value};
@@ -42,15 +45,97 @@ async fn samples(
     json_response(
         &json!({"kind": "SampleList", "apiVersion": "metrics.example.com/v1", "metadata": {"resourceVersion": "1"}, "items": [{
         "apiVersion": "metrics.example.com/v1", "kind": "Sample", "metadata": {"name": "who-asked", "namespace": namespace, "creationTimestamp": "2026-01-01T00:00:00Z"},
-        "remoteUser": values("x-remote-user").first(), "remoteGroups": values("x-remote-group"), "proxyClient": client.0, "authorization": values("authorization")}]}),
+        "remoteUser": values("x-remote-user").first(), "remoteUid": values("x-remote-uid").first(), "remoteGroups": values("x-remote-group"), "proxyClient": client.0, "authorization": values("authorization")}]}),
     )
 }
 
+/// The hash the metrics server's OpenAPI v3 index gives its document (kube-openapi's would be the SHA-512 of the
+/// content; to the aggregator it is opaque).
+pub const METRICS_OPENAPI_HASH: &str = "5A3B1E";
+/// Where the metrics server's index says its document is.
+pub const METRICS_OPENAPI_URL: &str = "/openapi/v3/apis/metrics.example.com/v1?hash=5A3B1E";
+
+/// The metrics server's OpenAPI v3 document: the `Sample` kind, described for `kubectl explain`.
+pub fn metrics_openapi_document() -> Value {
+    let gvk = json!({"group": "metrics.example.com", "version": "v1", "kind": "Sample"});
+    json!({"openapi": "3.0.0", "info": {"title": "metrics", "version": "v1"},
+        "paths": {"/apis/metrics.example.com/v1/namespaces/{namespace}/samples": {"get": {
+            "operationId": "listMetricsV1NamespacedSample", "x-kubernetes-action": "list", "x-kubernetes-group-version-kind": gvk,
+            "responses": {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/com.example.metrics.v1.SampleList"}}}}}}}},
+        "components": {"schemas": {
+            "com.example.metrics.v1.Sample": {"type": "object", "description": "A sample that says who asked for it.",
+                "properties": {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
+                    "remoteUser": {"type": "string", "description": "The user the aggregator said was asking."},
+                    "remoteGroups": {"type": "array", "items": {"type": "string"}, "description": "The groups of that user."}},
+                "x-kubernetes-group-version-kind": [gvk]},
+            "com.example.metrics.v1.SampleList": {"type": "object", "properties": {
+                "items": {"type": "array", "items": {"$ref": "#/components/schemas/com.example.metrics.v1.Sample"}}},
+                "x-kubernetes-group-version-kind": [{"group": "metrics.example.com", "version": "v1", "kind": "SampleList"}]}}}})
+}
+
+/// Who asked the metrics server for what: `{"path", "user", "groups"}` per request, as its handlers saw them.
+pub type Requests = Arc<Mutex<Vec<Value>>>;
+
+fn record(requests: &Requests, path: &str, headers: &HeaderMap) {
+    let values: Vec<String> =
+        headers.get_all("x-remote-group").iter().filter_map(|v| v.to_str().ok().map(str::to_owned)).collect();
+    let user = headers.get("x-remote-user").and_then(|v| v.to_str().ok());
+    requests.lock().expect("requests").push(json!({"path": path, "user": user, "groups": values}));
+}
+
+async fn openapi_index(
+    headers: HeaderMap,
+    axum::Extension(requests): axum::Extension<Requests>,
+) -> axum::response::Response {
+    record(&requests, "/openapi/v3", &headers);
+    json_response(&json!({"paths": {"apis/metrics.example.com/v1": {"serverRelativeURL": METRICS_OPENAPI_URL}}}))
+}
+
+/// The document as kube-openapi serves it: with the index's hash, cacheable for good; with another, moved there;
+/// not again to a client that has it (`If-None-Match`).
+async fn openapi_document(
+    uri: Uri,
+    headers: HeaderMap,
+    axum::Extension(requests): axum::Extension<Requests>,
+) -> axum::response::Response {
+    record(&requests, "/openapi/v3/apis/metrics.example.com/v1", &headers);
+    let builder = axum::response::Response::builder();
+    let hash = uri.query().unwrap_or_default().split('&').find_map(|pair| pair.strip_prefix("hash="));
+    match hash {
+        Some(hash) if hash != METRICS_OPENAPI_HASH => builder
+            .status(301)
+            .header("location", METRICS_OPENAPI_URL)
+            .body(axum::body::Body::empty())
+            .expect("response"),
+        _ if headers.get("if-none-match").is_some_and(|tag| tag == format!("\"{METRICS_OPENAPI_HASH}\"").as_str()) => {
+            builder.status(304).body(axum::body::Body::empty()).expect("response")
+        }
+        hash => {
+            let builder = builder
+                .header("content-type", "application/json")
+                .header("etag", format!("\"{METRICS_OPENAPI_HASH}\""));
+            let builder = if hash.is_some() { builder.header("cache-control", "public, immutable") } else { builder };
+            builder.body(axum::body::Body::from(metrics_openapi_document().to_string())).expect("response")
+        }
+    }
+}
+
 pub async fn metrics_backend(plane: &ControlPlane) -> Backend {
+    metrics_backend_recording(plane).await.0
+}
+
+/// The metrics server, and what it records of the requests for its OpenAPI documents.
+pub async fn metrics_backend_recording(plane: &ControlPlane) -> (Backend, Requests) {
+    let requests = Requests::default();
     let router = axum::Router::new()
         .route("/apis/metrics.example.com/v1", axum::routing::get(discovery))
-        .route("/apis/metrics.example.com/v1/namespaces/{namespace}/samples", axum::routing::get(samples));
-    Backend::start(router, &["metrics.default.svc"], Some(&plane.front_proxy_ca_pem)).await.expect("backend")
+        .route("/apis/metrics.example.com/v1/namespaces/{namespace}/samples", axum::routing::get(samples))
+        .route("/openapi/v3", axum::routing::get(openapi_index))
+        .route("/openapi/v3/apis/metrics.example.com/v1", axum::routing::get(openapi_document))
+        .layer(axum::Extension(requests.clone()));
+    let backend =
+        Backend::start(router, &["metrics.default.svc"], Some(&plane.front_proxy_ca_pem)).await.expect("backend");
+    (backend, requests)
 }
 
 pub fn api_service(ca_bundle: &str) -> Value {
