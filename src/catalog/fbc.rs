@@ -1,15 +1,21 @@
 //! File-Based Catalogs (docs/design.md, 'Catalogs'): the `olm.package`, `olm.channel` and `olm.bundle` blobs of a
 //! catalog directory, read into packages with their channels and bundles. Blobs of other schemas are kept out of the
 //! way, as `opm` does, so a catalog carrying extensions still loads.
+//!
+//! Beside what resolution reads, a package keeps what the PackageManifest API shows (`description`): its
+//! `olm.package` blob's description and icon, and the CSV description of each bundle heading one of its channels
+//! (the only bundles a PackageManifest describes; the others' CSVs are not kept, so a cached catalog stays small).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use semver::Version;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::description::{BundleDescription, Icon, Sources};
 use super::properties::{self, Dependency, Gvk, Read};
+use super::resolve;
 use crate::category::Categorized;
 
 /// A catalog: every package it holds, by name.
@@ -27,6 +33,13 @@ pub struct Package {
     pub bundles: BTreeMap<String, CatalogBundle>,
     /// What its `olm.deprecations` blob says.
     pub deprecations: Deprecations,
+    /// Its `olm.package` blob's description: what a bundle described by `olm.csv.metadata` without one shows.
+    pub description: Option<String>,
+    /// Its `olm.package` blob's icon: the icon of bundles described by `olm.csv.metadata`.
+    pub icon: Option<Icon>,
+    /// What the PackageManifest API shows of each bundle heading a channel (`resolve::head`), by bundle name. A
+    /// head missing here has no readable CSV, and OLM leaves its channel out of the package's PackageManifest.
+    pub descriptions: BTreeMap<String, BundleDescription>,
 }
 
 /// A package's `olm.deprecations`: messages for the package, its channels and its bundles by name. Informational,
@@ -109,6 +122,12 @@ struct PackageBlob {
     name: String,
     #[serde(default)]
     default_channel: Option<String>,
+    /// Read leniently (a value of the wrong type is ignored), so that what only the PackageManifest API shows
+    /// never keeps a catalog from loading.
+    #[serde(default)]
+    description: Value,
+    #[serde(default)]
+    icon: Value,
 }
 
 #[derive(Deserialize)]
@@ -147,6 +166,9 @@ struct BundleBlob {
     image: String,
     #[serde(default)]
     properties: Vec<PropertyBlob>,
+    /// Read leniently, as the package's description and icon.
+    #[serde(default, rename = "relatedImages")]
+    related_images: Value,
 }
 
 #[derive(Deserialize)]
@@ -200,6 +222,8 @@ impl Catalog {
                     let entry = catalog.packages.entry(package.name.clone()).or_default();
                     entry.name = package.name;
                     entry.default_channel = package.default_channel;
+                    entry.description = package.description.as_str().map(str::to_owned);
+                    entry.icon = Icon::of_package(&package.icon);
                 }
                 "olm.channel" => {
                     let channel: ChannelBlob =
@@ -207,11 +231,12 @@ impl Catalog {
                     channels.push((path, channel));
                 }
                 "olm.bundle" => {
-                    let bundle: BundleBlob =
+                    let mut bundle: BundleBlob =
                         serde_json::from_value(blob).map_err(|error| invalid(error.to_string()))?;
                     let version = bundle_version(&bundle).map_err(&invalid)?;
                     let dependencies = bundle_dependencies(&bundle);
-                    bundles.push((path, bundle, version, dependencies));
+                    let sources = description_sources(&mut bundle);
+                    bundles.push((path, bundle, version, dependencies, sources));
                 }
                 "olm.deprecations" => {
                     let blob: DeprecationsBlob =
@@ -230,7 +255,9 @@ impl Catalog {
             })?;
             package.channels.insert(blob.channel.name.clone(), blob.channel);
         }
-        for (path, blob, version, read) in bundles {
+        // The description sources of every bundle, by package and bundle, until the channel heads are known.
+        let mut sources: HashMap<(String, String), Sources> = HashMap::new();
+        for (path, blob, version, read, bundle_sources) in bundles {
             let package = catalog.packages.get_mut(&blob.package).ok_or_else(|| CatalogError::InvalidBlob {
                 path,
                 schema: "olm.bundle".into(),
@@ -248,6 +275,7 @@ impl Catalog {
                 labels: read.labels,
                 deprecated: read.deprecated,
             };
+            sources.insert((bundle.package.clone(), bundle.name.clone()), bundle_sources);
             package.bundles.insert(bundle.name.clone(), bundle);
         }
         for (path, blob) in deprecations {
@@ -281,7 +309,40 @@ impl Catalog {
                 }
             }
         }
+        for package in catalog.packages.values_mut() {
+            describe_heads(package, &mut sources);
+        }
         Ok(catalog)
+    }
+}
+
+/// Takes out of a bundle blob what its description may be read from.
+fn description_sources(bundle: &mut BundleBlob) -> Sources {
+    let mut sources = Sources::new(bundle.related_images.take());
+    for property in &mut bundle.properties {
+        sources.offer(&property.type_, &mut property.value);
+    }
+    sources
+}
+
+/// Reads the description of each bundle heading one of the package's channels; a head whose CSV does not read gets
+/// none (OLM leaves its channel out of the PackageManifest).
+fn describe_heads(package: &mut Package, sources: &mut HashMap<(String, String), Sources>) {
+    let heads: BTreeSet<String> = package
+        .channels
+        .values()
+        .filter_map(|channel| resolve::head(package, channel).ok())
+        .map(|entry| entry.name.clone())
+        .collect();
+    for head in heads {
+        let (Some(bundle), Some(bundle_sources)) =
+            (package.bundles.get(&head), sources.remove(&(package.name.clone(), head.clone())))
+        else {
+            continue;
+        };
+        if let Ok(description) = bundle_sources.read(&bundle.name, &bundle.version) {
+            package.descriptions.insert(head, description);
+        }
     }
 }
 
@@ -412,6 +473,73 @@ mod tests {
         ]))
         .expect_err("refused");
         assert!(odd.to_string().contains("olm.thing") || format!("{odd:?}").contains("olm.thing"), "{odd:?}");
+    }
+
+    #[test]
+    fn only_channel_heads_keep_a_description_beside_the_packages_description_and_icon() {
+        let described = |name: &str, version: &str| {
+            let mut blob = bundle(name, version);
+            blob["properties"]
+                .as_array_mut()
+                .expect("properties")
+                .push(json!({"type": "olm.csv.metadata", "value": {"displayName": format!("Plumbus {version}")}}));
+            blob
+        };
+        let catalog = Catalog::from_blobs(blobs(vec![
+            json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable",
+                   "description": "Plumbus.", "icon": {"base64data": "PHN2Zy8+", "mediatype": "image/svg+xml"}}),
+            json!({"schema": "olm.channel", "name": "stable", "package": "plumbus", "entries": [
+                {"name": "plumbus.v1.0.0"}, {"name": "plumbus.v1.1.0", "replaces": "plumbus.v1.0.0"}]}),
+            json!({"schema": "olm.channel", "name": "old", "package": "plumbus", "entries": [
+                {"name": "plumbus.v1.0.0"}]}),
+            described("plumbus.v1.0.0", "1.0.0"),
+            described("plumbus.v1.1.0", "1.1.0"),
+        ]))
+        .expect("loads");
+        let package = &catalog.packages["plumbus"];
+        assert_eq!(package.description.as_deref(), Some("Plumbus."));
+        assert_eq!(package.icon.as_ref().map(|icon| icon.data.as_slice()), Some(b"<svg/>".as_slice()));
+        assert_eq!(
+            package.descriptions.keys().collect::<Vec<_>>(),
+            ["plumbus.v1.0.0", "plumbus.v1.1.0"],
+            "the heads of old and stable"
+        );
+        assert_eq!(package.descriptions["plumbus.v1.1.0"].shown.display_name, "Plumbus 1.1.0");
+        let only_stable = Catalog::from_blobs(blobs(vec![
+            json!({"schema": "olm.package", "name": "plumbus"}),
+            json!({"schema": "olm.channel", "name": "stable", "package": "plumbus", "entries": [
+                {"name": "plumbus.v1.0.0"}, {"name": "plumbus.v1.1.0", "replaces": "plumbus.v1.0.0"}]}),
+            described("plumbus.v1.0.0", "1.0.0"),
+            described("plumbus.v1.1.0", "1.1.0"),
+        ]))
+        .expect("loads");
+        assert_eq!(
+            only_stable.packages["plumbus"].descriptions.keys().collect::<Vec<_>>(),
+            ["plumbus.v1.1.0"],
+            "a bundle heading no channel keeps none"
+        );
+    }
+
+    #[test]
+    fn what_only_package_manifests_show_never_keeps_a_catalog_from_loading() {
+        let mut odd_bundle = bundle("plumbus.v1.0.0", "1.0.0");
+        odd_bundle["relatedImages"] = json!("not a list");
+        odd_bundle["properties"].as_array_mut().expect("properties").extend([
+            json!({"type": "olm.bundle.object", "value": {"data": "not base64!"}}),
+            json!({"type": "olm.csv.metadata", "value": {"displayName": 7}}),
+        ]);
+        let catalog = Catalog::from_blobs(blobs(vec![
+            json!({"schema": "olm.package", "name": "plumbus", "description": {"not": "text"},
+                   "icon": {"base64data": "not base64!"}}),
+            json!({"schema": "olm.channel", "name": "stable", "package": "plumbus",
+                   "entries": [{"name": "plumbus.v1.0.0"}]}),
+            odd_bundle,
+        ]))
+        .expect("loads");
+        let package = &catalog.packages["plumbus"];
+        assert_eq!((&package.description, &package.icon), (&None, &None));
+        assert!(package.descriptions.is_empty(), "an unreadable head has no description");
+        assert_eq!(package.bundles.len(), 1);
     }
 
     #[test]

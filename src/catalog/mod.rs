@@ -1,10 +1,12 @@
 //! Catalogs: File-Based Catalogs read into packages (`fbc`) with their bundles' dependency properties
-//! (`properties`), resolution of what to install and upgrade to (`resolve`), dependency resolution across catalogs
-//! with a SAT solver (`dependencies`), and the catalogs CatalogSources serve kept loaded (`source`): images, polled
-//! on their `registryPoll` (`poll`), and ConfigMap catalogs (`configmap`).
+//! (`properties`) and their channel heads' CSV descriptions for the PackageManifest API (`description`),
+//! resolution of what to install and upgrade to (`resolve`), dependency resolution across catalogs with a SAT solver
+//! (`dependencies`), and the catalogs CatalogSources serve kept loaded (`source`): images, polled on their
+//! `registryPoll` (`poll`), and ConfigMap catalogs (`configmap`).
 
 pub mod configmap;
 pub mod dependencies;
+pub mod description;
 pub mod fbc;
 pub mod poll;
 pub mod properties;

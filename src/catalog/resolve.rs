@@ -251,7 +251,7 @@ mod tests {
                     ((*name).to_owned(), bundle)
                 })
                 .collect(),
-            deprecations: Default::default(),
+            ..Default::default()
         }
     }
 
