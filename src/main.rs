@@ -23,7 +23,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the controllers against the cluster in KUBECONFIG, or the in-cluster configuration.
-    Run(run::RunOptions),
+    Run(Box<run::RunOptions>),
     /// Generate or check the CustomResourceDefinitions.
     #[command(subcommand)]
     Crds(crds::CrdsCommand),
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
 
 async fn dispatch(command: Command) -> Result<(), Error> {
     match command {
-        Command::Run(options) => run::run(options).await,
+        Command::Run(options) => run::run(*options).await,
         Command::Bundle(command) => bundle::run(command).await,
         Command::Approve(options) => approve::run(options).await,
         Command::Crds(command) => crds::run(command),

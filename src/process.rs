@@ -2,7 +2,8 @@
 //! above the controllers it lists (`install`, `operator`, and the loops to come) and the pattern they follow
 //! (`controller`). Adding a controller is its module plus one entry in [`CONTROLLERS`].
 //!
-//! [`start`] starts the approval webhook first (so no Install write goes unchecked), then every controller of
+//! [`start`] starts the approval webhook first (so no Install write goes unchecked), then the aggregated API server
+//! of Installed objects (when the cluster's aggregation layer is configured), then every controller of
 //! [`CONTROLLERS`]. Tests start them in-process; the `run` command adds health and signals.
 
 use std::sync::Arc;
@@ -38,6 +39,8 @@ pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] = &[
 /// [`Controllers::stop`] stops them cleanly.
 pub struct Controllers {
     pub webhook: RunningWebhook,
+    /// The Installed API, unless disabled or the cluster has no aggregation layer to serve it through.
+    pub api: Option<crate::installed::RunningApi>,
     stop: Option<oneshot::Sender<()>>,
     running: JoinSet<()>,
 }
@@ -62,10 +65,36 @@ pub async fn start(
     let webhook = crate::webhook::server::start(client.clone(), &options.webhook, &options.namespace).await?;
     let (stop, stopped) = oneshot::channel::<()>();
     let process = Process::new(config, client, options, health.metrics.clone(), stopped);
+    let api = if process.options.api.disabled {
+        None
+    } else {
+        let options = &process.options;
+        let started = crate::installed::server::start(
+            process.client.clone(),
+            &options.api,
+            &options.namespace,
+            process.catalogs.clone(),
+            &options.global_catalog_namespace,
+        )
+        .await;
+        match started {
+            Ok(api) => Some(api),
+            Err(error) => {
+                // The controllers do not depend on it: they run, and the API is missing until the next start.
+                use crate::category::Categorized as _;
+                tracing::error!(
+                    category = error.category(),
+                    "{}; the Installed API is not served",
+                    crate::error::report(&error)
+                );
+                None
+            }
+        }
+    };
     let mut running = JoinSet::new();
     for controller in CONTROLLERS {
         running.spawn(controller(&process));
     }
     tracing::info!(namespace = %process.options.namespace, count = CONTROLLERS.len(), "controllers started");
-    Ok(Controllers { webhook, stop: Some(stop), running })
+    Ok(Controllers { webhook, api, stop: Some(stop), running })
 }

@@ -27,6 +27,9 @@ struct Cli {
     /// Where the controller's approval webhook listens.
     #[arg(long, default_value = "127.0.0.1:9443")]
     webhook_address: SocketAddr,
+    /// Where the controller's aggregated API server (Installed objects) listens.
+    #[arg(long, default_value = "127.0.0.1:5443")]
+    api_address: SocketAddr,
     /// Skip the walkthrough (a local registry, an Install of the sample bundle and its approval, an Operator).
     #[arg(long)]
     no_walkthrough: bool,
@@ -77,12 +80,15 @@ async fn start(cli: Cli) -> Result<(), String> {
     // The controller runs as deploy/'s ServiceAccount with deploy/'s RBAC, as it would in a cluster.
     let config = project::controller_config(&plane).await.map_err(|e| e.to_string())?;
     plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, "olmv2-webhook", cli.webhook_address);
+    plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, project::API_SERVICE, cli.api_address);
     let mut run = RunCommand::parse_from([
         "olmv2-run",
         "--health-address",
         &cli.health_address.to_string(),
         "--webhook-address",
         &cli.webhook_address.to_string(),
+        "--api-address",
+        &cli.api_address.to_string(),
         "--namespace",
         project::CONTROLLER_NAMESPACE,
         "--resync-seconds",

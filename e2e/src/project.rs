@@ -1,6 +1,6 @@
-//! The project installed on the test control plane as on a real cluster: its CRDs, the controller's namespace and
-//! RBAC from `deploy/`, a ServiceAccount token for the controller, and the controllers themselves (webhook included,
-//! its Service pointed at the in-process server).
+//! The project installed on the test control plane as on a real cluster: its CRDs, the controller's namespace, RBAC and
+//! Services from `deploy/`, a ServiceAccount token for the controller, and the controllers themselves (the webhook's
+//! and the aggregated API's Services pointed at the in-process servers).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,6 +16,9 @@ pub const CONTROLLER_ACCOUNT: &str = "olmv2-controller";
 
 const DEPLOY_NAMESPACE: &str = include_str!("../../deploy/00-namespace.yaml");
 const DEPLOY_RBAC: &str = include_str!("../../deploy/10-rbac.yaml");
+const DEPLOY_CONTROLLER: &str = include_str!("../../deploy/20-controller.yaml");
+/// The Service in front of the aggregated API server, as `deploy/` names it.
+pub const API_SERVICE: &str = "olmv2-packages";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProjectError {
@@ -82,11 +85,14 @@ pub async fn controller_config(plane: &ControlPlane) -> Result<kube::Config, Pro
 
 /// [`controller_config`] as a kubeconfig file's text, for a controller run as its own process.
 pub async fn controller_kubeconfig(plane: &ControlPlane) -> Result<String, ProjectError> {
-    for text in [DEPLOY_NAMESPACE, DEPLOY_RBAC] {
+    for text in [DEPLOY_NAMESPACE, DEPLOY_RBAC, DEPLOY_CONTROLLER] {
         for document in serde_yaml_ng::Deserializer::from_str(text) {
             let value: Value =
                 serde::Deserialize::deserialize(document).map_err(|e| ProjectError::Manifest(e.to_string()))?;
-            if !value.is_null() {
+            // Of the controller's manifest, its Services (the aggregation layer reaches the API through one); its
+            // Deployment is the in-process controllers.
+            let workload = text == DEPLOY_CONTROLLER && value["kind"] != "Service";
+            if !value.is_null() && !workload {
                 match create(plane, &value).await {
                     // A controller started again finds its namespace and RBAC in place.
                     Err(ProjectError::Api(message)) if message.contains("already exists") => {}
@@ -130,6 +136,14 @@ pub fn controller_options(
             service_port: 443,
             cert_dir: None,
         },
+        api: olmv2::installed::ApiOptions {
+            address: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            service_namespace: None,
+            service_name: API_SERVICE.into(),
+            service_port: 443,
+            cert_dir: None,
+            disabled: false,
+        },
         registry: olmv2::bundle::image::RegistryOptions { insecure_registries, credentials: Default::default() },
         cache,
         resync,
@@ -154,6 +168,7 @@ pub async fn start_controllers(
     mut options: olmv2::controller::ControllerOptions,
 ) -> Result<olmv2::process::Controllers, ProjectError> {
     let service = options.webhook.service_name.clone();
+    let api_service = options.api.service_name.clone();
     if options.webhook.address.port() == 0 {
         // A free port chosen now, so the endpoint is set before anything reconciles.
         let probe = std::net::TcpListener::bind(options.webhook.address).map_err(ProjectError::ReservePort)?;
@@ -164,6 +179,9 @@ pub async fn start_controllers(
     let health = Arc::new(olmv2::server::Health::default());
     let controllers = olmv2::process::start(config, options, health).await.map_err(ProjectError::Controllers)?;
     plane.api.endpoints.set(CONTROLLER_NAMESPACE, &service, controllers.webhook.address);
+    if let Some(api) = &controllers.api {
+        plane.api.endpoints.set(CONTROLLER_NAMESPACE, &api_service, api.address);
+    }
     Ok(controllers)
 }
 

@@ -62,6 +62,8 @@ pub struct RunOptions {
     #[command(flatten)]
     pub webhook: WebhookOptions,
     #[command(flatten)]
+    pub api: crate::installed::ApiOptions,
+    #[command(flatten)]
     pub registry: RegistryArgs,
 }
 
@@ -71,6 +73,7 @@ impl RunOptions {
         Ok(ControllerOptions {
             namespace: self.namespace.clone(),
             webhook: self.webhook.clone(),
+            api: self.api.clone(),
             registry: registry_options(&self.registry)?,
             cache: cache_dir(&self.registry),
             resync: Duration::from_secs(self.resync_seconds.max(1)),

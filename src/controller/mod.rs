@@ -30,6 +30,8 @@ pub struct ControllerOptions {
     /// The controller's namespace, where eponymous ServiceAccounts are created.
     pub namespace: String,
     pub webhook: WebhookOptions,
+    /// The aggregated API server of Installed objects.
+    pub api: crate::installed::ApiOptions,
     pub registry: RegistryOptions,
     /// Where unpacked bundle images are cached, by digest.
     pub cache: PathBuf,

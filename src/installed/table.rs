@@ -2,17 +2,15 @@
 //! `meta.k8s.io/v1` Table with seed 002's columns (kubectl prints each name upper-cased: NAME,
 //! INSTALLATION_NAMESPACE, CHANNEL, CURRENT_VERSION, TARGET_VERSION, PHASE) and, as kubectl asks by default
 //! (`includeObject=Metadata`), each row's object as PartialObjectMetadata. And seed 002's composite resourceVersion
-//! of a list, `R0:RV0,R1:RV1,...`: one resourceVersion per tracked resource. Pure functions.
+//! of a list, `R0:RV0,R1:RV1,...`: one resourceVersion per tracked resource. The Table builder is shared with the
+//! PackageManifest Table. Pure functions.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::synthesize::{installed, row, Tracked};
-use crate::api::v1alpha1::ClusterServiceVersion;
-
 /// The Table's columns: (name, type, format, description).
-const COLUMNS: [(&str, &str, &str, &str); 6] = [
+const COLUMNS: [Column; 6] = [
     ("Name", "string", "name", "Name of the installed operator's ClusterServiceVersion."),
     ("Installation_Namespace", "string", "", "Namespace the operator is installed in."),
     ("Channel", "string", "", "Channel of the Subscription that installed it."),
@@ -41,45 +39,70 @@ impl IncludeObject {
     }
 }
 
-/// The Table of the Installed objects of `namespace` (those of `tracked` that watch it), listed at
-/// `resource_version`.
-pub fn table(
-    tracked: &[Tracked<'_>],
-    csvs: &[ClusterServiceVersion],
-    namespace: &str,
-    include: IncludeObject,
-    resource_version: &str,
-) -> Value {
-    let columns: Vec<Value> = COLUMNS
+/// A Table column: (name, type, format, description).
+pub type Column = (&'static str, &'static str, &'static str, &'static str);
+
+/// The column definitions of a Table.
+pub fn column_definitions(columns: &[Column]) -> Value {
+    columns
         .iter()
         .map(|(name, kind, format, description)| {
             json!({"name": name, "type": kind, "format": format, "description": description, "priority": 0})
         })
-        .collect();
-    let rows: Vec<Value> = tracked
-        .iter()
-        .filter(|tracked| tracked.watches.includes(namespace))
-        .map(|tracked| {
-            let mut row_value = json!({"cells": row(tracked, csvs)});
-            let object = installed(tracked, namespace);
-            match include {
-                IncludeObject::None => {}
-                IncludeObject::Metadata => {
-                    row_value["object"] = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                        "metadata": object["metadata"]});
-                }
-                IncludeObject::Object => row_value["object"] = object,
-            }
-            row_value
-        })
-        .collect();
+        .collect()
+}
+
+/// A Table row: its cells and its object as `include` asks (only the object's `metadata` is read unless the whole
+/// object is asked for).
+pub fn row_of(cells: Value, object: Value, include: IncludeObject) -> Value {
+    let mut row_value = json!({"cells": cells});
+    match include {
+        IncludeObject::None => {}
+        IncludeObject::Metadata => {
+            row_value["object"] = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": object["metadata"]});
+        }
+        IncludeObject::Object => row_value["object"] = object,
+    }
+    row_value
+}
+
+/// A Table of `columns` with a row per (cells, object), listed at `resource_version`; each row carries its object
+/// as `include` asks.
+pub fn table_of(
+    columns: &[Column],
+    rows: impl IntoIterator<Item = (Value, Value)>,
+    include: IncludeObject,
+    resource_version: &str,
+) -> Value {
+    let rows: Vec<Value> = rows.into_iter().map(|(cells, object)| row_of(cells, object, include)).collect();
     json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": {"resourceVersion": resource_version},
-        "columnDefinitions": columns,
+        "columnDefinitions": column_definitions(columns),
         "rows": rows,
     })
+}
+
+/// A Table's text up to its first row, for a Table streamed a row at a time (`]}` closes it).
+pub fn table_head(columns: &[Column], resource_version: &str) -> String {
+    format!(
+        r#"{{"kind":"Table","apiVersion":"meta.k8s.io/v1","metadata":{},"columnDefinitions":{},"rows":["#,
+        json!({"resourceVersion": resource_version}),
+        column_definitions(columns)
+    )
+}
+
+/// Seed 002's columns of the Installed Table.
+pub const INSTALLED_COLUMNS: &[Column] = &COLUMNS;
+
+/// The Table of Installed objects: seed 002's columns, a row per (cells, object).
+pub fn table(
+    rows: impl IntoIterator<Item = ([String; 6], Value)>,
+    include: IncludeObject,
+    resource_version: &str,
+) -> Value {
+    table_of(&COLUMNS, rows.into_iter().map(|(cells, object)| (json!(cells), object)), include, resource_version)
 }
 
 /// Seed 002's composite resourceVersion: the resourceVersion of each tracked resource's list, by resource.
@@ -119,9 +142,17 @@ impl CompositeVersion {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::v1alpha1::Subscription;
-    use crate::installed::synthesize::tracked as tracked_of;
-    use kube::ResourceExt;
+    use crate::api::v1alpha1::{ClusterServiceVersion, Subscription};
+    use crate::installed::synthesize::{installed, row, tracked as tracked_of, Tracked};
+
+    /// The rows of the operators of `tracked` that watch `namespace`, as the server lists them.
+    fn rows(tracked: &[Tracked<'_>], csvs: &[ClusterServiceVersion], namespace: &str) -> Vec<([String; 6], Value)> {
+        tracked
+            .iter()
+            .filter(|t| t.watches.includes(namespace))
+            .map(|t| (row(t, csvs), installed(t, namespace)))
+            .collect()
+    }
 
     fn csv() -> ClusterServiceVersion {
         serde_json::from_value(json!({"metadata": {"name": "etcd.v0.9.4", "namespace": "operators",
@@ -141,7 +172,7 @@ mod tests {
     fn the_table_has_seed_002s_columns_and_a_row_per_operator_with_its_metadata() {
         let (csvs, subscriptions) = (vec![csv()], vec![subscription()]);
         let tracked = tracked_of(&csvs, &subscriptions);
-        let table = table(&tracked, &csvs, "default", IncludeObject::Metadata, "clusterserviceversions:7");
+        let table = table(rows(&tracked, &csvs, "default"), IncludeObject::Metadata, "clusterserviceversions:7");
         assert_eq!((table["kind"].as_str(), table["apiVersion"].as_str()), (Some("Table"), Some("meta.k8s.io/v1")));
         let headers: Vec<String> = table["columnDefinitions"]
             .as_array()
@@ -160,16 +191,28 @@ mod tests {
         assert_eq!(row["object"]["metadata"]["namespace"], "default");
         assert!(row["object"].get("status").is_none());
         assert_eq!(table["metadata"]["resourceVersion"], "clusterserviceversions:7");
-        let whole = super::table(&tracked, &csvs, "default", IncludeObject::Object, "");
+        let whole = super::table(rows(&tracked, &csvs, "default"), IncludeObject::Object, "");
         assert_eq!(whole["rows"][0]["object"]["kind"], "Installed");
-        let bare = super::table(&tracked, &csvs, "default", IncludeObject::None, "");
+        let bare = super::table(rows(&tracked, &csvs, "default"), IncludeObject::None, "");
         assert!(bare["rows"][0].get("object").is_none());
-        let mut elsewhere = csv();
-        elsewhere.annotations_mut().insert("olm.targetNamespaces".into(), "team-a".into());
-        let only_team_a = [elsewhere];
-        let tracked = tracked_of(&only_team_a, &subscriptions);
-        let empty = super::table(&tracked, &only_team_a, "default", IncludeObject::Metadata, "");
-        assert_eq!(empty["rows"], json!([]), "only the operators that watch the namespace");
+        let empty = super::table(Vec::new(), IncludeObject::Metadata, "");
+        assert_eq!(empty["rows"], json!([]), "a list, not null, when nothing watches the namespace");
+    }
+
+    #[test]
+    fn a_table_streamed_row_by_row_is_the_table_built_whole() {
+        let rows = vec![
+            (json!(["a"]), json!({"metadata": {"name": "a"}})),
+            (json!(["b"]), json!({"metadata": {"name": "b"}})),
+        ];
+        let columns: &[Column] = &[("Name", "string", "name", "")];
+        let whole = table_of(columns, rows.clone(), IncludeObject::Metadata, "7");
+        let streamed: Vec<String> = rows
+            .into_iter()
+            .map(|(cells, object)| row_of(cells, object, IncludeObject::Metadata).to_string())
+            .collect();
+        let text = format!("{}{}]}}", table_head(columns, "7"), streamed.join(","));
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), whole);
     }
 
     #[test]

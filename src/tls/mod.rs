@@ -14,7 +14,7 @@ use base64::Engine as _;
 pub use authority::{
     CertificateAuthority, CertificateError, CertificateIssuer, ReadCertificateError, ServingCertificate,
 };
-pub use server::{HttpsServer, ServeError};
+pub use server::{HttpsServer, PeerCertificate, ServeError};
 
 /// The name the API server reaches a Service by, `<service>.<namespace>.svc`: what webhook and APIService
 /// `service` references resolve to, and so the first name of its serving certificate.

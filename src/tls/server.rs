@@ -1,6 +1,9 @@
 //! The HTTPS server: an axum router served over TLS with a [`ServingCertificate`], HTTP on each accepted connection.
 //! Its clients are API servers, which retry: a failed handshake or a broken connection is logged and forgotten,
-//! never the end of the server.
+//! never the end of the server. A server may also ask clients for a certificate and verify it against a CA (the
+//! aggregated API server's front-proxy CA): the certificate a connection presented and the server verified is
+//! given to each of its requests as a [`PeerCertificate`] extension; a connection without one is served too, with
+//! none, for the handlers to refuse.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,6 +13,11 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio_rustls::rustls;
 
 use super::ServingCertificate;
+
+/// The client certificate (DER) a connection presented, verified against the server's client CA; `None` when it
+/// presented none or the server verifies none.
+#[derive(Clone, Debug, Default)]
+pub struct PeerCertificate(pub Option<Vec<u8>>);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -44,7 +52,18 @@ impl HttpsServer {
         certificate: &ServingCertificate,
         router: Router,
     ) -> Result<Self, ServeError> {
-        let acceptor = acceptor(certificate)?;
+        Self::start_verifying_clients(name, address, certificate, None, router).await
+    }
+
+    /// [`HttpsServer::start`], asking clients for a certificate signed by `client_ca_pem` (PEM).
+    pub async fn start_verifying_clients(
+        name: &'static str,
+        address: SocketAddr,
+        certificate: &ServingCertificate,
+        client_ca_pem: Option<&str>,
+        router: Router,
+    ) -> Result<Self, ServeError> {
+        let acceptor = acceptor(certificate, client_ca_pem)?;
         let listener =
             tokio::net::TcpListener::bind(address).await.map_err(|source| ServeError::Listen { address, source })?;
         let bound = listener.local_addr().map_err(|source| ServeError::Listen { address, source })?;
@@ -53,7 +72,10 @@ impl HttpsServer {
     }
 }
 
-fn acceptor(certificate: &ServingCertificate) -> Result<tokio_rustls::TlsAcceptor, ServeError> {
+fn acceptor(
+    certificate: &ServingCertificate,
+    client_ca_pem: Option<&str>,
+) -> Result<tokio_rustls::TlsAcceptor, ServeError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let unusable = |reason: String| ServeError::Certificate { reason };
@@ -63,12 +85,25 @@ fn acceptor(certificate: &ServingCertificate) -> Result<tokio_rustls::TlsAccepto
     let key =
         PrivateKeyDer::from_pem_slice(certificate.key_pem.as_bytes()).map_err(|e| unusable(format!("tls.key: {e}")))?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| unusable(e.to_string()))?
-        .with_no_client_auth()
-        .with_single_cert(chain, key)
         .map_err(|e| unusable(e.to_string()))?;
+    let builder = match client_ca_pem {
+        None => builder.with_no_client_auth(),
+        Some(pem) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for certificate in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+                let certificate = certificate.map_err(|e| unusable(format!("client CA: {e}")))?;
+                roots.add(certificate).map_err(|e| unusable(format!("client CA: {e}")))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| unusable(format!("client CA: {e}")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let config = builder.with_single_cert(chain, key).map_err(|e| unusable(e.to_string()))?;
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 
@@ -92,6 +127,8 @@ async fn serve(
                 Ok(stream) => stream,
                 Err(error) => return tracing::debug!(server = name, %error, "TLS handshake failed"),
             };
+            let peer = stream.get_ref().1.peer_certificates().and_then(|chain| chain.first()).map(|leaf| leaf.to_vec());
+            let router = router.layer(axum::Extension(PeerCertificate(peer)));
             let service = hyper_util::service::TowerToHyperService::new(router);
             if let Err(error) = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(stream), service)

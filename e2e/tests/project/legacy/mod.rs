@@ -29,7 +29,7 @@ mod subscriptions;
 mod tenancy;
 mod upgrades;
 
-const CRD: &str = r#"
+pub const CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata: {name: plumbuses.example.com}

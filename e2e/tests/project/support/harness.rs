@@ -81,6 +81,16 @@ impl Harness {
         drop(self.controllers.take());
     }
 
+    /// Where the controllers' aggregated API server listens, when it runs.
+    pub fn api_address(&self) -> Option<std::net::SocketAddr> {
+        self.controllers.as_ref().and_then(|c| c.api.as_ref()).map(|api| api.address)
+    }
+
+    /// The real kubectl with `kubeconfig`, as a command to spawn (for watches, which do not end by themselves).
+    pub fn kubectl_command(&self, kubeconfig: &str, args: &[&str]) -> std::process::Command {
+        Kubectl::with_kubeconfig(&self.dir, &format!("{}.kubeconfig", kubeconfig.len()), kubeconfig).command(args)
+    }
+
     pub fn images(&self) -> ImageClient {
         ImageClient::new(RegistryOptions {
             insecure_registries: vec![self.registry.host.clone()],

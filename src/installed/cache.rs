@@ -1,0 +1,138 @@
+//! The Installed API's cache kept current: three watches (CSVs without the `olm.copiedFrom` label, so copies are
+//! never cached; Subscriptions; namespace metadata) feed the [`View`], and every change it records is broadcast to
+//! the open watches of clients. Recording and broadcasting happen under one lock, so a client that reads the view
+//! and subscribes under it misses nothing and sees nothing twice.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use tokio::sync::{broadcast, watch};
+
+use super::view::{Logged, Update, View, DEFAULT_HISTORY};
+use crate::api::v1alpha1::{ClusterServiceVersion, Subscription};
+use crate::controller::watches::{metadata, trimmed};
+use crate::legacy::membership::COPIED_FROM_LABEL;
+
+/// How many changes a slow client's watch may fall behind before it is ended (it lists again, as after a 410).
+const CHANNEL: usize = 1024;
+
+/// The view, its broadcast of changes, and whether every watch has listed once.
+pub struct Cache {
+    view: Mutex<View>,
+    changes: broadcast::Sender<Arc<Logged>>,
+    synced: watch::Sender<u8>,
+}
+
+/// The three watches; the cache is synced when each has listed.
+const WATCHES: u8 = 3;
+
+impl Default for Cache {
+    fn default() -> Self {
+        Self::new(DEFAULT_HISTORY)
+    }
+}
+
+impl Cache {
+    pub fn new(history: usize) -> Self {
+        Self {
+            view: Mutex::new(View::new(history)),
+            changes: broadcast::channel(CHANNEL).0,
+            synced: watch::channel(0).0,
+        }
+    }
+
+    /// The view, locked. Held briefly: every watch event waits on it.
+    pub fn view(&self) -> MutexGuard<'_, View> {
+        self.view.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Subscribes to the changes after what `view` (the locked view) holds.
+    pub fn subscribe(&self, _view: &MutexGuard<'_, View>) -> broadcast::Receiver<Arc<Logged>> {
+        self.changes.subscribe()
+    }
+
+    /// Takes in an update and broadcasts what it changed.
+    pub fn apply(&self, update: Update) {
+        let listed =
+            matches!(update, Update::CsvsListed(_) | Update::SubscriptionsListed(_) | Update::NamespacesListed(_));
+        let mut view = self.view();
+        for logged in view.apply(update) {
+            // No receiver is no error: nobody is watching.
+            let _ = self.changes.send(logged);
+        }
+        drop(view);
+        if listed {
+            self.synced.send_modify(|count| *count = count.saturating_add(1));
+        }
+    }
+
+    /// Waits until every watch has listed once, at most `limit`; answers whether they have.
+    pub async fn wait_synced(&self, limit: Duration) -> bool {
+        let mut synced = self.synced.subscribe();
+        tokio::time::timeout(limit, synced.wait_for(|count| *count >= WATCHES)).await.is_ok_and(|r| r.is_ok())
+    }
+
+    /// Keeps the cache current until the process ends.
+    pub async fn run(self: Arc<Self>, client: Client) {
+        let csvs = trimmed(
+            Api::<ClusterServiceVersion>::all(client.clone()),
+            watcher::Config::default().labels(&format!("!{COPIED_FROM_LABEL}")),
+        );
+        let subscriptions = trimmed(Api::<Subscription>::all(client.clone()), watcher::Config::default());
+        let namespaces = metadata::<Namespace>(client, watcher::Config::default());
+        tokio::join!(
+            feed(self.clone(), csvs, Update::Csv, Update::CsvDeleted, Update::CsvsListed),
+            feed(
+                self.clone(),
+                subscriptions,
+                Update::Subscription,
+                Update::SubscriptionDeleted,
+                Update::SubscriptionsListed
+            ),
+            feed(
+                self.clone(),
+                namespaces,
+                |n| Update::Namespace {
+                    name: n.name_any(),
+                    resource_version: n.resource_version().unwrap_or_default()
+                },
+                |n| Update::NamespaceDeleted {
+                    name: n.name_any(),
+                    resource_version: n.resource_version().unwrap_or_default()
+                },
+                |list| Update::NamespacesListed(
+                    list.iter().map(|n| (n.name_any(), n.resource_version().unwrap_or_default())).collect()
+                ),
+            ),
+        );
+    }
+}
+
+/// Feeds one watch into the cache: each applied or deleted object, and each complete list.
+async fn feed<K, S>(
+    cache: Arc<Cache>,
+    stream: S,
+    applied: impl Fn(K) -> Update,
+    deleted: impl Fn(K) -> Update,
+    listed: impl Fn(Vec<K>) -> Update,
+) where
+    S: Stream<Item = Result<Event<K>, watcher::Error>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut buffer: Vec<K> = Vec::new();
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Init) => buffer.clear(),
+            Ok(Event::InitApply(object)) => buffer.push(object),
+            Ok(Event::InitDone) => cache.apply(listed(std::mem::take(&mut buffer))),
+            Ok(Event::Apply(object)) => cache.apply(applied(object)),
+            Ok(Event::Delete(object)) => cache.apply(deleted(object)),
+            Err(error) => tracing::warn!(%error, "the Installed API's watch failed; retrying"),
+        }
+    }
+}

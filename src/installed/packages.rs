@@ -1,0 +1,141 @@
+//! Serving PackageManifests (`packages.operators.coreos.com/v1`, OLM v0's packageserver API): the CatalogSources
+//! the server watches, each with the catalog it serves now (from the process's one catalog cache, which the
+//! CatalogSource loop keeps polled), turned into PackageManifests on request by `packagemanifest` (pure). A catalog
+//! that cannot be loaded is left out, as OLM's packageserver leaves out catalogs whose registry is not ready.
+//! Nothing is stored per namespace: a request builds what it answers.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use kube::runtime::reflector::Store;
+use serde_json::json;
+
+use super::http::{ok_json, status, ResourceRequest};
+use super::packagemanifest::{self, IconAnswer, Source};
+use super::selector::{self, FieldRequirement};
+use super::table::IncludeObject;
+use crate::api::v1alpha1::CatalogSource;
+use crate::catalog::fbc::Catalog;
+use crate::catalog::source::CatalogCache;
+
+/// Where PackageManifests come from.
+pub struct Catalogs {
+    pub sources: Store<CatalogSource>,
+    pub cache: Arc<CatalogCache>,
+    /// The namespace whose catalogs every namespace sees.
+    pub global_namespace: String,
+}
+
+impl Catalogs {
+    /// The CatalogSources `namespace` sees (every one when `None`), with their loaded catalogs.
+    async fn loaded(&self, namespace: Option<&str>) -> Vec<(Arc<CatalogSource>, Arc<Catalog>)> {
+        let mut loaded = Vec::new();
+        for source in self.sources.state() {
+            let source_namespace = source.metadata.namespace.as_deref().unwrap_or_default();
+            if namespace.is_some_and(|n| n != source_namespace && source_namespace != self.global_namespace) {
+                continue;
+            }
+            match self.cache.catalog_of(&source).await {
+                Ok(catalog) => loaded.push((source, catalog.catalog)),
+                Err(error) => {
+                    tracing::debug!(catalog_source = %format!("{source_namespace}/{}", source.metadata.name.as_deref().unwrap_or_default()),
+                        "{}; its packages are not listed", crate::error::report(&error));
+                }
+            }
+        }
+        loaded
+    }
+}
+
+fn sources(loaded: &[(Arc<CatalogSource>, Arc<Catalog>)]) -> Vec<Source<'_>> {
+    loaded.iter().map(|(catalog_source, catalog)| Source { catalog_source, catalog }).collect()
+}
+
+/// A list, get or icon of PackageManifests.
+pub async fn serve(
+    catalogs: &Catalogs,
+    request: &ResourceRequest,
+    query: &BTreeMap<String, String>,
+    headers: &HeaderMap,
+    table: Option<IncludeObject>,
+) -> Response {
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    let global = catalogs.global_namespace.as_str();
+    let loaded = catalogs.loaded(request.namespace.as_deref()).await;
+    let sources = sources(&loaded);
+    let not_found = |name: &str| {
+        status(
+            404,
+            "NotFound",
+            &format!("{}.{} \"{name}\" not found", packagemanifest::RESOURCE, packagemanifest::GROUP),
+            Some(json!({"name": name, "group": packagemanifest::GROUP, "kind": packagemanifest::RESOURCE})),
+        )
+    };
+    match (&request.name, request.subresource.as_deref()) {
+        (Some(name), Some("icon")) => {
+            let answer = packagemanifest::icon(
+                &sources,
+                namespace,
+                global,
+                name,
+                headers.get(axum::http::header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()),
+                query.get("resourceVersion").map(String::as_str),
+            );
+            match answer {
+                IconAnswer::NotModified => StatusCode::NOT_MODIFIED.into_response(),
+                IconAnswer::NotFound => StatusCode::NOT_FOUND.into_response(),
+                IconAnswer::Icon { data, content_type, etag } => {
+                    let mut response = (StatusCode::OK, data).into_response();
+                    if let Ok(value) = HeaderValue::from_str(&content_type) {
+                        response.headers_mut().insert(axum::http::header::CONTENT_TYPE, value);
+                    }
+                    if let Ok(value) = HeaderValue::from_str(&etag) {
+                        response.headers_mut().insert(axum::http::header::ETAG, value);
+                    }
+                    response
+                }
+            }
+        }
+        (Some(_), Some(_)) => status(404, "NotFound", "the server could not find the requested resource", None),
+        (Some(name), None) => match packagemanifest::get(&sources, namespace, global, name) {
+            Some(manifest) => match table {
+                Some(include) => ok_json(&packagemanifest::table(vec![manifest], include, false, now())),
+                None => ok_json(&manifest),
+            },
+            None => not_found(name),
+        },
+        (None, _) => {
+            let labels = match selector::labels(query.get("labelSelector").map(String::as_str)) {
+                Ok(labels) => labels,
+                Err(error) => return status(400, "BadRequest", &error.to_string(), None),
+            };
+            let fields: Vec<FieldRequirement> =
+                // Any field: OLM's storage refuses all but `metadata.name` itself (`selected_name`).
+                match selector::fields(query.get("fieldSelector").map(String::as_str), None) {
+                    Ok(fields) => fields,
+                    Err(error) => return status(400, "BadRequest", &error.to_string(), None),
+                };
+            let name = match packagemanifest::selected_name(
+                fields.iter().map(|f| (f.field.as_str(), f.equal, f.value.as_str())),
+            ) {
+                Ok(name) => name,
+                Err(error) => return status(500, "InternalError", &error.to_string(), None),
+            };
+            let items: Vec<_> = packagemanifest::list(&sources, namespace, global)
+                .into_iter()
+                .filter(|manifest| name.is_none_or(|name| manifest["metadata"]["name"] == name))
+                .filter(|manifest| selector::matches(&labels, &manifest["metadata"]["labels"]))
+                .collect();
+            match table {
+                Some(include) => ok_json(&packagemanifest::table(items, include, false, now())),
+                None => ok_json(&packagemanifest::list_object(items)),
+            }
+        }
+    }
+}
+
+fn now() -> k8s_openapi::jiff::Timestamp {
+    k8s_openapi::jiff::Timestamp::now()
+}

@@ -1,0 +1,166 @@
+use super::*;
+use crate::api::v1::TARGET_NAMESPACES_ANNOTATION;
+use crate::legacy::membership::COPIED_FROM_LABEL;
+
+fn csv(namespace: &str, name: &str, targets: Option<&str>, phase: &str, rv: &str) -> ClusterServiceVersion {
+    let mut annotations = json!({});
+    if let Some(targets) = targets {
+        annotations[TARGET_NAMESPACES_ANNOTATION] = json!(targets);
+    }
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": namespace, "annotations": annotations, "resourceVersion": rv},
+        "spec": {"install": {"strategy": "deployment"}, "version": "1.0.0"},
+        "status": {"phase": phase}
+    }))
+    .unwrap()
+}
+
+fn copy(namespace: &str, name: &str, rv: &str) -> ClusterServiceVersion {
+    let mut copy = csv(namespace, name, Some(""), "Succeeded", rv);
+    copy.metadata.labels = Some([(COPIED_FROM_LABEL.to_owned(), "operators".to_owned())].into());
+    copy
+}
+
+fn subscription(namespace: &str, name: &str, installed: &str, rv: &str) -> Subscription {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv},
+        "spec": {"source": "c", "sourceNamespace": "olm", "name": name, "channel": "stable"},
+        "status": {"installedCSV": installed, "currentCSV": installed}
+    }))
+    .unwrap()
+}
+
+fn namespaces(names: &[&str]) -> Update {
+    Update::NamespacesListed(names.iter().map(|name| ((*name).to_owned(), "1".to_owned())).collect())
+}
+
+/// `etcd` in `operators` for all namespaces, `prom` in `monitoring` for `team-a` only; namespaces operators,
+/// monitoring, team-a, team-b.
+fn view() -> View {
+    let mut view = View::new(DEFAULT_HISTORY);
+    view.apply(namespaces(&["operators", "monitoring", "team-a", "team-b"]));
+    view.apply(Update::CsvsListed(vec![
+        csv("operators", "etcd.v1", Some(""), "Succeeded", "10"),
+        csv("monitoring", "prom.v1", Some("team-a"), "Succeeded", "11"),
+        copy("team-a", "etcd.v1", "12"),
+    ]));
+    view.apply(Update::SubscriptionsListed(vec![subscription("operators", "etcd", "etcd.v1", "20")]));
+    view
+}
+
+fn names(listed: &[(String, Arc<Entry>)]) -> Vec<String> {
+    listed.iter().map(|(namespace, entry)| format!("{namespace}/{}", entry.name())).collect()
+}
+
+fn kinds(events: &[Event]) -> Vec<String> {
+    events.iter().map(|e| format!("{} {}/{}", e.kind, e.namespace, e.entry.name())).collect()
+}
+
+#[test]
+fn a_namespace_lists_the_operators_watching_it_and_only_if_it_exists() {
+    let view = view();
+    assert_eq!(names(&view.listed(Some("team-a"))), ["team-a/etcd.v1", "team-a/prom.v1"]);
+    assert_eq!(names(&view.listed(Some("team-b"))), ["team-b/etcd.v1"]);
+    assert!(view.listed(Some("mojave")).is_empty(), "a namespace that does not exist lists nothing");
+    assert_eq!(
+        names(&view.listed(None)),
+        ["monitoring/etcd.v1", "operators/etcd.v1", "team-a/etcd.v1", "team-a/prom.v1", "team-b/etcd.v1"]
+    );
+    let (namespace, entry) = &view.listed(Some("team-b"))[0];
+    let object = entry.object_in(namespace, &entry.version);
+    assert_eq!(object["metadata"]["namespace"], "team-b");
+    assert_eq!(object["metadata"]["labels"]["operators.coreos.com/sub"], "etcd");
+    assert_eq!(object["metadata"]["resourceVersion"], "clusterserviceversions:12,namespaces:1,subscriptions:20");
+}
+
+#[test]
+fn the_composite_version_follows_each_resource() {
+    let mut view = view();
+    assert_eq!(view.version(), "clusterserviceversions:12,namespaces:1,subscriptions:20");
+    view.apply(Update::Csv(csv("operators", "etcd.v1", Some(""), "Failed", "30")));
+    assert_eq!(view.version(), "clusterserviceversions:30,namespaces:1,subscriptions:20");
+}
+
+#[test]
+fn a_phase_change_is_one_modification_in_every_namespace_watched() {
+    let mut view = view();
+    let logged = view.apply(Update::Csv(csv("operators", "etcd.v1", Some(""), "Failed", "30")));
+    assert_eq!(logged.len(), 1);
+    let events = events(&logged[0], Some("team-a"));
+    assert_eq!(kinds(&events), ["MODIFIED team-a/etcd.v1"]);
+    assert_eq!(events[0].object()["status"]["clusterServiceVersion"]["status"]["phase"], "Failed");
+    assert_eq!(events[0].entry.cells[5], "Failed");
+    assert_eq!(events[0].object()["metadata"]["resourceVersion"], view.version());
+    assert_eq!(kinds(&super::events(&logged[0], None)).len(), 4, "all four namespaces");
+    assert!(super::events(&logged[0], Some("mojave")).is_empty());
+}
+
+#[test]
+fn what_changes_no_object_records_nothing() {
+    let mut view = view();
+    assert!(view.apply(Update::Subscription(subscription("team-b", "other", "none", "31"))).is_empty());
+    assert!(view.apply(Update::Csv(copy("team-b", "etcd.v1", "32"))).is_empty(), "copies are never tracked");
+    // Listed again, the same: nothing.
+    assert!(view.apply(namespaces(&["operators", "monitoring", "team-a", "team-b"])).is_empty());
+    assert!(view
+        .apply(Update::SubscriptionsListed(vec![subscription("operators", "etcd", "etcd.v1", "20")]))
+        .is_empty());
+}
+
+#[test]
+fn an_operator_removed_or_narrowed_is_deleted_where_it_no_longer_watches() {
+    let mut view = view();
+    let logged = view.apply(Update::Csv(csv("operators", "etcd.v1", Some("team-b"), "Succeeded", "40")));
+    assert_eq!(kinds(&events(&logged[0], Some("team-a"))), ["DELETED team-a/etcd.v1"]);
+    assert_eq!(kinds(&events(&logged[0], Some("team-b"))), ["MODIFIED team-b/etcd.v1"]);
+    let logged = view.apply(Update::CsvDeleted(csv("monitoring", "prom.v1", Some("team-a"), "Succeeded", "41")));
+    let deleted = events(&logged[0], Some("team-a"));
+    assert_eq!(kinds(&deleted), ["DELETED team-a/prom.v1"]);
+    assert_eq!(deleted[0].object()["metadata"]["resourceVersion"], view.version(), "the deletion's version");
+    assert!(view.listed(Some("team-a")).is_empty());
+}
+
+#[test]
+fn a_namespace_made_or_deleted_adds_or_deletes_what_watches_it() {
+    let mut view = view();
+    let logged = view.apply(Update::Namespace { name: "team-c".into(), resource_version: "50".into() });
+    assert_eq!(kinds(&events(&logged[0], Some("team-c"))), ["ADDED team-c/etcd.v1"]);
+    assert!(events(&logged[0], Some("team-a")).is_empty());
+    assert_eq!(names(&view.listed(Some("team-c"))), ["team-c/etcd.v1"]);
+    let logged = view.apply(Update::NamespaceDeleted { name: "team-a".into(), resource_version: "51".into() });
+    assert_eq!(kinds(&events(&logged[0], None)), ["DELETED team-a/etcd.v1", "DELETED team-a/prom.v1"]);
+    assert!(view.listed(Some("team-a")).is_empty());
+}
+
+#[test]
+fn a_watch_resumes_from_any_version_the_log_holds() {
+    let mut view = view();
+    let start = view.version();
+    view.apply(Update::Csv(csv("operators", "etcd.v1", Some(""), "Failed", "60")));
+    let middle = view.version();
+    view.apply(Update::Csv(csv("operators", "etcd.v1", Some(""), "Succeeded", "61")));
+    let phases = |logged: Vec<Arc<Logged>>| -> Vec<String> {
+        logged.iter().flat_map(|l| events(l, Some("team-b"))).map(|e| e.entry.cells[5].clone()).collect()
+    };
+    assert_eq!(phases(view.since(&start).unwrap()), ["Failed", "Succeeded"]);
+    assert_eq!(phases(view.since(&middle).unwrap()), ["Succeeded"]);
+    assert!(view.since(&view.version()).unwrap().is_empty());
+    // The parts may come in any order: the version is the same.
+    assert_eq!(phases(view.since("subscriptions:20,clusterserviceversions:60,namespaces:1").unwrap()), ["Succeeded"]);
+}
+
+#[test]
+fn a_version_the_log_no_longer_holds_is_expired() {
+    let mut view = View::new(2);
+    view.apply(namespaces(&["a"]));
+    view.apply(Update::Csv(csv("a", "x.v1", None, "Pending", "1")));
+    let old = view.version();
+    for (phase, rv) in [("Installing", "2"), ("Succeeded", "3"), ("Failed", "4")] {
+        view.apply(Update::Csv(csv("a", "x.v1", None, phase, rv)));
+    }
+    let expired = view.since(&old).unwrap_err();
+    assert_eq!(expired.asked, old);
+    assert!(view.since("clusterserviceversions:3,namespaces:1,subscriptions:0").is_ok(), "still held");
+    assert!(view.since("clusterserviceversions:999,namespaces:1,subscriptions:0").is_err(), "never held");
+    assert!(view.since("garbage").is_err());
+}
