@@ -18,21 +18,25 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
+#[path = "support/scale.rs"]
+mod scale;
+
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use kube_emulator::audit::Record;
 use kube_emulator::{ControlPlane, Options};
 use olmv2::api::v1::OperatorGroup;
-use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
+use olmv2::api::v1alpha1::ClusterServiceVersion;
 use olmv2_e2e::project;
-use serde_json::{json, Value};
+
+use scale::{
+    admin_create, csv, csv_namespace, deployment_stand_in, mib, operator_group, prepare, report_log, rss_kib,
+    start_controller, wait_succeeded, Copies,
+};
 
 const CONTROLLER_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller";
 const WRITE_VERBS: [&str; 4] = ["create", "update", "patch", "delete"];
@@ -40,7 +44,6 @@ const WRITE_VERBS: [&str; 4] = ["create", "update", "patch", "delete"];
 /// that writes repeated on every resync count as idle writes, not as setup), and gives up after `SETTLE_LIMIT`.
 const SETTLE_QUIET: Duration = Duration::from_secs(10);
 const SETTLE_LIMIT: Duration = Duration::from_secs(60);
-const SUCCEED_LIMIT: Duration = Duration::from_secs(900);
 const GOAL: &str = "goal (issue #19): copies disabled: RSS <= 64 MB and flat in the namespace count; \
                     0 writes per idle minute in both modes";
 
@@ -79,12 +82,6 @@ impl Settings {
     }
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Copies {
-    Enabled,
-    Disabled,
-}
-
 /// What one run measured.
 struct Figures {
     copies: Copies,
@@ -102,138 +99,7 @@ struct Figures {
 
 // ---- the objects ----------------------------------------------------------------------------------------------
 
-fn csv_namespace(index: usize) -> String {
-    format!("op-{index}")
-}
-
-fn crd(index: usize) -> Value {
-    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("widget{index}s.bench.example.com")},
-        "spec": {"group": "bench.example.com", "scope": "Namespaced",
-            "names": {"plural": format!("widget{index}s"), "singular": format!("widget{index}"),
-                      "kind": format!("Widget{index}"), "listKind": format!("Widget{index}List")},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})
-}
-
-fn operator_group(namespace: &str) -> Value {
-    json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-        "metadata": {"name": "global", "namespace": namespace}, "spec": {}})
-}
-
-/// An AllNamespaces CSV owning CRD `index`, run by ServiceAccount `operator` (listed with no rules) in one Deployment.
-fn csv(index: usize) -> Value {
-    let app = format!("operator-{index}");
-    let modes = [("OwnNamespace", true), ("SingleNamespace", true), ("MultiNamespace", false), ("AllNamespaces", true)];
-    let modes: Vec<Value> =
-        modes.iter().map(|(mode, supported)| json!({"type": mode, "supported": supported})).collect();
-    let owned = json!({"name": format!("widget{index}s.bench.example.com"), "version": "v1",
-        "kind": format!("Widget{index}")});
-    let deployment = json!({"name": "operator", "spec": {"selector": {"matchLabels": {"app": app}},
-        "template": {"metadata": {"labels": {"app": app}}, "spec": {"serviceAccountName": "operator",
-            "containers": [{"name": "manager", "image": format!("example.com/operator-{index}:1.0.0")}]}}}});
-    json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
-        "metadata": {"name": format!("operator-{index}.v1.0.0"), "namespace": csv_namespace(index)},
-        "spec": {"displayName": format!("Operator {index}"), "version": "1.0.0", "installModes": modes,
-            "customresourcedefinitions": {"owned": [owned]},
-            "install": {"strategy": "deployment", "spec": {
-                "permissions": [{"serviceAccountName": "operator", "rules": []}], "deployments": [deployment]}}}})
-}
-
-/// Everything but the OperatorGroups and CSVs, created by the control plane itself before the controller starts:
-/// `namespaces` namespaces (the CSVs' first), the CRDs, the ServiceAccounts, and the OLMConfig when copies are off.
-async fn prepare(plane: &ControlPlane, csvs: usize, namespaces: usize, copies: Copies) {
-    let mut objects = Vec::new();
-    for index in 0..namespaces.max(csvs) {
-        let name = if index < csvs { csv_namespace(index) } else { format!("tenant-{index}") };
-        objects.push(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}));
-    }
-    create_all(plane, objects).await;
-    let mut objects = Vec::new();
-    for index in 0..csvs {
-        objects.push(crd(index));
-        objects.push(json!({"apiVersion": "v1", "kind": "ServiceAccount",
-            "metadata": {"name": "operator", "namespace": csv_namespace(index)}}));
-    }
-    if copies == Copies::Disabled {
-        objects.push(json!({"apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig",
-            "metadata": {"name": "cluster"}, "spec": {"features": {"disableCopiedCSVs": true}}}));
-    }
-    create_all(plane, objects).await;
-}
-
-async fn create_all(plane: &ControlPlane, objects: Vec<Value>) {
-    futures_util::stream::iter(objects)
-        .for_each_concurrent(16, |object| async move {
-            project::create(plane, &object).await.expect("created");
-        })
-        .await;
-}
-
-/// Creates `object` as the cluster administrator, so that the webhook records the admin as the CSV's author.
-async fn admin_create<K: kube::Resource<DynamicType = ()>>(admin: &kube::Client, object: Value) {
-    let namespace = object["metadata"]["namespace"].as_str().expect("namespaced").to_owned();
-    let api = Api::<DynamicObject>::namespaced_with(admin.clone(), &namespace, &ApiResource::erase::<K>(&()));
-    let object: DynamicObject = serde_json::from_value(object).expect("an object");
-    api.create(&PostParams::default(), &object).await.expect("created by the admin");
-}
-
 // ---- the controller process -----------------------------------------------------------------------------------
-
-fn free_address() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
-
-fn ready(health: SocketAddr) -> bool {
-    use std::io::{Read, Write};
-    let Ok(mut stream) = std::net::TcpStream::connect(health) else { return false };
-    let mut answer = String::new();
-    write!(stream, "GET /readyz HTTP/1.0\r\nHost: {health}\r\n\r\n").is_ok()
-        && stream.read_to_string(&mut answer).is_ok()
-        && answer.lines().next().is_some_and(|status| status.contains(" 200 "))
-}
-
-/// Starts `olmv2 run` as `deploy/`'s ServiceAccount, its log in `dir`, and waits until it is ready.
-async fn start_controller(plane: &ControlPlane, binary: &Path, dir: &Path, resync_seconds: u64) -> Child {
-    let kubeconfig = dir.join("controller.kubeconfig");
-    std::fs::write(&kubeconfig, project::controller_kubeconfig(plane).await.expect("identity")).unwrap();
-    let (health, webhook) = (free_address(), free_address());
-    plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, "olmv2-webhook", webhook);
-    let mut command = match std::env::var("OLMV2_BENCH_HEAPTRACK") {
-        Ok(out) => {
-            let mut command = Command::new("heaptrack");
-            command.args(["-o", &out]).arg(binary);
-            command
-        }
-        Err(_) => Command::new(binary),
-    };
-    let child = command
-        .args(["run", "--health-address", &health.to_string(), "--webhook-address", &webhook.to_string()])
-        .args(["--resync-seconds", &resync_seconds.to_string()])
-        .args(["--cache", &dir.join("cache").display().to_string()])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("controller.log")).unwrap())
-        .spawn()
-        .expect("olmv2 run starts");
-    let started = Instant::now();
-    while !ready(health) {
-        assert!(started.elapsed() < Duration::from_secs(60), "the controller is ready within a minute");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    child
-}
-
-/// The controller's resident memory in KiB: (peak, now), from `/proc/<pid>/status`.
-fn rss_kib(child: &Child) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-    let field = |name: &str| {
-        status.lines().find_map(|line| line.strip_prefix(name)).and_then(|rest| rest.split_whitespace().next())
-    };
-    let kib = |name| field(name).and_then(|value| value.parse().ok()).unwrap_or(0);
-    (kib("VmHWM:"), kib("VmRSS:"))
-}
 
 // ---- what the cluster shows -----------------------------------------------------------------------------------
 
@@ -247,34 +113,6 @@ fn controller_writes(plane: &ControlPlane) -> Vec<Record> {
         .into_iter()
         .filter(|r| r.acting_user() == CONTROLLER_USER && WRITE_VERBS.contains(&r.verb.as_str()))
         .collect()
-}
-
-/// The original CSVs' phases: how many are Succeeded, and a count per phase.
-async fn phases(admin: &kube::Client) -> (usize, BTreeMap<String, usize>) {
-    let originals = ListParams::default().labels("!olm.copiedFrom");
-    let list = Api::<ClusterServiceVersion>::all(admin.clone()).list(&originals).await.expect("CSVs listed");
-    let mut counts = BTreeMap::new();
-    for csv in &list.items {
-        let status = csv.status.clone().unwrap_or_default();
-        *counts.entry(format!("{:?}/{}", status.phase, status.reason.unwrap_or_default())).or_insert(0) += 1;
-    }
-    let succeeded = list.items.iter().filter(|c| c.status.as_ref().is_some_and(|s| s.phase == CsvPhase::Succeeded));
-    (succeeded.count(), counts)
-}
-
-/// Waits until `csvs` CSVs are Succeeded: how many are, and when they all were (None: not within the limit).
-async fn wait_succeeded(admin: &kube::Client, csvs: usize, start: Instant) -> (usize, Option<Duration>) {
-    loop {
-        let (succeeded, counts) = phases(admin).await;
-        if succeeded == csvs {
-            return (succeeded, Some(start.elapsed()));
-        }
-        if start.elapsed() > SUCCEED_LIMIT {
-            println!("  not every CSV Succeeded within {SUCCEED_LIMIT:?}: {counts:?}");
-            return (succeeded, None);
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 /// The copied CSVs present (`olm.copiedFrom`), counted a page at a time.
@@ -312,28 +150,6 @@ async fn settle(plane: &ControlPlane, resync_seconds: u64) -> Option<Instant> {
     Some(last)
 }
 
-/// Stands in for the Deployment controller as a real one would: only Deployments whose status lags their generation
-/// are reported rolled out (`project::report_rollouts`, by namespace), so a settled cluster sees no writes from it.
-fn deployment_stand_in(admin: kube::Client) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let deployments = Api::<Deployment>::all(admin.clone());
-        loop {
-            if let Ok(list) = deployments.list(&ListParams::default()).await {
-                let lagging: std::collections::BTreeSet<String> = list
-                    .items
-                    .iter()
-                    .filter(|d| d.status.as_ref().and_then(|s| s.observed_generation) != d.metadata.generation)
-                    .filter_map(|d| d.metadata.namespace.clone())
-                    .collect();
-                for namespace in lagging {
-                    let _ = project::report_rollouts(&admin, &namespace).await;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-    })
-}
-
 // ---- one run --------------------------------------------------------------------------------------------------
 
 async fn run(binary: &Path, settings: &Settings, copies: Copies, namespaces: usize) -> Figures {
@@ -345,7 +161,7 @@ async fn run(binary: &Path, settings: &Settings, copies: Copies, namespaces: usi
     let dir = std::env::temp_dir().join(format!("olmv2-legacy-csvs-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let mut child = start_controller(&plane, binary, &dir, settings.resync_seconds).await;
+    let mut child = start_controller(&plane, binary, &dir, settings.resync_seconds).await.child;
     let stand_in = deployment_stand_in(admin.clone());
 
     let start = Instant::now();
@@ -387,23 +203,7 @@ async fn run(binary: &Path, settings: &Settings, copies: Copies, namespaces: usi
     }
 }
 
-/// Says how much the controller logged (warnings and errors), with its first lines.
-fn report_log(dir: &Path) {
-    let log = std::fs::read_to_string(dir.join("controller.log")).unwrap_or_default();
-    let lines: Vec<&str> = log.lines().collect();
-    if !lines.is_empty() {
-        println!("  controller log: {} lines of warnings or errors; the first:", lines.len());
-        for line in lines.iter().take(3) {
-            println!("    {line}");
-        }
-    }
-}
-
 // ---- figures --------------------------------------------------------------------------------------------------
-
-fn mib(kib: u64) -> String {
-    format!("{:.1}", kib as f64 / 1024.0)
-}
 
 fn seconds(duration: Option<Duration>, otherwise: &str) -> String {
     duration.map_or_else(|| otherwise.to_owned(), |d| format!("{:.1} s", d.as_secs_f64()))

@@ -188,6 +188,18 @@ impl CatalogCache {
         self.load(source, false).await
     }
 
+    /// The catalog a CatalogSource served when it was last loaded, whatever its age, without loading anything: for
+    /// readers who must not make registry traffic (PackageManifests answer from what the CatalogSource loop loaded).
+    pub fn loaded(&self, source: &CatalogSource) -> Option<LoadedCatalog> {
+        let key = if matches!(source.spec.source_type, SourceType::Configmap | SourceType::Internal) {
+            let namespace = source.namespace().unwrap_or_default();
+            format!("configmap {namespace}/{}", source.spec.config_map.clone().unwrap_or_default())
+        } else {
+            source.spec.image.clone().filter(|image| !image.is_empty())?
+        };
+        self.lock().get(&key).map(|entry| entry.loaded.clone())
+    }
+
     /// The catalog a CatalogSource serves, its image tag looked up again whatever the last lookup's age: a
     /// `registryPoll` that is due.
     pub async fn poll(&self, source: &CatalogSource) -> Result<LoadedCatalog, CatalogSourceError> {

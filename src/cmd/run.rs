@@ -175,3 +175,34 @@ async fn start_until_running(config: kube::Config, options: ControllerOptions, h
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunOptions,
+    }
+
+    #[test]
+    fn every_flag_is_an_argument_of_its_own() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "olmv2-run",
+            "--webhook-address",
+            "127.0.0.1:1",
+            "--api-address",
+            "127.0.0.1:2",
+            "--webhook-service-name",
+            "hook",
+            "--api-service-name",
+            "packages",
+        ])
+        .expect("parsed");
+        assert_eq!((cli.run.webhook.address.port(), cli.run.api.address.port()), (1, 2));
+        assert_eq!((cli.run.webhook.service_name.as_str(), cli.run.api.service_name.as_str()), ("hook", "packages"));
+    }
+}

@@ -18,18 +18,21 @@ use crate::api::v1alpha1::{ClusterServiceVersion, Subscription};
 use crate::controller::watches::{metadata, trimmed};
 use crate::legacy::membership::COPIED_FROM_LABEL;
 
-/// How many changes a slow client's watch may fall behind before it is ended (it lists again, as after a 410).
+/// How many updates a slow client's watch may fall behind before it is ended (it lists again, as after a 410).
 const CHANNEL: usize = 1024;
 
-/// The view, its broadcast of changes, and whether every watch has listed once.
+/// The view, its broadcast of changes, and which watches have listed once.
 pub struct Cache {
     view: Mutex<View>,
     changes: broadcast::Sender<Arc<Logged>>,
     synced: watch::Sender<u8>,
 }
 
-/// The three watches; the cache is synced when each has listed.
-const WATCHES: u8 = 3;
+/// Each watch's bit in `synced`; the cache is synced when all three have listed.
+const CSVS_LISTED: u8 = 1;
+const SUBSCRIPTIONS_LISTED: u8 = 2;
+const NAMESPACES_LISTED: u8 = 4;
+const ALL_LISTED: u8 = CSVS_LISTED | SUBSCRIPTIONS_LISTED | NAMESPACES_LISTED;
 
 impl Default for Cache {
     fn default() -> Self {
@@ -58,23 +61,27 @@ impl Cache {
 
     /// Takes in an update and broadcasts what it changed.
     pub fn apply(&self, update: Update) {
-        let listed =
-            matches!(update, Update::CsvsListed(_) | Update::SubscriptionsListed(_) | Update::NamespacesListed(_));
+        let listed = match update {
+            Update::CsvsListed(_) => CSVS_LISTED,
+            Update::SubscriptionsListed(_) => SUBSCRIPTIONS_LISTED,
+            Update::NamespacesListed(_) => NAMESPACES_LISTED,
+            _ => 0,
+        };
         let mut view = self.view();
-        for logged in view.apply(update) {
+        if let Some(logged) = view.apply(update) {
             // No receiver is no error: nobody is watching.
             let _ = self.changes.send(logged);
         }
         drop(view);
-        if listed {
-            self.synced.send_modify(|count| *count = count.saturating_add(1));
+        if listed != 0 {
+            self.synced.send_modify(|synced| *synced |= listed);
         }
     }
 
     /// Waits until every watch has listed once, at most `limit`; answers whether they have.
     pub async fn wait_synced(&self, limit: Duration) -> bool {
         let mut synced = self.synced.subscribe();
-        tokio::time::timeout(limit, synced.wait_for(|count| *count >= WATCHES)).await.is_ok_and(|r| r.is_ok())
+        tokio::time::timeout(limit, synced.wait_for(|synced| *synced == ALL_LISTED)).await.is_ok_and(|r| r.is_ok())
     }
 
     /// Keeps the cache current until the process ends.

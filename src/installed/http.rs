@@ -33,6 +33,8 @@ pub struct ApiState {
     pub request_header: RequestHeader,
     /// Where PackageManifests come from.
     pub catalogs: Catalogs,
+    /// SubjectAccessReview answers, reused for 10 seconds.
+    pub decisions: super::authz::Decisions,
 }
 
 /// A Kubernetes `Status` failure.
@@ -210,14 +212,16 @@ async fn resource(
         Some(subresource) => format!("{}/{subresource}", request.resource),
         None => request.resource.clone(),
     };
-    let check = AccessCheck::resource(
-        request.namespace.as_deref(),
-        verb,
-        GROUP,
-        &resource,
-        request.name.as_deref().unwrap_or_default(),
-    );
-    match allowed(&state.client, user, &check).await {
+    let name = request.name.clone().or_else(|| selected_name(verb, query)).unwrap_or_default();
+    let check = AccessCheck::resource(request.namespace.as_deref(), verb, GROUP, &resource, &name);
+    let now = std::time::Instant::now();
+    let decision = match state.decisions.recall(user, &check, now) {
+        Some(allowed) => Ok(allowed),
+        None => allowed(&state.client, user, &check).await.inspect(|allowed| {
+            state.decisions.remember(user, &check, *allowed, now);
+        }),
+    };
+    match decision {
         Ok(true) => {}
         Ok(false) => {
             let message = forbidden_message(&user.username, verb, &request);
@@ -252,6 +256,11 @@ async fn resource(
         return status(503, "ServiceUnavailable", "the Installed API's cache has not synced yet", None);
     }
     let asked = serve::Asked::read(&request, query, table);
+    // A watch of one object's URL sees that object only.
+    let asked = asked.map(|asked| match &request.name {
+        Some(name) if watch => asked.named(name),
+        _ => asked,
+    });
     let asked = match asked {
         Ok(asked) => asked,
         Err(message) => return status(400, "BadRequest", &message, None),
@@ -261,6 +270,16 @@ async fn resource(
         (Some(name), false) => serve::get(&state.cache, &asked, name),
         (None, false) => serve::list(&state.cache, asked),
     }
+}
+
+/// The name a list or watch is authorized for: that of an exact `metadata.name` field selector, as kube-apiserver's
+/// RequestInfo takes it (`kubectl get installed x -w` watches with one, and RBAC `resourceNames` then apply).
+fn selected_name(verb: &str, query: &BTreeMap<String, String>) -> Option<String> {
+    if !matches!(verb, "list" | "watch") {
+        return None;
+    }
+    let requirements = super::selector::fields(query.get("fieldSelector").map(String::as_str), None).ok()?;
+    requirements.into_iter().find(|r| r.field == "metadata.name" && r.equal).map(|r| r.value)
 }
 
 /// Whether the client asked for a Table (`kubectl get`).
@@ -336,6 +355,17 @@ mod tests {
         assert_eq!(verb(&Method::DELETE, &collection, false), "deletecollection");
         assert_eq!(verb(&Method::DELETE, &object, false), "delete");
         assert_eq!(verb(&Method::PATCH, &object, false), "patch");
+    }
+
+    #[test]
+    fn a_list_or_watch_of_one_name_is_authorized_for_that_name() {
+        let query: BTreeMap<String, String> =
+            [("fieldSelector".to_owned(), "metadata.name=etcd.v1,metadata.namespace=a".to_owned())].into();
+        assert_eq!(selected_name("watch", &query).as_deref(), Some("etcd.v1"));
+        assert_eq!(selected_name("list", &query).as_deref(), Some("etcd.v1"));
+        assert_eq!(selected_name("get", &query), None);
+        let other: BTreeMap<String, String> = [("fieldSelector".to_owned(), "metadata.name!=x".to_owned())].into();
+        assert_eq!(selected_name("list", &other), None);
     }
 
     #[test]

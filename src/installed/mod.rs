@@ -5,12 +5,14 @@
 //!
 //! Pure: `synthesize` decides what a namespace holds, `table` how `kubectl get` shows it and the composite
 //! resourceVersion, `view` the cache's per-operator entries and the log watches resume from, `selector` the
-//! selectors, `discovery` discovery and OpenAPI, `front_proxy` who a request comes from, `packagemanifest` OLM v0's
+//! selectors, `discovery` discovery and OpenAPI, `front_proxy` who a request comes from, `authz` how long an
+//! authorization decision is reused, `packagemanifest` OLM v0's
 //! PackageManifests (`packages.operators.coreos.com/v1`) built from the loaded catalogs. I/O: `cache` keeps the
 //! view current from watches, `http` authenticates, authorizes and routes requests, `serve` lists, gets and
 //! watches Installed objects, `packages` answers PackageManifest requests from the loaded catalogs, `server` starts
 //! it all and registers the APIServices.
 
+pub mod authz;
 pub mod cache;
 pub mod discovery;
 pub mod front_proxy;

@@ -1,8 +1,9 @@
 //! Serving PackageManifests (`packages.operators.coreos.com/v1`, OLM v0's packageserver API): the CatalogSources
-//! the server watches, each with the catalog it serves now (from the process's one catalog cache, which the
-//! CatalogSource loop keeps polled), turned into PackageManifests on request by `packagemanifest` (pure). A catalog
-//! that cannot be loaded is left out, as OLM's packageserver leaves out catalogs whose registry is not ready.
-//! Nothing is stored per namespace: a request builds what it answers.
+//! the server watches, each with the catalog the CatalogSource loop last loaded into the process's one catalog cache
+//! (a request never pulls an image nor reads a ConfigMap: readers make no registry traffic), turned into
+//! PackageManifests on request by `packagemanifest` (pure). A catalog not loaded is left out, as OLM's packageserver
+//! leaves out catalogs whose registry is not ready. Nothing is stored per namespace: a request builds what it
+//! answers.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,21 +32,20 @@ pub struct Catalogs {
 impl Catalogs {
     /// The CatalogSources `namespace` sees (every one when `None`), with their loaded catalogs.
     async fn loaded(&self, namespace: Option<&str>) -> Vec<(Arc<CatalogSource>, Arc<Catalog>)> {
-        let mut loaded = Vec::new();
-        for source in self.sources.state() {
-            let source_namespace = source.metadata.namespace.as_deref().unwrap_or_default();
-            if namespace.is_some_and(|n| n != source_namespace && source_namespace != self.global_namespace) {
-                continue;
-            }
-            match self.cache.catalog_of(&source).await {
-                Ok(catalog) => loaded.push((source, catalog.catalog)),
-                Err(error) => {
-                    tracing::debug!(catalog_source = %format!("{source_namespace}/{}", source.metadata.name.as_deref().unwrap_or_default()),
-                        "{}; its packages are not listed", crate::error::report(&error));
-                }
-            }
-        }
-        loaded
+        // Just after a start, the CatalogSources are not listed yet: wait a little rather than answer nothing.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), self.sources.wait_until_ready()).await;
+        self.sources
+            .state()
+            .into_iter()
+            .filter(|source| {
+                let source_namespace = source.metadata.namespace.as_deref().unwrap_or_default();
+                namespace.is_none_or(|n| n == source_namespace || source_namespace == self.global_namespace)
+            })
+            .filter_map(|source| {
+                let catalog = self.cache.loaded(&source)?.catalog;
+                Some((source, catalog))
+            })
+            .collect()
     }
 }
 
@@ -88,6 +88,11 @@ pub async fn serve(
                 IconAnswer::NotFound => StatusCode::NOT_FOUND.into_response(),
                 IconAnswer::Icon { data, content_type, etag } => {
                     let mut response = (StatusCode::OK, data).into_response();
+                    // The media type is the catalog's word: a browser shown the icon (an SVG with a script, or
+                    // anything claiming to be HTML) must neither sniff nor run it under the API server's origin.
+                    let headers = response.headers_mut();
+                    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+                    headers.insert("content-security-policy", HeaderValue::from_static("sandbox"));
                     if let Ok(value) = HeaderValue::from_str(&content_type) {
                         response.headers_mut().insert(axum::http::header::CONTENT_TYPE, value);
                     }

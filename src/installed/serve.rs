@@ -4,7 +4,7 @@
 //! longer reaches back) and then follows the broadcast, with bookmarks and `timeoutSeconds`. Objects are rendered
 //! as kubectl asks: JSON, or a Table of seed 002's columns.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +20,7 @@ use super::http::{ok_json, status, streamed, ResourceRequest};
 use super::selector::{self, FieldRequirement};
 use super::synthesize::{GROUP, KIND, VERSION};
 use super::table::{row_of, table, table_head, IncludeObject, INSTALLED_COLUMNS};
-use super::view::{events, Entry, Event, Logged};
+use super::view::{events, Entry, Event, Logged, ResumeError};
 
 /// How often a watch that asked for bookmarks gets one.
 const BOOKMARK_INTERVAL: Duration = Duration::from_secs(60);
@@ -50,6 +50,12 @@ impl Asked {
             None
         };
         Ok(Self { namespace: request.namespace.clone(), labels, fields, table })
+    }
+
+    /// Only the object named `name` (a watch of one object's URL).
+    pub fn named(mut self, name: &str) -> Self {
+        self.fields.push(FieldRequirement { field: "metadata.name".into(), equal: true, value: name.to_owned() });
+        self
     }
 
     fn selects(&self, namespace: &str, entry: &Entry) -> bool {
@@ -141,17 +147,25 @@ fn expired(message: &str) -> Value {
            "reason": "Expired", "code": 410})
 }
 
+/// What a watch still has to send: events (rendered when sent, not when queued), or a line ready.
+enum Pending {
+    Event(Event),
+    Line(Bytes),
+}
+
 struct Watching {
     cache: Arc<Cache>,
     asked: Asked,
     changes: Option<broadcast::Receiver<Arc<Logged>>>,
-    pending: VecDeque<Bytes>,
-    bookmarks: bool,
+    pending: VecDeque<Pending>,
+    bookmarks: Option<tokio::time::Interval>,
+    /// The version of the last update this watch has taken in: what a bookmark may say it has seen.
+    seen: String,
     deadline: tokio::time::Instant,
 }
 
 impl Watching {
-    fn event(&self, event: &Event) -> Option<Bytes> {
+    fn render(&self, event: &Event) -> Option<Bytes> {
         if !self.asked.selects(&event.namespace, &event.entry) {
             return None;
         }
@@ -163,81 +177,204 @@ impl Watching {
         Some(line(event.kind, &object))
     }
 
-    fn queue(&mut self, logged: &Logged) {
-        for event in events(logged, self.asked.namespace.as_deref()) {
-            if let Some(bytes) = self.event(&event) {
-                self.pending.push_back(bytes);
-            }
-        }
+    fn take_in(&mut self, logged: &Logged, namespaces: &BTreeSet<String>) {
+        self.pending
+            .extend(events(logged, self.asked.namespace.as_deref(), namespaces).into_iter().map(Pending::Event));
+        self.seen = logged.version.clone();
     }
 }
 
-/// A watch from the `resourceVersion` asked (none or `0`: everything there is now, as ADDED events).
+/// A watch from the `resourceVersion` asked (none or `0`: everything there is now, as ADDED events). Under the
+/// view's lock only `Arc`s are gathered and the broadcast subscribed to; objects are rendered as they are sent.
 pub fn watch(cache: Arc<Cache>, asked: Asked, query: &BTreeMap<String, String>) -> Response {
     let timeout = query
         .get("timeoutSeconds")
         .and_then(|seconds| seconds.parse::<u64>().ok())
+        .filter(|seconds| *seconds > 0)
         .map_or(DEFAULT_WATCH, Duration::from_secs);
+    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|b| b == "true").then(|| {
+        let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_INTERVAL, BOOKMARK_INTERVAL);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval
+    });
     let mut watching = Watching {
         cache: cache.clone(),
         asked,
         changes: None,
         pending: VecDeque::new(),
-        bookmarks: query.get("allowWatchBookmarks").is_some_and(|b| b == "true"),
+        bookmarks,
+        seen: String::new(),
         deadline: tokio::time::Instant::now() + timeout,
     };
-    {
+    let replay = {
         let view = cache.view();
-        match query.get("resourceVersion").map(String::as_str) {
+        watching.seen = view.version();
+        let replay = match query.get("resourceVersion").map(String::as_str) {
             None | Some("") | Some("0") => {
                 for (namespace, entry) in view.listed(watching.asked.namespace.as_deref()) {
                     let version = entry.version.clone();
-                    let event = Event { kind: "ADDED", namespace, entry, version };
-                    if let Some(bytes) = watching.event(&event) {
-                        watching.pending.push_back(bytes);
-                    }
+                    watching.pending.push_back(Pending::Event(Event { kind: "ADDED", namespace, entry, version }));
                 }
-                watching.changes = Some(cache.subscribe(&view));
+                Ok(Vec::new())
             }
-            Some(version) => match view.since(version) {
-                Ok(changes) => {
-                    for logged in changes {
-                        watching.queue(&logged);
-                    }
-                    watching.changes = Some(cache.subscribe(&view));
-                }
-                Err(error) => watching.pending.push_back(line("ERROR", &expired(&error.to_string()))),
-            },
+            Some(version) => view.since(version),
+        };
+        if replay.is_ok() {
+            watching.changes = Some(cache.subscribe(&view));
         }
+        replay.map(|logged| (logged, view.namespaces()))
+    };
+    match replay {
+        Ok((logged, namespaces)) => {
+            for logged in logged {
+                watching.take_in(&logged, &namespaces);
+            }
+        }
+        Err(ResumeError::Invalid(version)) => {
+            return status(400, "BadRequest", &format!("invalid resource version: {version}"), None);
+        }
+        Err(error) => watching.pending.push_back(Pending::Line(line("ERROR", &expired(&error.to_string())))),
     }
     let stream = futures_util::stream::unfold(watching, |mut watching| async move {
         loop {
-            if let Some(next) = watching.pending.pop_front() {
-                return Some((Ok::<Bytes, Infallible>(next), watching));
+            match watching.pending.pop_front() {
+                Some(Pending::Line(line)) => return Some((Ok::<Bytes, Infallible>(line), watching)),
+                Some(Pending::Event(event)) => match watching.render(&event) {
+                    Some(line) => return Some((Ok(line), watching)),
+                    None => continue,
+                },
+                None => {}
             }
             let deadline = watching.deadline;
-            let bookmarks = watching.bookmarks;
             let changes = watching.changes.as_mut()?;
+            let bookmark = async {
+                match watching.bookmarks.as_mut() {
+                    Some(interval) => {
+                        interval.tick().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
             tokio::select! {
                 change = changes.recv() => match change {
-                    Ok(logged) => watching.queue(&logged),
+                    Ok(logged) => {
+                        let namespaces = watching.cache.view().namespaces();
+                        watching.take_in(&logged, &namespaces);
+                    }
                     Err(broadcast::error::RecvError::Lagged(_)) => {
                         // Fallen behind the broadcast: ended as too old, so that the client lists again.
                         watching.changes = None;
                         let current = watching.cache.view().version();
-                        watching.pending.push_back(line("ERROR", &expired(&format!("too old resource version: watch fell behind ({current})"))));
+                        let message = format!("too old resource version: {} ({current})", watching.seen);
+                        watching.pending.push_back(Pending::Line(line("ERROR", &expired(&message))));
                     }
                     Err(broadcast::error::RecvError::Closed) => return None,
                 },
-                () = tokio::time::sleep(BOOKMARK_INTERVAL), if bookmarks => {
-                    let version = watching.cache.view().version();
+                () = bookmark => {
                     let bookmark = json!({"kind": KIND, "apiVersion": format!("{GROUP}/{VERSION}"),
-                                          "metadata": {"resourceVersion": version}});
-                    watching.pending.push_back(line("BOOKMARK", &bookmark));
+                                          "metadata": {"resourceVersion": watching.seen}});
+                    watching.pending.push_back(Pending::Line(line("BOOKMARK", &bookmark)));
                 }
                 () = tokio::time::sleep_until(deadline) => return None,
             }
         }
     });
     streamed(Body::from_stream(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v1alpha1::ClusterServiceVersion;
+    use crate::installed::view::Update;
+    use http_body_util::BodyExt;
+
+    fn csv(namespace: &str, name: &str, rv: &str) -> ClusterServiceVersion {
+        phased(namespace, name, rv, "Succeeded")
+    }
+
+    fn phased(namespace: &str, name: &str, rv: &str, phase: &str) -> ClusterServiceVersion {
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": namespace, "resourceVersion": rv,
+                         "annotations": {"olm.targetNamespaces": ""}},
+            "spec": {"install": {"strategy": "deployment"}, "version": "1.0.0"}, "status": {"phase": phase}
+        }))
+        .unwrap()
+    }
+
+    /// Two global operators, `a.v1` and `b.v1`, watching namespace `team`.
+    fn cache() -> Arc<Cache> {
+        let cache = Arc::new(Cache::new(16));
+        cache.apply(Update::NamespacesListed(vec![("team".into(), "1".into()), ("ops".into(), "1".into())]));
+        cache.apply(Update::CsvsListed(vec![csv("ops", "a.v1", "5"), csv("ops", "b.v1", "6")]));
+        cache.apply(Update::SubscriptionsListed(Vec::new()));
+        cache
+    }
+
+    fn asked(name: Option<&str>) -> Asked {
+        let request = ResourceRequest {
+            version: VERSION.into(),
+            resource: "installed".into(),
+            namespace: Some("team".into()),
+            name: name.map(str::to_owned),
+            subresource: None,
+        };
+        let asked = Asked::read(&request, &BTreeMap::new(), false).unwrap();
+        match name {
+            Some(name) => asked.named(name),
+            None => asked,
+        }
+    }
+
+    /// The events a watch sends within a short while.
+    async fn events_sent(response: Response) -> Vec<Value> {
+        let mut body = response.into_body();
+        let mut lines = Vec::new();
+        while let Ok(Some(Ok(frame))) = tokio::time::timeout(Duration::from_millis(200), body.frame()).await {
+            if let Ok(data) = frame.into_data() {
+                lines.extend(
+                    data.split(|b| *b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()),
+                );
+            }
+        }
+        lines
+    }
+
+    fn names(events: &[Value]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| format!("{} {}", e["type"].as_str().unwrap(), e["object"]["metadata"]["name"].as_str().unwrap()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_watch_of_one_objects_url_sees_that_object_only() {
+        let all = events_sent(watch(cache(), asked(None), &BTreeMap::new())).await;
+        assert_eq!(names(&all), ["ADDED a.v1", "ADDED b.v1"]);
+        let one = events_sent(watch(cache(), asked(Some("b.v1")), &BTreeMap::new())).await;
+        assert_eq!(names(&one), ["ADDED b.v1"]);
+    }
+
+    #[tokio::test]
+    async fn a_watch_resumes_after_the_version_asked_and_refuses_one_too_old() {
+        let cache = cache();
+        let listed = cache.view().version();
+        cache.apply(Update::Csv(phased("ops", "b.v1", "7", "Failed")));
+        let query: BTreeMap<String, String> = [("resourceVersion".to_owned(), listed)].into();
+        let resumed = events_sent(watch(cache.clone(), asked(None), &query)).await;
+        assert_eq!(names(&resumed), ["MODIFIED b.v1"]);
+        assert_eq!(resumed[0]["object"]["metadata"]["resourceVersion"], cache.view().version());
+        let old: BTreeMap<String, String> =
+            [("resourceVersion".to_owned(), "clusterserviceversions:1,namespaces:0,subscriptions:0".to_owned())].into();
+        // More updates than the log holds (16): the first ones are forgotten.
+        for rv in 10..30 {
+            let phase = if rv % 2 == 0 { "Installing" } else { "Succeeded" };
+            cache.apply(Update::Csv(phased("ops", "a.v1", &rv.to_string(), phase)));
+        }
+        let expired = events_sent(watch(cache.clone(), asked(None), &old)).await;
+        assert_eq!(expired[0]["type"], "ERROR");
+        assert_eq!(expired[0]["object"]["code"], 410);
+        let invalid: BTreeMap<String, String> = [("resourceVersion".to_owned(), "7".to_owned())].into();
+        assert_eq!(watch(cache, asked(None), &invalid).status(), 400);
+    }
 }

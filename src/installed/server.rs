@@ -23,24 +23,30 @@ use crate::catalog::source::CatalogCache;
 use crate::controller::watches::trimmed;
 use crate::tls::{self, CertificateAuthority, CertificateIssuer, HttpsServer, ServingCertificate};
 
-/// Where the aggregated API server listens and how the aggregation layer reaches it.
+/// Where the aggregated API server listens and how the aggregation layer reaches it. Each argument has its own id:
+/// the webhook's options have fields of the same names, and clap would take them for one argument.
 #[derive(Clone, Debug, clap::Args)]
 pub struct ApiOptions {
     /// Address the aggregated API server (Installed objects) listens on.
-    #[arg(long = "api-address", env = "OLMV2_API_ADDRESS", default_value = "0.0.0.0:5443")]
+    #[arg(id = "api-address", long = "api-address", env = "OLMV2_API_ADDRESS", default_value = "0.0.0.0:5443")]
     pub address: SocketAddr,
     /// Namespace of the Service in front of it; default: the controller's namespace.
-    #[arg(long = "api-service-namespace", env = "OLMV2_API_SERVICE_NAMESPACE")]
+    #[arg(id = "api-service-namespace", long = "api-service-namespace", env = "OLMV2_API_SERVICE_NAMESPACE")]
     pub service_namespace: Option<String>,
     /// Name of the Service in front of it, which its APIServices name.
-    #[arg(long = "api-service-name", env = "OLMV2_API_SERVICE_NAME", default_value = "olmv2-packages")]
+    #[arg(
+        id = "api-service-name",
+        long = "api-service-name",
+        env = "OLMV2_API_SERVICE_NAME",
+        default_value = "olmv2-packages"
+    )]
     pub service_name: String,
     /// Port of that Service.
-    #[arg(long = "api-service-port", env = "OLMV2_API_SERVICE_PORT", default_value_t = 443)]
+    #[arg(id = "api-service-port", long = "api-service-port", env = "OLMV2_API_SERVICE_PORT", default_value_t = 443)]
     pub service_port: i32,
     /// A directory with `tls.crt` and `tls.key` (a cert-manager Secret mounted); the APIServices' caBundle is then
     /// left to cert-manager's CA injector. Without it, a certificate is generated at start.
-    #[arg(long = "api-cert-dir", env = "OLMV2_API_CERT_DIR", value_name = "DIR")]
+    #[arg(id = "api-cert-dir", long = "api-cert-dir", env = "OLMV2_API_CERT_DIR", value_name = "DIR")]
     pub cert_dir: Option<PathBuf>,
     /// Does not serve the Installed API (for clusters without an aggregation layer).
     #[arg(long = "disable-installed-api", env = "OLMV2_DISABLE_INSTALLED_API")]
@@ -128,23 +134,15 @@ pub async fn start(
     };
     let cache = Arc::new(Cache::default());
     let (sources, writer) = kube::runtime::reflector::store();
-    let sources_watch = trimmed(Api::<CatalogSource>::all(client.clone()), kube::runtime::watcher::Config::default());
-    let sources_fed = kube::runtime::reflector(writer, sources_watch);
-    let watches = tokio::spawn({
-        let cache = cache.clone();
-        let client = client.clone();
-        async move {
-            let sources = futures_util::StreamExt::for_each(sources_fed, |event| async move {
-                if let Err(error) = event {
-                    tracing::warn!(%error, "the PackageManifest API's CatalogSource watch failed; retrying");
-                }
-            });
-            tokio::join!(cache.run(client), sources);
-        }
-    });
     let client_ca = request_header.client_ca_pem.clone();
     let catalogs = Catalogs { sources, cache: catalogs, global_namespace: global_namespace.to_owned() };
-    let state = Arc::new(ApiState { cache: cache.clone(), client: client.clone(), request_header, catalogs });
+    let state = Arc::new(ApiState {
+        cache: cache.clone(),
+        client: client.clone(),
+        request_header,
+        catalogs,
+        decisions: Default::default(),
+    });
     let server = HttpsServer::start_verifying_clients(
         "installed-api",
         options.address,
@@ -168,6 +166,20 @@ pub async fn start(
             .await
             .map_err(|source| ApiServerError::Register { name: name.clone(), source })?;
     }
+    // The watches start once serving and registered: a failed start leaves nothing running.
+    let sources_watch = trimmed(Api::<CatalogSource>::all(client.clone()), kube::runtime::watcher::Config::default());
+    let sources_fed = kube::runtime::reflector(writer, sources_watch);
+    let watches = tokio::spawn({
+        let cache = cache.clone();
+        async move {
+            let sources = futures_util::StreamExt::for_each(sources_fed, |event| async move {
+                if let Err(error) = event {
+                    tracing::warn!(%error, "the PackageManifest API's CatalogSource watch failed; retrying");
+                }
+            });
+            tokio::join!(cache.run(client), sources);
+        }
+    });
     let address = server.address;
     tracing::info!(%address, service = %format!("{namespace}/{}", options.service_name), "serving the Installed API");
     Ok(RunningApi { address, cache, _server: server, _watches: watches })

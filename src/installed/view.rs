@@ -1,9 +1,10 @@
 //! The Installed API's one cache and its history (pure). The server keeps the CSVs (never copies), Subscriptions and
 //! namespace names it watches, and per installed operator — not per namespace — the Installed object it shows
-//! (its namespace left to the request), the namespaces it watches and its row. Every change to that is recorded,
+//! (its namespace left to the request), the namespaces it watches and its row. What each update changes is recorded,
 //! with the composite resourceVersion of seed 002's 'Watching' (`clusterserviceversions:RV,namespaces:RV,
-//! subscriptions:RV`) at which it happened, in a bounded log: a watch resumes from any version the log still
-//! holds, and one older is answered `410 Gone`. Memory is the cache plus one entry per operator and the log, flat
+//! subscriptions:RV`) it brought the view to, in a bounded log: a watch resumes from any version not older than the
+//! log's start (what came after it is what is newer in some part), and one older is answered `410 Gone`. Memory is
+//! the cache plus one entry per operator and the log (which holds operators' entries, never namespace lists), flat
 //! in the number of namespaces.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -64,21 +65,20 @@ impl Entry {
     }
 }
 
-/// What changed, at one composite resourceVersion.
+/// One change an update made.
 #[derive(Clone, Debug)]
 pub enum Change {
-    /// An operator's Installed objects changed, appeared or went (`before`/`after` absent); `namespaces` are those
-    /// that existed then.
-    Operator { before: Option<Arc<Entry>>, after: Option<Arc<Entry>>, namespaces: Arc<BTreeSet<String>> },
+    /// An operator's Installed objects changed, appeared or went (`before`/`after` absent).
+    Operator { before: Option<Arc<Entry>>, after: Option<Arc<Entry>> },
     /// A namespace appeared or went, and with it the Installed objects of the operators watching it.
     Namespace { name: String, exists: bool, entries: Vec<Arc<Entry>> },
 }
 
-/// A change and the version it brought the view to.
+/// What one update changed, and the version it brought the view to: a watch resumes before or after all of it.
 #[derive(Clone, Debug)]
 pub struct Logged {
     pub version: String,
-    pub change: Change,
+    pub changes: Vec<Change>,
 }
 
 /// What the watches of the cluster said.
@@ -102,12 +102,24 @@ pub enum Update {
     NamespacesListed(Vec<(String, String)>),
 }
 
-/// A watch asked to resume from a version the log no longer holds (or never held).
+/// Why a watch cannot resume from the version it asked for.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-#[error("too old resource version: {asked} ({current})")]
-pub struct Expired {
-    pub asked: String,
-    pub current: String,
+pub enum ResumeError {
+    /// Older than what the log still reaches back to: the client lists again (`410 Expired`).
+    #[error("too old resource version: {asked} ({current})")]
+    Expired { asked: String, current: String },
+    /// Not a composite version of this API (`400`).
+    #[error("invalid resource version: {0}")]
+    Invalid(String),
+}
+
+/// Whether resourceVersion `a` comes after `b`. Kubernetes' resourceVersions are opaque to clients but numeric in
+/// every store it has; versions of one resource that do not parse are only told apart by being different.
+fn after(a: &str, b: &str) -> bool {
+    match (a.parse::<u64>(), b.parse::<u64>()) {
+        (Ok(a), Ok(b)) => a > b,
+        _ => a != b,
+    }
 }
 
 type Key = (String, String);
@@ -137,10 +149,7 @@ fn version_of(object: &impl ResourceExt) -> String {
 /// The newest of resourceVersions a list held: what its resource is known at. Kubernetes' resourceVersions are
 /// opaque but numeric in every store it has; a non-numeric one is taken as it comes.
 fn newest(versions: impl Iterator<Item = String>) -> Option<String> {
-    versions.max_by(|a, b| match (a.parse::<u64>(), b.parse::<u64>()) {
-        (Ok(a), Ok(b)) => a.cmp(&b),
-        _ => a.cmp(b),
-    })
+    versions.reduce(|newest, version| if after(&version, &newest) { version } else { newest })
 }
 
 impl View {
@@ -171,8 +180,14 @@ impl View {
         self.namespaces.contains(namespace)
     }
 
-    /// Takes in one update; answers the changes it made, as logged.
-    pub fn apply(&mut self, update: Update) -> Vec<Arc<Logged>> {
+    /// Takes in one update; answers what it changed, as logged (nothing when no Installed object changed; the
+    /// version moves on all the same).
+    pub fn apply(&mut self, update: Update) -> Option<Arc<Logged>> {
+        let changes = self.changes(update);
+        (!changes.is_empty()).then(|| self.record(changes))
+    }
+
+    fn changes(&mut self, update: Update) -> Vec<Change> {
         let mut touched: BTreeSet<String> = BTreeSet::new();
         match update {
             Update::Csv(csv) => {
@@ -230,30 +245,32 @@ impl View {
                 let listed: BTreeSet<String> = namespaces.into_iter().map(|(name, _)| name).collect();
                 let gone: Vec<String> = self.namespaces.difference(&listed).cloned().collect();
                 let new: Vec<String> = listed.difference(&self.namespaces).cloned().collect();
-                let mut logged = Vec::new();
+                let mut changes = Vec::new();
                 for name in gone {
-                    logged.extend(self.namespace_changed(&name, false));
+                    changes.extend(self.namespace_changed(&name, false));
                 }
                 for name in new {
-                    logged.extend(self.namespace_changed(&name, true));
+                    changes.extend(self.namespace_changed(&name, true));
                 }
-                return logged;
+                return changes;
             }
         }
-        let mut logged = Vec::new();
+        let mut changes = Vec::new();
         for namespace in touched {
-            logged.extend(self.recompute(&namespace));
+            changes.extend(self.recompute(&namespace));
         }
-        logged
+        changes
     }
 
+    /// Moves a resource's version forward (never back: a list after a deletion may hold only older objects).
     fn bump(&mut self, resource: &str, version: String) {
-        if !version.is_empty() {
+        let current = self.versions.0.get(resource);
+        if !version.is_empty() && current.is_none_or(|current| after(&version, current)) {
             self.versions.0.insert(resource.to_owned(), version);
         }
     }
 
-    fn namespace_changed(&mut self, name: &str, exists: bool) -> Option<Arc<Logged>> {
+    fn namespace_changed(&mut self, name: &str, exists: bool) -> Option<Change> {
         if self.namespaces.contains(name) == exists {
             return None;
         }
@@ -267,12 +284,12 @@ impl View {
         let mut entries: Vec<Arc<Entry>> =
             self.entries.values().filter(|entry| entry.watches.includes(name)).cloned().collect();
         entries.sort_by(|a, b| a.name().cmp(b.name()));
-        Some(self.record(Change::Namespace { name: name.to_owned(), exists, entries }))
+        Some(Change::Namespace { name: name.to_owned(), exists, entries })
     }
 
     /// Synthesizes the operators of one namespace again (an operator's object depends on its CSV, the other CSVs
     /// and the Subscriptions of its namespace only); records what differs.
-    fn recompute(&mut self, namespace: &str) -> Vec<Arc<Logged>> {
+    fn recompute(&mut self, namespace: &str) -> Vec<Change> {
         let range = (namespace.to_owned(), String::new())..;
         let csvs: Vec<ClusterServiceVersion> =
             self.csvs.range(range.clone()).take_while(|((ns, _), _)| ns == namespace).map(|(_, c)| c.clone()).collect();
@@ -299,12 +316,11 @@ impl View {
         }
         let before: Vec<Key> =
             self.entries.range(range).take_while(|((ns, _), _)| ns == namespace).map(|(k, _)| k.clone()).collect();
-        let mut logged = Vec::new();
+        let mut changes = Vec::new();
         for key in before {
             if !fresh.contains_key(&key) {
                 if let Some(old) = self.entries.remove(&key) {
-                    let namespaces = self.namespaces.clone();
-                    logged.push(self.record(Change::Operator { before: Some(old), after: None, namespaces }));
+                    changes.push(Change::Operator { before: Some(old), after: None });
                 }
             }
         }
@@ -315,14 +331,13 @@ impl View {
             }
             let entry = Arc::new(entry);
             self.entries.insert(key, entry.clone());
-            let namespaces = self.namespaces.clone();
-            logged.push(self.record(Change::Operator { before: old, after: Some(entry), namespaces }));
+            changes.push(Change::Operator { before: old, after: Some(entry) });
         }
-        logged
+        changes
     }
 
-    fn record(&mut self, change: Change) -> Arc<Logged> {
-        let logged = Arc::new(Logged { version: self.version(), change });
+    fn record(&mut self, changes: Vec<Change>) -> Arc<Logged> {
+        let logged = Arc::new(Logged { version: self.version(), changes });
         self.log.push_back(logged.clone());
         while self.log.len() > self.history {
             if let Some(dropped) = self.log.pop_front() {
@@ -349,18 +364,28 @@ impl View {
         listed
     }
 
-    /// The changes after `version`, to resume a watch from; `Expired` when the log no longer reaches back to it.
-    pub fn since(&self, version: &str) -> Result<Vec<Arc<Logged>>, Expired> {
-        let expired = || Expired { asked: version.to_owned(), current: self.version() };
-        let asked = CompositeVersion::parse(version).map_err(|_| expired())?.format();
-        if asked == self.version() {
-            return Ok(Vec::new());
+    /// The namespaces there are now.
+    pub fn namespaces(&self) -> Arc<BTreeSet<String>> {
+        self.namespaces.clone()
+    }
+
+    /// What changed after `version`, to resume a watch from: every logged update that came after it (newer in some
+    /// resource's part; each part only moves forward). `Expired` when the log no longer reaches back to it.
+    pub fn since(&self, version: &str) -> Result<Vec<Arc<Logged>>, ResumeError> {
+        let asked = CompositeVersion::parse(version).map_err(|_| ResumeError::Invalid(version.to_owned()))?;
+        if asked.0.is_empty() {
+            return Err(ResumeError::Invalid(version.to_owned()));
         }
-        if asked == self.base {
-            return Ok(self.log.iter().cloned().collect());
+        let base = CompositeVersion::parse(&self.base).unwrap_or_default();
+        let behind = base.0.iter().any(|(resource, base)| asked.0.get(resource).is_none_or(|asked| after(base, asked)));
+        if behind {
+            return Err(ResumeError::Expired { asked: version.to_owned(), current: self.version() });
         }
-        let position = self.log.iter().rposition(|logged| logged.version == asked).ok_or_else(expired)?;
-        Ok(self.log.iter().skip(position + 1).cloned().collect())
+        let newer = |logged: &Logged| {
+            let logged = CompositeVersion::parse(&logged.version).unwrap_or_default();
+            logged.0.iter().any(|(resource, part)| asked.0.get(resource).is_none_or(|asked| after(part, asked)))
+        };
+        Ok(self.log.iter().filter(|logged| newer(logged)).cloned().collect())
     }
 }
 
@@ -379,50 +404,44 @@ impl Event {
     }
 }
 
-/// The events a watch of `scope` (a namespace, or all when `None`) sees for one change.
-pub fn events(logged: &Logged, scope: Option<&str>) -> Vec<Event> {
+/// The events a watch of `scope` (a namespace, or all when `None`) sees for what `logged` changed, given the
+/// namespaces there are.
+pub fn events(logged: &Logged, scope: Option<&str>, namespaces: &BTreeSet<String>) -> Vec<Event> {
     let in_scope = |namespace: &str| scope.is_none_or(|scope| scope == namespace);
-    match &logged.change {
-        Change::Namespace { name, exists, entries } => {
-            if !in_scope(name) {
-                return Vec::new();
+    let event = |kind, namespace: &str, entry: &Arc<Entry>| Event {
+        kind,
+        namespace: namespace.to_owned(),
+        entry: entry.clone(),
+        version: logged.version.clone(),
+    };
+    let mut out = Vec::new();
+    for change in &logged.changes {
+        match change {
+            Change::Namespace { name, exists, entries } => {
+                if in_scope(name) {
+                    let kind = if *exists { "ADDED" } else { "DELETED" };
+                    out.extend(entries.iter().map(|entry| event(kind, name, entry)));
+                }
             }
-            let kind = if *exists { "ADDED" } else { "DELETED" };
-            entries
-                .iter()
-                .map(|entry| Event {
-                    kind,
-                    namespace: name.clone(),
-                    entry: entry.clone(),
-                    version: logged.version.clone(),
-                })
-                .collect()
-        }
-        Change::Operator { before, after, namespaces } => {
-            let mut out = Vec::new();
-            let candidates: Vec<&String> = match scope {
-                Some(scope) => namespaces.get(scope).into_iter().collect(),
-                None => namespaces.iter().collect(),
-            };
-            for namespace in candidates {
-                let was = before.as_ref().filter(|entry| entry.watches.includes(namespace));
-                let is = after.as_ref().filter(|entry| entry.watches.includes(namespace));
-                let (kind, entry) = match (was, is) {
-                    (None, None) => continue,
-                    (None, Some(is)) => ("ADDED", is),
-                    (Some(_), Some(is)) => ("MODIFIED", is),
-                    (Some(was), None) => ("DELETED", was),
+            Change::Operator { before, after } => {
+                let candidates: Vec<&String> = match scope {
+                    Some(scope) => namespaces.get(scope).into_iter().collect(),
+                    None => namespaces.iter().collect(),
                 };
-                out.push(Event {
-                    kind,
-                    namespace: namespace.clone(),
-                    entry: entry.clone(),
-                    version: logged.version.clone(),
-                });
+                for namespace in candidates {
+                    let was = before.as_ref().filter(|entry| entry.watches.includes(namespace));
+                    let is = after.as_ref().filter(|entry| entry.watches.includes(namespace));
+                    match (was, is) {
+                        (None, None) => {}
+                        (None, Some(is)) => out.push(event("ADDED", namespace, is)),
+                        (Some(_), Some(is)) => out.push(event("MODIFIED", namespace, is)),
+                        (Some(was), None) => out.push(event("DELETED", namespace, was)),
+                    }
+                }
             }
-            out
         }
     }
+    out
 }
 
 #[cfg(test)]

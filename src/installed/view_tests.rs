@@ -52,6 +52,11 @@ fn names(listed: &[(String, Arc<Entry>)]) -> Vec<String> {
     listed.iter().map(|(namespace, entry)| format!("{namespace}/{}", entry.name())).collect()
 }
 
+/// The events of what one update changed, seen by a watch of `scope`.
+fn seen(view: &View, logged: &Option<Arc<Logged>>, scope: Option<&str>) -> Vec<Event> {
+    events(logged.as_ref().expect("a change"), scope, &view.namespaces())
+}
+
 fn kinds(events: &[Event]) -> Vec<String> {
     events.iter().map(|e| format!("{} {}/{}", e.kind, e.namespace, e.entry.name())).collect()
 }
@@ -85,36 +90,36 @@ fn the_composite_version_follows_each_resource() {
 fn a_phase_change_is_one_modification_in_every_namespace_watched() {
     let mut view = view();
     let logged = view.apply(Update::Csv(csv("operators", "etcd.v1", Some(""), "Failed", "30")));
-    assert_eq!(logged.len(), 1);
-    let events = events(&logged[0], Some("team-a"));
+    assert_eq!(logged.as_ref().unwrap().changes.len(), 1);
+    let events = seen(&view, &logged, Some("team-a"));
     assert_eq!(kinds(&events), ["MODIFIED team-a/etcd.v1"]);
     assert_eq!(events[0].object()["status"]["clusterServiceVersion"]["status"]["phase"], "Failed");
     assert_eq!(events[0].entry.cells[5], "Failed");
     assert_eq!(events[0].object()["metadata"]["resourceVersion"], view.version());
-    assert_eq!(kinds(&super::events(&logged[0], None)).len(), 4, "all four namespaces");
-    assert!(super::events(&logged[0], Some("mojave")).is_empty());
+    assert_eq!(kinds(&seen(&view, &logged, None)).len(), 4, "all four namespaces");
+    assert!(seen(&view, &logged, Some("mojave")).is_empty());
 }
 
 #[test]
 fn what_changes_no_object_records_nothing() {
     let mut view = view();
-    assert!(view.apply(Update::Subscription(subscription("team-b", "other", "none", "31"))).is_empty());
-    assert!(view.apply(Update::Csv(copy("team-b", "etcd.v1", "32"))).is_empty(), "copies are never tracked");
+    assert!(view.apply(Update::Subscription(subscription("team-b", "other", "none", "31"))).is_none());
+    assert!(view.apply(Update::Csv(copy("team-b", "etcd.v1", "32"))).is_none(), "copies are never tracked");
     // Listed again, the same: nothing.
-    assert!(view.apply(namespaces(&["operators", "monitoring", "team-a", "team-b"])).is_empty());
+    assert!(view.apply(namespaces(&["operators", "monitoring", "team-a", "team-b"])).is_none());
     assert!(view
         .apply(Update::SubscriptionsListed(vec![subscription("operators", "etcd", "etcd.v1", "20")]))
-        .is_empty());
+        .is_none());
 }
 
 #[test]
 fn an_operator_removed_or_narrowed_is_deleted_where_it_no_longer_watches() {
     let mut view = view();
     let logged = view.apply(Update::Csv(csv("operators", "etcd.v1", Some("team-b"), "Succeeded", "40")));
-    assert_eq!(kinds(&events(&logged[0], Some("team-a"))), ["DELETED team-a/etcd.v1"]);
-    assert_eq!(kinds(&events(&logged[0], Some("team-b"))), ["MODIFIED team-b/etcd.v1"]);
+    assert_eq!(kinds(&seen(&view, &logged, Some("team-a"))), ["DELETED team-a/etcd.v1"]);
+    assert_eq!(kinds(&seen(&view, &logged, Some("team-b"))), ["MODIFIED team-b/etcd.v1"]);
     let logged = view.apply(Update::CsvDeleted(csv("monitoring", "prom.v1", Some("team-a"), "Succeeded", "41")));
-    let deleted = events(&logged[0], Some("team-a"));
+    let deleted = seen(&view, &logged, Some("team-a"));
     assert_eq!(kinds(&deleted), ["DELETED team-a/prom.v1"]);
     assert_eq!(deleted[0].object()["metadata"]["resourceVersion"], view.version(), "the deletion's version");
     assert!(view.listed(Some("team-a")).is_empty());
@@ -124,11 +129,11 @@ fn an_operator_removed_or_narrowed_is_deleted_where_it_no_longer_watches() {
 fn a_namespace_made_or_deleted_adds_or_deletes_what_watches_it() {
     let mut view = view();
     let logged = view.apply(Update::Namespace { name: "team-c".into(), resource_version: "50".into() });
-    assert_eq!(kinds(&events(&logged[0], Some("team-c"))), ["ADDED team-c/etcd.v1"]);
-    assert!(events(&logged[0], Some("team-a")).is_empty());
+    assert_eq!(kinds(&seen(&view, &logged, Some("team-c"))), ["ADDED team-c/etcd.v1"]);
+    assert!(seen(&view, &logged, Some("team-a")).is_empty());
     assert_eq!(names(&view.listed(Some("team-c"))), ["team-c/etcd.v1"]);
     let logged = view.apply(Update::NamespaceDeleted { name: "team-a".into(), resource_version: "51".into() });
-    assert_eq!(kinds(&events(&logged[0], None)), ["DELETED team-a/etcd.v1", "DELETED team-a/prom.v1"]);
+    assert_eq!(kinds(&seen(&view, &logged, None)), ["DELETED team-a/etcd.v1", "DELETED team-a/prom.v1"]);
     assert!(view.listed(Some("team-a")).is_empty());
 }
 
@@ -139,14 +144,46 @@ fn a_watch_resumes_from_any_version_the_log_holds() {
     view.apply(Update::Csv(csv("operators", "etcd.v1", Some(""), "Failed", "60")));
     let middle = view.version();
     view.apply(Update::Csv(csv("operators", "etcd.v1", Some(""), "Succeeded", "61")));
+    let all = view.namespaces();
     let phases = |logged: Vec<Arc<Logged>>| -> Vec<String> {
-        logged.iter().flat_map(|l| events(l, Some("team-b"))).map(|e| e.entry.cells[5].clone()).collect()
+        logged.iter().flat_map(|l| events(l, Some("team-b"), &all)).map(|e| e.entry.cells[5].clone()).collect()
     };
     assert_eq!(phases(view.since(&start).unwrap()), ["Failed", "Succeeded"]);
     assert_eq!(phases(view.since(&middle).unwrap()), ["Succeeded"]);
     assert!(view.since(&view.version()).unwrap().is_empty());
     // The parts may come in any order: the version is the same.
     assert_eq!(phases(view.since("subscriptions:20,clusterserviceversions:60,namespaces:1").unwrap()), ["Succeeded"]);
+}
+
+#[test]
+fn a_watch_resumes_from_a_version_no_change_was_logged_at() {
+    let mut view = view();
+    // Changes that change no Installed object still move the version on: a list is taken at such a version.
+    assert!(view.apply(Update::Subscription(subscription("team-b", "other", "none", "70"))).is_none());
+    let listed = view.version();
+    assert_eq!(listed, "clusterserviceversions:12,namespaces:1,subscriptions:70");
+    assert!(view.apply(Update::Namespace { name: "team-a".into(), resource_version: "71".into() }).is_none());
+    view.apply(Update::Csv(csv("operators", "etcd.v1", Some(""), "Failed", "72")));
+    let resumed = view.since(&listed).unwrap();
+    assert_eq!(resumed.len(), 1, "the change after the list, and only it");
+    let events = events(&resumed[0], Some("team-a"), &view.namespaces());
+    assert_eq!(kinds(&events), ["MODIFIED team-a/etcd.v1"]);
+}
+
+#[test]
+fn one_update_is_logged_once_whatever_it_changed() {
+    let mut view = view();
+    let logged = view
+        .apply(Update::CsvsListed(vec![
+            csv("operators", "etcd.v2", Some(""), "Succeeded", "80"),
+            csv("monitoring", "prom.v1", Some("team-a"), "Failed", "81"),
+        ]))
+        .unwrap();
+    assert_eq!(logged.changes.len(), 3, "etcd.v1 gone, etcd.v2 added, prom.v1 modified");
+    assert_eq!(view.since(&view.version()).unwrap().len(), 0);
+    // A list that no longer holds the newest object does not move the version back.
+    view.apply(Update::CsvsListed(vec![csv("operators", "etcd.v2", Some(""), "Succeeded", "80")]));
+    assert_eq!(view.version(), "clusterserviceversions:81,namespaces:1,subscriptions:20");
 }
 
 #[test]
@@ -158,9 +195,9 @@ fn a_version_the_log_no_longer_holds_is_expired() {
     for (phase, rv) in [("Installing", "2"), ("Succeeded", "3"), ("Failed", "4")] {
         view.apply(Update::Csv(csv("a", "x.v1", None, phase, rv)));
     }
-    let expired = view.since(&old).unwrap_err();
-    assert_eq!(expired.asked, old);
-    assert!(view.since("clusterserviceversions:3,namespaces:1,subscriptions:0").is_ok(), "still held");
-    assert!(view.since("clusterserviceversions:999,namespaces:1,subscriptions:0").is_err(), "never held");
-    assert!(view.since("garbage").is_err());
+    assert_eq!(view.since(&old).unwrap_err(), ResumeError::Expired { asked: old.clone(), current: view.version() });
+    assert_eq!(view.since("clusterserviceversions:3,namespaces:1,subscriptions:0").unwrap().len(), 1, "held");
+    assert!(view.since("clusterserviceversions:999,namespaces:1,subscriptions:0").unwrap().is_empty(), "ahead");
+    assert!(matches!(view.since("garbage"), Err(ResumeError::Invalid(_))));
+    assert!(matches!(view.since(""), Err(ResumeError::Invalid(_))));
 }

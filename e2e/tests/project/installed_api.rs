@@ -202,6 +202,24 @@ async fn an_operator_is_listed_only_where_it_watches_and_only_to_who_may_list() 
     let dev = harness.plane.user_kubeconfig("dev", &[]);
     let own = harness.kubectl(&dev, &["get", "installed", "-n", "team-b", "-o", "name"], None);
     assert_eq!(String::from_utf8_lossy(&own.stdout).trim(), "installed.packages.operators.coreos.com/plumbus.v1.0.0");
+    // A user who may read one Installed object by name watches it by name (RBAC `resourceNames`).
+    let named = "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: plumbus-reader, namespace: team-b}\n\
+        rules: [{apiGroups: [packages.operators.coreos.com], resources: [installed], resourceNames: [plumbus.v1.0.0], verbs: [get, list, watch]}]\n---\n\
+        apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: one, namespace: team-b}\n\
+        roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: plumbus-reader}\n\
+        subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: one}]\n";
+    apply(&harness, named);
+    let one = harness.plane.user_kubeconfig("one", &[]);
+    let watched = harness.kubectl(
+        &one,
+        &["get", "installed", "plumbus.v1.0.0", "-n", "team-b", "-w", "--request-timeout=3s"],
+        None,
+    );
+    let out = String::from_utf8_lossy(&watched.stdout);
+    let err = String::from_utf8_lossy(&watched.stderr);
+    assert!(out.contains("plumbus.v1.0.0") && !err.contains("forbidden"), "{out}\n{err}");
+    let all = harness.kubectl(&one, &["get", "installed", "-n", "team-b"], None);
+    assert!(String::from_utf8_lossy(&all.stderr).contains("forbidden"), "a list of every name is not one name");
     let other = harness.kubectl(&dev, &["get", "installed", "-n", "team-a"], None);
     let refused = String::from_utf8_lossy(&other.stderr);
     assert!(

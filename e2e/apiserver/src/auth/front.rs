@@ -84,6 +84,25 @@ pub fn attributes(method: &Method, segments: &[String], query_watch: bool) -> At
     }
 }
 
+/// The name of a list or watch: an exact `metadata.name` field selector's, when it is a valid path segment, as
+/// `RequestInfoFactory` takes it (so that RBAC `resourceNames` allow `kubectl get <kind> <name> -w`).
+pub fn name_from_field_selector(attributes: &mut Attributes, field_selector: Option<&str>) {
+    if !attributes.name.is_empty() || !matches!(attributes.verb.as_str(), "list" | "watch") {
+        return;
+    }
+    let Some(selector) = field_selector.and_then(|text| crate::storage::selectors::FieldSelector::parse(text).ok())
+    else {
+        return;
+    };
+    let exact = selector.0.iter().find(|(field, equal, _)| field == "metadata.name" && *equal);
+    if let Some((_, _, name)) = exact {
+        let valid = !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%']);
+        if valid {
+            attributes.name = name.clone();
+        }
+    }
+}
+
 fn forbidden(user: &UserInfo, attributes: &Attributes) -> ApiError {
     let message = rbac::forbidden_message(user, attributes);
     if !attributes.resource_request {
@@ -191,6 +210,22 @@ mod tests {
     fn info(method: Method, path: &str, watch: bool) -> Attributes {
         let segments: Vec<String> = path.split('/').filter(|s| !s.is_empty()).map(str::to_owned).collect();
         attributes(&method, &segments, watch)
+    }
+
+    #[test]
+    fn a_list_or_watch_selecting_one_name_is_for_that_name() {
+        let mut watch = info(Method::GET, "/api/v1/namespaces/team/configmaps", true);
+        name_from_field_selector(&mut watch, Some("metadata.name=settings"));
+        assert_eq!((watch.verb.as_str(), watch.name.as_str()), ("watch", "settings"));
+        let mut list = info(Method::GET, "/api/v1/namespaces/team/configmaps", false);
+        name_from_field_selector(&mut list, Some("metadata.name!=settings"));
+        assert_eq!(list.name, "");
+        let mut bad = info(Method::GET, "/api/v1/namespaces/team/configmaps", false);
+        name_from_field_selector(&mut bad, Some("metadata.name=a%2Fb"));
+        assert_eq!(bad.name, "", "not a valid path segment name");
+        let mut delete = info(Method::DELETE, "/api/v1/namespaces/team/configmaps", false);
+        name_from_field_selector(&mut delete, Some("metadata.name=settings"));
+        assert_eq!(delete.name, "", "only lists and watches");
     }
 
     #[test]

@@ -50,7 +50,8 @@ async fn handle(
     let path = uri.path().to_owned();
     tracing::debug!(%method, %path, "request");
     let watching = query.get("watch").is_some_and(|w| w == "true" || w == "1");
-    let attributes = front::attributes(&method, &segments(&path), watching);
+    let mut attributes = front::attributes(&method, &segments(&path), watching);
+    front::name_from_field_selector(&mut attributes, query.get("fieldSelector").map(String::as_str));
     let credentials = front::credentials(peer.as_ref().map(|p| &p.0), &headers);
     let mut record = audit::Record {
         verb: attributes.verb.clone(),
