@@ -29,6 +29,9 @@ const DEFAULT_WATCH: Duration = Duration::from_secs(1800);
 
 const FIELDS: [&str; 2] = ["metadata.name", "metadata.namespace"];
 
+/// The size a streamed list is written in.
+const CHUNK: usize = 64 * 1024;
+
 /// A read request's scope, selectors and rendering.
 pub struct Asked {
     pub namespace: Option<String>,
@@ -103,16 +106,30 @@ pub fn list(cache: &Cache, asked: Asked) -> Response {
             json!({"resourceVersion": version})
         ),
     };
-    let items = selected.into_iter().enumerate().map(move |(index, (namespace, entry))| {
-        let mut text = if index == 0 { Vec::new() } else { vec![b','] };
-        let item = asked.item(&namespace, &entry, &entry.version);
-        text.extend(serde_json::to_vec(&item).unwrap_or_default());
-        Ok::<Bytes, Infallible>(Bytes::from(text))
+    // Written in chunks of about CHUNK bytes: one write per item would send a Table's small rows one packet each.
+    let mut items = selected.into_iter();
+    let mut text = head.into_bytes();
+    let mut first = true;
+    let mut done = false;
+    let chunks = std::iter::from_fn(move || {
+        if done {
+            return None;
+        }
+        while text.len() < CHUNK {
+            let Some((namespace, entry)) = items.next() else {
+                text.extend_from_slice(b"]}");
+                done = true;
+                break;
+            };
+            if !std::mem::take(&mut first) {
+                text.push(b',');
+            }
+            let item = asked.item(&namespace, &entry, &entry.version);
+            text.extend(serde_json::to_vec(&item).unwrap_or_default());
+        }
+        Some(Ok::<Bytes, Infallible>(Bytes::from(std::mem::take(&mut text))))
     });
-    let body = futures_util::stream::iter(
-        std::iter::once(Ok(Bytes::from(head))).chain(items).chain(std::iter::once(Ok(Bytes::from_static(b"]}")))),
-    );
-    streamed(Body::from_stream(body))
+    streamed(Body::from_stream(futures_util::stream::iter(chunks)))
 }
 
 pub fn get(cache: &Cache, asked: &Asked, name: &str) -> Response {

@@ -115,7 +115,12 @@ async fn serve(
 ) {
     loop {
         let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
+            Ok((stream, _)) => {
+                // Answers are written whole or in large chunks; Nagle's algorithm would only hold back their last
+                // small segment until the peer's delayed ACK (40 ms).
+                let _ = stream.set_nodelay(true);
+                stream
+            }
             Err(error) => {
                 tracing::warn!(server = name, %error, "accept failed");
                 continue;

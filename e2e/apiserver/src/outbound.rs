@@ -134,6 +134,8 @@ pub async fn send(
         let stream = tokio::net::TcpStream::connect(destination.address)
             .await
             .map_err(|e| format!("dial tcp {}: {e}", destination.address))?;
+        // As Go dials (TCP_NODELAY by default).
+        let _ = stream.set_nodelay(true);
         let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
             .connect(server_name, stream)
             .await

@@ -187,6 +187,8 @@ impl ControlPlane {
         let server = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
+                // Go's net package sets TCP_NODELAY on every connection, kube-apiserver's included.
+                let _ = stream.set_nodelay(true);
                 let acceptor = acceptor.clone();
                 let router = router.clone();
                 tokio::spawn(async move {

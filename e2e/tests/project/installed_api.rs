@@ -278,3 +278,29 @@ async fn the_server_trusts_identity_headers_only_from_the_aggregation_layer_and_
     let listed: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(listed["kind"], "InstalledList");
 }
+
+/// An operator an Install installed is listed as an OLM v0-installed one is: its CSV record names where it watches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_an_install_installed_is_listed_where_it_watches() {
+    use crate::support::installs::{approve_patch, install_yaml, push, wait_state};
+    use olmv2::api::v2alpha1::InstallState;
+    let harness = Harness::start("installed", "install", &["operators", "team-a"], Duration::from_secs(2)).await;
+    apply(&harness, COPIES_OFF);
+    let image = push(&harness, "plumbus/2.0.0-alpha", "v2.0.0-alpha").await;
+    apply(&harness, &install_yaml("plumbus", &image));
+    wait_state(&harness, "plumbus", InstallState::PendingApproval).await;
+    kubectl(&harness, &["patch", "install", "plumbus", "--type", "merge", "-p", approve_patch()]);
+    wait_state(&harness, "plumbus", InstallState::Applying).await;
+    harness.roll_out("operators").await;
+    wait_state(&harness, "plumbus", InstallState::Installed).await;
+    let record: ClusterServiceVersion =
+        Api::namespaced(harness.admin.clone(), "operators").get("plumbus.v2.0.0-alpha").await.unwrap();
+    let targets = record.metadata.annotations.unwrap_or_default().get("olm.targetNamespaces").cloned().unwrap();
+    let listed = wait_listed(&harness, &["-n", "operators", "-o", "name"], "plumbus.v2.0.0-alpha").await;
+    assert_eq!(listed.trim(), "installed.packages.operators.coreos.com/plumbus.v2.0.0-alpha");
+    let elsewhere = harness.admin_kubectl(&["get", "installed", "-n", "team-a", "-o", "name"], None);
+    let elsewhere = String::from_utf8_lossy(&elsewhere.stdout).into_owned();
+    // Where the record says it watches, and only there.
+    let watches_team_a = targets.is_empty() || targets.split(',').any(|t| t == "team-a");
+    assert_eq!(elsewhere.contains("plumbus.v2.0.0-alpha"), watches_team_a, "targets {targets:?}: {elsewhere}");
+}

@@ -94,10 +94,12 @@ fn can_i(harness: &Harness, verb: &str, resource: &str, namespace: &str) -> Stri
 }
 
 /// Waits for the CSV's Warning event `TargetRBACRefused` whose message holds `settled`, and returns its line: a pass
-/// that saw the Role before its binding refuses with what it saw, and a later one says it all.
+/// that saw the Role before its binding refuses with what it saw, and a later one says it all. The loop watches no
+/// namespaced RoleBinding, so that later pass may be the resync (30 s here): waited for up to 90 s.
 async fn refusal(harness: &Harness, settled: &str) -> String {
     let mut described = String::new();
-    for _ in 0..200 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while std::time::Instant::now() < deadline {
         described = kubectl(harness, &["describe", "csv", "-n", "ops", "plumbus.v1.0.0"]);
         let refused = |line: &&str| line.contains("TargetRBACRefused") && line.contains(settled);
         if let Some(line) = described.lines().find(refused) {
