@@ -28,8 +28,8 @@ use olmv2::api::v1::OperatorGroup;
 use olmv2::api::v1alpha1::ClusterServiceVersion;
 
 use scale::{
-    admin_create, csv, csv_namespace, deployment_stand_in, mib, operator_group, prepare, report_log, rss_kib,
-    start_controller, wait_succeeded, Copies,
+    admin_create, csv, csv_namespace, deployment_stand_in, env_namespace_counts, env_number, mib, operator_group,
+    prepare, report_log, rss_kib, start_controller, wait_succeeded, Copies,
 };
 
 const GOAL: &str = "goal (issue #22): RSS flat in the namespace count; a one-namespace list under 10 ms";
@@ -45,15 +45,10 @@ struct Settings {
 
 impl Settings {
     fn from_env() -> Self {
-        let number = |name: &str, default: usize| -> usize {
-            std::env::var(name).map_or(default, |v| v.trim().parse().unwrap_or_else(|_| panic!("{name}: a number")))
-        };
-        let namespace_counts = std::env::var("OLMV2_BENCH_NAMESPACES").map_or(vec![100, 500, 1000], |v| {
-            v.split(',').map(|n| n.trim().parse().expect("OLMV2_BENCH_NAMESPACES: numbers, comma-separated")).collect()
-        });
+        let number = |name: &str, default: u64| env_number(name, default) as usize;
         Self {
             csvs: number("OLMV2_BENCH_CSVS", 100),
-            namespace_counts,
+            namespace_counts: env_namespace_counts(),
             requests: number("OLMV2_BENCH_REQUESTS", 200),
             all_requests: number("OLMV2_BENCH_ALL_REQUESTS", 5),
         }

@@ -34,8 +34,8 @@ use olmv2::api::v1alpha1::ClusterServiceVersion;
 use olmv2_e2e::project;
 
 use scale::{
-    admin_create, csv, csv_namespace, deployment_stand_in, mib, operator_group, prepare, report_log, rss_kib,
-    start_controller, wait_succeeded, Copies,
+    admin_create, csv, csv_namespace, deployment_stand_in, env_namespace_counts, env_number, mib, operator_group,
+    prepare, report_log, rss_kib, start_controller, wait_succeeded, Copies,
 };
 
 const CONTROLLER_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller";
@@ -57,12 +57,8 @@ struct Settings {
 
 impl Settings {
     fn from_env() -> Self {
-        let number = |name: &str, default: u64| -> u64 {
-            std::env::var(name).map_or(default, |v| v.trim().parse().unwrap_or_else(|_| panic!("{name}: a number")))
-        };
-        let namespace_counts = std::env::var("OLMV2_BENCH_NAMESPACES").map_or(vec![100, 500, 1000], |v| {
-            v.split(',').map(|n| n.trim().parse().expect("OLMV2_BENCH_NAMESPACES: numbers, comma-separated")).collect()
-        });
+        let number = env_number;
+        let namespace_counts = env_namespace_counts();
         let modes = std::env::var("OLMV2_BENCH_COPIES").map_or(vec![Copies::Enabled, Copies::Disabled], |v| {
             v.split(',')
                 .map(|mode| match mode.trim() {

@@ -19,6 +19,18 @@ use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 use olmv2_e2e::project;
 use serde_json::{json, Value};
 
+/// The number in environment variable `name`, or `default`.
+pub fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).map_or(default, |v| v.trim().parse().unwrap_or_else(|_| panic!("{name}: a number")))
+}
+
+/// The namespace counts of `OLMV2_BENCH_NAMESPACES` (comma-separated), 100, 500 and 1,000 by default.
+pub fn env_namespace_counts() -> Vec<usize> {
+    std::env::var("OLMV2_BENCH_NAMESPACES").map_or(vec![100, 500, 1000], |v| {
+        v.split(',').map(|n| n.trim().parse().expect("OLMV2_BENCH_NAMESPACES: numbers, comma-separated")).collect()
+    })
+}
+
 pub const SUCCEED_LIMIT: Duration = Duration::from_secs(900);
 
 #[derive(Clone, Copy, PartialEq)]

@@ -39,16 +39,7 @@ fn catalog_source(namespace: &str, name: &str, display: &str, image: &str) -> St
 async fn wait_listed(harness: &Harness, args: &[&str], expected: &str) -> String {
     let mut all = vec!["get", "packagemanifests"];
     all.extend_from_slice(args);
-    let mut last = String::new();
-    for _ in 0..300 {
-        let output = harness.admin_kubectl(&all, None);
-        last = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
-        if output.status.success() && last.contains(expected) {
-            return last;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("kubectl {all:?} never listed {expected:?}; last:\n{last}");
+    harness.wait_kubectl(&all, expected).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

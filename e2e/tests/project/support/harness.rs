@@ -180,6 +180,21 @@ impl Harness {
         self.kubectl(&self.plane.kubeconfig(), args, stdin)
     }
 
+    /// Runs the admin's `kubectl <args>` until it succeeds with output (stdout and stderr) holding `expected`, for up to
+    /// thirty seconds; answers that output.
+    pub async fn wait_kubectl(&self, args: &[&str], expected: &str) -> String {
+        let mut last = String::new();
+        for _ in 0..300 {
+            let output = self.admin_kubectl(args, None);
+            last = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
+            if output.status.success() && last.contains(expected) {
+                return last;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("kubectl {args:?} never showed {expected:?}; last:\n{last}");
+    }
+
     /// The events recorded in `namespace` with `reason`, polled until one exists.
     pub async fn wait_event(&self, namespace: &str, reason: &str) -> k8s_openapi::api::events::v1::Event {
         let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(self.admin.clone(), namespace);
