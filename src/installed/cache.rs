@@ -41,9 +41,13 @@ impl Default for Cache {
 }
 
 impl Cache {
+    /// A cache keeping `history` updates; its versions are named after the time it was made, so that versions a
+    /// process gave before a restart are never taken for its own.
     pub fn new(history: usize) -> Self {
+        let epoch =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |since| since.as_millis());
         Self {
-            view: Mutex::new(View::new(history)),
+            view: Mutex::new(View::new(history, &epoch.to_string())),
             changes: broadcast::channel(CHANNEL).0,
             synced: watch::channel(0).0,
         }

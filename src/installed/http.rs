@@ -279,7 +279,9 @@ fn selected_name(verb: &str, query: &BTreeMap<String, String>) -> Option<String>
         return None;
     }
     let requirements = super::selector::fields(query.get("fieldSelector").map(String::as_str), None).ok()?;
-    requirements.into_iter().find(|r| r.field == "metadata.name" && r.equal).map(|r| r.value)
+    let name = requirements.into_iter().find(|r| r.field == "metadata.name" && r.equal)?.value;
+    // Only a valid path segment name, as RequestInfo checks (`path.IsValidPathSegmentName`).
+    (!name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%'])).then_some(name)
 }
 
 /// Whether the client asked for a Table (`kubectl get`).
@@ -366,6 +368,8 @@ mod tests {
         assert_eq!(selected_name("get", &query), None);
         let other: BTreeMap<String, String> = [("fieldSelector".to_owned(), "metadata.name!=x".to_owned())].into();
         assert_eq!(selected_name("list", &other), None);
+        let odd: BTreeMap<String, String> = [("fieldSelector".to_owned(), "metadata.name=a/b".to_owned())].into();
+        assert_eq!(selected_name("list", &odd), None, "not a path segment name");
     }
 
     #[test]

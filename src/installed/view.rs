@@ -2,8 +2,9 @@
 //! namespace names it watches, and per installed operator — not per namespace — the Installed object it shows
 //! (its namespace left to the request), the namespaces it watches and its row. What each update changes is recorded,
 //! with the composite resourceVersion of seed 002's 'Watching' (`clusterserviceversions:RV,namespaces:RV,
-//! subscriptions:RV`) it brought the view to, in a bounded log: a watch resumes from any version not older than the
-//! log's start (what came after it is what is newer in some part), and one older is answered `410 Gone`. Memory is
+//! subscriptions:RV`, plus `changes:<epoch>-<count>` naming the state exactly) it brought the view to, in a bounded
+//! log: a watch resumes from any version this view gave whose updates the log still holds, and any other is answered
+//! `410 Gone`. Memory is
 //! the cache plus one entry per operator and the log (which holds operators' entries, never namespace lists), flat
 //! in the number of namespaces.
 
@@ -22,6 +23,8 @@ use crate::legacy::membership::is_copied;
 pub const CSVS: &str = "clusterserviceversions";
 pub const SUBSCRIPTIONS: &str = "subscriptions";
 pub const NAMESPACES: &str = "namespaces";
+/// The part of the composite version that counts the view's changes (not a resource: it names the state exactly).
+pub const CHANGES: &str = "changes";
 
 /// How many changes the log keeps for resuming watches.
 pub const DEFAULT_HISTORY: usize = 4096;
@@ -132,9 +135,13 @@ pub struct View {
     namespaces: Arc<BTreeSet<String>>,
     versions: CompositeVersion,
     entries: BTreeMap<Key, Arc<Entry>>,
-    log: VecDeque<Arc<Logged>>,
-    /// The version before the log's first change.
-    base: String,
+    log: VecDeque<(u64, Arc<Logged>)>,
+    /// This view's own name (the process's start): a version another process wrote is never resumed from.
+    epoch: String,
+    /// How many updates changed something: the `changes` part of the version.
+    changed: u64,
+    /// The count of updates that left the log: a version whose count is older cannot be resumed from.
+    forgotten: u64,
     history: usize,
 }
 
@@ -153,12 +160,12 @@ fn newest(versions: impl Iterator<Item = String>) -> Option<String> {
 }
 
 impl View {
-    pub fn new(history: usize) -> Self {
+    /// An empty view keeping `history` updates, named `epoch` (unique per process: its start time).
+    pub fn new(history: usize, epoch: &str) -> Self {
         let mut versions = CompositeVersion::default();
         for resource in [CSVS, NAMESPACES, SUBSCRIPTIONS] {
             versions.0.insert(resource.to_owned(), "0".to_owned());
         }
-        let base = versions.format();
         Self {
             csvs: BTreeMap::new(),
             subscriptions: BTreeMap::new(),
@@ -166,14 +173,20 @@ impl View {
             versions,
             entries: BTreeMap::new(),
             log: VecDeque::new(),
-            base,
+            epoch: epoch.to_owned(),
+            changed: 0,
+            forgotten: 0,
             history: history.max(1),
         }
     }
 
-    /// The composite resourceVersion of what the view holds now.
+    /// The composite resourceVersion of what the view holds now: the tracked resources' versions, and the
+    /// `changes` part `<epoch>-<count>` that names the view's state exactly (a re-list that only removes objects
+    /// moves no resource's version; a restarted process starts counting again under another epoch).
     pub fn version(&self) -> String {
-        self.versions.format()
+        let mut versions = self.versions.clone();
+        versions.0.insert(CHANGES.to_owned(), format!("{}-{}", self.epoch, self.changed));
+        versions.format()
     }
 
     pub fn namespace_exists(&self, namespace: &str) -> bool {
@@ -337,11 +350,12 @@ impl View {
     }
 
     fn record(&mut self, changes: Vec<Change>) -> Arc<Logged> {
+        self.changed += 1;
         let logged = Arc::new(Logged { version: self.version(), changes });
-        self.log.push_back(logged.clone());
+        self.log.push_back((self.changed, logged.clone()));
         while self.log.len() > self.history {
-            if let Some(dropped) = self.log.pop_front() {
-                self.base = dropped.version.clone();
+            if let Some((count, _)) = self.log.pop_front() {
+                self.forgotten = count;
             }
         }
         logged
@@ -369,23 +383,18 @@ impl View {
         self.namespaces.clone()
     }
 
-    /// What changed after `version`, to resume a watch from: every logged update that came after it (newer in some
-    /// resource's part; each part only moves forward). `Expired` when the log no longer reaches back to it.
+    /// What changed after `version`, to resume a watch from: the logged updates after the count its `changes` part
+    /// names. `Expired` when the log no longer reaches back to it, or when another process (or a view restarted)
+    /// wrote it; `Invalid` when it is not a version of this API.
     pub fn since(&self, version: &str) -> Result<Vec<Arc<Logged>>, ResumeError> {
-        let asked = CompositeVersion::parse(version).map_err(|_| ResumeError::Invalid(version.to_owned()))?;
-        if asked.0.is_empty() {
-            return Err(ResumeError::Invalid(version.to_owned()));
-        }
-        let base = CompositeVersion::parse(&self.base).unwrap_or_default();
-        let behind = base.0.iter().any(|(resource, base)| asked.0.get(resource).is_none_or(|asked| after(base, asked)));
-        if behind {
+        let invalid = || ResumeError::Invalid(version.to_owned());
+        let asked = CompositeVersion::parse(version).map_err(|_| invalid())?;
+        let (epoch, count) = asked.0.get(CHANGES).and_then(|part| part.rsplit_once('-')).ok_or_else(invalid)?;
+        let count: u64 = count.parse().map_err(|_| invalid())?;
+        if epoch != self.epoch || count < self.forgotten || count > self.changed {
             return Err(ResumeError::Expired { asked: version.to_owned(), current: self.version() });
         }
-        let newer = |logged: &Logged| {
-            let logged = CompositeVersion::parse(&logged.version).unwrap_or_default();
-            logged.0.iter().any(|(resource, part)| asked.0.get(resource).is_none_or(|asked| after(part, asked)))
-        };
-        Ok(self.log.iter().filter(|logged| newer(logged)).cloned().collect())
+        Ok(self.log.iter().filter(|(logged, _)| *logged > count).map(|(_, logged)| logged.clone()).collect())
     }
 }
 

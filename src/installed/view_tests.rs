@@ -37,7 +37,7 @@ fn namespaces(names: &[&str]) -> Update {
 /// `etcd` in `operators` for all namespaces, `prom` in `monitoring` for `team-a` only; namespaces operators,
 /// monitoring, team-a, team-b.
 fn view() -> View {
-    let mut view = View::new(DEFAULT_HISTORY);
+    let mut view = View::new(DEFAULT_HISTORY, "e");
     view.apply(namespaces(&["operators", "monitoring", "team-a", "team-b"]));
     view.apply(Update::CsvsListed(vec![
         csv("operators", "etcd.v1", Some(""), "Succeeded", "10"),
@@ -46,6 +46,11 @@ fn view() -> View {
     ]));
     view.apply(Update::SubscriptionsListed(vec![subscription("operators", "etcd", "etcd.v1", "20")]));
     view
+}
+
+/// A version without its `changes` part: the tracked resources' versions.
+fn resources(version: &str) -> String {
+    version.split(',').filter(|part| !part.starts_with("changes:")).collect::<Vec<_>>().join(",")
 }
 
 fn names(listed: &[(String, Arc<Entry>)]) -> Vec<String> {
@@ -75,15 +80,17 @@ fn a_namespace_lists_the_operators_watching_it_and_only_if_it_exists() {
     let object = entry.object_in(namespace, &entry.version);
     assert_eq!(object["metadata"]["namespace"], "team-b");
     assert_eq!(object["metadata"]["labels"]["operators.coreos.com/sub"], "etcd");
-    assert_eq!(object["metadata"]["resourceVersion"], "clusterserviceversions:12,namespaces:1,subscriptions:20");
+    let version = object["metadata"]["resourceVersion"].as_str().unwrap();
+    assert_eq!(resources(version), "clusterserviceversions:12,namespaces:1,subscriptions:20");
+    assert!(version.starts_with("changes:e-"), "{version}");
 }
 
 #[test]
 fn the_composite_version_follows_each_resource() {
     let mut view = view();
-    assert_eq!(view.version(), "clusterserviceversions:12,namespaces:1,subscriptions:20");
+    assert_eq!(resources(&view.version()), "clusterserviceversions:12,namespaces:1,subscriptions:20");
     view.apply(Update::Csv(csv("operators", "etcd.v1", Some(""), "Failed", "30")));
-    assert_eq!(view.version(), "clusterserviceversions:30,namespaces:1,subscriptions:20");
+    assert_eq!(resources(&view.version()), "clusterserviceversions:30,namespaces:1,subscriptions:20");
 }
 
 #[test]
@@ -152,7 +159,8 @@ fn a_watch_resumes_from_any_version_the_log_holds() {
     assert_eq!(phases(view.since(&middle).unwrap()), ["Succeeded"]);
     assert!(view.since(&view.version()).unwrap().is_empty());
     // The parts may come in any order: the version is the same.
-    assert_eq!(phases(view.since("subscriptions:20,clusterserviceversions:60,namespaces:1").unwrap()), ["Succeeded"]);
+    let reordered: Vec<&str> = middle.split(',').rev().collect();
+    assert_eq!(phases(view.since(&reordered.join(",")).unwrap()), ["Succeeded"]);
 }
 
 #[test]
@@ -161,7 +169,7 @@ fn a_watch_resumes_from_a_version_no_change_was_logged_at() {
     // Changes that change no Installed object still move the version on: a list is taken at such a version.
     assert!(view.apply(Update::Subscription(subscription("team-b", "other", "none", "70"))).is_none());
     let listed = view.version();
-    assert_eq!(listed, "clusterserviceversions:12,namespaces:1,subscriptions:70");
+    assert_eq!(resources(&listed), "clusterserviceversions:12,namespaces:1,subscriptions:70");
     assert!(view.apply(Update::Namespace { name: "team-a".into(), resource_version: "71".into() }).is_none());
     view.apply(Update::Csv(csv("operators", "etcd.v1", Some(""), "Failed", "72")));
     let resumed = view.since(&listed).unwrap();
@@ -181,23 +189,34 @@ fn one_update_is_logged_once_whatever_it_changed() {
         .unwrap();
     assert_eq!(logged.changes.len(), 3, "etcd.v1 gone, etcd.v2 added, prom.v1 modified");
     assert_eq!(view.since(&view.version()).unwrap().len(), 0);
-    // A list that no longer holds the newest object does not move the version back.
+    // A list that no longer holds the newest object does not move the resource's version back, and the deletion
+    // it brings is resumed to all the same: the version names the state, not only the resources' versions.
+    let before = view.version();
     view.apply(Update::CsvsListed(vec![csv("operators", "etcd.v2", Some(""), "Succeeded", "80")]));
-    assert_eq!(view.version(), "clusterserviceversions:81,namespaces:1,subscriptions:20");
+    assert_eq!(resources(&view.version()), "clusterserviceversions:81,namespaces:1,subscriptions:20");
+    let resumed = view.since(&before).unwrap();
+    assert_eq!(kinds(&events(&resumed[0], Some("team-a"), &view.namespaces())), ["DELETED team-a/prom.v1"]);
 }
 
 #[test]
 fn a_version_the_log_no_longer_holds_is_expired() {
-    let mut view = View::new(2);
+    let mut view = View::new(2, "e");
     view.apply(namespaces(&["a"]));
     view.apply(Update::Csv(csv("a", "x.v1", None, "Pending", "1")));
     let old = view.version();
+    let mut held = String::new();
     for (phase, rv) in [("Installing", "2"), ("Succeeded", "3"), ("Failed", "4")] {
         view.apply(Update::Csv(csv("a", "x.v1", None, phase, rv)));
+        if phase == "Succeeded" {
+            held = view.version();
+        }
     }
     assert_eq!(view.since(&old).unwrap_err(), ResumeError::Expired { asked: old.clone(), current: view.version() });
-    assert_eq!(view.since("clusterserviceversions:3,namespaces:1,subscriptions:0").unwrap().len(), 1, "held");
-    assert!(view.since("clusterserviceversions:999,namespaces:1,subscriptions:0").unwrap().is_empty(), "ahead");
+    assert_eq!(view.since(&held).unwrap().len(), 1, "held");
+    let expired = |version: &str| matches!(view.since(version), Err(ResumeError::Expired { .. }));
+    assert!(expired(&held.replace("changes:e-", "changes:other-")), "another process's");
+    assert!(expired(&format!("changes:e-99,{}", resources(&held))), "never given");
     assert!(matches!(view.since("garbage"), Err(ResumeError::Invalid(_))));
+    assert!(matches!(view.since("clusterserviceversions:3"), Err(ResumeError::Invalid(_))), "no changes part");
     assert!(matches!(view.since(""), Err(ResumeError::Invalid(_))));
 }

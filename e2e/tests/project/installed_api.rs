@@ -62,7 +62,12 @@ async fn kubectl_lists_gets_selects_explains_and_watches_installed_operators() {
     let raw = json(&harness, &["get", "--raw", "/apis/packages.operators.coreos.com/v2alpha1/installed"]);
     assert_eq!(raw["kind"], "InstalledList");
     let version = raw["metadata"]["resourceVersion"].as_str().unwrap();
-    assert!(version.starts_with("clusterserviceversions:") && version.contains(",subscriptions:"), "{version}");
+    assert!(
+        version.starts_with("changes:")
+            && version.contains(",clusterserviceversions:")
+            && version.contains(",subscriptions:"),
+        "{version}"
+    );
 
     // Get: the object of seed 002, sanitized.
     let object = json(&harness, &["get", "installed", "plumbus.v1.0.0", "-n", "team-b", "-o", "json"]);
