@@ -20,6 +20,7 @@ use super::table::IncludeObject;
 use crate::api::v1alpha1::CatalogSource;
 use crate::catalog::fbc::Catalog;
 use crate::catalog::source::CatalogCache;
+use crate::legacy::catalogsource::TRANSIENT_FAILURE;
 
 /// Where PackageManifests come from.
 pub struct Catalogs {
@@ -41,12 +42,21 @@ impl Catalogs {
                 let source_namespace = source.metadata.namespace.as_deref().unwrap_or_default();
                 namespace.is_none_or(|n| n == source_namespace || source_namespace == self.global_namespace)
             })
+            .filter(|source| serving(source))
             .filter_map(|source| {
                 let catalog = self.cache.loaded(&source)?.catalog;
                 Some((source, catalog))
             })
             .collect()
     }
+}
+
+/// Whether a CatalogSource's packages are shown: not while its connection has failed or shut down, as OLM's
+/// packageserver drops a source's packages on `TRANSIENT_FAILURE` and `SHUTDOWN` and keeps them in other states.
+pub fn serving(source: &CatalogSource) -> bool {
+    let state =
+        source.status.as_ref().and_then(|s| s.connection_state.as_ref()).map(|c| c.last_observed_state.as_str());
+    !matches!(state, Some(TRANSIENT_FAILURE | "SHUTDOWN"))
 }
 
 fn sources(loaded: &[(Arc<CatalogSource>, Arc<Catalog>)]) -> Vec<Source<'_>> {
@@ -143,4 +153,32 @@ pub async fn serve(
 
 fn now() -> k8s_openapi::jiff::Timestamp {
     k8s_openapi::jiff::Timestamp::now()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(state: Option<&str>) -> CatalogSource {
+        let mut source: CatalogSource = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "c", "namespace": "olm"}, "spec": {"sourceType": "grpc", "image": "r/c:1"}
+        }))
+        .unwrap();
+        if let Some(state) = state {
+            source.status = serde_json::from_value(serde_json::json!({
+                "connectionState": {"lastObservedState": state}
+            }))
+            .unwrap();
+        }
+        source
+    }
+
+    #[test]
+    fn a_catalog_whose_connection_failed_shows_no_packages_as_in_olm() {
+        assert!(serving(&source(Some("READY"))));
+        assert!(serving(&source(Some("CONNECTING"))), "kept while connecting, as OLM keeps them");
+        assert!(serving(&source(None)));
+        assert!(!serving(&source(Some("TRANSIENT_FAILURE"))));
+        assert!(!serving(&source(Some("SHUTDOWN"))));
+    }
 }
