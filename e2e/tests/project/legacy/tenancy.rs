@@ -81,6 +81,10 @@ async fn mallory_installs(harness: &Harness, modes: &[(&str, bool)]) -> String {
     let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
     let uid = csvs.get("plumbus.v1.0.0").await.expect("csv").uid().unwrap();
     as_mallory(&owned_rbac(&uid));
+    // The loop watches no namespaced RoleBinding: a pass that ran between the CSV and its RBAC saw part of it, and a
+    // Succeeded CSV is looked at again on its next change. Mallory touches it, as an author would.
+    let touched = harness.kubectl(&mallory, &["annotate", "csv", "plumbus.v1.0.0", "-n", "ops", "touched=1"], None);
+    assert!(touched.status.success(), "{}", String::from_utf8_lossy(&touched.stderr));
     wait_phase(harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
     uid
 }
