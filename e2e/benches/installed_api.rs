@@ -22,14 +22,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use futures_util::StreamExt;
 use kube_emulator::{ControlPlane, Options};
-use olmv2::api::v1::OperatorGroup;
 use olmv2::api::v1alpha1::ClusterServiceVersion;
 
 use scale::{
-    admin_create, csv, csv_namespace, deployment_stand_in, env_namespace_counts, env_number, mib, operator_group,
-    prepare, report_log, rss_kib, start_controller, wait_succeeded, Copies,
+    create_csvs, csv_namespace, deployment_stand_in, env_namespace_counts, env_number, mib, prepare, report_log,
+    rss_kib, start_controller, wait_succeeded, Copies,
 };
 
 const GOAL: &str = "goal (issue #22): RSS flat in the namespace count; a one-namespace list under 10 ms";
@@ -173,15 +171,7 @@ async fn run(binary: &Path, settings: &Settings, namespaces: usize) -> Figures {
     std::fs::create_dir_all(&dir).unwrap();
     let mut controller = start_controller(&plane, binary, &dir, 300).await;
     let stand_in = deployment_stand_in(admin.clone());
-    futures_util::stream::iter(0..settings.csvs)
-        .for_each_concurrent(8, |index| {
-            let admin = &admin;
-            async move {
-                admin_create::<OperatorGroup>(admin, operator_group(&csv_namespace(index))).await;
-                admin_create::<ClusterServiceVersion>(admin, csv(index)).await;
-            }
-        })
-        .await;
+    create_csvs(&admin, settings.csvs).await;
     let (succeeded, _) = wait_succeeded(&admin, settings.csvs, Instant::now()).await;
     println!("  {succeeded} CSVs Succeeded");
     // A namespace no CSV is in, the last one made.

@@ -25,17 +25,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use futures_util::StreamExt;
 use kube::api::{Api, ListParams};
 use kube_emulator::audit::Record;
 use kube_emulator::{ControlPlane, Options};
-use olmv2::api::v1::OperatorGroup;
 use olmv2::api::v1alpha1::ClusterServiceVersion;
 use olmv2_e2e::project;
 
 use scale::{
-    admin_create, csv, csv_namespace, deployment_stand_in, env_namespace_counts, env_number, mib, operator_group,
-    prepare, report_log, rss_kib, start_controller, wait_succeeded, Copies,
+    create_csvs, deployment_stand_in, env_namespace_counts, env_number, mib, prepare, report_log, rss_kib,
+    start_controller, wait_succeeded, Copies,
 };
 
 const CONTROLLER_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller";
@@ -161,15 +159,7 @@ async fn run(binary: &Path, settings: &Settings, copies: Copies, namespaces: usi
     let stand_in = deployment_stand_in(admin.clone());
 
     let start = Instant::now();
-    futures_util::stream::iter(0..settings.csvs)
-        .for_each_concurrent(8, |index| {
-            let admin = &admin;
-            async move {
-                admin_create::<OperatorGroup>(admin, operator_group(&csv_namespace(index))).await;
-                admin_create::<ClusterServiceVersion>(admin, csv(index)).await;
-            }
-        })
-        .await;
+    create_csvs(&admin, settings.csvs).await;
     let (succeeded, all_succeeded) = wait_succeeded(&admin, settings.csvs, start).await;
     let settled = settle(&plane, settings.resync_seconds).await.map(|at| at - start);
     let (_, settled_kib) = rss_kib(&child);

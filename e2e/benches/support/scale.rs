@@ -134,6 +134,16 @@ pub struct Controller {
     pub api: SocketAddr,
 }
 
+/// Creates, as the cluster admin, each CSV's global OperatorGroup and the CSV (`csvs` of them, eight at a time).
+pub async fn create_csvs(admin: &kube::Client, csvs: usize) {
+    futures_util::stream::iter(0..csvs)
+        .for_each_concurrent(8, |index| async move {
+            admin_create::<olmv2::api::v1::OperatorGroup>(admin, operator_group(&csv_namespace(index))).await;
+            admin_create::<ClusterServiceVersion>(admin, csv(index)).await;
+        })
+        .await;
+}
+
 /// Starts `olmv2 run` as `deploy/`'s ServiceAccount, its log in `dir`, and waits until it is ready.
 pub async fn start_controller(plane: &ControlPlane, binary: &Path, dir: &Path, resync_seconds: u64) -> Controller {
     let kubeconfig = dir.join("controller.kubeconfig");
