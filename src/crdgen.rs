@@ -65,6 +65,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
             v2alpha1::Updates::MEMBERS,
         ),
         with_union(v2alpha1::Install::crd(), &["spec", "content", "[]"], v2alpha1::Content::MEMBERS),
+        v2alpha1::InstallPolicy::crd(),
         v1alpha1::ClusterServiceVersion::crd(),
         v1alpha1::Subscription::crd(),
         v1alpha1::InstallPlan::crd(),
@@ -216,7 +217,7 @@ mod tests {
         let mut names: Vec<String> = crds.iter().map(file_name).collect();
         names.sort();
         names.dedup();
-        assert_eq!(names.len(), 8);
+        assert_eq!(names.len(), 9);
     }
 
     #[test]

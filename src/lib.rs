@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod migration;
 pub mod operator;
 pub mod output;
+pub mod policy;
 pub mod process;
 pub mod rbac;
 pub mod server;

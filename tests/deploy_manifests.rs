@@ -11,7 +11,12 @@ use serde_json::Value;
 
 fn documents() -> Vec<Value> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
-    let mut paths: Vec<_> = std::fs::read_dir(dir).expect("deploy/").map(|e| e.expect("entry").path()).collect();
+    // Files only: `kubectl apply -f deploy/` does not descend into deploy/examples/.
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .expect("deploy/")
+        .map(|e| e.expect("entry").path())
+        .filter(|path| path.is_file())
+        .collect();
     paths.sort();
     let mut documents = Vec::new();
     for path in paths {

@@ -109,3 +109,63 @@ fn install_approval_and_namespace_mapping_are_enforced() {
     assert!(errors.iter().any(|e| e.starts_with("/spec/approval")), "{errors:?}");
     assert!(errors.iter().any(|e| e.starts_with("/spec/namespaces/0/to")), "{errors:?}");
 }
+
+fn install_policy(spec: Value) -> Value {
+    json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "InstallPolicy", "metadata": {"name": "cluster"},
+           "spec": spec})
+}
+
+#[test]
+fn a_well_formed_install_policy_is_accepted() {
+    let policy = install_policy(json!({
+        "ceiling": {"clusterRoles": ["olmv2-ceiling"], "namespaces": [{"name": "kube-system", "clusterRoles": []}]},
+        "forbid": [
+            {"apiGroups": ["admissionregistration.k8s.io"], "kinds": ["MutatingWebhookConfiguration"]},
+            {"kinds": ["ClusterRoleBinding", "RoleBinding"], "roleRefs": ["cluster-admin", "system:*"]},
+            {"namespaces": ["kube-system"]}
+        ],
+        "sources": [{
+            "subjects": [{"kind": "Group", "name": "team-a"}],
+            "images": [{"repository": "registry.example/approved/*"}, {"repository": "127.0.0.1:5000/approved/*", "digests": "Optional"}],
+            "raw": false,
+            "packages": ["plumbus"],
+            "catalogs": [{"name": "community", "namespace": "olm"}]
+        }]
+    }));
+    assert_eq!(refusals("InstallPolicy", &policy), Vec::<String>::new());
+}
+
+#[test]
+fn malformed_install_policies_are_refused() {
+    let bad_repository = install_policy(json!({"sources": [{"subjects": [{"kind": "Group", "name": "team-a"}],
+        "images": [{"repository": "https://registry.example/approved/*"}]}]}));
+    assert!(refusals("InstallPolicy", &bad_repository)
+        .iter()
+        .any(|e| e.starts_with("/spec/sources/0/images/0/repository")));
+    let bad_enum = install_policy(json!({"sources": [{"subjects": [{"kind": "Team", "name": "a"}],
+        "images": [{"repository": "registry.example/x", "digests": "Sometimes"}]}]}));
+    let errors = refusals("InstallPolicy", &bad_enum);
+    assert!(errors.iter().any(|e| e.starts_with("/spec/sources/0/subjects/0/kind")), "{errors:?}");
+    assert!(errors.iter().any(|e| e.starts_with("/spec/sources/0/images/0/digests")), "{errors:?}");
+    let empty_forbid = install_policy(json!({"forbid": [{}]}));
+    assert!(refusals("InstallPolicy", &empty_forbid).iter().any(|e| e.starts_with("/spec/forbid/0")));
+    let no_ceiling_roles = install_policy(json!({"ceiling": {"clusterRoles": []}}));
+    assert!(refusals("InstallPolicy", &no_ceiling_roles).iter().any(|e| e.starts_with("/spec/ceiling/clusterRoles")));
+    let no_subjects = install_policy(json!({"sources": [{"subjects": [], "raw": true}]}));
+    assert!(refusals("InstallPolicy", &no_subjects).iter().any(|e| e.starts_with("/spec/sources/0/subjects")));
+}
+
+#[test]
+fn the_example_policy_in_deploy_is_valid_and_names_the_ceiling_it_ships() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/examples/install-policy.yaml");
+    let text = std::fs::read_to_string(path).expect("example");
+    let documents: Vec<Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|document| serde::Deserialize::deserialize(document).expect("YAML"))
+        .collect();
+    let policy = documents.iter().find(|d| d["kind"] == "InstallPolicy").expect("an InstallPolicy");
+    assert_eq!(refusals("InstallPolicy", policy), Vec::<String>::new());
+    let role = documents.iter().find(|d| d["kind"] == "ClusterRole").expect("its ceiling ClusterRole");
+    assert_eq!(policy["spec"]["ceiling"]["clusterRoles"][0], role["metadata"]["name"]);
+    let typed: olmv2::api::v2alpha1::InstallPolicy = serde_json::from_value(policy.clone()).expect("typed");
+    assert!(!typed.spec.forbid.is_empty() && !typed.spec.sources.is_empty());
+}

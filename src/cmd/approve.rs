@@ -199,6 +199,22 @@ pub fn describe_pending(install: &Install) -> String {
     out
 }
 
+/// What an Install over an InstallPolicy needs that the policies do not allow, one line each with its policy;
+/// `None` when it fits them.
+pub fn describe_policy(install: &Install) -> Option<String> {
+    let policy = install.status.as_ref()?.policy.as_ref().filter(|p| crate::policy::exceeds(Some(p)))?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Install {} exceeds an InstallPolicy: no approval can let it through, whoever gives it. A cluster admin may \
+         change the policy, or the content must change:\n",
+        install.name_any()
+    );
+    let rows: Vec<Vec<String>> = policy.violations.iter().map(|v| vec![v.policy.clone(), v.message.clone()]).collect();
+    out.push_str(&table(&["POLICY", "OVER THE POLICY"], &rows));
+    Some(out)
+}
+
 /// Runs `approve` against the cluster in KUBECONFIG.
 pub async fn run(options: ApproveOptions) -> Result<(), Error> {
     let config = kube::Config::infer().await.map_err(Error::LoadClusterConfig)?;
@@ -208,6 +224,11 @@ pub async fn run(options: ApproveOptions) -> Result<(), Error> {
         .get(&options.install)
         .await
         .map_err(|source| Error::ReadInstall { name: options.install.clone(), source })?;
+    if let Some(text) = describe_policy(&install) {
+        crate::output::write(&text)?;
+        let message = "its content exceeds an InstallPolicy; no approval can let it through".to_owned();
+        return Err(Error::ApprovalRefused { name: options.install.clone(), message });
+    }
     let pending = install.status.as_ref().and_then(|s| s.pending.as_ref()).map_or(0, |p| p.permissions.len());
     if pending == 0 {
         let state = install.status.as_ref().and_then(|s| s.state).map_or("unknown".to_owned(), |s| format!("{s:?}"));
@@ -362,6 +383,21 @@ mod tests {
         assert!(text.contains("/metrics"), "{text}");
         assert!(!text.contains("Approving lets the content bind"), "{text}");
         assert!(!text.contains("gather or extend"), "{text}");
+    }
+
+    #[test]
+    fn an_install_over_a_policy_shows_each_violation_and_its_policy() {
+        let mut install = rbac_pending();
+        assert_eq!(describe_policy(&install), None);
+        let status = install.status.as_mut().expect("status");
+        status.policy = Some(serde_json::from_value(json!({"state": "Exceeds", "violations": [
+            {"policy": "ceiling", "message": "* * (*) cluster-wide is over the ceiling"},
+            {"policy": "no-admin", "message": "ClusterRoleBinding grab (binds ClusterRole cluster-admin) is forbidden (forbid[0])"}
+        ]})).expect("policy"));
+        let text = describe_policy(&install).expect("shown");
+        assert!(text.contains("exceeds an InstallPolicy: no approval can let it through"), "{text}");
+        assert!(text.contains("ceiling   * * (*) cluster-wide is over the ceiling"), "{text}");
+        assert!(text.contains("no-admin  ClusterRoleBinding grab (binds ClusterRole cluster-admin)"), "{text}");
     }
 
     #[test]

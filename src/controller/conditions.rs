@@ -19,6 +19,8 @@ pub mod v2alpha1 {
     pub const INSTALLED: &str = "Installed";
     pub const PROGRESSING: &str = "Progressing";
     pub const COMPONENTS_DIVERGE: &str = "ComponentsDiverge";
+    /// Whether an Install's content needs more than an InstallPolicy allows (docs/policy.md).
+    pub const EXCEEDS_POLICY: &str = "ExceedsPolicy";
     /// PendingApproval reason of an Install whose Operator approves updates by hand.
     pub const UPDATE_APPROVAL_REQUIRED: &str = "UpdateApprovalRequired";
 }

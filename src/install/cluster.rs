@@ -24,7 +24,8 @@ use super::takeover::{taken_csv, TakenCsv, Takeover};
 use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::api::v2alpha1::{
-    Install, InstallStatus, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
+    Install, InstallPolicy, InstallStatus, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION,
+    CREATOR_ANNOTATION,
 };
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
@@ -246,6 +247,14 @@ impl Cluster {
             .map_err(list_error("the copies of the CSV taken over"))?;
         let metadata: Vec<ObjectMeta> = copies.into_iter().map(|copy| copy.metadata).collect();
         Ok(taken_csv(takeover, live.as_ref(), &metadata))
+    }
+
+    /// Every InstallPolicy (docs/policy.md): read on each pass, so that a grant or an apply always measures against
+    /// the policies of the moment.
+    pub async fn install_policies(&self) -> Result<Vec<InstallPolicy>, ClusterError> {
+        let mut policies = self.client.all::<InstallPolicy>().list().await.map_err(list_error("InstallPolicies"))?;
+        policies.sort_by_key(ResourceExt::name_any);
+        Ok(policies)
     }
 
     pub async fn operator_groups(&self, namespace: &str) -> Result<Vec<OperatorGroup>, ClusterError> {

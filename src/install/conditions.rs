@@ -4,10 +4,10 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use crate::api::v2alpha1::{InstallState, PendingReason};
+use crate::api::v2alpha1::{InstallState, PendingReason, PolicyState, PolicyStatus};
 use crate::controller::conditions::v2alpha1::{
-    COMPONENTS_DIVERGE, CONTENT_IMPORT_ERROR, INSTALLED, INVALID_CONTENT, PENDING_APPROVAL, PROGRESSING,
-    UPDATE_APPROVAL_REQUIRED,
+    COMPONENTS_DIVERGE, CONTENT_IMPORT_ERROR, EXCEEDS_POLICY, INSTALLED, INVALID_CONTENT, PENDING_APPROVAL,
+    PROGRESSING, UPDATE_APPROVAL_REQUIRED,
 };
 use crate::controller::conditions::{self as shared, EventPolicy, Transition, Wanted, FALSE, TRUE};
 
@@ -17,6 +17,10 @@ pub const UNSATISFIED_PERMISSIONS: &str = "UnsatisfiedPermissions";
 pub const CONTENT_CHANGE_APPROVAL_REQUIRED: &str = "ContentChangeApprovalRequired";
 /// The reason seed 004 gives for a failed image pull.
 pub const MANIFEST_IMAGE_PULL_FAILED: &str = "ManifestImagePullFailed";
+/// ExceedsPolicy reason of new content over an InstallPolicy: never applied, whoever approves.
+pub const CONTENT_EXCEEDS_POLICY: &str = "ContentExceedsPolicy";
+/// ExceedsPolicy reason of content applied before a policy tightened: it keeps running, with nothing new granted.
+pub const INSTALLED_CONTENT_EXCEEDS_POLICY: &str = "InstalledContentExceedsPolicy";
 /// The reason seed 004 gives for live objects that differ from what was applied.
 pub const COMPONENTS_DIVERGE_FROM_RESOLVED_CONTENT: &str = "ComponentsDivergeFromResolvedContent";
 
@@ -38,6 +42,9 @@ pub enum Outcome {
     },
     /// Granting or applying failed; `reason` is the error's category.
     ApplyFailed { reason: &'static str, message: String },
+    /// The content needs more than an InstallPolicy allows (`summary` says what, and which policy): nothing is
+    /// granted or applied; `installed_before` when earlier content keeps running meanwhile.
+    ExceedsPolicy { summary: String, installed_before: bool },
     /// Everything applied: `rolling_out` names Deployments not yet available, `diverged` the objects found changed
     /// since the last apply (and applied again).
     Applied { objects: usize, account: String, rolling_out: Vec<String>, diverged: Vec<String> },
@@ -111,6 +118,26 @@ fn wanted(outcome: &Outcome) -> [Wanted; 6] {
                 ),
             ]
         }
+        Outcome::ExceedsPolicy { installed_before, .. } => {
+            let installed_message = if *installed_before {
+                "the content exceeds an InstallPolicy; what was installed before keeps running"
+            } else {
+                "the content exceeds an InstallPolicy: nothing is applied"
+            };
+            [
+                (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
+                (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
+                (
+                    PENDING_APPROVAL,
+                    "False",
+                    EXCEEDS_POLICY.into(),
+                    "nothing can be approved: the content exceeds an InstallPolicy".into(),
+                ),
+                (INSTALLED, "False", EXCEEDS_POLICY.into(), installed_message.into()),
+                (PROGRESSING, "False", EXCEEDS_POLICY.into(), "waiting for the content or the policy to change".into()),
+                (COMPONENTS_DIVERGE, "Unknown", EXCEEDS_POLICY.into(), "the resolved content is not applied".into()),
+            ]
+        }
         Outcome::ApplyFailed { reason, message } => [
             (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
             (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
@@ -162,9 +189,49 @@ fn wanted(outcome: &Outcome) -> [Wanted; 6] {
     }
 }
 
+/// The ExceedsPolicy condition: how the content measures against the InstallPolicies (`policy`, absent when there is
+/// none or the content was not resolved).
+fn policy_condition(outcome: &Outcome, policy: Option<&PolicyStatus>) -> Wanted {
+    if let Outcome::ExceedsPolicy { summary, installed_before } = outcome {
+        let running = if *installed_before { "; what was installed before keeps running" } else { "" };
+        return (
+            EXCEEDS_POLICY,
+            "True",
+            CONTENT_EXCEEDS_POLICY.into(),
+            format!("the content exceeds a policy and no approval can let it through{running}: {summary}"),
+        );
+    }
+    if matches!(outcome, Outcome::ImportFailed { .. } | Outcome::Invalid { .. }) {
+        return (EXCEEDS_POLICY, "Unknown", "ContentUnresolved".into(), "the content has not been resolved".into());
+    }
+    match policy.filter(|status| status.state.is_some()) {
+        None => (EXCEEDS_POLICY, "False", "NoPolicy".into(), "no InstallPolicy exists".into()),
+        Some(status) if status.state == Some(PolicyState::Within) => {
+            (EXCEEDS_POLICY, "False", "WithinPolicy".into(), "the content fits every InstallPolicy".into())
+        }
+        Some(status) => (
+            EXCEEDS_POLICY,
+            "True",
+            INSTALLED_CONTENT_EXCEEDS_POLICY.into(),
+            format!(
+                "the content was let through before a policy changed and exceeds it now: it keeps running, is granted \
+                 nothing more, and its next update waits until it fits: {}",
+                crate::policy::summary(&status.violations)
+            ),
+        ),
+    }
+}
+
 /// The conditions for `outcome`, keeping each transition time when its status did not change.
-pub fn conditions(outcome: &Outcome, previous: &[Condition], generation: Option<i64>, now: &Time) -> Vec<Condition> {
-    shared::conditions(wanted(outcome), previous, generation, now)
+pub fn conditions(
+    outcome: &Outcome,
+    policy: Option<&PolicyStatus>,
+    previous: &[Condition],
+    generation: Option<i64>,
+    now: &Time,
+) -> Vec<Condition> {
+    let wanted = wanted(outcome).into_iter().chain([policy_condition(outcome, policy)]);
+    shared::conditions(wanted, previous, generation, now)
 }
 
 /// The one-word state for `kubectl get`.
@@ -172,6 +239,7 @@ pub fn state(outcome: &Outcome) -> InstallState {
     match outcome {
         Outcome::ImportFailed { .. } | Outcome::Invalid { .. } | Outcome::ApplyFailed { .. } => InstallState::Failed,
         Outcome::AwaitingApproval { .. } => InstallState::PendingApproval,
+        Outcome::ExceedsPolicy { .. } => InstallState::ExceedsPolicy,
         Outcome::Applied { rolling_out, .. } if !rolling_out.is_empty() => InstallState::Applying,
         Outcome::Applied { .. } => InstallState::Installed,
     }
@@ -235,7 +303,7 @@ mod tests {
             account: "olm/plumbus".into(),
             installed_before: false,
         };
-        let conditions = conditions(&outcome, &[], Some(2), &time("2026-01-01T00:00:00Z"));
+        let conditions = conditions(&outcome, None, &[], Some(2), &time("2026-01-01T00:00:00Z"));
         let pending = find(&conditions, PENDING_APPROVAL);
         assert_eq!((pending.status.as_str(), pending.reason.as_str()), ("True", UNSATISFIED_PERMISSIONS));
         assert!(pending.message.contains("4 unsatisfied permissions"));
@@ -252,7 +320,7 @@ mod tests {
             Outcome::ApplyFailed { reason: "ApplyForbidden", message: "x".into() },
             applied(&[], &[]),
         ] {
-            let conditions = conditions(&outcome, &[], None, &time("2026-01-01T00:00:00Z"));
+            let conditions = conditions(&outcome, None, &[], None, &time("2026-01-01T00:00:00Z"));
             let types: Vec<&str> = conditions.iter().map(|c| c.type_.as_str()).collect();
             for expected in
                 [PENDING_APPROVAL, CONTENT_IMPORT_ERROR, INVALID_CONTENT, INSTALLED, PROGRESSING, COMPONENTS_DIVERGE]
@@ -265,7 +333,7 @@ mod tests {
     #[test]
     fn a_pull_failure_is_a_content_import_error() {
         let outcome = Outcome::ImportFailed { message: "failed to resolve r/x:1".into() };
-        let conditions = conditions(&outcome, &[], None, &time("2026-01-01T00:00:00Z"));
+        let conditions = conditions(&outcome, None, &[], None, &time("2026-01-01T00:00:00Z"));
         let import = find(&conditions, CONTENT_IMPORT_ERROR);
         assert_eq!((import.status.as_str(), import.reason.as_str()), ("True", MANIFEST_IMAGE_PULL_FAILED));
         assert_eq!(state(&outcome), InstallState::Failed);
@@ -273,8 +341,8 @@ mod tests {
 
     #[test]
     fn transition_time_moves_only_with_the_status() {
-        let first = conditions(&applied(&["plumbus"], &[]), &[], None, &time("2026-01-01T00:00:00Z"));
-        let second = conditions(&applied(&[], &[]), &first, None, &time("2026-01-02T00:00:00Z"));
+        let first = conditions(&applied(&["plumbus"], &[]), None, &[], None, &time("2026-01-01T00:00:00Z"));
+        let second = conditions(&applied(&[], &[]), None, &first, None, &time("2026-01-02T00:00:00Z"));
         assert_eq!(find(&second, INSTALLED).last_transition_time, time("2026-01-01T00:00:00Z"));
         assert_eq!(find(&second, PROGRESSING).last_transition_time, time("2026-01-02T00:00:00Z"));
     }
@@ -282,7 +350,7 @@ mod tests {
     #[test]
     fn rollout_and_divergence_show_in_progressing_and_components_diverge() {
         let outcome = applied(&["plumbus-operator"], &["Deployment operators/plumbus-operator"]);
-        let conditions = conditions(&outcome, &[], None, &time("2026-01-01T00:00:00Z"));
+        let conditions = conditions(&outcome, None, &[], None, &time("2026-01-01T00:00:00Z"));
         assert_eq!(find(&conditions, PROGRESSING).reason, "DeploymentsRollingOut");
         assert_eq!(find(&conditions, COMPONENTS_DIVERGE).reason, COMPONENTS_DIVERGE_FROM_RESOLVED_CONTENT);
         assert_eq!(state(&outcome), InstallState::Applying);
@@ -300,7 +368,7 @@ mod tests {
                 account: "olmv2-system/plumbus-1".into(),
                 installed_before: true,
             };
-            find(&conditions(&outcome, &[], Some(1), &now), PENDING_APPROVAL).clone()
+            find(&conditions(&outcome, None, &[], Some(1), &now), PENDING_APPROVAL).clone()
         };
         let manual = waiting(PendingReason::ManualApproval, None);
         assert_eq!(manual.reason, UPDATE_APPROVAL_REQUIRED);
@@ -322,6 +390,7 @@ mod tests {
                 account: "a".into(),
                 installed_before: false,
             },
+            None,
             &[],
             None,
             &now,
@@ -330,19 +399,61 @@ mod tests {
         assert_eq!(first.iter().map(|t| t.reason.as_str()).collect::<Vec<_>>(), [UNSATISFIED_PERMISSIONS]);
         assert!(!first[0].warning);
         assert!(transitions(&pending, &pending).is_empty());
-        let installed = conditions(&applied(&[], &[]), &pending, None, &now);
+        let installed = conditions(&applied(&[], &[]), None, &pending, None, &now);
         let reasons: Vec<String> = transitions(&pending, &installed).into_iter().map(|t| t.reason).collect();
         assert!(reasons.contains(&"ContentApplied".to_owned()), "{reasons:?}");
         assert!(reasons.contains(&"PermissionsSatisfied".to_owned()), "{reasons:?}");
-        let failed = conditions(&Outcome::ImportFailed { message: "down".into() }, &installed, None, &now);
+        let failed = conditions(&Outcome::ImportFailed { message: "down".into() }, None, &installed, None, &now);
         let warnings: Vec<Transition> = transitions(&installed, &failed).into_iter().filter(|t| t.warning).collect();
         assert!(warnings.iter().any(|t| t.reason == MANIFEST_IMAGE_PULL_FAILED), "{warnings:?}");
     }
 
     #[test]
     fn an_immediate_install_records_one_event() {
-        let installed = conditions(&applied(&[], &[]), &[], None, &time("2026-01-01T00:00:00Z"));
+        let installed = conditions(&applied(&[], &[]), None, &[], None, &time("2026-01-01T00:00:00Z"));
         let events = transitions(&[], &installed);
         assert_eq!(events.iter().filter(|t| t.reason == "ContentApplied").count(), 1, "{events:?}");
+    }
+
+    #[test]
+    fn content_over_a_policy_is_its_own_state_and_condition() {
+        let now = time("2026-01-01T00:00:00Z");
+        let outcome = Outcome::ExceedsPolicy { summary: "InstallPolicy p: x".into(), installed_before: true };
+        let exceeds = PolicyStatus { state: Some(PolicyState::Exceeds), violations: vec![] };
+        let conditions = conditions(&outcome, Some(&exceeds), &[], None, &now);
+        let policy = find(&conditions, EXCEEDS_POLICY);
+        assert_eq!((policy.status.as_str(), policy.reason.as_str()), ("True", CONTENT_EXCEEDS_POLICY));
+        assert!(
+            policy.message.ends_with("what was installed before keeps running: InstallPolicy p: x"),
+            "{}",
+            policy.message
+        );
+        assert_eq!(find(&conditions, PENDING_APPROVAL).status, "False");
+        assert_eq!(find(&conditions, INSTALLED).reason, EXCEEDS_POLICY);
+        assert_eq!(state(&outcome), InstallState::ExceedsPolicy);
+        let events = transitions(&[], &conditions);
+        assert!(events.iter().any(|t| t.warning && t.reason == CONTENT_EXCEEDS_POLICY), "{events:?}");
+    }
+
+    #[test]
+    fn running_content_over_a_tightened_policy_stays_installed_and_says_so() {
+        let now = time("2026-01-01T00:00:00Z");
+        let violation =
+            crate::api::v2alpha1::PolicyViolation { policy: "p".into(), message: "x is over the ceiling".into() };
+        let exceeds = PolicyStatus { state: Some(PolicyState::Exceeds), violations: vec![violation] };
+        let conditions = conditions(&applied(&[], &[]), Some(&exceeds), &[], None, &now);
+        let policy = find(&conditions, EXCEEDS_POLICY);
+        assert_eq!((policy.status.as_str(), policy.reason.as_str()), ("True", INSTALLED_CONTENT_EXCEEDS_POLICY));
+        assert!(policy.message.ends_with("InstallPolicy p: x is over the ceiling"), "{}", policy.message);
+        assert_eq!(find(&conditions, INSTALLED).status, "True");
+        let within = PolicyStatus { state: Some(PolicyState::Within), violations: vec![] };
+        let reason = |policy| {
+            find(&super::conditions(&applied(&[], &[]), policy, &[], None, &now), EXCEEDS_POLICY).reason.clone()
+        };
+        assert_eq!(reason(Some(&within)), "WithinPolicy");
+        assert_eq!(reason(None), "NoPolicy");
+        let unresolved =
+            super::conditions(&Outcome::ImportFailed { message: "x".into() }, Some(&within), &[], None, &now);
+        assert_eq!(find(&unresolved, EXCEEDS_POLICY).status, "Unknown");
     }
 }

@@ -21,14 +21,15 @@ pub mod takeover;
 use std::sync::Arc;
 
 use futures_util::future::{BoxFuture, FutureExt};
+use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 
-use crate::api::v2alpha1::Install;
+use crate::api::v2alpha1::{Install, InstallPolicy};
 use crate::bundle::image::ImageClient;
 use crate::bundle::unpack::UnpackLimits;
 use crate::controller::runner::{self, Reconciler};
@@ -41,7 +42,7 @@ use reconcile::{Context, InstallOptions, ReconcileError};
 use resolve::Resolver;
 
 /// Starts the Install controller: every Install, woken also by the Deployments it applied when they change, so
-/// that rollouts and drift show without waiting for the resync.
+/// that rollouts and drift show without waiting for the resync, and all of them by any change of an InstallPolicy.
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let options = &process.options;
     let context = Arc::new(Context {
@@ -64,13 +65,16 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         metrics: process.metrics.clone(),
     });
     let client = process.client.clone();
-    let controller = watches::controller(Api::<Install>::all(client.clone()), watcher::Config::default()).watches(
-        Api::<Deployment>::all(client),
-        watcher::Config::default(),
-        |deployment| {
+    // A policy written, changed or deleted measures every Install again (a tightening must block the next update
+    // of each, a relaxing let through what waits).
+    let policies = watches::trimmed(Api::<InstallPolicy>::all(client.clone()), watcher::Config::default())
+        .touched_objects()
+        .filter_map(|event| std::future::ready(event.ok().map(|_| ())));
+    let controller = watches::controller(Api::<Install>::all(client.clone()), watcher::Config::default())
+        .reconcile_all_on(policies)
+        .watches(Api::<Deployment>::all(client), watcher::Config::default(), |deployment| {
             deployment.annotations().get(grants::INSTALL_ANNOTATION).map(|name| ObjectRef::<Install>::new(name))
-        },
-    );
+        });
     runner::run(controller, context, process.shutdown()).boxed()
 }
 

@@ -106,7 +106,7 @@ async fn report(
 ) -> Result<Install, ReconcileError> {
     let previous = install.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
     let generation = install.metadata.generation;
-    status.conditions = conditions::conditions(outcome, &previous, generation, &now());
+    status.conditions = conditions::conditions(outcome, status.policy.as_ref(), &previous, generation, &now());
     status.state = Some(conditions::state(outcome));
     status.observed_generation = generation;
     let written = ctx.cluster.write_status(install, &status, precondition).await?;
@@ -262,6 +262,33 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         person,
     });
     status.resolved = resolved_content.clone();
+    // Every grant and apply measures against the policies of the moment; their ceilings are the cluster's own
+    // ClusterRoles, never those an Install applied (content must not widen what it is measured against).
+    let policies = ctx.cluster.install_policies().await?;
+    if !policies.is_empty() {
+        let ceiling_roles = crate::policy::ceiling::ceiling_roles(&rbac);
+        status.policy = crate::policy::evaluate(&policies, &ceiling_roles, &kinds, &objects, &needed.permissions);
+    }
+    if let Some(violations) = status.policy.as_ref().filter(|p| crate::policy::exceeds(Some(p))) {
+        // Content let through before a policy tightened keeps running, re-applied with what it holds and nothing
+        // more; anything else over a policy waits, whatever was approved.
+        let running = matches!(&decision, Gate::Apply { grant } if grant.is_empty())
+            && same_content
+            && resolved_content == previous.approved_content;
+        if !running {
+            let summary = crate::policy::summary(&violations.violations);
+            tracing::info!(install = %name, "content exceeds an InstallPolicy: {summary}");
+            // No approval stands for content over a policy: one given before the policy changed is void.
+            let mut read_at = install.resource_version();
+            if install.spec.approval == Approval::Approved {
+                read_at = ctx.cluster.revoke_approval(&install).await?.resource_version();
+            }
+            status.pending = Some(PendingPermissions::default());
+            let outcome = Outcome::ExceedsPolicy { summary, installed_before: !previous.applied.is_empty() };
+            report(&ctx, &install, status, &outcome, read_at.as_deref()).await?;
+            return Ok(Action::requeue(ctx.options.resync));
+        }
+    }
 
     let grant = match decision {
         Gate::AwaitApproval { pending, reason, revoke_approval } => {

@@ -46,9 +46,13 @@ pub fn settled(install: &Install) -> bool {
 }
 
 /// Whether `install` keeps its bundle rather than move to `bundle` now: it is still installing another one (or
-/// waiting for a person), and upgrades go one at a time.
+/// waiting for a person), and upgrades go one at a time. A bundle over an InstallPolicy never installs as it is: a
+/// newer one that fits may take its place.
 pub fn holds_back(install: Option<&Install>, bundle: &str) -> bool {
-    install.is_some_and(|install| !settled(install) && installed_bundle(install) != Some(bundle))
+    install.is_some_and(|install| {
+        let over_policy = install.status.as_ref().is_some_and(|s| s.state == Some(InstallState::ExceedsPolicy));
+        !settled(install) && !over_policy && installed_bundle(install) != Some(bundle)
+    })
 }
 
 /// The image an Install's content holds now.
@@ -308,6 +312,13 @@ mod tests {
             ..InstallStatus::default()
         });
         assert!(!holds_back(Some(&install), "plumbus.v3.0.0"), "installed: it may move");
+        install.metadata.generation = Some(2);
+        install.status = Some(InstallStatus {
+            state: Some(InstallState::ExceedsPolicy),
+            observed_generation: Some(2),
+            ..InstallStatus::default()
+        });
+        assert!(!holds_back(Some(&install), "plumbus.v3.0.0"), "over a policy: a newer bundle may replace it");
     }
 
     #[test]

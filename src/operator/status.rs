@@ -15,7 +15,7 @@ use crate::api::v2alpha1::{
     OperatorStatus, UpdatesStatus,
 };
 use crate::controller::conditions::v2alpha1::{
-    COMPONENTS_DIVERGE, CONTENT_IMPORT_ERROR, PENDING_APPROVAL, UPDATE_APPROVAL_REQUIRED,
+    COMPONENTS_DIVERGE, CONTENT_IMPORT_ERROR, EXCEEDS_POLICY, PENDING_APPROVAL, UPDATE_APPROVAL_REQUIRED,
 };
 use crate::controller::conditions::{self, EventPolicy, Wanted, TRUE};
 
@@ -25,11 +25,13 @@ pub const PRIVILEGE_ESCALATION_REQUIRED: &str = "PrivilegeEscalationRequired";
 pub const UPDATE_FOUND_IN_ANOTHER_CHANNEL: &str = "UpdateFoundInAnotherChannel";
 pub const UPDATE_FOUND_IN_CHANNEL: &str = "UpdateFoundInChannel";
 pub const COMPONENTS_DIVERGE_FROM_INSTALL: &str = "ComponentsDivergeFromInstall";
+/// True while one of the Operator's Installs exceeds an InstallPolicy (docs/policy.md).
+pub const INSTALL_EXCEEDS_POLICY: &str = "InstallExceedsPolicy";
 /// Set on an Operator that adopted a Subscription and its Install (`docs/migration.md`).
 pub const ADOPTED: &str = "Adopted";
 
-/// An Operator's four conditions are abnormal when True; an update found is still a Normal event, and so is an
-/// adoption (a fifth condition, only on an Operator that adopted a Subscription).
+/// An Operator's five conditions are abnormal when True; an update found is still a Normal event, and so is an
+/// adoption (a sixth condition, only on an Operator that adopted a Subscription).
 pub const EVENTS: EventPolicy =
     EventPolicy { abnormal: |condition| condition.status == TRUE, normal_types: &[UPDATE_AVAILABLE, ADOPTED] };
 
@@ -124,6 +126,7 @@ fn wanted_conditions(observed: &Observed<'_>) -> Vec<Wanted> {
         components_diverge(observed),
         pending_approval(observed),
         import_error(observed),
+        exceeds_policy(observed),
     ];
     if let Some(origin) = observed.adopted_from {
         let install = observed.install.map(ResourceExt::name_any).unwrap_or_default();
@@ -266,6 +269,27 @@ fn install_list(names: &[String], one: &str, many: &str) -> String {
     }
 }
 
+/// Which Installs exceed an InstallPolicy, each with what its own condition says.
+fn exceeds_policy(observed: &Observed<'_>) -> Wanted {
+    let exceeding: Vec<(String, &Condition)> = observed
+        .installs()
+        .filter_map(|(name, install)| {
+            install_condition(Some(install), EXCEEDS_POLICY).filter(|c| c.status == TRUE).map(|c| (name, c))
+        })
+        .collect();
+    let Some((_, first)) = exceeding.first() else {
+        return (
+            INSTALL_EXCEEDS_POLICY,
+            "False",
+            "NoInstallExceedsPolicy".into(),
+            "no install exceeds an InstallPolicy".into(),
+        );
+    };
+    let messages: Vec<String> =
+        exceeding.iter().map(|(name, condition)| format!("Install {name}: {}", condition.message)).collect();
+    (INSTALL_EXCEEDS_POLICY, "True", first.reason.clone(), messages.join("; "))
+}
+
 fn pending_approval(observed: &Observed<'_>) -> Wanted {
     let pending: Vec<(String, &Condition)> = observed
         .installs()
@@ -339,6 +363,9 @@ fn state(observed: &Observed<'_>) -> OperatorState {
         observed.installs().any(|(_, install)| install_state(Some(install)) == Some(InstallState::Failed));
     if matches!(observed.source, SourceOutcome::Failed { .. }) || failed_install {
         return OperatorState::Failed;
+    }
+    if observed.installs().any(|(_, install)| install_state(Some(install)) == Some(InstallState::ExceedsPolicy)) {
+        return OperatorState::ExceedsPolicy;
     }
     let pending = observed
         .installs()
@@ -522,7 +549,7 @@ mod tests {
         assert_eq!(gathered.refs.len(), 1);
         assert_eq!(status.state, Some(OperatorState::Installed));
         assert_eq!(find(&status, UPDATE_AVAILABLE).reason, "NoUpdateSource");
-        assert_eq!(status.conditions.len(), 4);
+        assert_eq!(status.conditions.len(), 5);
         assert!(status.conditions.iter().all(|c| c.observed_generation == Some(2)));
     }
 
@@ -743,5 +770,20 @@ mod tests {
         let found = find(&status, INSTALL_PENDING_APPROVAL);
         assert_eq!(found.reason, UPDATE_APPROVAL_REQUIRED);
         assert_eq!(found.message, "updates are approved by hand: Install plumbus.requires.grumbo waits for approval");
+    }
+
+    #[test]
+    fn an_install_over_a_policy_is_named_and_is_the_operators_state() {
+        let mut over = condition(EXCEEDS_POLICY, "True", "ContentExceedsPolicy");
+        over.message = "the content exceeds a policy".into();
+        let main = install(InstallState::ExceedsPolicy, vec![over], vec![]);
+        let status = observe_with(&main, &[], &resolved("plumbus.v2", vec![]));
+        assert_eq!(status.state, Some(OperatorState::ExceedsPolicy));
+        let found = find(&status, INSTALL_EXCEEDS_POLICY);
+        assert_eq!((found.status.as_str(), found.reason.as_str()), ("True", "ContentExceedsPolicy"));
+        assert_eq!(found.message, "Install plumbus: the content exceeds a policy");
+        let done = install(InstallState::Installed, vec![condition(EXCEEDS_POLICY, "False", "WithinPolicy")], vec![]);
+        let status = observe_with(&done, &[], &resolved("plumbus.v2", vec![]));
+        assert_eq!(find(&status, INSTALL_EXCEEDS_POLICY).reason, "NoInstallExceedsPolicy");
     }
 }

@@ -139,6 +139,11 @@ impl KindIndex {
         }
     }
 
+    /// Whether a resource (its plural, as rules name it) is namespaced; `None` when no kind is served as it.
+    pub fn namespaced_resource(&self, group: &str, plural: &str) -> Option<bool> {
+        self.kinds.values().find(|info| info.group == group && info.plural == plural).map(|info| info.namespaced)
+    }
+
     /// The resource a kind of an `apiVersion` is served as.
     pub fn resolve(&self, api_version: &str, kind: &str) -> Option<&ResourceInfo> {
         self.kinds.get(&(group_of(api_version).to_owned(), kind.to_owned()))

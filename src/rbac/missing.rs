@@ -136,3 +136,23 @@ pub fn rule_of(permission: &PendingPermission) -> Rule {
         non_resource_urls: permission.non_resource_urls.clone(),
     }
 }
+
+/// A pending rule as a person reads it: `[namespaces] verbs on resources (names)`.
+pub fn describe_permission(permission: &PendingPermission) -> String {
+    let place = match permission.scope {
+        PermissionScope::Cluster => "cluster-wide".to_owned(),
+        PermissionScope::Namespaced => format!("in {}", permission.namespaces.join(",")),
+    };
+    let what = if permission.non_resource_urls.is_empty() {
+        let groups: Vec<String> =
+            permission.api_groups.iter().map(|g| if g.is_empty() { "core".to_owned() } else { g.clone() }).collect();
+        let mut text = format!("{} ({})", permission.resources.join(","), groups.join(","));
+        if !permission.resource_names.is_empty() {
+            text.push_str(&format!(" named {}", permission.resource_names.join(",")));
+        }
+        text
+    } else {
+        format!("URLs {}", permission.non_resource_urls.join(","))
+    };
+    format!("{} {what} {place}", permission.verbs.join(","))
+}

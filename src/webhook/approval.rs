@@ -5,7 +5,8 @@
 
 use serde_json::Value;
 
-use crate::api::v2alpha1::{PendingPermission, PermissionScope};
+use crate::api::v2alpha1::{PendingPermission, PolicyStatus};
+pub use crate::rbac::missing::describe_permission;
 
 /// What to do with an admission request for an Install.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +40,16 @@ pub fn judge(
     if !approved(new) || approved(Some(old)) {
         return Verdict::Allow;
     }
+    // Content over an InstallPolicy is never let through, whoever approves (cluster-admin included): the controller
+    // measures it again before any grant, and says here why the approval is refused.
+    let policy: Option<PolicyStatus> = serde_json::from_value(old["status"]["policy"].clone()).ok();
+    if let Some(policy) = policy.filter(|policy| crate::policy::exceeds(Some(policy))) {
+        let name = old["metadata"]["name"].as_str().unwrap_or_default();
+        return Verdict::Deny(format!(
+            "Install {name} exceeds an InstallPolicy and no approval can let it through, whoever gives it: {}",
+            crate::policy::summary(&policy.violations)
+        ));
+    }
     let pending: Vec<PendingPermission> =
         serde_json::from_value(old["status"]["pending"]["permissions"].clone()).unwrap_or_default();
     if pending.is_empty() {
@@ -49,26 +60,6 @@ pub fn judge(
         ));
     }
     Verdict::RequireHeld(pending)
-}
-
-/// A pending rule as a person reads it: `[namespaces] verbs on resources (names)`.
-pub fn describe_permission(permission: &PendingPermission) -> String {
-    let place = match permission.scope {
-        PermissionScope::Cluster => "cluster-wide".to_owned(),
-        PermissionScope::Namespaced => format!("in {}", permission.namespaces.join(",")),
-    };
-    let what = if permission.non_resource_urls.is_empty() {
-        let groups: Vec<String> =
-            permission.api_groups.iter().map(|g| if g.is_empty() { "core".to_owned() } else { g.clone() }).collect();
-        let mut text = format!("{} ({})", permission.resources.join(","), groups.join(","));
-        if !permission.resource_names.is_empty() {
-            text.push_str(&format!(" named {}", permission.resource_names.join(",")));
-        }
-        text
-    } else {
-        format!("URLs {}", permission.non_resource_urls.join(","))
-    };
-    format!("{} {what} {place}", permission.verbs.join(","))
 }
 
 /// The denial for a user lacking `lacking` of the pending rules.
@@ -124,6 +115,25 @@ mod tests {
             Verdict::Deny(message) => assert!(message.contains("no pending permissions to approve"), "{message}"),
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn approving_content_that_exceeds_a_policy_is_refused_to_anyone() {
+        let mut old = install("Unapproved", secrets_rule());
+        old["metadata"]["name"] = json!("plumbus");
+        old["status"]["policy"] = json!({"state": "Exceeds", "violations": [
+            {"policy": "no-admin", "message": "ClusterRoleBinding grab (binds ClusterRole cluster-admin) is forbidden (forbid[0])"}]});
+        let new = install("Approved", secrets_rule());
+        match judge(None, "system:admin", "controller", Some(&old), Some(&new)) {
+            Verdict::Deny(message) => assert_eq!(
+                message,
+                "Install plumbus exceeds an InstallPolicy and no approval can let it through, whoever gives it: \
+                 InstallPolicy no-admin: ClusterRoleBinding grab (binds ClusterRole cluster-admin) is forbidden (forbid[0])"
+            ),
+            other => panic!("unexpected {other:?}"),
+        }
+        old["status"]["policy"] = json!({"state": "Within"});
+        assert!(matches!(judge(None, "a", "c", Some(&old), Some(&new)), Verdict::RequireHeld(_)));
     }
 
     #[test]

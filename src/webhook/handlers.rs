@@ -21,9 +21,11 @@ use super::identity::{
     borrowable, content_change, marked, mutation, operator_creator_only, operator_source_change, owned_install,
     patch_operations, record_violation, ContentChange,
 };
+use super::sources::source_denial;
 use crate::access::{allowed, lacking};
 use crate::api::v2alpha1::{Install, Requester, OPERATOR_INSTALL_ANNOTATION};
 use crate::install::account::operator_group_use_checks;
+use crate::policy::sources::{install_sources, operator_source};
 use crate::rbac::RbacObjects;
 
 /// What every route needs.
@@ -288,6 +290,15 @@ pub async fn review_install(
         {
             return Json(forbid(decoded.response, message).into_review());
         }
+        // Who may install from where (InstallPolicy sources): asked of people, not of the controller writing an
+        // Operator's Install (the Operator's source was checked when its requester wrote it).
+        if user.username != checker.controller_username {
+            let sources = install_sources(decoded.old.as_ref(), new);
+            if let Some(message) = source_denial(&checker.client, &user, &sources).await {
+                tracing::info!(install = %decoded.request.name, user = %user.username, "source refused by policy");
+                return Json(forbid(decoded.response, message).into_review());
+            }
+        }
         // A content change stands unmarked only for someone who could have made it with what they hold.
         if !marked(new) {
             match untrusted_change(&checker, &user, &decoded).await {
@@ -344,6 +355,13 @@ pub async fn review_operator(
     if let (Some(new), false) = (&new, request.sub_resource.as_deref() == Some("status")) {
         if let Some(message) = record_violation(&user, &checker.controller_username, "Operator", old.as_ref(), new) {
             return Json(forbid(response, message).into_review());
+        }
+        if user.username != checker.controller_username {
+            let sources: Vec<_> = operator_source(old.as_ref(), new).into_iter().collect();
+            if let Some(message) = source_denial(&checker.client, &user, &sources).await {
+                tracing::info!(operator = %request.name, user = %user.username, "source refused by policy");
+                return Json(forbid(response, message).into_review());
+            }
         }
     }
     // Making an Operator a Subscription again deletes it: only who may delete it asks for that, and only of one

@@ -1,5 +1,5 @@
 //! The admission webhooks the binary serves over TLS: the approval check of Installs (`approval`), the CatalogSource
-//! use check of Operators (`catalog_use`), the records of who created and who changed them (`identity`), their
+//! use check of Operators (`catalog_use`), the InstallPolicy source check of both (`sources`), the records of who created and who changed them (`identity`), their
 //! webhook configurations and serving certificate (`configuration`), the routes (`handlers`) and their start on the
 //! HTTPS server of `tls` (`server`).
 
@@ -10,6 +10,7 @@ pub mod csv_author;
 pub mod handlers;
 pub mod identity;
 pub mod server;
+pub mod sources;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

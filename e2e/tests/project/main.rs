@@ -16,6 +16,7 @@ mod operator;
 mod operator_dependencies;
 mod operator_upgrades;
 mod packagemanifests;
+mod policy;
 mod project_crds;
 mod support;
 mod walkthrough;

@@ -81,6 +81,7 @@ pub struct Requester {
     printcolumn = r#"{"name":"Approval","type":"string","jsonPath":".spec.approval"}"#,
     printcolumn = r#"{"name":"Pending","type":"integer","jsonPath":".status.pending.count","description":"Number of permission rules waiting for approval"}"#,
     printcolumn = r#"{"name":"State","type":"string","jsonPath":".status.state"}"#,
+    printcolumn = r#"{"name":"Policy","type":"string","jsonPath":".status.policy.state","description":"Whether the content fits every InstallPolicy"}"#,
     printcolumn = r#"{"name":"ServiceAccount","type":"string","priority":1,"jsonPath":".status.serviceAccountRef.name"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
@@ -197,7 +198,7 @@ pub struct InstallStatus {
     /// The ServiceAccount the content is applied as. The controller assigns it; requesters never name one.
     #[serde(default)]
     pub service_account_ref: Option<ServiceAccountReference>,
-    /// Conditions: PendingApproval, ContentImportError, InvalidContent, Installed, Progressing, ComponentsDiverge.
+    /// Conditions: PendingApproval, ContentImportError, InvalidContent, Installed, Progressing, ComponentsDiverge, ExceedsPolicy.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -225,9 +226,40 @@ pub struct InstallStatus {
     /// held then was approved for the Subscription; anything more goes through the approval gate.
     #[serde(default)]
     pub adopted_from: Option<String>,
+    /// How the content measures against the InstallPolicies; absent while there is none.
+    #[serde(default)]
+    pub policy: Option<PolicyStatus>,
     /// The generation of the Install that this status describes.
     #[serde(default)]
     pub observed_generation: Option<i64>,
+}
+
+/// How an Install's content measures against the InstallPolicies.
+#[skip_serializing_none]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct PolicyStatus {
+    /// `Within` every policy, or `Exceeds` one.
+    #[serde(default)]
+    pub state: Option<PolicyState>,
+    /// What is over a ceiling or forbidden, each with the policy that says so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<PolicyViolation>,
+}
+
+/// Whether content fits the InstallPolicies.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum PolicyState {
+    Within,
+    Exceeds,
+}
+
+/// One thing the content needs that a policy does not allow.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
+pub struct PolicyViolation {
+    /// The InstallPolicy.
+    pub policy: String,
+    /// A rule over its ceiling, or an object it forbids, as a person reads it.
+    pub message: String,
 }
 
 /// One-word summary of an Install's conditions.
@@ -243,6 +275,8 @@ pub enum InstallState {
     Installed,
     /// Something failed; the conditions say what.
     Failed,
+    /// The content needs more than an InstallPolicy allows: it is never applied, whoever approves.
+    ExceedsPolicy,
 }
 
 /// An object an Install applied.

@@ -4,7 +4,9 @@
 mod config;
 mod install;
 mod operator;
+mod policy;
 
 pub use config::*;
 pub use install::*;
 pub use operator::*;
+pub use policy::*;

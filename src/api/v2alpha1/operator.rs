@@ -193,6 +193,8 @@ pub enum OperatorState {
     Installed,
     /// Something failed; the conditions say what.
     Failed,
+    /// An Install's content needs more than an InstallPolicy allows; what was installed before keeps running.
+    ExceedsPolicy,
 }
 
 /// What the operator's ClusterServiceVersion says about it.

@@ -186,9 +186,23 @@ pub fn apply(live: Option<&Value>, config: &Value, writer: &Writer<'_>, force: b
         let mut dropped: Vec<&Path> = previous.fields.0.iter().filter(|p| !config_fields.contains(p)).collect();
         // Whole list items go first: their key fields must still be there to find them.
         dropped.sort_by_key(|p| p.len());
+        let mut emptied: std::collections::BTreeSet<Path> = std::collections::BTreeSet::new();
         for path in dropped {
             if !entries.iter().any(|e| e.fields.touches(path)) && !config_fields.touches(path) {
                 remove(&mut merged, path);
+                emptied.extend((1..path.len()).map(|n| path[..n].to_vec()));
+            }
+        }
+        // A named field is owned through the fields under it (structured-merge-diff's EnsureNamedFieldsAreMembers):
+        // the struct its removed fields leave empty goes too, deepest first, unless someone still owns it.
+        let mut parents: Vec<Path> = emptied.into_iter().collect();
+        parents.sort_by_key(|path| std::cmp::Reverse(path.len()));
+        for parent in parents {
+            let named = matches!(parent.last(), Some(Element::Field(_)));
+            let empty = get(&merged, &parent).is_some_and(|value| value.as_object().is_some_and(|map| map.is_empty()));
+            let owned = entries.iter().any(|e| e.fields.touches(&parent)) || config_fields.touches(&parent);
+            if named && empty && !owned {
+                remove(&mut merged, &parent);
             }
         }
     }
@@ -295,6 +309,28 @@ mod tests {
         assert_eq!(created["metadata"]["managedFields"][0]["operation"], "Apply");
         let again = apply(Some(&created), &cm(json!({"a": "1"})), &writer("m", &shape), false).expect("applies");
         assert_eq!(again["data"], json!({"a": "1"}), "b was applied before and is no longer: removed");
+    }
+
+    #[test]
+    fn a_struct_whose_applied_fields_are_all_dropped_is_removed_not_left_empty() {
+        let shape = Shape::builtin("ConfigMap");
+        let status = |policy: Value| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"},
+                   "status": policy})
+        };
+        let status_writer = |manager| Writer { scope: Scope::All, ..writer(manager, &shape) };
+        let with = status(json!({"policy": {"state": "Exceeds", "detail": {"count": 1}}, "state": "Installed"}));
+        let first = apply(None, &with, &status_writer("m"), false).expect("applies");
+        let without =
+            apply(Some(&first), &status(json!({"state": "Installed"})), &status_writer("m"), false).expect("applies");
+        assert_eq!(without["status"], json!({"state": "Installed"}), "no `policy: {{}}` left behind");
+        // A struct someone else still owns a field of stays, with that field.
+        let mut edited = first.clone();
+        edited["status"]["policy"]["note"] = json!("kept");
+        track_update(Some(&first), &mut edited, &status_writer("editor"));
+        let kept =
+            apply(Some(&edited), &status(json!({"state": "Installed"})), &status_writer("m"), false).expect("applies");
+        assert_eq!(kept["status"]["policy"], json!({"note": "kept"}));
     }
 
     #[test]

@@ -22,20 +22,20 @@ use support::harness::{Harness, CONTROLLER_USER};
 use support::installs::{approve_patch, install_editor, installs, push, start, wait, wait_state};
 
 /// Raw content binding `user` to cluster-admin: what an attacker wants applied.
-fn escalation(user: &str) -> String {
+pub(crate) fn escalation(user: &str) -> String {
     format!(
         "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {user}-is-admin\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\nsubjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: {user}\n"
     )
 }
 
-fn raw_install(name: &str, raw: &str, to: &str) -> String {
+pub(crate) fn raw_install(name: &str, raw: &str, to: &str) -> String {
     let indented: String = raw.lines().map(|line| format!("      {line}\n")).collect();
     format!(
         "apiVersion: operators.coreos.com/v2alpha1\nkind: Install\nmetadata:\n  name: {name}\nspec:\n  namespaces:\n  - from: default\n    to: {to}\n  content:\n  - type: Raw\n    raw: |\n{indented}"
     )
 }
 
-fn config_map(name: &str, value: &str) -> String {
+pub(crate) fn config_map(name: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
 }
 
