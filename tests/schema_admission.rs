@@ -126,7 +126,8 @@ fn a_well_formed_install_policy_is_accepted() {
         ],
         "sources": [{
             "subjects": [{"kind": "Group", "name": "team-a"}],
-            "images": [{"repository": "registry.example/approved/*"}, {"repository": "127.0.0.1:5000/approved/*", "digests": "Optional"}],
+            "images": [{"repository": "registry.example/approved/*"}, {"repository": "127.0.0.1:5000/approved/*", "digests": "Optional"},
+                       {"repository": "registry.example/team__a/bundle--x"}],
             "raw": false,
             "packages": ["plumbus"],
             "catalogs": [{"name": "community", "namespace": "olm"}]

@@ -187,10 +187,14 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     decorate(&mut objects, &Decoration { install: &name, uid: &uid, component_label: label.as_deref() });
     sort_for_apply(&mut objects);
 
-    let mut kinds = kinds;
+    // What the cluster serves before the content's CRDs are counted: a CRD of the content is its own API only
+    // where it serves nothing yet (or this Install applied it), for the InstallPolicy ceilings.
+    let mut served = kinds;
+    let mut kinds = served.clone();
     kinds.add_crds(objects.iter());
     if objects.iter().any(|object| !known(&kinds, object)) {
-        kinds = ctx.cluster.kinds(true).await?;
+        served = ctx.cluster.kinds(true).await?;
+        kinds = served.clone();
         kinds.add_crds(objects.iter());
     }
     let rbac = ctx.cluster.rbac_objects().await?;
@@ -267,14 +271,20 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     let policies = ctx.cluster.install_policies().await?;
     if !policies.is_empty() {
         let ceiling_roles = crate::policy::ceiling::ceiling_roles(&rbac);
-        status.policy = crate::policy::evaluate(&policies, &ceiling_roles, &kinds, &objects, &needed.permissions);
+        let own = crate::policy::ceiling::own_api_rules(&objects, &served, &previous.applied);
+        status.policy = crate::policy::evaluate(&policies, &ceiling_roles, &kinds, &objects, &needed.permissions, &own);
     }
     if let Some(violations) = status.policy.as_ref().filter(|p| crate::policy::exceeds(Some(p))) {
-        // Content let through before a policy tightened keeps running, re-applied with what it holds and nothing
-        // more; anything else over a policy waits, whatever was approved.
-        let running = matches!(&decision, Gate::Apply { grant } if grant.is_empty())
-            && same_content
-            && resolved_content == previous.approved_content;
+        // Content let through before a policy tightened keeps running where it was, re-applied with what it holds
+        // and nothing more; anything else over a policy waits, whatever was approved.
+        let grant = match &decision {
+            Gate::Apply { grant } => Some(grant.as_slice()),
+            Gate::AwaitApproval { .. } => None,
+        };
+        let placed: Vec<_> = objects.iter().map(content::applied_ref).collect();
+        let running = grant.is_some_and(|grant| {
+            crate::policy::runs_on(grant, &resolved_content, &previous.approved_content, &placed, &previous.applied)
+        });
         if !running {
             let summary = crate::policy::summary(&violations.violations);
             tracing::info!(install = %name, "content exceeds an InstallPolicy: {summary}");

@@ -50,9 +50,24 @@ pub fn settled(install: &Install) -> bool {
 /// newer one that fits may take its place.
 pub fn holds_back(install: Option<&Install>, bundle: &str) -> bool {
     install.is_some_and(|install| {
-        let over_policy = install.status.as_ref().is_some_and(|s| s.state == Some(InstallState::ExceedsPolicy));
-        !settled(install) && !over_policy && installed_bundle(install) != Some(bundle)
+        !settled(install) && !waits_on_policy(install) && installed_bundle(install) != Some(bundle)
     })
+}
+
+/// Whether the content of the Install's current spec waits on an InstallPolicy (`docs/policy.md`): it will not install
+/// as it is, so its bundle is not held on to.
+pub fn waits_on_policy(install: &Install) -> bool {
+    install.status.as_ref().is_some_and(|status| {
+        status.state == Some(InstallState::ExceedsPolicy)
+            && status.observed_generation.is_some()
+            && status.observed_generation == install.metadata.generation
+    })
+}
+
+/// The bundle an Operator's Install keeps while it installs it (or waits for a person): upgrades go one at a time.
+/// None once it is installed, or when it waits on a policy (a newer bundle that fits may take its place).
+pub fn holding_bundle(install: Option<&Install>) -> Option<&str> {
+    install.filter(|install| !settled(install) && !waits_on_policy(install)).and_then(installed_bundle)
 }
 
 /// The image an Install's content holds now.
@@ -319,6 +334,10 @@ mod tests {
             ..InstallStatus::default()
         });
         assert!(!holds_back(Some(&install), "plumbus.v3.0.0"), "over a policy: a newer bundle may replace it");
+        assert_eq!(holding_bundle(Some(&install)), None);
+        install.metadata.generation = Some(3);
+        assert!(holds_back(Some(&install), "plumbus.v3.0.0"), "a stale verdict holds nothing open");
+        assert!(holding_bundle(Some(&install)).is_some());
     }
 
     #[test]

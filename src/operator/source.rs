@@ -6,7 +6,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 
 use super::dependencies::{self, Dependency, Held, Inputs};
-use super::desired::{installed_bundle, installed_image, settled};
+use super::desired::{holding_bundle, installed_bundle, installed_image, settled};
 use super::reconcile::Context;
 use super::status::SourceOutcome;
 use crate::api::v1alpha1::CatalogSource;
@@ -68,7 +68,7 @@ async fn catalog_outcome(
         channel: updates.channel.as_deref(),
         entrypoint: updates.entrypoint.as_deref(),
     };
-    let holding = install.filter(|install| !settled(install)).and_then(installed_bundle);
+    let holding = holding_bundle(install);
     let installed = install.filter(|install| settled(install)).and_then(installed_bundle);
     // An Install still installing (or waiting for approval) keeps its bundle: upgrades go one at a time.
     let resolved = match holding {

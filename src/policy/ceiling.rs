@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::api::v2alpha1::{Ceiling, PendingPermission, PermissionScope};
+use crate::api::v2alpha1::{AppliedObject, Ceiling, PendingPermission, PermissionScope};
 use crate::install::grants::INSTALL_ANNOTATION;
 use crate::rbac::held::HeldRules;
 use crate::rbac::missing::{rule_of, to_pending};
@@ -82,16 +82,27 @@ pub fn ceiling_roles(rbac: &RbacObjects) -> Roles {
     Roles::new(&[], &theirs.cluster_roles)
 }
 
-/// Every verb on the resources of the CustomResourceDefinitions in `objects` (and the subresources a CRD can
-/// serve): an operator's own API. An Install never takes over a CRD it did not create, so these rules reach only
-/// objects of the APIs the content brings.
-pub fn own_api_rules(objects: &[serde_json::Value]) -> Vec<Rule> {
+/// Every verb on the resources of the content's own CustomResourceDefinitions (and the subresources a CRD can
+/// serve): an operator's own API. A CRD is the content's own when it is named `<plural>.<group>` (as the API server
+/// requires) and the cluster does not serve that resource yet (`served`: discovery before the content's CRDs were
+/// added), or this Install applied it before (`applied`). A CRD naming a built-in resource or another operator's
+/// API widens nothing: the rules are counted before anything is applied, so the apply's own refusal to take over a
+/// CRD comes too late to rely on.
+pub fn own_api_rules(objects: &[serde_json::Value], served: &KindIndex, applied: &[AppliedObject]) -> Vec<Rule> {
     objects
         .iter()
         .filter(|object| object["kind"] == "CustomResourceDefinition")
         .filter_map(|crd| {
             let group = crd["spec"]["group"].as_str()?;
             let plural = crd["spec"]["names"]["plural"].as_str()?;
+            let name = crd["metadata"]["name"].as_str()?;
+            if name != format!("{plural}.{group}") {
+                return None;
+            }
+            let applied_before = applied.iter().any(|o| o.kind == "CustomResourceDefinition" && o.name == name);
+            if served.namespaced_resource(group, plural).is_some() && !applied_before {
+                return None;
+            }
             let resources: Vec<String> =
                 ["", "/status", "/scale", "/finalizers"].iter().map(|sub| format!("{plural}{sub}")).collect();
             let resources: Vec<&str> = resources.iter().map(String::as_str).collect();
@@ -260,7 +271,7 @@ mod tests {
         let crd = serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "plumbuses.example.com"},
             "spec": {"group": "example.com", "names": {"plural": "plumbuses", "kind": "Plumbus"}}});
-        let own = own_api_rules(&[crd]);
+        let own = own_api_rules(std::slice::from_ref(&crd), &KindIndex::kubernetes(), &[]);
         let rules = CeilingRules::new(&ceiling(&["operator-ceiling"], &[("kube-system", &[])]), &roles, &own);
         let plumbuses =
             permission(PermissionScope::Cluster, &[], &["*"], "example.com", &["plumbuses", "plumbuses/status"]);
@@ -293,5 +304,32 @@ mod tests {
         let all = Roles::new(&[], &rbac.cluster_roles);
         let widened = CeilingRules::new(&ceiling(&["aggregated-ceiling"], &[]), &all, &[]);
         assert!(widened.over(&[everything], &KindIndex::kubernetes()).is_empty());
+    }
+
+    #[test]
+    fn a_crd_naming_a_served_resource_is_not_the_contents_own_unless_it_applied_it() {
+        let crd = |name: &str, group: &str, plural: &str| {
+            serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": name}, "spec": {"group": group, "names": {"plural": plural, "kind": "X"}}})
+        };
+        let kinds = KindIndex::kubernetes();
+        let spoof =
+            crd("clusterrolebindings.rbac.authorization.k8s.io", "rbac.authorization.k8s.io", "clusterrolebindings");
+        assert!(own_api_rules(&[spoof], &kinds, &[]).is_empty(), "a built-in resource is nobody's own API");
+        let misnamed = crd("plumbai.how.theydoit.com", "rbac.authorization.k8s.io", "clusterrolebindings");
+        let ours = AppliedObject {
+            api_version: "apiextensions.k8s.io/v1".into(),
+            kind: "CustomResourceDefinition".into(),
+            namespace: None,
+            name: "plumbai.how.theydoit.com".into(),
+        };
+        assert!(own_api_rules(&[misnamed], &kinds, std::slice::from_ref(&ours)).is_empty(), "name and spec must agree");
+        // Served already (another operator's, or this one's from an earlier apply): its own only if applied before.
+        let mut served = KindIndex::kubernetes();
+        let plumbai = crd("plumbai.how.theydoit.com", "how.theydoit.com", "plumbai");
+        served.add_crds(std::slice::from_ref(&plumbai));
+        assert!(own_api_rules(std::slice::from_ref(&plumbai), &served, &[]).is_empty());
+        assert_eq!(own_api_rules(std::slice::from_ref(&plumbai), &served, &[ours]).len(), 1);
+        assert_eq!(own_api_rules(&[plumbai], &kinds, &[]).len(), 1, "new to the cluster: its own");
     }
 }

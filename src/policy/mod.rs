@@ -10,9 +10,11 @@ pub mod sources;
 use kube::ResourceExt;
 use serde_json::Value;
 
-use crate::api::v2alpha1::{InstallPolicy, PendingPermission, PolicyState, PolicyStatus, PolicyViolation};
+use crate::api::v2alpha1::{
+    AppliedObject, InstallPolicy, PendingPermission, PolicyState, PolicyStatus, PolicyViolation, ResolvedContent,
+};
 use crate::rbac::missing::describe_permission;
-use crate::rbac::{KindIndex, Roles};
+use crate::rbac::{KindIndex, Roles, Rule};
 use ceiling::CeilingRules;
 
 /// How many violations a condition message lists before it counts the rest.
@@ -20,24 +22,25 @@ const SHOWN: usize = 10;
 
 /// How content measures against `policies`: `None` when there is none. `objects` are the content as it would be
 /// applied (namespaces mapped); `needed`, every rule it needs with nothing counted as held (what applying it takes
-/// and what its Roles and bindings grant); `roles`, the cluster's ClusterRoles the ceilings name.
+/// and what its Roles and bindings grant); `roles`, the cluster's ClusterRoles the ceilings name; `own`, the rules on
+/// the APIs the content defines itself (`ceiling::own_api_rules`), inside every ceiling.
 pub fn evaluate(
     policies: &[InstallPolicy],
     roles: &Roles,
     kinds: &KindIndex,
     objects: &[Value],
     needed: &[PendingPermission],
+    own: &[Rule],
 ) -> Option<PolicyStatus> {
     if policies.is_empty() {
         return None;
     }
-    let own = ceiling::own_api_rules(objects);
     let mut violations = Vec::new();
     for policy in policies {
         let name = policy.name_any();
         let mut violation = |message: String| violations.push(PolicyViolation { policy: name.clone(), message });
         if let Some(ceiling) = &policy.spec.ceiling {
-            let rules = CeilingRules::new(ceiling, roles, &own);
+            let rules = CeilingRules::new(ceiling, roles, own);
             let over = rules.over(needed, kinds);
             if !over.is_empty() {
                 for role in &rules.missing_roles {
@@ -64,6 +67,23 @@ pub fn evaluate(
     }
     let state = if violations.is_empty() { PolicyState::Within } else { PolicyState::Exceeds };
     Some(PolicyStatus { state: Some(state), violations })
+}
+
+/// Whether content over a policy may keep running as it was: the pass would re-apply content let through before
+/// (`approved`), at the same place (each object it applies, `placed`, was applied before), granting nothing. Anything
+/// else (other content, a move to other namespaces, a rule to grant) waits until it fits.
+pub fn runs_on(
+    grant: &[PendingPermission],
+    resolved: &[ResolvedContent],
+    approved: &[ResolvedContent],
+    placed: &[AppliedObject],
+    applied: &[AppliedObject],
+) -> bool {
+    grant.is_empty()
+        && !approved.is_empty()
+        && resolved == approved
+        && !applied.is_empty()
+        && placed.iter().all(|object| applied.contains(object))
 }
 
 /// The violations as one line: at most ten, each with its policy, then how many more.
@@ -134,7 +154,7 @@ mod tests {
     #[test]
     fn no_policy_no_verdict() {
         let roles = Roles::new(&[], &[]);
-        assert_eq!(evaluate(&[], &roles, &KindIndex::kubernetes(), &[], &[full_authority()]), None);
+        assert_eq!(evaluate(&[], &roles, &KindIndex::kubernetes(), &[], &[full_authority()], &[]), None);
     }
 
     #[test]
@@ -145,9 +165,15 @@ mod tests {
             ..InstallPolicySpec::default()
         };
         let policies = [policy("ceiling", ceiling("deployments")), policy("no-admin", forbid)];
-        let status =
-            evaluate(&policies, &roles, &KindIndex::kubernetes(), &[binding_to_cluster_admin()], &[full_authority()])
-                .expect("evaluated");
+        let status = evaluate(
+            &policies,
+            &roles,
+            &KindIndex::kubernetes(),
+            &[binding_to_cluster_admin()],
+            &[full_authority()],
+            &[],
+        )
+        .expect("evaluated");
         assert_eq!(status.state, Some(PolicyState::Exceeds));
         assert_eq!(
             status.violations,
@@ -176,17 +202,29 @@ mod tests {
             resources: vec!["deployments".into()],
             ..full_authority()
         };
-        let status =
-            evaluate(&[policy("ceiling", ceiling("deployments"))], &roles, &KindIndex::kubernetes(), &[], &[create]);
+        let status = evaluate(
+            &[policy("ceiling", ceiling("deployments"))],
+            &roles,
+            &KindIndex::kubernetes(),
+            &[],
+            &[create],
+            &[],
+        );
         assert_eq!(status, Some(PolicyStatus { state: Some(PolicyState::Within), violations: vec![] }));
     }
 
     #[test]
     fn a_missing_ceiling_role_is_named_when_content_exceeds_it() {
         let roles = Roles::new(&[], &[]);
-        let status =
-            evaluate(&[policy("ceiling", ceiling("gone"))], &roles, &KindIndex::kubernetes(), &[], &[full_authority()])
-                .expect("evaluated");
+        let status = evaluate(
+            &[policy("ceiling", ceiling("gone"))],
+            &roles,
+            &KindIndex::kubernetes(),
+            &[],
+            &[full_authority()],
+            &[],
+        )
+        .expect("evaluated");
         assert!(status.violations[0].message.contains("ClusterRole gone does not exist"), "{status:?}");
     }
 
@@ -197,5 +235,31 @@ mod tests {
         let text = summary(&violations);
         assert!(text.starts_with("InstallPolicy p: v0; InstallPolicy p: v1"), "{text}");
         assert!(text.ends_with("InstallPolicy p: v9; and 2 more"), "{text}");
+    }
+
+    #[test]
+    fn content_runs_on_only_as_it_was_let_through_and_where_it_was() {
+        let digest = |d: &str| {
+            vec![ResolvedContent {
+                content_type: crate::api::v2alpha1::ContentType::Raw,
+                manifest_image: None,
+                digest: d.into(),
+                config_digest: None,
+            }]
+        };
+        let config_map = |namespace: &str| AppliedObject {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some(namespace.into()),
+            name: "settings".into(),
+        };
+        let applied = [config_map("operators")];
+        let (d1, d2) = (digest("sha256:1"), digest("sha256:2"));
+        assert!(runs_on(&[], &d1, &d1, &applied, &applied), "the same content, where it was");
+        assert!(!runs_on(&[], &d2, &d1, &applied, &applied), "other content waits");
+        assert!(!runs_on(&[], &d1, &d1, &[config_map("kube-system")], &applied), "moved elsewhere: waits");
+        assert!(!runs_on(&[full_authority()], &d1, &d1, &applied, &applied), "something to grant: waits");
+        assert!(!runs_on(&[], &d1, &d1, &applied, &[]), "never applied: nothing runs");
+        assert!(!runs_on(&[], &d1, &[], &applied, &applied), "never let through");
     }
 }

@@ -133,9 +133,15 @@ async fn a_ceiling_forbidding_bindings_to_cluster_admin_makes_an_install_unappro
     assert_eq!(condition_reason(&pending, "ExceedsPolicy").as_deref(), Some("False/NoPolicy"));
     assert!(pending.status.unwrap().pending.unwrap().count > 0);
 
-    // A policy written while an approval comes in: whichever the webhook saw, the gate measures before granting.
+    // A policy written while an approval comes in: the webhook refuses it if the status says so already; if not, the
+    // approval is admitted and the gate, measuring before it grants, voids it. Either way nothing is written.
     admin_apply(&harness, NO_CLUSTER_ADMIN);
-    let _ = harness.admin_kubectl(&approve, None);
+    let raced = harness.admin_kubectl(&approve, None);
+    assert!(
+        raced.status.success() || text(&raced).contains("exceeds an InstallPolicy and no approval can let it through"),
+        "{}",
+        text(&raced)
+    );
     let voided = wait_install(&harness, "grab", "over the policy, approval void", |i| {
         install_state(i) == Some(InstallState::ExceedsPolicy) && i.spec.approval == Approval::Unapproved
     })
@@ -216,6 +222,18 @@ spec:
     );
     let refused = harness.kubectl(&eve, &["apply", "-f", "-"], Some(&image_operator));
     assert!(text(&refused).contains(&format!("may not install image {other_pinned}")), "{}", text(&refused));
+    // One she may create, then point elsewhere: refused on update too.
+    let allowed_operator = image_operator.replace(&other_pinned, &pinned);
+    let created = harness.kubectl(&eve, &["apply", "-f", "-"], Some(&allowed_operator));
+    assert!(created.status.success(), "{}", text(&created));
+    let repointed = serde_json::json!({"spec": {"updates": {"type": "ManifestImage", "manifestImage": other_pinned}}});
+    let patched =
+        harness.kubectl(&eve, &["patch", "operator", "elsewhere", "--type=merge", "-p", &repointed.to_string()], None);
+    assert!(
+        !patched.status.success() && text(&patched).contains(&format!("may not install image {other_pinned}")),
+        "{}",
+        text(&patched)
+    );
     let grumbo = OPERATOR_YAML.replace("package: plumbus", "package: grumbo").replace("name: plumbus", "name: grumbo");
     let refused = harness.kubectl(&eve, &["apply", "-f", "-"], Some(&grumbo));
     assert!(

@@ -139,7 +139,9 @@ pub enum SubjectKind {
 pub struct ImageSource {
     /// A repository (`registry.example/team/bundle`), or every repository under a path (`registry.example/team/*`).
     /// The registry is written as images name it (`docker.io` for Docker Hub's short names).
-    #[schemars(regex(pattern = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*(/\*)?$"))]
+    #[schemars(regex(
+        pattern = r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*)*(/\*)?$"
+    ))]
     pub repository: String,
     /// `Required` (the default): only references pinned by digest; `Optional`: tags too.
     #[serde(default)]
