@@ -29,7 +29,7 @@ async fn push_bundle(harness: &Harness, version: &str) -> String {
 }
 
 /// Pushes a File-Based Catalog of plumbus with `channels` (name → entries) to `catalog:latest`.
-async fn push_catalog(harness: &Harness, channels: &[(&str, Value)], bundles: &[(&str, &str, &str)]) {
+pub(crate) async fn push_catalog(harness: &Harness, channels: &[(&str, Value)], bundles: &[(&str, &str, &str)]) {
     let configs = harness.dir.join(format!("configs-{}", bundles.len() * 10 + channels.len()));
     let package_dir = configs.join("plumbus");
     std::fs::create_dir_all(&package_dir).expect("configs");

@@ -14,7 +14,7 @@ use olmv2::api::v2alpha1::{Approval, Install, InstallState, OperatorState};
 
 use crate::attacks::{config_map, escalation, may, never_written, raw_install};
 use crate::operator::{
-    has_condition, operators, serve_alpha, serve_patch_release, state, wait_operator, OPERATOR_YAML,
+    has_condition, operators, push_catalog, serve_alpha, serve_patch_release, state, wait_operator, OPERATOR_YAML,
 };
 use crate::support::emulator::kubectl::text;
 use crate::support::harness::Harness;
@@ -318,6 +318,72 @@ spec:
     wait_version(&harness, "2.0.1").await;
     let done = installs(&harness).get("plumbus").await.unwrap();
     assert_eq!(condition_reason(&done, "ExceedsPolicy").as_deref(), Some("False/WithinPolicy"));
+}
+
+/// Plumbus 2.0.0-alpha copied as `version` (replacing `replaces`), its Service swapped for a ConfigMap when
+/// `config_map`; answers the image.
+async fn push_copy(harness: &Harness, version: &str, replaces: &str, config_map: bool) -> String {
+    let text = |file: &str, text: &str| {
+        if file.contains("clusterserviceversion") {
+            text.replace("name: plumbus.v2.0.0-alpha", &format!("name: plumbus.v{version}"))
+                .replace("version: 2.0.0-alpha", &format!("version: {version}\n  replaces: plumbus.v{replaces}"))
+        } else if file.contains("service") && config_map {
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plumbus-settings\ndata:\n  mode: fast\n".to_owned()
+        } else {
+            text.to_owned()
+        }
+    };
+    let reference = format!("plumbus-bundle:{version}");
+    harness.push_rewritten_bundle("plumbus/2.0.0-alpha", &reference, text, str::to_owned).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_operator_moves_past_a_bundle_over_a_policy_to_a_newer_one_that_fits() {
+    let harness = start("newer").await;
+    let alpha = serve_alpha(&harness).await;
+    admin_apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v2alpha1\nkind: InstallPolicy\nmetadata:\n  name: no-config-maps\nspec:\n  forbid:\n  - kinds: [ConfigMap]\n",
+    );
+    admin_apply(&harness, OPERATOR_YAML);
+    wait_operator(&harness, "plumbus", "pending approval", |o| state(o) == Some(OperatorState::PendingApproval)).await;
+    let approve = ["patch", "install", "plumbus", "--type=merge", "-p", r#"{"spec":{"approval":"Approved"}}"#];
+    assert!(harness.admin_kubectl(&approve, None).status.success());
+    wait_version(&harness, "2.0.0-alpha").await;
+
+    // 2.0.1 brings a ConfigMap, which the policy forbids: it waits, 2.0.0-alpha runs on.
+    let forbidden = push_copy(&harness, "2.0.1", "2.0.0-alpha", true).await;
+    let stable = |entries: serde_json::Value| [("stable", entries)];
+    push_catalog(
+        &harness,
+        &stable(serde_json::json!([{"name": "plumbus.v2.0.0-alpha"},
+            {"name": "plumbus.v2.0.1", "replaces": "plumbus.v2.0.0-alpha"}])),
+        &[("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha), ("plumbus.v2.0.1", "2.0.1", &forbidden)],
+    )
+    .await;
+    let waiting = wait_install(&harness, "plumbus", "2.0.1 over the policy", |i| {
+        install_state(i) == Some(InstallState::ExceedsPolicy)
+    })
+    .await;
+    let violations = waiting.status.unwrap().policy.unwrap().violations;
+    assert_eq!(violations[0].message, "ConfigMap operators/plumbus-settings is forbidden (forbid[0])");
+
+    // 2.0.2, without it, replaces 2.0.1 in the channel: the Operator moves on to it rather than hold 2.0.1.
+    let fits = push_copy(&harness, "2.0.2", "2.0.1", false).await;
+    push_catalog(
+        &harness,
+        &stable(serde_json::json!([{"name": "plumbus.v2.0.0-alpha"},
+            {"name": "plumbus.v2.0.1", "replaces": "plumbus.v2.0.0-alpha"},
+            {"name": "plumbus.v2.0.2", "replaces": "plumbus.v2.0.1"}])),
+        &[
+            ("plumbus.v2.0.0-alpha", "2.0.0-alpha", &alpha),
+            ("plumbus.v2.0.1", "2.0.1", &forbidden),
+            ("plumbus.v2.0.2", "2.0.2", &fits),
+        ],
+    )
+    .await;
+    wait_version(&harness, "2.0.2").await;
+    never_written(&harness, "configmaps", "plumbus-settings");
 }
 
 async fn wait_version(harness: &Harness, version: &str) {
