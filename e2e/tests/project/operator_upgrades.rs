@@ -24,8 +24,9 @@ fn installs(harness: &Harness) -> Api<Install> {
     Api::all(harness.admin.clone())
 }
 
-async fn wait_version(harness: &Harness, version: &str) {
-    for _ in 0..150 {
+/// Waits until the Operator plumbus is Installed at `version`, rolling its Deployments out meanwhile.
+pub(crate) async fn wait_version(harness: &Harness, version: &str) {
+    for _ in 0..200 {
         harness.roll_out("operators").await;
         let operator = operators(harness).get("plumbus").await.unwrap();
         let installed = operator.status.as_ref().and_then(|s| s.metadata.as_ref()).and_then(|m| m.version.clone());

@@ -14,8 +14,9 @@ use olmv2::api::v2alpha1::{Approval, Install, InstallState, OperatorState};
 
 use crate::attacks::{config_map, escalation, may, never_written, raw_install};
 use crate::operator::{
-    has_condition, operators, push_catalog, serve_alpha, serve_patch_release, state, wait_operator, OPERATOR_YAML,
+    has_condition, push_catalog, serve_alpha, serve_patch_release, state, wait_operator, OPERATOR_YAML,
 };
+use crate::operator_upgrades::wait_version;
 use crate::support::emulator::kubectl::text;
 use crate::support::harness::Harness;
 
@@ -384,19 +385,6 @@ async fn an_operator_moves_past_a_bundle_over_a_policy_to_a_newer_one_that_fits(
     .await;
     wait_version(&harness, "2.0.2").await;
     never_written(&harness, "configmaps", "plumbus-settings");
-}
-
-async fn wait_version(harness: &Harness, version: &str) {
-    for _ in 0..200 {
-        harness.roll_out("operators").await;
-        let operator = operators(harness).get("plumbus").await.unwrap();
-        let installed = operator.status.as_ref().and_then(|s| s.metadata.as_ref()).and_then(|m| m.version.clone());
-        if installed.as_deref() == Some(version) && state(&operator) == Some(OperatorState::Installed) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("never Installed at {version}: {:?}", operators(harness).get_opt("plumbus").await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
