@@ -187,14 +187,10 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     decorate(&mut objects, &Decoration { install: &name, uid: &uid, component_label: label.as_deref() });
     sort_for_apply(&mut objects);
 
-    // What the cluster serves before the content's CRDs are counted: a CRD of the content is its own API only
-    // where it serves nothing yet (or this Install applied it), for the InstallPolicy ceilings.
-    let mut served = kinds;
-    let mut kinds = served.clone();
+    let mut kinds = kinds;
     kinds.add_crds(objects.iter());
     if objects.iter().any(|object| !known(&kinds, object)) {
-        served = ctx.cluster.kinds(true).await?;
-        kinds = served.clone();
+        kinds = ctx.cluster.kinds(true).await?;
         kinds.add_crds(objects.iter());
     }
     let rbac = ctx.cluster.rbac_objects().await?;
@@ -266,12 +262,37 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         person,
     });
     status.resolved = resolved_content.clone();
+    // An Install made for an operator OLM v0 installed takes over what was made for its CSV, on its first apply, and
+    // only while that CSV is the one recorded.
+    let takeover = match takeover::first_apply(&install, &previous.applied) {
+        Some(takeover) => ctx.cluster.taken_csv(&takeover).await?.map(|csv| (takeover, csv)),
+        None => None,
+    };
+    let content_crds = takeover::owned_crds(&objects);
     // Every grant and apply measures against the policies of the moment; their ceilings are the cluster's own
     // ClusterRoles, never those an Install applied (content must not widen what it is measured against).
     let policies = ctx.cluster.install_policies().await?;
     if !policies.is_empty() {
         let ceiling_roles = crate::policy::ceiling::ceiling_roles(&rbac);
-        let own = crate::policy::ceiling::own_api_rules(&objects, &served, &previous.applied);
+        // The content's own APIs are its CRDs that do not exist yet, or that it made (or takes over): read now,
+        // as the controller, since grants come before the apply's own refusal to take over a CRD.
+        let mut own_crds = BTreeSet::new();
+        for crd in objects.iter().filter(|object| object["kind"] == "CustomResourceDefinition") {
+            let reference = content::applied_ref(crd);
+            let own = match apply::get(&ctx.cluster.client, &kinds, &reference).await? {
+                None => true,
+                Some(live) => {
+                    content::created_by(&live, &name, &uid)
+                        || takeover.as_ref().is_some_and(|(takeover, csv)| {
+                            takeover::made_for_csv(&live, takeover, csv, &content_crds, &name)
+                        })
+                }
+            };
+            if own {
+                own_crds.insert(reference.name);
+            }
+        }
+        let own = crate::policy::ceiling::own_api_rules(&objects, &own_crds);
         status.policy = crate::policy::evaluate(&policies, &ceiling_roles, &kinds, &objects, &needed.permissions, &own);
     }
     if let Some(violations) = status.policy.as_ref().filter(|p| crate::policy::exceeds(Some(p))) {
@@ -393,13 +414,6 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         }
     }
     let mut deployments = Vec::new();
-    // An Install made for an operator OLM v0 installed takes over what was made for its CSV, on its first apply, and
-    // only while that CSV is the one recorded.
-    let takeover = match takeover::first_apply(&install, &previous.applied) {
-        Some(takeover) => ctx.cluster.taken_csv(&takeover).await?.map(|csv| (takeover, csv)),
-        None => None,
-    };
-    let content_crds = takeover::owned_crds(&objects);
     let mut disown = Vec::new();
     if !(same_content && settled && diverged.is_empty() && !relabel) {
         for object in &objects {

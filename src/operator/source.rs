@@ -6,7 +6,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::ResourceExt;
 
 use super::dependencies::{self, Dependency, Held, Inputs};
-use super::desired::{holding_bundle, installed_bundle, installed_image, settled};
+use super::desired::{holding_bundle, installed_bundle, installed_image, settled, waits_on_policy};
 use super::reconcile::Context;
 use super::status::SourceOutcome;
 use crate::api::v1alpha1::CatalogSource;
@@ -69,7 +69,8 @@ async fn catalog_outcome(
         entrypoint: updates.entrypoint.as_deref(),
     };
     let holding = holding_bundle(install);
-    let installed = install.filter(|install| settled(install)).and_then(installed_bundle);
+    // A bundle waiting on a policy is where the upgrade graph is walked from: its successor may fit.
+    let installed = install.filter(|install| settled(install) || waits_on_policy(install)).and_then(installed_bundle);
     // An Install still installing (or waiting for approval) keeps its bundle: upgrades go one at a time.
     let resolved = match holding {
         Some(bundle) => resolve(&loaded.catalog, Selection { entrypoint: Some(bundle), ..selection }, None),

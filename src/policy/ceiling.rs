@@ -2,9 +2,9 @@
 //! roles are), cluster-wide and per namespace, and which of the rules an Install's content needs are outside it.
 //! Coverage is `rbac`'s, the API server's own semantics.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use crate::api::v2alpha1::{AppliedObject, Ceiling, PendingPermission, PermissionScope};
+use crate::api::v2alpha1::{Ceiling, PendingPermission, PermissionScope};
 use crate::install::grants::INSTALL_ANNOTATION;
 use crate::rbac::held::HeldRules;
 use crate::rbac::missing::{rule_of, to_pending};
@@ -84,11 +84,10 @@ pub fn ceiling_roles(rbac: &RbacObjects) -> Roles {
 
 /// Every verb on the resources of the content's own CustomResourceDefinitions (and the subresources a CRD can
 /// serve): an operator's own API. A CRD is the content's own when it is named `<plural>.<group>` (as the API server
-/// requires) and the cluster does not serve that resource yet (`served`: discovery before the content's CRDs were
-/// added), or this Install applied it before (`applied`). A CRD naming a built-in resource or another operator's
-/// API widens nothing: the rules are counted before anything is applied, so the apply's own refusal to take over a
-/// CRD comes too late to rely on.
-pub fn own_api_rules(objects: &[serde_json::Value], served: &KindIndex, applied: &[AppliedObject]) -> Vec<Rule> {
+/// requires) and `own` names it: the caller reads each CRD and names those that do not exist yet or that the Install
+/// made (or takes over). A CRD naming a built-in resource or another operator's API widens nothing: the rules are
+/// counted before anything is granted, so the apply's own refusal to take over a CRD comes too late to rely on.
+pub fn own_api_rules(objects: &[serde_json::Value], own: &BTreeSet<String>) -> Vec<Rule> {
     objects
         .iter()
         .filter(|object| object["kind"] == "CustomResourceDefinition")
@@ -99,8 +98,7 @@ pub fn own_api_rules(objects: &[serde_json::Value], served: &KindIndex, applied:
             if name != format!("{plural}.{group}") {
                 return None;
             }
-            let applied_before = applied.iter().any(|o| o.kind == "CustomResourceDefinition" && o.name == name);
-            if served.namespaced_resource(group, plural).is_some() && !applied_before {
+            if !own.contains(name) {
                 return None;
             }
             let resources: Vec<String> =
@@ -271,7 +269,7 @@ mod tests {
         let crd = serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "plumbuses.example.com"},
             "spec": {"group": "example.com", "names": {"plural": "plumbuses", "kind": "Plumbus"}}});
-        let own = own_api_rules(std::slice::from_ref(&crd), &KindIndex::kubernetes(), &[]);
+        let own = own_api_rules(std::slice::from_ref(&crd), &BTreeSet::from(["plumbuses.example.com".to_owned()]));
         let rules = CeilingRules::new(&ceiling(&["operator-ceiling"], &[("kube-system", &[])]), &roles, &own);
         let plumbuses =
             permission(PermissionScope::Cluster, &[], &["*"], "example.com", &["plumbuses", "plumbuses/status"]);
@@ -307,29 +305,18 @@ mod tests {
     }
 
     #[test]
-    fn a_crd_naming_a_served_resource_is_not_the_contents_own_unless_it_applied_it() {
+    fn a_crd_is_the_contents_own_api_only_when_named_own_and_named_as_it_serves() {
         let crd = |name: &str, group: &str, plural: &str| {
             serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                 "metadata": {"name": name}, "spec": {"group": group, "names": {"plural": plural, "kind": "X"}}})
         };
-        let kinds = KindIndex::kubernetes();
-        let spoof =
-            crd("clusterrolebindings.rbac.authorization.k8s.io", "rbac.authorization.k8s.io", "clusterrolebindings");
-        assert!(own_api_rules(&[spoof], &kinds, &[]).is_empty(), "a built-in resource is nobody's own API");
-        let misnamed = crd("plumbai.how.theydoit.com", "rbac.authorization.k8s.io", "clusterrolebindings");
-        let ours = AppliedObject {
-            api_version: "apiextensions.k8s.io/v1".into(),
-            kind: "CustomResourceDefinition".into(),
-            namespace: None,
-            name: "plumbai.how.theydoit.com".into(),
-        };
-        assert!(own_api_rules(&[misnamed], &kinds, std::slice::from_ref(&ours)).is_empty(), "name and spec must agree");
-        // Served already (another operator's, or this one's from an earlier apply): its own only if applied before.
-        let mut served = KindIndex::kubernetes();
+        let own = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<BTreeSet<String>>();
         let plumbai = crd("plumbai.how.theydoit.com", "how.theydoit.com", "plumbai");
-        served.add_crds(std::slice::from_ref(&plumbai));
-        assert!(own_api_rules(std::slice::from_ref(&plumbai), &served, &[]).is_empty());
-        assert_eq!(own_api_rules(std::slice::from_ref(&plumbai), &served, &[ours]).len(), 1);
-        assert_eq!(own_api_rules(&[plumbai], &kinds, &[]).len(), 1, "new to the cluster: its own");
+        assert_eq!(own_api_rules(std::slice::from_ref(&plumbai), &own(&["plumbai.how.theydoit.com"])).len(), 1);
+        // Another operator's (it exists, made by no one of this Install): not named own, widens nothing.
+        assert!(own_api_rules(std::slice::from_ref(&plumbai), &own(&[])).is_empty());
+        // A CRD whose name and spec disagree never counts, whatever it is called.
+        let misnamed = crd("plumbai.how.theydoit.com", "rbac.authorization.k8s.io", "clusterrolebindings");
+        assert!(own_api_rules(&[misnamed], &own(&["plumbai.how.theydoit.com"])).is_empty());
     }
 }
