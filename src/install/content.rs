@@ -143,6 +143,12 @@ pub fn created_by(live: &Value, install: &str, uid: &str) -> bool {
     owned || (live["kind"] == "CustomResourceDefinition" && annotated)
 }
 
+/// Whether a CRD of an Install's content defines the content's own API, for the InstallPolicy ceilings: it does not
+/// exist yet (`live` absent), or the Install made it, or takes it over from the OLM v0 CSV it replaces.
+pub fn own_crd(live: Option<&Value>, install: &str, uid: &str, taken_over: impl Fn(&Value) -> bool) -> bool {
+    live.is_none_or(|live| created_by(live, install, uid) || taken_over(live))
+}
+
 /// The CSV of a bundle as the record an Install applies beside the bundle's objects.
 pub fn csv_record(csv: &ClusterServiceVersion, namespace: &str, targets: &[String], install: &str) -> Value {
     let mut record = serde_json::to_value(csv).unwrap_or_else(|_| json!({}));
@@ -415,5 +421,21 @@ mod tests {
         let pruned = to_prune(&previous, &current);
         let kinds: Vec<&str> = pruned.iter().map(|o| o.kind.as_str()).collect();
         assert_eq!(kinds, ["Deployment", "ServiceAccount"]);
+    }
+
+    #[test]
+    fn a_crd_is_the_contents_own_when_absent_made_by_the_install_or_taken_over() {
+        let crd = |annotations: Value| {
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                   "metadata": {"name": "plumbai.how.theydoit.com", "annotations": annotations}})
+        };
+        let never = |_: &Value| false;
+        assert!(own_crd(None, "plumbus", "uid-1", never), "new to the cluster");
+        let ours = crd(json!({INSTALL_ANNOTATION: "plumbus"}));
+        assert!(own_crd(Some(&ours), "plumbus", "uid-1", never));
+        let theirs = crd(json!({INSTALL_ANNOTATION: "other"}));
+        assert!(!own_crd(Some(&theirs), "plumbus", "uid-1", never), "another Install's");
+        assert!(!own_crd(Some(&crd(json!({}))), "plumbus", "uid-1", never), "made by someone else");
+        assert!(own_crd(Some(&crd(json!({}))), "plumbus", "uid-1", |_| true), "taken over from OLM v0");
     }
 }

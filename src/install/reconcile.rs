@@ -279,16 +279,13 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         let mut own_crds = BTreeSet::new();
         for crd in objects.iter().filter(|object| object["kind"] == "CustomResourceDefinition") {
             let reference = content::applied_ref(crd);
-            let own = match apply::get(&ctx.cluster.client, &kinds, &reference).await? {
-                None => true,
-                Some(live) => {
-                    content::created_by(&live, &name, &uid)
-                        || takeover.as_ref().is_some_and(|(takeover, csv)| {
-                            takeover::made_for_csv(&live, takeover, csv, &content_crds, &name)
-                        })
-                }
+            let live = apply::get(&ctx.cluster.client, &kinds, &reference).await?;
+            let taken_over = |live: &Value| {
+                takeover
+                    .as_ref()
+                    .is_some_and(|(takeover, csv)| takeover::made_for_csv(live, takeover, csv, &content_crds, &name))
             };
-            if own {
+            if content::own_crd(live.as_ref(), &name, &uid, taken_over) {
                 own_crds.insert(reference.name);
             }
         }
