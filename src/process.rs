@@ -4,7 +4,7 @@
 //!
 //! [`start`] starts the approval webhook first (so no Install write goes unchecked), then the aggregated API server
 //! of Installed objects (when the cluster's aggregation layer is configured), then every controller of
-//! [`CONTROLLERS`]. Tests start them in-process; the `run` command adds health and signals.
+//! [`CONTROLLERS`]: at once, or, with leader election, during each term this replica holds the Lease. Tests start them in-process; the `run` command adds health and signals.
 
 use std::sync::Arc;
 
@@ -12,7 +12,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
-use crate::controller::{ControllerOptions, Process};
+use crate::controller::{leader, ControllerOptions, Process};
 use crate::server::Health;
 use crate::webhook::server::RunningWebhook;
 use crate::webhook::WebhookError;
@@ -41,6 +41,8 @@ pub struct Controllers {
     pub webhook: RunningWebhook,
     /// The Installed API, unless disabled or the cluster has no aggregation layer to serve it through.
     pub api: Option<crate::installed::RunningApi>,
+    /// What the controllers record (reconciles, failures, durations).
+    pub metrics: Arc<crate::metrics::Metrics>,
     stop: Option<oneshot::Sender<()>>,
     running: JoinSet<()>,
 }
@@ -91,10 +93,84 @@ pub async fn start(
             }
         }
     };
+    let metrics = process.metrics.clone();
     let mut running = JoinSet::new();
-    for controller in CONTROLLERS {
-        running.spawn(controller(&process));
+    if process.options.leader.enabled {
+        running.spawn(lead(process));
+    } else {
+        for controller in CONTROLLERS {
+            running.spawn(controller(&process));
+        }
+        tracing::info!(namespace = %process.options.namespace, count = CONTROLLERS.len(), "controllers started");
     }
-    tracing::info!(namespace = %process.options.namespace, count = CONTROLLERS.len(), "controllers started");
-    Ok(Controllers { webhook, api, stop: Some(stop), running })
+    Ok(Controllers { webhook, api, metrics, stop: Some(stop), running })
+}
+
+/// Runs the controllers during each term this replica holds the Lease (`controller::leader`), and keeps the
+/// catalogs the Installed API shows loaded meanwhile. Losing the Lease aborts the term's controllers at once (a
+/// reconcile in flight stops where it is, as in a killed process); stopping the process lets them finish, then
+/// releases the Lease.
+async fn lead(process: Process) {
+    let stopped = process.shutdown();
+    tokio::pin!(stopped);
+    let options = &process.options;
+    let mut leading = loop {
+        match leader::elect(process.client.clone(), &options.namespace, &options.leader).await {
+            Ok(leading) => break leading,
+            Err(error) => {
+                tracing::warn!(%error, "cannot take part in the leader election; trying again");
+                tokio::select! {
+                    () = &mut stopped => return,
+                    () = tokio::time::sleep(leader::RETRY) => {}
+                }
+            }
+        }
+    };
+    let loader = tokio::spawn(keep_catalogs_loaded(process.client.clone(), process.catalogs.clone()));
+    loop {
+        tokio::select! {
+            () = &mut stopped => break,
+            led = leader::until(&mut leading, true) => if !led { break },
+        }
+        tracing::info!(lease = %options.leader.lease_name, "leading: the controllers start");
+        let (end_term, term_ended) = oneshot::channel::<()>();
+        let term = process.term(term_ended);
+        let mut controllers = JoinSet::new();
+        for controller in CONTROLLERS {
+            controllers.spawn(controller(&term));
+        }
+        tokio::select! {
+            () = &mut stopped => {
+                let _ = end_term.send(());
+                while controllers.join_next().await.is_some() {}
+                break;
+            }
+            _ = leader::until(&mut leading, false) => {
+                tracing::warn!(lease = %options.leader.lease_name, "lost the Lease: the controllers stop at once");
+                controllers.abort_all();
+                while controllers.join_next().await.is_some() {}
+            }
+        }
+    }
+    loader.abort();
+}
+
+/// Keeps the catalogs loaded on a replica whether it leads or not: the CatalogSource loop, which loads them, runs on
+/// the leader only, but the Installed API's PackageManifests answer from the loaded catalogs on every replica behind
+/// the Service. Each CatalogSource's catalog is loaded when it appears or changes (the leader's status writes
+/// included, so a polled catalog is reloaded when due); nothing is written.
+async fn keep_catalogs_loaded(client: kube::Client, catalogs: Arc<crate::catalog::CatalogCache>) {
+    use futures_util::StreamExt as _;
+    use kube::runtime::WatchStreamExt as _;
+    use kube::ResourceExt as _;
+    let api = kube::Api::<crate::api::v1alpha1::CatalogSource>::all(client);
+    let sources = crate::controller::watches::trimmed(api, kube::runtime::watcher::Config::default()).applied_objects();
+    futures_util::pin_mut!(sources);
+    while let Some(event) = sources.next().await {
+        let Ok(source) = event else { continue };
+        if let Err(error) = catalogs.catalog_of(&source).await {
+            let name = format!("{}/{}", source.namespace().unwrap_or_default(), source.name_any());
+            tracing::debug!(catalog_source = %name, %error, "catalog not loaded on this replica");
+        }
+    }
 }

@@ -49,7 +49,11 @@ fn probes_use_the_port_run_serves_on() {
     let deployment: Deployment = find("Deployment");
     let container = &deployment.spec.expect("spec").template.spec.expect("pod spec").containers[0];
     let args: Vec<&str> = container.args.iter().flatten().map(String::as_str).collect();
-    assert_eq!(args, ["run", "--log-format", "json", "--enable-v2alpha1"], "the v2alpha1 controllers run deployed");
+    assert_eq!(
+        args,
+        ["run", "--log-format", "json", "--enable-v2alpha1", "--leader-elect"],
+        "the v2alpha1 controllers run deployed, replicas electing their leader"
+    );
     let port = &container.ports.as_ref().expect("ports")[0];
     let default_address: std::net::SocketAddr = "0.0.0.0:8080".parse().expect("address");
     assert_eq!(port.container_port, i32::from(default_address.port()));

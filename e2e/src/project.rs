@@ -156,6 +156,7 @@ pub fn controller_options(
         protected_copied_csv_namespaces: Vec::new(),
         enable_v2alpha1: true,
         adopt_subscriptions: false,
+        leader: olmv2::controller::leader::LeaderOptions::default(),
     }
 }
 

@@ -65,6 +65,8 @@ pub struct RunOptions {
     pub api: crate::installed::ApiOptions,
     #[command(flatten)]
     pub registry: RegistryArgs,
+    #[command(flatten)]
+    pub leader: crate::controller::leader::LeaderOptions,
 }
 
 impl RunOptions {
@@ -84,6 +86,7 @@ impl RunOptions {
             install_plan_retry_timeout: self.install_plan_retry_timeout,
             enable_v2alpha1: self.enable_v2alpha1,
             adopt_subscriptions: self.adopt_subscriptions,
+            leader: self.leader.clone(),
             protected_copied_csv_namespaces: self
                 .protected_copied_csv_namespaces
                 .split(',')

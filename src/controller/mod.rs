@@ -8,6 +8,7 @@
 pub mod client;
 pub mod conditions;
 pub mod events;
+pub mod leader;
 pub mod runner;
 pub mod watches;
 
@@ -56,6 +57,8 @@ pub struct ControllerOptions {
     pub enable_v2alpha1: bool,
     /// Whether every namespace's Subscriptions are adopted into Operators, not only those of annotated namespaces.
     pub adopt_subscriptions: bool,
+    /// Whether (and how) replicas elect the one that reconciles.
+    pub leader: leader::LeaderOptions,
 }
 
 /// What every controller of the process is built from.
@@ -84,6 +87,19 @@ impl Process {
         let catalogs =
             Arc::new(CatalogCache::new(images, client.clone(), options.cache.join("catalogs"), options.catalog_poll));
         Self { config, client, options, metrics, catalogs, stopped: stopped.shared() }
+    }
+
+    /// The same process for one term of leadership: its controllers stop when `stopped` completes; the catalogs
+    /// loaded stay shared (the Installed API answers from them on every replica).
+    pub fn term(&self, stopped: oneshot::Receiver<()>) -> Self {
+        Self {
+            config: self.config.clone(),
+            client: self.client.clone(),
+            options: self.options.clone(),
+            metrics: self.metrics.clone(),
+            catalogs: self.catalogs.clone(),
+            stopped: stopped.shared(),
+        }
     }
 
     /// Completes when the process stops its controllers.

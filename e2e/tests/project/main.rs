@@ -9,6 +9,7 @@ mod approval_integrity;
 mod attacks;
 mod install;
 mod installed_api;
+mod leader;
 mod legacy;
 mod migration;
 mod migration_v0;

@@ -89,7 +89,7 @@ async fn not_bound(harness: &Harness, user: &str) {
 }
 
 /// The admin applies a ConfigMap `name` through an Install of that name, approves it, and waits until it is installed.
-async fn installed_by_admin(harness: &Harness, name: &str, value: &str) -> Install {
+pub(crate) async fn installed_by_admin(harness: &Harness, name: &str, value: &str) -> Install {
     apply(harness, &harness.plane.kubeconfig(), &raw_install(name, &config_map(name, value), "operators"));
     wait_state(harness, name, InstallState::PendingApproval).await;
     let approved = harness.admin_kubectl(&["patch", "install", name, "--type", "merge", "-p", approve_patch()], None);

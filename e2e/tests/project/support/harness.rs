@@ -81,6 +81,11 @@ impl Harness {
         drop(self.controllers.take());
     }
 
+    /// What the running controllers recorded (reconciles per controller).
+    pub fn metrics(&self) -> Option<std::sync::Arc<olmv2::metrics::Metrics>> {
+        self.controllers.as_ref().map(|c| c.metrics.clone())
+    }
+
     /// Where the controllers' aggregated API server listens, when it runs.
     pub fn api_address(&self) -> Option<std::net::SocketAddr> {
         self.controllers.as_ref().and_then(|c| c.api.as_ref()).map(|api| api.address)

@@ -1,0 +1,84 @@
+//! Leader election (`--leader-elect`, `controller::leader`): two replicas of the controller against one control
+//! plane, as `deploy/` runs them. Only the replica holding the Lease reconciles (the other's reconcile counters stay
+//! at zero while both run); when the leader stops, the other takes the Lease and installs what comes next.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use olmv2::controller::leader::LeaderOptions;
+use olmv2::metrics::{ControllerLabels, Metrics};
+use olmv2_e2e::project;
+
+use crate::attacks::installed_by_admin;
+use crate::support::harness::Harness;
+
+/// Leader election on, with a short Lease so that a takeover is quick.
+fn leader_options(identity: &str) -> LeaderOptions {
+    LeaderOptions {
+        enabled: true,
+        identity: Some(identity.to_owned()),
+        lease_seconds: 3,
+        grace_seconds: 1,
+        ..LeaderOptions::default()
+    }
+}
+
+fn install_reconciles(metrics: &Metrics) -> u64 {
+    metrics.reconciles.get_or_create(&ControllerLabels { controller: "install" }).get()
+}
+
+async fn holder(harness: &Harness) -> Option<String> {
+    let leases = Api::<Lease>::namespaced(harness.admin.clone(), project::CONTROLLER_NAMESPACE);
+    leases.get_opt("olmv2-controller").await.unwrap().and_then(|lease| lease.spec?.holder_identity)
+}
+
+async fn wait_holder(harness: &Harness, identity: &str) -> Duration {
+    let start = Instant::now();
+    for _ in 0..300 {
+        if holder(harness).await.as_deref() == Some(identity) {
+            return start.elapsed();
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{identity} never held the Lease; holder: {:?}", holder(harness).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_the_replica_holding_the_lease_reconciles_and_the_other_takes_over() {
+    let configure = Box::new(|options: &mut olmv2::controller::ControllerOptions, _: &std::path::Path| {
+        options.leader = leader_options("replica-a");
+    });
+    let mut harness =
+        Harness::start_configured("leader", "two-replicas", &["operators"], Duration::from_secs(1), configure).await;
+    wait_holder(&harness, "replica-a").await;
+    let first = harness.metrics().expect("replica a runs");
+
+    // Replica b starts beside it, with the same identity as a ServiceAccount and its own webhook and API.
+    let config = project::controller_config(&harness.plane).await.expect("controller identity");
+    let mut options =
+        project::controller_options(vec![harness.registry.host.clone()], harness.dir.join("cache-b"), harness_resync());
+    options.leader = leader_options("replica-b");
+    let second = project::start_controllers(&harness.plane, config, options).await.expect("replica b starts");
+
+    installed_by_admin(&harness, "settings", "one").await;
+    assert!(install_reconciles(&first) > 0, "the leader reconciled");
+    assert_eq!(install_reconciles(&second.metrics), 0, "the other replica reconciled nothing");
+    assert_eq!(holder(&harness).await.as_deref(), Some("replica-a"));
+
+    // The leader stops: replica b takes the Lease and reconciles what comes next.
+    harness.stop_controllers();
+    let taken = wait_holder(&harness, "replica-b").await;
+    assert!(taken < Duration::from_secs(10), "taken over in {taken:?}");
+    let before = install_reconciles(&first);
+    installed_by_admin(&harness, "more-settings", "two").await;
+    assert!(install_reconciles(&second.metrics) > 0, "replica b reconciles now");
+    assert_eq!(install_reconciles(&first), before, "the stopped replica did nothing more");
+    second.stop().await;
+}
+
+fn harness_resync() -> Duration {
+    Duration::from_secs(1)
+}
