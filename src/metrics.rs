@@ -32,6 +32,8 @@ pub struct Metrics {
     pub reconciles: Family<ControllerLabels, Counter>,
     pub reconcile_failures: Family<FailureLabels, Counter>,
     pub reconcile_duration: Family<ControllerLabels, Histogram>,
+    /// 1 while this replica's controllers run (always without leader election; while it holds the Lease with it).
+    pub leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -54,7 +56,10 @@ impl Default for Metrics {
         });
         registry.register("reconcile_duration_seconds", "Duration of reconciliations", reconcile_duration.clone());
 
-        Self { registry, reconciles, reconcile_failures, reconcile_duration }
+        let leader = Gauge::default();
+        registry.register("leader", "Whether this replica reconciles (holds the Lease, or runs alone)", leader.clone());
+
+        Self { registry, reconciles, reconcile_failures, reconcile_duration, leader }
     }
 }
 

@@ -101,6 +101,7 @@ pub async fn start(
         for controller in CONTROLLERS {
             running.spawn(controller(&process));
         }
+        metrics.leader.set(1);
         tracing::info!(namespace = %process.options.namespace, count = CONTROLLERS.len(), "controllers started");
     }
     Ok(Controllers { webhook, api, metrics, stop: Some(stop), running })
@@ -139,6 +140,7 @@ async fn lead(process: Process) {
         for controller in CONTROLLERS {
             controllers.spawn(controller(&term));
         }
+        process.metrics.leader.set(1);
         tokio::select! {
             () = &mut stopped => {
                 let _ = end_term.send(());
@@ -149,9 +151,11 @@ async fn lead(process: Process) {
                 tracing::warn!(lease = %options.leader.lease_name, "lost the Lease: the controllers stop at once");
                 controllers.abort_all();
                 while controllers.join_next().await.is_some() {}
+                process.metrics.leader.set(0);
             }
         }
     }
+    process.metrics.leader.set(0);
     loader.abort();
 }
 

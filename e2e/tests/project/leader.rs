@@ -82,3 +82,56 @@ async fn only_the_replica_holding_the_lease_reconciles_and_the_other_takes_over(
 fn harness_resync() -> Duration {
     Duration::from_secs(1)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_that_loses_its_lease_stops_reconciling_until_it_holds_it_again() {
+    let configure = Box::new(|options: &mut olmv2::controller::ControllerOptions, _: &std::path::Path| {
+        options.leader = leader_options("replica-a");
+    });
+    let harness =
+        Harness::start_configured("leader", "lose-lease", &["operators"], Duration::from_secs(1), configure).await;
+    wait_holder(&harness, "replica-a").await;
+    let metrics = harness.metrics().expect("replica a runs");
+    installed_by_admin(&harness, "settings", "one").await;
+    assert_eq!(metrics.leader.get(), 1);
+
+    // Someone else holds the Lease now (as a replica elsewhere would after a partition): replica a stops at once.
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let taken = serde_json::json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 6,
+        "acquireTime": now.to_string(), "renewTime": now.to_string()}});
+    let patched = harness.admin_kubectl(
+        &[
+            "patch",
+            "lease",
+            "olmv2-controller",
+            "-n",
+            project::CONTROLLER_NAMESPACE,
+            "--type=merge",
+            "-p",
+            &taken.to_string(),
+        ],
+        None,
+    );
+    assert!(patched.status.success(), "{}", crate::support::emulator::kubectl::text(&patched));
+    let start = Instant::now();
+    while metrics.leader.get() != 0 {
+        assert!(start.elapsed() < Duration::from_secs(5), "replica a never stopped leading");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let frozen = install_reconciles(&metrics);
+    let install = crate::attacks::raw_install("waiting", &crate::attacks::config_map("waiting", "x"), "operators");
+    let created = harness.admin_kubectl(&["apply", "-f", "-"], Some(&install));
+    assert!(created.status.success());
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    if holder(&harness).await.as_deref() == Some("intruder") {
+        assert_eq!(install_reconciles(&metrics), frozen, "nothing reconciled while another holds the Lease");
+        let waiting = crate::support::installs::installs(&harness).get("waiting").await.unwrap();
+        assert!(waiting.status.is_none(), "the Install was not looked at: {:?}", waiting.status);
+    }
+
+    // The intruder's Lease expires without renewal: replica a takes it back and goes on.
+    wait_holder(&harness, "replica-a").await;
+    crate::support::installs::wait_state(&harness, "waiting", olmv2::api::v2alpha1::InstallState::PendingApproval)
+        .await;
+    assert_eq!(metrics.leader.get(), 1);
+}
