@@ -52,7 +52,8 @@ async fn only_the_replica_holding_the_lease_reconciles_and_the_other_takes_over(
         options.leader = leader_options("replica-a");
     });
     let mut harness =
-        Harness::start_configured("leader", "two-replicas", &["operators"], Duration::from_secs(1), configure).await;
+        Harness::start_configured("leader", "two-replicas", &["operators", "olm"], Duration::from_secs(1), configure)
+            .await;
     wait_holder(&harness, "replica-a").await;
     let first = harness.metrics().expect("replica a runs");
 
@@ -62,6 +63,13 @@ async fn only_the_replica_holding_the_lease_reconciles_and_the_other_takes_over(
         project::controller_options(vec![harness.registry.host.clone()], harness.dir.join("cache-b"), harness_resync());
     options.leader = leader_options("replica-b");
     let second = project::start_controllers(&harness.plane, config, options).await.expect("replica b starts");
+
+    // Replica b answers the aggregated API now (the Service's endpoint is its own), PackageManifests included: it
+    // loads the catalogs although the CatalogSource loop runs on the leader only.
+    let community = crate::packagemanifests::push(&harness, "community", &["kairos-operator"]).await;
+    let source = crate::packagemanifests::catalog_source("olm", "community", "Community Operators", &community);
+    assert!(harness.admin_kubectl(&["apply", "-f", "-"], Some(&source)).status.success());
+    harness.wait_kubectl(&["get", "packagemanifests", "-n", "operators"], "kairos-operator").await;
 
     installed_by_admin(&harness, "settings", "one").await;
     assert!(install_reconciles(&first) > 0, "the leader reconciled");

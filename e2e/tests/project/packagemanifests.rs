@@ -15,7 +15,7 @@ use crate::legacy::{apply, kubectl};
 use crate::support::harness::Harness;
 
 /// Pushes a catalog image of the test data's `packages` as `catalog:<tag>`; answers the image.
-async fn push(harness: &Harness, tag: &str, packages: &[&str]) -> String {
+pub(crate) async fn push(harness: &Harness, tag: &str, packages: &[&str]) -> String {
     let configs = harness.dir.join(format!("configs-{tag}"));
     for package in packages {
         let dir = configs.join(package);
@@ -28,7 +28,7 @@ async fn push(harness: &Harness, tag: &str, packages: &[&str]) -> String {
     image
 }
 
-fn catalog_source(namespace: &str, name: &str, display: &str, image: &str) -> String {
+pub(crate) fn catalog_source(namespace: &str, name: &str, display: &str, image: &str) -> String {
     format!(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: CatalogSource\nmetadata: {{name: {name}, namespace: {namespace}, labels: {{team: {name}}}}}\n\
          spec: {{sourceType: grpc, image: \"{image}\", displayName: \"{display}\", publisher: Example}}\n"
