@@ -108,55 +108,80 @@ pub async fn start(
 }
 
 /// Runs the controllers during each term this replica holds the Lease (`controller::leader`), and keeps the
-/// catalogs the Installed API shows loaded meanwhile. Losing the Lease aborts the term's controllers at once (a
-/// reconcile in flight stops where it is, as in a killed process); stopping the process lets them finish, then
-/// releases the Lease.
+/// catalogs the Installed API shows loaded all along. A term ends at once when the lease manager or the term's own
+/// renew deadline says the Lease is not ours: the controllers are aborted where they are, as in a killed process.
+/// Stopping the process lets them finish, then releases the Lease. An election that ends is joined again.
 async fn lead(process: Process) {
     let stopped = process.shutdown();
     tokio::pin!(stopped);
     let options = &process.options;
-    let mut leading = loop {
-        match leader::elect(process.client.clone(), &options.namespace, &options.leader).await {
-            Ok(leading) => break leading,
+    // Aborted with this task (a JoinSet aborts what it holds when dropped).
+    let mut background = JoinSet::new();
+    background.spawn(keep_catalogs_loaded(process.client.clone(), process.catalogs.clone()));
+    let mut retry = leader::RETRY;
+    'election: loop {
+        let mut election = match leader::elect(process.client.clone(), &options.namespace, &options.leader).await {
+            Ok(election) => election,
             Err(error) => {
-                tracing::warn!(%error, "cannot take part in the leader election; trying again");
+                tracing::warn!(%error, retry_seconds = retry.as_secs(), "cannot join the leader election; trying again");
                 tokio::select! {
-                    () = &mut stopped => return,
-                    () = tokio::time::sleep(leader::RETRY) => {}
+                    () = &mut stopped => break 'election,
+                    () = tokio::time::sleep(retry) => {}
                 }
+                retry = (retry * 2).min(leader::MAX_RETRY);
+                continue 'election;
             }
-        }
-    };
-    let loader = tokio::spawn(keep_catalogs_loaded(process.client.clone(), process.catalogs.clone()));
-    loop {
-        tokio::select! {
-            () = &mut stopped => break,
-            led = leader::until(&mut leading, true) => if !led { break },
-        }
-        tracing::info!(lease = %options.leader.lease_name, "leading: the controllers start");
-        let (end_term, term_ended) = oneshot::channel::<()>();
-        let term = process.term(term_ended);
-        let mut controllers = JoinSet::new();
-        for controller in CONTROLLERS {
-            controllers.spawn(controller(&term));
-        }
-        process.metrics.leader.set(1);
-        tokio::select! {
-            () = &mut stopped => {
-                let _ = end_term.send(());
-                while controllers.join_next().await.is_some() {}
-                break;
+        };
+        retry = leader::RETRY;
+        loop {
+            tokio::select! {
+                () = &mut stopped => {
+                    election.leave().await;
+                    break 'election;
+                }
+                led = leader::until(&mut election.leading, true) => if !led {
+                    tracing::warn!("the leader election ended; joining it again");
+                    continue 'election;
+                },
             }
-            _ = leader::until(&mut leading, false) => {
-                tracing::warn!(lease = %options.leader.lease_name, "lost the Lease: the controllers stop at once");
-                controllers.abort_all();
-                while controllers.join_next().await.is_some() {}
-                process.metrics.leader.set(0);
+            let confirmed =
+                leader::confirmed(process.client.clone(), &options.namespace, &options.leader, &election.identity);
+            tokio::select! {
+                () = &mut stopped => {
+                    election.leave().await;
+                    break 'election;
+                }
+                _ = leader::until(&mut election.leading, false) => continue,
+                () = confirmed => {}
             }
+            tracing::info!(lease = %options.leader.lease_name, identity = %election.identity, "leading: the controllers start");
+            let (end_term, term_ended) = oneshot::channel::<()>();
+            let term = process.term(term_ended);
+            let mut controllers = JoinSet::new();
+            for controller in CONTROLLERS {
+                controllers.spawn(controller(&term));
+            }
+            process.metrics.leader.set(1);
+            let fence =
+                leader::watch_term(process.client.clone(), &options.namespace, &options.leader, &election.identity);
+            tokio::select! {
+                () = &mut stopped => {
+                    let _ = end_term.send(());
+                    while controllers.join_next().await.is_some() {}
+                    process.metrics.leader.set(0);
+                    election.leave().await;
+                    break 'election;
+                }
+                _ = leader::until(&mut election.leading, false) => {}
+                () = fence => {}
+            }
+            tracing::warn!(lease = %options.leader.lease_name, "lost the Lease: the controllers stop at once");
+            controllers.abort_all();
+            while controllers.join_next().await.is_some() {}
+            process.metrics.leader.set(0);
         }
     }
     process.metrics.leader.set(0);
-    loader.abort();
 }
 
 /// Keeps the catalogs loaded on a replica whether it leads or not: the CatalogSource loop, which loads them, runs on

@@ -1,12 +1,19 @@
 //! Leader election (`--leader-elect`): several replicas serve the approval webhook and the aggregated API, and only
 //! the one holding a `coordination.k8s.io/v1` Lease in the controller's namespace reconciles. The protocol is
 //! kube-lease-manager's (server-side apply of the Lease, renewal before it expires, tolerated clock skew); this
-//! module only turns its "am I the leader" channel into terms during which the controllers run.
+//! module turns its "am I the leader" channel into terms during which the controllers run, and fences each term
+//! with a renew deadline of its own ([`watch_term`]): the crate's channel stays true while the API cannot be
+//! reached, and a leader that cannot confirm its Lease must stop before another may take it, as client-go's
+//! leader election does.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 /// How replicas elect the one that reconciles.
 #[derive(Clone, Debug, clap::Args)]
@@ -78,31 +85,135 @@ pub fn identity(options: &LeaderOptions) -> String {
     format!("{host}-{suffix:08x}")
 }
 
-/// Starts electing; the channel says whether this replica leads. Dropping every receiver releases the Lease (a
-/// clean stop hands over at once; a killed replica's Lease expires after `lease_seconds`).
+/// This replica's part in the election.
+pub struct Election {
+    /// Whether this replica holds the Lease, as the lease manager last saw it.
+    pub leading: watch::Receiver<bool>,
+    pub identity: String,
+    task: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
+}
+
+impl Election {
+    /// Leaves the election: the lease manager releases the Lease (if held) before this returns, or gives up after a
+    /// few seconds (the Lease then expires as a killed replica's would).
+    pub async fn leave(self) {
+        let Self { leading, identity, task } = self;
+        drop(leading);
+        match tokio::time::timeout(LEAVE_TIMEOUT, task).await {
+            Ok(Ok(Ok(_))) => tracing::info!(%identity, "left the leader election"),
+            Ok(Ok(Err(error))) => tracing::warn!(%identity, %error, "the Lease could not be released"),
+            Ok(Err(error)) => tracing::warn!(%identity, %error, "the leader election task failed"),
+            Err(_) => tracing::warn!(%identity, "the Lease was not released in time; it expires"),
+        }
+    }
+}
+
+/// How long leaving waits for the Lease to be released.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The lease duration and the renew grace, as the lease manager takes them (at least 2 s, grace below duration).
+fn timing(options: &LeaderOptions) -> (u64, u64) {
+    let duration = options.lease_seconds.max(2);
+    (duration, options.grace_seconds.clamp(1, duration - 1))
+}
+
+/// Joins the election. Each replica applies the Lease with a field manager of its own, so that taking it is a
+/// server-side apply conflict between replicas.
 pub async fn elect(
     client: kube::Client,
     namespace: &str,
     options: &LeaderOptions,
-) -> Result<watch::Receiver<bool>, LeaseManagerError> {
+) -> Result<Election, LeaseManagerError> {
     let identity = identity(options);
+    let (duration, grace) = timing(options);
     let manager = LeaseManagerBuilder::new(client, options.lease_name.clone())
         .with_namespace(namespace)
         .with_identity(identity.clone())
-        .with_duration(options.lease_seconds.max(2))
-        .with_grace(options.grace_seconds.clamp(1, options.lease_seconds.max(2) - 1))
-        .with_field_manager("olmv2-leader-election")
+        .with_duration(duration)
+        .with_grace(grace)
         .build()
         .await?;
     let (leading, task) = manager.watch().await;
-    tokio::spawn(async move {
-        match task.await {
-            Ok(Ok(_)) => tracing::info!(%identity, "left the leader election"),
-            Ok(Err(error)) => tracing::warn!(%identity, %error, "the leader election stopped"),
-            Err(error) => tracing::warn!(%identity, %error, "the leader election task failed"),
+    Ok(Election { leading, identity, task })
+}
+
+/// What one read of the Lease says about this replica's term.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Observed {
+    /// Held by this replica and renewed within its duration.
+    Ours,
+    /// Held by another replica, expired, or gone: the term is over.
+    NotOurs,
+    /// The Lease could not be read.
+    Unreadable,
+}
+
+/// Reads what the Lease says of `identity` at `now`.
+pub fn observe(lease: Option<&Lease>, identity: &str, now: Timestamp) -> Observed {
+    let Some(spec) = lease.and_then(|lease| lease.spec.as_ref()) else { return Observed::NotOurs };
+    let ours = spec.holder_identity.as_deref() == Some(identity);
+    let duration = spec.lease_duration_seconds.map_or(0, i64::from);
+    let current = spec
+        .renew_time
+        .as_ref()
+        .and_then(|renewed| renewed.0.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(duration)).ok())
+        .is_some_and(|expiry| expiry > now);
+    if ours && current {
+        Observed::Ours
+    } else {
+        Observed::NotOurs
+    }
+}
+
+/// Whether a term goes on: confirmed by reading the Lease as ours, over when it is not, and over too when it could
+/// not be confirmed for longer than `deadline` (the lease duration less the renew grace: before another replica
+/// may take it).
+pub fn term_goes_on(observed: Observed, since_confirmed: Duration, deadline: Duration) -> bool {
+    match observed {
+        Observed::Ours => true,
+        Observed::NotOurs => false,
+        Observed::Unreadable => since_confirmed <= deadline,
+    }
+}
+
+/// How often a term reads its Lease, and how long one read may take.
+const CHECK: Duration = Duration::from_secs(1);
+
+/// Reads the Lease once, bounded in time.
+async fn read(leases: &Api<Lease>, name: &str, identity: &str) -> Observed {
+    match tokio::time::timeout(CHECK, leases.get_opt(name)).await {
+        Ok(Ok(lease)) => observe(lease.as_ref(), identity, Timestamp::now()),
+        Ok(Err(_)) | Err(_) => Observed::Unreadable,
+    }
+}
+
+/// Completes once the Lease reads as this replica's: a term starts only then (after a term its fence ended, the
+/// lease manager may still say it leads).
+pub async fn confirmed(client: kube::Client, namespace: &str, options: &LeaderOptions, identity: &str) {
+    let leases = Api::<Lease>::namespaced(client, namespace);
+    while read(&leases, &options.lease_name, identity).await != Observed::Ours {
+        tokio::time::sleep(CHECK).await;
+    }
+}
+
+/// Completes when this replica's term must end: the Lease read as not its own, or not confirmed within the renew
+/// deadline (the API unreachable, or answering too slowly).
+pub async fn watch_term(client: kube::Client, namespace: &str, options: &LeaderOptions, identity: &str) {
+    let leases = Api::<Lease>::namespaced(client, namespace);
+    let (duration, grace) = timing(options);
+    let deadline = Duration::from_secs(duration - grace);
+    let mut confirmed = Instant::now();
+    loop {
+        tokio::time::sleep(CHECK).await;
+        let observed = read(&leases, &options.lease_name, identity).await;
+        if observed == Observed::Ours {
+            confirmed = Instant::now();
         }
-    });
-    Ok(leading)
+        if !term_goes_on(observed, confirmed.elapsed(), deadline) {
+            tracing::warn!(%identity, ?observed, "the Lease is not confirmed ours: the term ends");
+            return;
+        }
+    }
 }
 
 /// Waits until `leading` says this replica leads (true) or stops leading (false), as `wanted`; `false` when the
@@ -111,8 +222,10 @@ pub async fn until(leading: &mut watch::Receiver<bool>, wanted: bool) -> bool {
     leading.wait_for(|now| *now == wanted).await.is_ok()
 }
 
-/// The back-off between attempts to start electing (the Lease API unreachable).
+/// The first back-off between attempts to join the election (the Lease API unreachable); it doubles up to
+/// [`MAX_RETRY`].
 pub const RETRY: Duration = Duration::from_secs(2);
+pub const MAX_RETRY: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {
@@ -139,5 +252,37 @@ mod tests {
         assert!(until(&mut leading, false).await);
         drop(sender);
         assert!(!until(&mut leading, true).await, "the election ended");
+    }
+
+    fn lease(holder: &str, renewed: Timestamp, seconds: i32) -> Lease {
+        Lease {
+            spec: Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+                holder_identity: Some(holder.into()),
+                lease_duration_seconds: Some(seconds),
+                renew_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(renewed)),
+                ..Default::default()
+            }),
+            ..Lease::default()
+        }
+    }
+
+    #[test]
+    fn the_lease_is_ours_only_while_held_by_us_and_unexpired() {
+        let now: Timestamp = "2026-11-26T10:00:00Z".parse().unwrap();
+        let before = |seconds: i64| now.checked_sub(k8s_openapi::jiff::SignedDuration::from_secs(seconds)).unwrap();
+        assert_eq!(observe(Some(&lease("a", before(3), 15)), "a", now), Observed::Ours);
+        assert_eq!(observe(Some(&lease("b", before(3), 15)), "a", now), Observed::NotOurs, "another holder");
+        assert_eq!(observe(Some(&lease("a", before(20), 15)), "a", now), Observed::NotOurs, "expired");
+        assert_eq!(observe(None, "a", now), Observed::NotOurs, "deleted");
+        assert_eq!(observe(Some(&Lease::default()), "a", now), Observed::NotOurs);
+    }
+
+    #[test]
+    fn a_term_ends_when_the_lease_is_not_ours_or_unconfirmed_past_the_deadline() {
+        let deadline = Duration::from_secs(10);
+        assert!(term_goes_on(Observed::Ours, Duration::from_secs(60), deadline));
+        assert!(!term_goes_on(Observed::NotOurs, Duration::ZERO, deadline));
+        assert!(term_goes_on(Observed::Unreadable, Duration::from_secs(9), deadline));
+        assert!(!term_goes_on(Observed::Unreadable, Duration::from_secs(11), deadline), "before another may take it");
     }
 }

@@ -74,6 +74,7 @@ async fn only_the_replica_holding_the_lease_reconciles_and_the_other_takes_over(
     installed_by_admin(&harness, "settings", "one").await;
     assert!(install_reconciles(&first) > 0, "the leader reconciled");
     assert_eq!(install_reconciles(&second.metrics), 0, "the other replica reconciled nothing");
+    assert_eq!((first.leader.get(), second.metrics.leader.get()), (1, 0));
     assert_eq!(holder(&harness).await.as_deref(), Some("replica-a"));
 
     // The leader stops: replica b takes the Lease and reconciles what comes next.
@@ -83,6 +84,7 @@ async fn only_the_replica_holding_the_lease_reconciles_and_the_other_takes_over(
     let before = install_reconciles(&first);
     installed_by_admin(&harness, "more-settings", "two").await;
     assert!(install_reconciles(&second.metrics) > 0, "replica b reconciles now");
+    assert_eq!(second.metrics.leader.get(), 1);
     assert_eq!(install_reconciles(&first), before, "the stopped replica did nothing more");
     second.stop().await;
 }
@@ -105,7 +107,7 @@ async fn a_leader_that_loses_its_lease_stops_reconciling_until_it_holds_it_again
 
     // Someone else holds the Lease now (as a replica elsewhere would after a partition): replica a stops at once.
     let now = k8s_openapi::jiff::Timestamp::now();
-    let taken = serde_json::json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 6,
+    let taken = serde_json::json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 30,
         "acquireTime": now.to_string(), "renewTime": now.to_string()}});
     let patched = harness.admin_kubectl(
         &[
@@ -131,13 +133,28 @@ async fn a_leader_that_loses_its_lease_stops_reconciling_until_it_holds_it_again
     let created = harness.admin_kubectl(&["apply", "-f", "-"], Some(&install));
     assert!(created.status.success());
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    if holder(&harness).await.as_deref() == Some("intruder") {
-        assert_eq!(install_reconciles(&metrics), frozen, "nothing reconciled while another holds the Lease");
-        let waiting = crate::support::installs::installs(&harness).get("waiting").await.unwrap();
-        assert!(waiting.status.is_none(), "the Install was not looked at: {:?}", waiting.status);
-    }
+    assert_eq!(holder(&harness).await.as_deref(), Some("intruder"), "the intruder's Lease holds");
+    assert_eq!(install_reconciles(&metrics), frozen, "nothing reconciled while another holds the Lease");
+    let waiting = crate::support::installs::installs(&harness).get("waiting").await.unwrap();
+    assert!(waiting.status.is_none(), "the Install was not looked at: {:?}", waiting.status);
 
-    // The intruder's Lease expires without renewal: replica a takes it back and goes on.
+    // The intruder's Lease expires (renewed an hour ago): replica a takes it back and goes on.
+    let expired = now.checked_sub(k8s_openapi::jiff::SignedDuration::from_hours(1)).unwrap();
+    let lapsed = serde_json::json!({"spec": {"renewTime": expired.to_string()}});
+    let patched = harness.admin_kubectl(
+        &[
+            "patch",
+            "lease",
+            "olmv2-controller",
+            "-n",
+            project::CONTROLLER_NAMESPACE,
+            "--type=merge",
+            "-p",
+            &lapsed.to_string(),
+        ],
+        None,
+    );
+    assert!(patched.status.success(), "{}", crate::support::emulator::kubectl::text(&patched));
     wait_holder(&harness, "replica-a").await;
     crate::support::installs::wait_state(&harness, "waiting", olmv2::api::v2alpha1::InstallState::PendingApproval)
         .await;
