@@ -80,9 +80,9 @@ pub fn identity(options: &LeaderOptions) -> String {
         return identity;
     }
     let host = std::env::var("HOSTNAME").ok().filter(|host| !host.is_empty()).unwrap_or_else(|| "olmv2".to_owned());
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let suffix: u32 = std::process::id().rotate_left(16) ^ now;
-    format!("{host}-{suffix:08x}")
+    // The standard library's hasher keys are random per process: a random suffix without another dependency.
+    let suffix = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), std::process::id());
+    format!("{host}-{suffix:016x}")
 }
 
 /// This replica's part in the election.
