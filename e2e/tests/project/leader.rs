@@ -35,6 +35,14 @@ async fn holder(harness: &Harness) -> Option<String> {
     leases.get_opt("olmv2-controller").await.unwrap().and_then(|lease| lease.spec?.holder_identity)
 }
 
+/// Patches the Lease as the cluster admin (merge patch).
+fn patch_lease(harness: &Harness, patch: &serde_json::Value) {
+    let namespace = project::CONTROLLER_NAMESPACE;
+    let args = ["patch", "lease", "olmv2-controller", "-n", namespace, "--type=merge", "-p", &patch.to_string()];
+    let patched = harness.admin_kubectl(&args, None);
+    assert!(patched.status.success(), "{}", crate::support::emulator::kubectl::text(&patched));
+}
+
 async fn wait_holder(harness: &Harness, identity: &str) -> Duration {
     let start = Instant::now();
     for _ in 0..300 {
@@ -109,20 +117,7 @@ async fn a_leader_that_loses_its_lease_stops_reconciling_until_it_holds_it_again
     let now = k8s_openapi::jiff::Timestamp::now();
     let taken = serde_json::json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 30,
         "acquireTime": now.to_string(), "renewTime": now.to_string()}});
-    let patched = harness.admin_kubectl(
-        &[
-            "patch",
-            "lease",
-            "olmv2-controller",
-            "-n",
-            project::CONTROLLER_NAMESPACE,
-            "--type=merge",
-            "-p",
-            &taken.to_string(),
-        ],
-        None,
-    );
-    assert!(patched.status.success(), "{}", crate::support::emulator::kubectl::text(&patched));
+    patch_lease(&harness, &taken);
     let start = Instant::now();
     while metrics.leader.get() != 0 {
         assert!(start.elapsed() < Duration::from_secs(5), "replica a never stopped leading");
@@ -141,20 +136,7 @@ async fn a_leader_that_loses_its_lease_stops_reconciling_until_it_holds_it_again
     // The intruder's Lease expires (renewed an hour ago): replica a takes it back and goes on.
     let expired = now.checked_sub(k8s_openapi::jiff::SignedDuration::from_hours(1)).unwrap();
     let lapsed = serde_json::json!({"spec": {"renewTime": expired.to_string()}});
-    let patched = harness.admin_kubectl(
-        &[
-            "patch",
-            "lease",
-            "olmv2-controller",
-            "-n",
-            project::CONTROLLER_NAMESPACE,
-            "--type=merge",
-            "-p",
-            &lapsed.to_string(),
-        ],
-        None,
-    );
-    assert!(patched.status.success(), "{}", crate::support::emulator::kubectl::text(&patched));
+    patch_lease(&harness, &lapsed);
     wait_holder(&harness, "replica-a").await;
     crate::support::installs::wait_state(&harness, "waiting", olmv2::api::v2alpha1::InstallState::PendingApproval)
         .await;
