@@ -1,4 +1,5 @@
-//! Prometheus metrics shared by the controllers: reconcile counts, failures by error category, and durations.
+//! Prometheus metrics shared by the controllers: reconcile counts, failures by error category, and durations;
+//! whether this replica leads; Installs by state; bundle image pulls and cache hits (docs/operations.md).
 
 use std::time::Instant;
 
@@ -22,6 +23,17 @@ pub struct FailureLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    pub state: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PullLabels {
+    /// `pulled` (downloaded and unpacked), `cached` (found unpacked by digest) or `failed`.
+    pub result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildLabels {
     pub version: &'static str,
 }
@@ -34,6 +46,10 @@ pub struct Metrics {
     pub reconcile_duration: Family<ControllerLabels, Histogram>,
     /// 1 while this replica's controllers run (always without leader election; while it holds the Lease with it).
     pub leader: Gauge,
+    /// Installs by `status.state` (`PendingApproval`, `ExceedsPolicy`, ...), counted by the Install controller.
+    pub installs: Family<StateLabels, Gauge>,
+    /// Bundle image pulls by result.
+    pub bundle_pulls: Family<PullLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -59,7 +75,20 @@ impl Default for Metrics {
         let leader = Gauge::default();
         registry.register("leader", "Whether this replica reconciles (holds the Lease, or runs alone)", leader.clone());
 
-        Self { registry, reconciles, reconcile_failures, reconcile_duration, leader }
+        let installs = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "installs",
+            "Installs by state, as this replica's Install controller last counted",
+            installs.clone(),
+        );
+        let bundle_pulls = Family::<PullLabels, Counter>::default();
+        registry.register(
+            "bundle_pulls",
+            "Bundle image pulls: downloaded and unpacked, found in the cache by digest, or failed",
+            bundle_pulls.clone(),
+        );
+
+        Self { registry, reconciles, reconcile_failures, reconcile_duration, leader, installs, bundle_pulls }
     }
 }
 
@@ -75,6 +104,18 @@ impl Metrics {
     /// Counts a failed reconcile of `controller`, by the error's static category.
     pub fn reconcile_failed(&self, controller: &'static str, category: &'static str) {
         self.reconcile_failures.get_or_create(&FailureLabels { controller, category }).inc();
+    }
+
+    /// Counts a bundle pull by its result.
+    pub fn bundle_pull(&self, result: &'static str) {
+        self.bundle_pulls.get_or_create(&PullLabels { result }).inc();
+    }
+
+    /// Sets the count of Installs in each state; states not given are 0.
+    pub fn set_install_states(&self, counts: &[(&'static str, i64)]) {
+        for (state, count) in counts {
+            self.installs.get_or_create(&StateLabels { state }).set(*count);
+        }
     }
 
     /// The OpenMetrics text exposition of every metric.
@@ -124,5 +165,16 @@ mod tests {
         drop(timer);
         let text = metrics.encode().expect("encode");
         assert!(text.contains("olmv2_reconcile_duration_seconds_count{controller=\"operator\"} 1"), "{text}");
+    }
+
+    #[test]
+    fn install_states_and_bundle_pulls_are_exposed() {
+        let metrics = Metrics::default();
+        metrics.set_install_states(&[("PendingApproval", 2), ("Installed", 5)]);
+        metrics.bundle_pull("cached");
+        metrics.bundle_pull("cached");
+        let text = metrics.encode().expect("encode");
+        assert!(text.contains("olmv2_installs{state=\"PendingApproval\"} 2"), "{text}");
+        assert!(text.contains("olmv2_bundle_pulls_total{result=\"cached\"} 2"), "{text}");
     }
 }

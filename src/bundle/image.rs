@@ -44,6 +44,8 @@ pub struct PulledImage {
     pub root: PathBuf,
     /// The labels of the image config; a bundle's carry its annotations.
     pub labels: BTreeMap<String, String>,
+    /// Whether it was found unpacked in the cache (nothing downloaded).
+    pub cached: bool,
 }
 
 /// The image label that says where a File-Based Catalog image keeps its catalog.
@@ -227,7 +229,7 @@ impl ImageClient {
                 .ok()
                 .and_then(|bytes| config_labels(&bytes).ok())
                 .unwrap_or_default();
-            return Ok(PulledImage { pinned, digest, root: entry.join("rootfs"), labels });
+            return Ok(PulledImage { pinned, digest, root: entry.join("rootfs"), labels, cached: true });
         }
         let cache_error = |path: &Path| {
             let path = path.to_owned();
@@ -287,7 +289,7 @@ impl ImageClient {
                 return Err(PullError::Cache { path: entry, source });
             }
         }
-        Ok(PulledImage { pinned, digest, root: entry.join("rootfs"), labels })
+        Ok(PulledImage { pinned, digest, root: entry.join("rootfs"), labels, cached: false })
     }
 
     async fn download_and_unpack(

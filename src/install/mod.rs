@@ -51,6 +51,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
             images: ImageClient::new(options.registry.clone()),
             cache: options.cache.clone(),
             limits: UnpackLimits::default(),
+            metrics: process.metrics.clone(),
         },
         options: InstallOptions {
             controller_namespace: options.namespace.clone(),
@@ -75,7 +76,54 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         .watches(Api::<Deployment>::all(client), watcher::Config::default(), |deployment| {
             deployment.annotations().get(grants::INSTALL_ANNOTATION).map(|name| ObjectRef::<Install>::new(name))
         });
-    runner::run(controller, context, process.shutdown()).boxed()
+    let counting = count_states(controller.store(), process.metrics.clone(), process.shutdown());
+    let running = runner::run(controller, context, process.shutdown());
+    async move {
+        tokio::join!(running, counting);
+    }
+    .boxed()
+}
+
+/// How often the Installs are counted by state for `olmv2_installs`.
+const COUNT_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Counts the Installs of the controller's store by state, every [`COUNT_EVERY`], until `stopped`.
+async fn count_states(
+    store: kube::runtime::reflector::Store<Install>,
+    metrics: Arc<Metrics>,
+    stopped: impl std::future::Future<Output = ()>,
+) {
+    tokio::pin!(stopped);
+    loop {
+        metrics.set_install_states(&states(&store.state()));
+        tokio::select! {
+            () = &mut stopped => return,
+            () = tokio::time::sleep(COUNT_EVERY) => {}
+        }
+    }
+}
+
+/// The number of Installs in each state (`Resolving` for one not reconciled yet), every state listed.
+fn states(installs: &[Arc<Install>]) -> Vec<(&'static str, i64)> {
+    use crate::api::v2alpha1::InstallState as S;
+    let all = [S::Resolving, S::PendingApproval, S::Applying, S::Installed, S::Failed, S::ExceedsPolicy];
+    let name = |state: S| match state {
+        S::Resolving => "Resolving",
+        S::PendingApproval => "PendingApproval",
+        S::Applying => "Applying",
+        S::Installed => "Installed",
+        S::Failed => "Failed",
+        S::ExceedsPolicy => "ExceedsPolicy",
+    };
+    all.into_iter()
+        .map(|state| {
+            let count = installs
+                .iter()
+                .filter(|install| install.status.as_ref().and_then(|s| s.state).unwrap_or(S::Resolving) == state)
+                .count();
+            (name(state), i64::try_from(count).unwrap_or(i64::MAX))
+        })
+        .collect()
 }
 
 impl Reconciler for Context {
@@ -93,5 +141,33 @@ impl Reconciler for Context {
 
     fn retry(&self) -> std::time::Duration {
         self.options.retry
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v2alpha1::{InstallSpec, InstallState, InstallStatus};
+
+    #[test]
+    fn installs_are_counted_by_state_and_every_state_is_listed() {
+        let install = |state: Option<InstallState>| {
+            let mut install =
+                Install::new("i", InstallSpec { namespaces: vec![], approval: Default::default(), content: vec![] });
+            install.status = state.map(|state| InstallStatus { state: Some(state), ..InstallStatus::default() });
+            Arc::new(install)
+        };
+        let installs = [
+            install(Some(InstallState::PendingApproval)),
+            install(Some(InstallState::PendingApproval)),
+            install(Some(InstallState::ExceedsPolicy)),
+            install(None),
+        ];
+        let counts = states(&installs);
+        assert_eq!(counts.len(), 6);
+        assert!(counts.contains(&("PendingApproval", 2)));
+        assert!(counts.contains(&("ExceedsPolicy", 1)));
+        assert!(counts.contains(&("Resolving", 1)));
+        assert!(counts.contains(&("Installed", 0)));
     }
 }

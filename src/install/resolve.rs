@@ -90,6 +90,8 @@ pub struct Resolver {
     pub images: ImageClient,
     pub cache: PathBuf,
     pub limits: UnpackLimits,
+    /// Where pulls are counted (`olmv2_bundle_pulls_total`).
+    pub metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
 /// Certificates issued earlier for the same Service, else new ones from a fresh authority.
@@ -151,11 +153,14 @@ impl Resolver {
                 item.source().map_err(|error| ResolveError::InvalidUnion { index, reason: error.to_string() })?;
             match source {
                 ContentSource::ManifestImage(reference) => {
-                    let pulled = self
-                        .images
-                        .pull(reference, &self.cache, self.limits)
-                        .await
-                        .map_err(|source| ResolveError::PullImage { reference: reference.to_owned(), source })?;
+                    let pulled = self.images.pull(reference, &self.cache, self.limits).await;
+                    self.metrics.bundle_pull(match &pulled {
+                        Ok(pulled) if pulled.cached => "cached",
+                        Ok(_) => "pulled",
+                        Err(_) => "failed",
+                    });
+                    let pulled =
+                        pulled.map_err(|source| ResolveError::PullImage { reference: reference.to_owned(), source })?;
                     let bundle = Bundle::load(&pulled.root)
                         .map_err(|source| ResolveError::LoadBundle { reference: reference.to_owned(), source })?;
                     let targets = target_namespaces(&bundle.csv, &namespace, groups);
@@ -229,6 +234,7 @@ mod tests {
             images: ImageClient::new(crate::bundle::image::RegistryOptions::default()),
             cache: std::env::temp_dir(),
             limits: UnpackLimits::default(),
+            metrics: std::sync::Arc::default(),
         };
         let certificates = StoredCertificates { by_secret: BTreeMap::new() };
         let refused = resolver.resolve(&install, &KindIndex::kubernetes(), &[], &certificates).await;

@@ -261,6 +261,17 @@ async fn an_operator_update_over_a_tightened_ceiling_waits_and_relaxing_lets_it_
     let approve = ["patch", "install", "plumbus", "--type=merge", "-p", r#"{"spec":{"approval":"Approved"}}"#];
     assert!(harness.admin_kubectl(&approve, None).status.success());
     wait_version(&harness, "2.0.0-alpha").await;
+    // The bundle was downloaded once, then found unpacked by digest on the next passes (olmv2_bundle_pulls_total).
+    let metrics = harness.metrics().expect("controllers run");
+    let pulls = |result| metrics.bundle_pulls.get_or_create(&olmv2::metrics::PullLabels { result }).get();
+    assert!(pulls("pulled") >= 1);
+    for _ in 0..100 {
+        if pulls("cached") >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(pulls("cached") >= 1, "a later pass found the bundle in the cache");
     let deployment = Api::<Deployment>::namespaced(harness.admin.clone(), "operators");
     let running = deployment.get("plumbus-operator").await.unwrap().metadata.uid;
 
