@@ -26,7 +26,10 @@ use axum::response::Response;
 
 use crate::audit;
 use crate::auth::front::{self, PeerCredentials};
+use crate::faults::{Decision, Fault};
 use crate::request::api_server::ApiServer;
+use crate::status::ApiError;
+use crate::storage::store::{ResourceId, StoreError};
 use content::{error_response, negotiate};
 use query::Query;
 use routes::{route, segments};
@@ -67,9 +70,19 @@ async fn handle(
         Ok(admitted) => {
             record.user = admitted.impersonator.clone().unwrap_or_else(|| admitted.user.username.clone());
             record.impersonated_user = admitted.impersonator.as_ref().map(|_| admitted.user.username.clone());
-            match route(&api, &admitted.user, &method, &path, &query, &headers, body).await {
-                Ok(response) => response,
-                Err(error) => error_response(&error),
+            match api.faults.decide(&record.user, &record.verb) {
+                Decision::Refuse(fault) => fault_response(fault, &record),
+                decision => {
+                    let response = match route(&api, &admitted.user, &method, &path, &query, &headers, body).await {
+                        Ok(response) => response,
+                        Err(error) => error_response(&error),
+                    };
+                    if decision == Decision::LoseAnswer && response.status().is_success() {
+                        fault_response(Fault::InternalErrorAfterWrite, &record)
+                    } else {
+                        response
+                    }
+                }
             }
         }
         Err((error, user)) => {
@@ -81,4 +94,29 @@ async fn handle(
     record.code = response.status().as_u16();
     api.audit.record(record);
     response
+}
+
+/// The answer of an injected fault (`faults`), worded as kube-apiserver words each.
+fn fault_response(fault: Fault, record: &audit::Record) -> Response {
+    let resource = ResourceId::new(&record.api_group, &record.resource);
+    let error = match fault {
+        Fault::TooManyRequests => {
+            // API Priority and Fairness answers as Go's http.Error does, in plain text, with the seconds to wait
+            // (kube-rs clients retry it by default).
+            let mut response = Response::new(axum::body::Body::from("Too many requests, please try again later.\n"));
+            *response.status_mut() = axum::http::StatusCode::TOO_MANY_REQUESTS;
+            let headers = response.headers_mut();
+            headers.insert("content-type", axum::http::HeaderValue::from_static("text/plain; charset=utf-8"));
+            headers.insert("x-content-type-options", axum::http::HeaderValue::from_static("nosniff"));
+            headers.insert("retry-after", axum::http::HeaderValue::from_static("1"));
+            return response;
+        }
+        Fault::Conflict => ApiError::from_store(StoreError::modified(&resource, &record.name), &resource),
+        Fault::InternalError | Fault::InternalErrorAfterWrite => {
+            let cause = format!("injected fault ({fault:?})");
+            ApiError::internal(format!("Internal error occurred: {cause}"))
+                .with_details(serde_json::json!({"causes": [{"message": cause}]}))
+        }
+    };
+    error_response(&error)
 }

@@ -100,7 +100,9 @@ pub fn watch(api: &Arc<ApiServer>, target: Target, query: &Query, headers: &Head
         let deadline = state.deadline;
         let bookmarks = state.bookmarks;
         let watch = state.watch.as_mut()?;
+        // Biased: an event or the watch's end (a restart) comes before a bookmark that is due at the same time.
         let line = tokio::select! {
+            biased;
             event = watch.next() => match event {
                 Ok(Some(event)) => {
                     state.last_revision = event.revision;

@@ -14,6 +14,7 @@ use super::types::Target;
 use crate::audit::AuditLog;
 use crate::auth::authn::Authenticator;
 use crate::crds::schema;
+use crate::faults::Faults;
 use crate::model::events;
 use crate::model::resources::{ResourceType, Resources, Served};
 use crate::model::services::Allocations;
@@ -30,6 +31,8 @@ pub struct ApiServer {
     pub front_proxy: Option<ClientIdentity>,
     pub authenticator: Authenticator,
     pub audit: AuditLog,
+    /// The fault-injection switch (off unless a test turns it on).
+    pub faults: Faults,
     /// Service addresses and node ports handed to writes not yet stored.
     pub service_allocations: Allocations,
     /// The resource types served now.
@@ -87,6 +90,7 @@ impl ApiServer {
             front_proxy: None,
             authenticator: Authenticator::default(),
             audit: AuditLog::default(),
+            faults: Faults::default(),
             service_allocations: Allocations::default(),
             served: Served::default(),
             bookmark_interval,

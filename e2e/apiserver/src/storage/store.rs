@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{json, Value};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch as signal};
 
 use crate::storage::selectors::{FieldSelector, LabelSelector};
 
@@ -142,6 +142,10 @@ pub struct Store {
     inner: Mutex<Inner>,
     changes: broadcast::Sender<Arc<Change>>,
     history_limit: usize,
+    /// Counts restarts (`restart_watches`): each ends every open watch.
+    restarts: signal::Sender<u64>,
+    /// Watches refused as too old (410 Expired), since the start.
+    expired: std::sync::atomic::AtomicU64,
 }
 
 pub fn now() -> String {
@@ -165,7 +169,24 @@ impl Store {
         let (changes, _) = broadcast::channel(4096);
         let inner =
             Inner { revision: 1000, objects: BTreeMap::new(), history: VecDeque::new(), oldest_watchable: 1000 };
-        Self { inner: Mutex::new(inner), changes, history_limit }
+        let (restarts, _) = signal::channel(0);
+        Self { inner: Mutex::new(inner), changes, history_limit, restarts, expired: Default::default() }
+    }
+
+    /// Fault injection: ends every open watch and forgets the history, as a kube-apiserver that restarts while
+    /// others write (its watch cache starts after every resourceVersion a client has seen). A watch resumed from
+    /// before now is refused with 410 Expired, so the client must list again.
+    pub fn restart_watches(&self) {
+        let mut inner = self.lock();
+        inner.revision += 1;
+        inner.oldest_watchable = inner.revision;
+        inner.history.clear();
+        self.restarts.send_modify(|count| *count += 1);
+    }
+
+    /// How many watches were refused as too old (410 Expired) so far.
+    pub fn expired_watches(&self) -> u64 {
+        self.expired.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -352,6 +373,7 @@ impl Store {
         let mut backlog = Vec::new();
         match from {
             Some(revision) if revision < inner.oldest_watchable => {
+                self.expired.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 return Err(StoreError::Gone(format!(
                     "too old resource version: {revision} ({})",
                     inner.oldest_watchable
@@ -378,7 +400,8 @@ impl Store {
         }
         // Subscribing under the lock means no change falls between the backlog and the live stream.
         let receiver = self.changes.subscribe();
-        Ok(Watch { resource: resource.clone(), filter, backlog: backlog.into(), receiver })
+        let restarted = self.restarts.subscribe();
+        Ok(Watch { resource: resource.clone(), filter, backlog: backlog.into(), receiver, restarted })
     }
 }
 
@@ -432,6 +455,7 @@ pub struct Watch {
     filter: Filter,
     backlog: VecDeque<WatchEvent>,
     receiver: broadcast::Receiver<Arc<Change>>,
+    restarted: signal::Receiver<u64>,
 }
 
 impl Watch {
@@ -441,13 +465,18 @@ impl Watch {
     }
 
     /// The next event; `Err(Gone)` when this watcher fell too far behind (it must list again), `Ok(None)` when the
-    /// store is gone.
+    /// store is gone or restarted its watches.
     pub async fn next(&mut self) -> Result<Option<WatchEvent>, StoreError> {
         if let Some(event) = self.backlog.pop_front() {
             return Ok(Some(event));
         }
         loop {
-            match self.receiver.recv().await {
+            let received = tokio::select! {
+                biased;
+                _ = self.restarted.changed() => return Ok(None),
+                received = self.receiver.recv() => received,
+            };
+            match received {
                 Ok(change) if change.resource == self.resource => {
                     if let Some(event) = as_seen_by(&change, &self.filter) {
                         return Ok(Some(event));

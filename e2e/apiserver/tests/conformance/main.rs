@@ -1,12 +1,13 @@
 //! The emulator's conformance suite: what kube-apiserver answers, asserted over HTTPS with exact codes, reasons
 //! and messages (`rest_*`, `auth`, `admission`, `aggregation`), what kube clients and controllers see
-//! (`controller_loop`), the storage on its own (`store`), and the real kubectl (`kubectl*`). One test binary, so
+//! (`controller_loop`), the fault-injection switch (`faults`), the storage on its own (`store`), and the real kubectl (`kubectl*`). One test binary, so
 //! that it is linked once.
 
 mod admission;
 mod aggregation;
 mod auth;
 mod controller_loop;
+mod faults;
 mod kubectl;
 mod kubectl_commands;
 mod kubectl_openapi;

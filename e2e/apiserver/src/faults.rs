@@ -1,0 +1,179 @@
+//! Fault injection, for testing clients under failure: a switch that makes the server answer a fraction of one
+//! user's writes as an overloaded or failing kube-apiserver does, and one that drops every open watch as a restarted
+//! kube-apiserver does (the watches resumed from a resourceVersion seen before it are answered `410 Expired`, so
+//! clients list again). Off unless a test turns it on; every fault injected is counted.
+//!
+//! The faults of a write, drawn from a seeded generator so that a failing run can be repeated:
+//! - `429 TooManyRequests` before the write, as API Priority and Fairness rejects a request it cannot queue;
+//! - `409 Conflict` before the write (updates, patches and deletions only), as a write whose object changed
+//!   since it was read;
+//! - `500 InternalError` before the write, as a storage error;
+//! - `500 InternalError` after the write was stored, as an answer lost after etcd committed it: the client cannot
+//!   tell it from the one before, and a retry finds its change already made.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+/// A fault one write may be answered with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Fault {
+    TooManyRequests,
+    Conflict,
+    InternalError,
+    InternalErrorAfterWrite,
+}
+
+/// Which writes fail: a `fraction` of those authenticated as `user` (impersonating or not), drawn from `seed`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WriteFaults {
+    pub user: String,
+    pub fraction: f64,
+    pub seed: u64,
+}
+
+/// What a request's fault decides: nothing, an answer instead of the write, or an answer in place of the write's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Proceed,
+    Refuse(Fault),
+    LoseAnswer,
+}
+
+#[derive(Default)]
+struct State {
+    writes: Option<(WriteFaults, u64)>,
+    injected: BTreeMap<Fault, u64>,
+}
+
+/// The switch, held by the API server.
+#[derive(Default)]
+pub struct Faults {
+    state: Mutex<State>,
+}
+
+/// The verbs that change storage.
+const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+
+/// splitmix64: a small, well-mixed generator; its only job is a repeatable sequence per seed.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Faults {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Fails a fraction of `faults.user`'s writes from now on (replacing any earlier plan).
+    pub fn fail_writes(&self, faults: WriteFaults) {
+        let seed = faults.seed;
+        self.lock().writes = Some((faults, seed));
+    }
+
+    /// Lets every write through again.
+    pub fn stop_failing_writes(&self) {
+        self.lock().writes = None;
+    }
+
+    /// How many of each fault were injected so far.
+    pub fn injected(&self) -> BTreeMap<Fault, u64> {
+        self.lock().injected.clone()
+    }
+
+    /// The fault, if any, for a request of `verb` authenticated as `user`.
+    pub fn decide(&self, user: &str, verb: &str) -> Decision {
+        let mut state = self.lock();
+        let Some((faults, generator)) = state.writes.as_mut() else { return Decision::Proceed };
+        if faults.user != user || !WRITE_VERBS.contains(&verb) {
+            return Decision::Proceed;
+        }
+        let draw = (next(generator) >> 11) as f64 / (1u64 << 53) as f64;
+        if draw >= faults.fraction {
+            return Decision::Proceed;
+        }
+        // A create cannot conflict with an object it has not read (its 409 is AlreadyExists, which would be a lie).
+        let kinds: &[Fault] = if verb == "create" {
+            &[Fault::TooManyRequests, Fault::InternalError, Fault::InternalErrorAfterWrite]
+        } else {
+            &[Fault::TooManyRequests, Fault::Conflict, Fault::InternalError, Fault::InternalErrorAfterWrite]
+        };
+        let fault = kinds[(next(generator) % kinds.len() as u64) as usize];
+        *state.injected.entry(fault).or_default() += 1;
+        match fault {
+            Fault::InternalErrorAfterWrite => Decision::LoseAnswer,
+            refused => Decision::Refuse(refused),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn plan(fraction: f64) -> WriteFaults {
+        WriteFaults { user: "controller".into(), fraction, seed: 7 }
+    }
+
+    #[test]
+    fn off_until_switched_on_and_after_switched_off() {
+        let faults = Faults::default();
+        assert_eq!(faults.decide("controller", "create"), Decision::Proceed);
+        faults.fail_writes(plan(1.0));
+        assert_ne!(faults.decide("controller", "create"), Decision::Proceed);
+        faults.stop_failing_writes();
+        assert_eq!(faults.decide("controller", "create"), Decision::Proceed);
+    }
+
+    #[test]
+    fn only_the_named_users_writes_fail() {
+        let faults = Faults::default();
+        faults.fail_writes(plan(1.0));
+        for verb in ["get", "list", "watch"] {
+            assert_eq!(faults.decide("controller", verb), Decision::Proceed, "{verb}");
+        }
+        assert_eq!(faults.decide("admin", "patch"), Decision::Proceed);
+        for verb in WRITE_VERBS {
+            assert_ne!(faults.decide("controller", verb), Decision::Proceed, "{verb}");
+        }
+    }
+
+    #[test]
+    fn a_fraction_fails_with_every_kind_and_creates_never_conflict() {
+        let faults = Faults::default();
+        faults.fail_writes(plan(0.25));
+        let mut failed = 0;
+        for round in 0..4000 {
+            let verb = if round % 2 == 0 { "create" } else { "update" };
+            match faults.decide("controller", verb) {
+                Decision::Proceed => {}
+                Decision::Refuse(Fault::Conflict) => {
+                    assert_eq!(verb, "update", "a create answered Conflict");
+                    failed += 1;
+                }
+                _ => failed += 1,
+            }
+        }
+        assert!((800..1200).contains(&failed), "{failed} of 4000 failed at 0.25");
+        let injected = faults.injected();
+        assert_eq!(injected.values().sum::<u64>(), failed);
+        for fault in [Fault::TooManyRequests, Fault::Conflict, Fault::InternalError, Fault::InternalErrorAfterWrite] {
+            assert!(injected.get(&fault).copied().unwrap_or(0) > 50, "{fault:?}: {injected:?}");
+        }
+    }
+
+    #[test]
+    fn the_same_seed_fails_the_same_writes() {
+        let run = || {
+            let faults = Faults::default();
+            faults.fail_writes(plan(0.5));
+            (0..64).map(|_| faults.decide("controller", "patch")).collect::<Vec<_>>()
+        };
+        assert_eq!(run(), run());
+    }
+}
