@@ -62,18 +62,31 @@ pub async fn run<R: Reconciler>(
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
     tracing::info!("controller started");
-    controller
+    let shutdown = futures_util::FutureExt::shared(shutdown);
+    let running = controller
         .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENT_RECONCILES))
-        .graceful_shutdown_on(shutdown)
+        .graceful_shutdown_on(shutdown.clone())
         .run(reconcile, error_policy, reconciler)
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "controller event");
             }
-        })
-        .await;
-    tracing::info!("controller stopped");
+        });
+    // A graceful stop lets running reconciles finish, but no longer polls the watches: a reconcile waiting for a
+    // store those watches fill would wait for ever. Past the grace, what still runs is dropped, as in a killed
+    // process (every pass is idempotent; the next leader or start finishes it).
+    let overdue = async {
+        shutdown.await;
+        tokio::time::sleep(STOP_GRACE).await;
+    };
+    tokio::select! {
+        () = running => tracing::info!("controller stopped"),
+        () = overdue => tracing::warn!(grace_seconds = STOP_GRACE.as_secs(), "controller stopped with reconciles still running"),
+    }
 }
+
+/// How long a stopping controller lets its running reconciles finish.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 async fn reconcile<R: Reconciler>(object: Arc<R::Object>, reconciler: Arc<R>) -> Result<Action, R::Error> {
     let _timer = reconciler.metrics().reconcile(R::NAME);

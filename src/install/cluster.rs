@@ -78,6 +78,12 @@ pub enum ClusterError {
     },
     #[error("failed to read the approval webhook's configuration")]
     ReadWebhookConfiguration(#[source] ClientError),
+    #[error("failed to probe the approval webhook with a dry-run write of Install {name}")]
+    ProbeWebhook {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("failed to write the status of {what}")]
     WriteStatus {
         what: String,
@@ -106,6 +112,7 @@ impl Categorized for ClusterError {
             Self::ReviewCreator { .. } => "CreatorReviewFailed",
             Self::ClearContentChange { .. } => "ContentChangeClearFailed",
             Self::ReadWebhookConfiguration(_) => "WebhookConfigurationReadFailed",
+            Self::ProbeWebhook { .. } => "WebhookProbeFailed",
             Self::WriteStatus { .. } => "StatusWriteFailed",
             Self::RevokeApproval { .. } => "ApprovalRevokeFailed",
             Self::InstallChanged { .. } => "InstallChanged",
@@ -342,9 +349,12 @@ impl Cluster {
                 Err(kube::Error::Api(response)) if response.code == 409 => {
                     return Err(ClusterError::InstallChanged { name: install.name_any() })
                 }
-                Err(error) => {
-                    problems.push(format!("the webhook did not answer a dry-run write of the Install: {error}"))
-                }
+                // The API server says a webhook failed or refused: the webhook does not guard.
+                Err(kube::Error::Api(response)) if mentions_webhook(&response.message) => problems
+                    .push(format!("the webhook did not answer a dry-run write of the Install: {}", response.message)),
+                // Any other failure (throttled, an API server error, the connection) says nothing of the webhook,
+                // whose configurations were just read intact: the pass fails and is retried, nothing let through.
+                Err(source) => return Err(ClusterError::ProbeWebhook { name: install.name_any(), source }),
             }
         }
         Ok(problems)
@@ -407,6 +417,12 @@ impl Cluster {
         )?;
         Ok(())
     }
+}
+
+/// Whether an API error is about an admission webhook: kube-apiserver's words for one it failed calling ("failed
+/// calling webhook") or one that refused ("admission webhook ... denied the request").
+fn mentions_webhook(message: &str) -> bool {
+    message.contains("webhook")
 }
 
 /// Clients impersonating ServiceAccounts, built from the controller's configuration and kept per account. No groups

@@ -57,8 +57,8 @@ pub struct ApiOptions {
 pub enum ApiServerError {
     #[error("failed to read the aggregation layer's request-header settings")]
     RequestHeader(#[source] ReadRequestHeaderError),
-    #[error("failed to generate the aggregated API server's serving certificate")]
-    Certificate(#[source] crate::tls::CertificateError),
+    #[error("failed to generate or share the aggregated API server's serving certificate")]
+    Certificate(#[source] crate::tls::shared::SharedCertificateError),
     #[error("failed to read the aggregated API server's mounted certificate")]
     ReadCertificate(#[source] crate::tls::ReadCertificateError),
     #[error("failed to serve the aggregated API")]
@@ -128,9 +128,15 @@ pub async fn start(
     let namespace = options.service_namespace.clone().unwrap_or_else(|| controller_namespace.to_owned());
     let certificate = match &options.cert_dir {
         Some(dir) => ServingCertificate::read_mounted(dir).map_err(ApiServerError::ReadCertificate)?,
-        None => CertificateAuthority::new("olmv2-api-ca")
-            .and_then(|ca| ca.issue(&tls::service_dns_names(&options.service_name, &namespace)))
-            .map_err(ApiServerError::Certificate)?,
+        None => {
+            let generate = || {
+                CertificateAuthority::new("olmv2-api-ca")
+                    .and_then(|ca| ca.issue(&tls::service_dns_names(&options.service_name, &namespace)))
+            };
+            tls::shared::shared(&client, controller_namespace, &options.service_name, generate)
+                .await
+                .map_err(ApiServerError::Certificate)?
+        }
     };
     let cache = Arc::new(Cache::default());
     let (sources, writer) = kube::runtime::reflector::store();

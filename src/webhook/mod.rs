@@ -41,8 +41,8 @@ pub struct WebhookOptions {
 pub enum WebhookError {
     #[error("failed to learn the controller's own username (SelfSubjectReview)")]
     Identify(#[source] kube::Error),
-    #[error("failed to generate the webhook's serving certificate")]
-    Certificate(#[source] crate::tls::CertificateError),
+    #[error("failed to generate or share the webhook's serving certificate")]
+    Certificate(#[source] crate::tls::shared::SharedCertificateError),
     #[error("failed to read the webhook's mounted certificate")]
     ReadCertificate(#[source] crate::tls::ReadCertificateError),
     #[error("failed to serve the webhook")]

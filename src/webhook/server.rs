@@ -45,7 +45,12 @@ pub async fn start(
     let namespace = options.service_namespace.clone().unwrap_or_else(|| controller_namespace.to_owned());
     let certificate = match &options.cert_dir {
         Some(dir) => ServingCertificate::read_mounted(dir).map_err(WebhookError::ReadCertificate)?,
-        None => configuration::generate(&options.service_name, &namespace).map_err(WebhookError::Certificate)?,
+        None => {
+            let generate = || configuration::generate(&options.service_name, &namespace);
+            crate::tls::shared::shared(&client, controller_namespace, &options.service_name, generate)
+                .await
+                .map_err(WebhookError::Certificate)?
+        }
     };
     let checker = Arc::new(Checker {
         client: client.clone(),

@@ -3,7 +3,8 @@
 //! kube-apiserver does (the watches resumed from a resourceVersion seen before it are answered `410 Expired`, so
 //! clients list again). Off unless a test turns it on; every fault injected is counted.
 //!
-//! The faults of a write, drawn from a seeded generator so that a failing run can be repeated:
+//! Reviews (SubjectAccessReview, TokenReview...) are created but not stored, so they never fail. The faults of a
+//! write, drawn from a seeded generator so that a failing run can be repeated:
 //! - `429 TooManyRequests` before the write, as API Priority and Fairness rejects a request it cannot queue;
 //! - `409 Conflict` before the write (updates, patches and deletions only), as a write whose object changed
 //!   since it was read;
@@ -54,6 +55,15 @@ pub struct Faults {
 /// The verbs that change storage.
 const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 
+/// Created but never stored: a review is a question, not a write.
+const REVIEWS: [&str; 5] = [
+    "subjectaccessreviews",
+    "selfsubjectaccessreviews",
+    "localsubjectaccessreviews",
+    "selfsubjectrulesreviews",
+    "tokenreviews",
+];
+
 /// splitmix64: a small, well-mixed generator; its only job is a repeatable sequence per seed.
 fn next(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -84,11 +94,11 @@ impl Faults {
         self.lock().injected.clone()
     }
 
-    /// The fault, if any, for a request of `verb` authenticated as `user`.
-    pub fn decide(&self, user: &str, verb: &str) -> Decision {
+    /// The fault, if any, for a request of `verb` on `resource` authenticated as `user`.
+    pub fn decide(&self, user: &str, verb: &str, resource: &str) -> Decision {
         let mut state = self.lock();
         let Some((faults, generator)) = state.writes.as_mut() else { return Decision::Proceed };
-        if faults.user != user || !WRITE_VERBS.contains(&verb) {
+        if faults.user != user || !WRITE_VERBS.contains(&verb) || REVIEWS.contains(&resource) {
             return Decision::Proceed;
         }
         let draw = (next(generator) >> 11) as f64 / (1u64 << 53) as f64;
@@ -123,11 +133,11 @@ mod tests {
     #[test]
     fn off_until_switched_on_and_after_switched_off() {
         let faults = Faults::default();
-        assert_eq!(faults.decide("controller", "create"), Decision::Proceed);
+        assert_eq!(faults.decide("controller", "create", "configmaps"), Decision::Proceed);
         faults.fail_writes(plan(1.0));
-        assert_ne!(faults.decide("controller", "create"), Decision::Proceed);
+        assert_ne!(faults.decide("controller", "create", "configmaps"), Decision::Proceed);
         faults.stop_failing_writes();
-        assert_eq!(faults.decide("controller", "create"), Decision::Proceed);
+        assert_eq!(faults.decide("controller", "create", "configmaps"), Decision::Proceed);
     }
 
     #[test]
@@ -135,12 +145,13 @@ mod tests {
         let faults = Faults::default();
         faults.fail_writes(plan(1.0));
         for verb in ["get", "list", "watch"] {
-            assert_eq!(faults.decide("controller", verb), Decision::Proceed, "{verb}");
+            assert_eq!(faults.decide("controller", verb, "configmaps"), Decision::Proceed, "{verb}");
         }
-        assert_eq!(faults.decide("admin", "patch"), Decision::Proceed);
+        assert_eq!(faults.decide("admin", "patch", "configmaps"), Decision::Proceed);
         for verb in WRITE_VERBS {
-            assert_ne!(faults.decide("controller", verb), Decision::Proceed, "{verb}");
+            assert_ne!(faults.decide("controller", verb, "configmaps"), Decision::Proceed, "{verb}");
         }
+        assert_eq!(faults.decide("controller", "create", "subjectaccessreviews"), Decision::Proceed);
     }
 
     #[test]
@@ -150,7 +161,7 @@ mod tests {
         let mut failed = 0;
         for round in 0..4000 {
             let verb = if round % 2 == 0 { "create" } else { "update" };
-            match faults.decide("controller", verb) {
+            match faults.decide("controller", verb, "configmaps") {
                 Decision::Proceed => {}
                 Decision::Refuse(Fault::Conflict) => {
                     assert_eq!(verb, "update", "a create answered Conflict");
@@ -172,7 +183,7 @@ mod tests {
         let run = || {
             let faults = Faults::default();
             faults.fail_writes(plan(0.5));
-            (0..64).map(|_| faults.decide("controller", "patch")).collect::<Vec<_>>()
+            (0..64).map(|_| faults.decide("controller", "patch", "configmaps")).collect::<Vec<_>>()
         };
         assert_eq!(run(), run());
     }

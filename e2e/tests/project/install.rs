@@ -327,7 +327,7 @@ async fn a_pull_failure_is_a_content_import_error_until_the_registry_returns() {
 }
 
 /// A webhook that makes every ConfigMap write take a while, so a controller can be stopped in the middle of an apply.
-async fn slow_configmap_writes(plane: &ControlPlane) -> kube_emulator::backend::Backend {
+pub(crate) async fn slow_configmap_writes(plane: &ControlPlane) -> kube_emulator::backend::Backend {
     async fn slowly(body: axum::body::Bytes) -> axum::response::Response {
         let review: Value = serde_json::from_slice(&body).unwrap();
         tokio::time::sleep(Duration::from_millis(40)).await;

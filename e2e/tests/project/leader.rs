@@ -16,7 +16,7 @@ use crate::attacks::installed_by_admin;
 use crate::support::harness::Harness;
 
 /// Leader election on, with a short Lease so that a takeover is quick.
-fn leader_options(identity: &str) -> LeaderOptions {
+pub(crate) fn leader_options(identity: &str) -> LeaderOptions {
     LeaderOptions {
         enabled: true,
         identity: Some(identity.to_owned()),
@@ -26,11 +26,11 @@ fn leader_options(identity: &str) -> LeaderOptions {
     }
 }
 
-fn install_reconciles(metrics: &Metrics) -> u64 {
+pub(crate) fn install_reconciles(metrics: &Metrics) -> u64 {
     metrics.reconciles.get_or_create(&ControllerLabels { controller: "install" }).get()
 }
 
-async fn holder(harness: &Harness) -> Option<String> {
+pub(crate) async fn holder(harness: &Harness) -> Option<String> {
     let leases = Api::<Lease>::namespaced(harness.admin.clone(), project::CONTROLLER_NAMESPACE);
     leases.get_opt("olmv2-controller").await.unwrap().and_then(|lease| lease.spec?.holder_identity)
 }
@@ -43,7 +43,7 @@ fn patch_lease(harness: &Harness, patch: &serde_json::Value) {
     assert!(patched.status.success(), "{}", crate::support::emulator::kubectl::text(&patched));
 }
 
-async fn wait_holder(harness: &Harness, identity: &str) -> Duration {
+pub(crate) async fn wait_holder(harness: &Harness, identity: &str) -> Duration {
     let start = Instant::now();
     for _ in 0..300 {
         if holder(harness).await.as_deref() == Some(identity) {
@@ -97,7 +97,7 @@ async fn only_the_replica_holding_the_lease_reconciles_and_the_other_takes_over(
     second.stop().await;
 }
 
-fn harness_resync() -> Duration {
+pub(crate) fn harness_resync() -> Duration {
     Duration::from_secs(1)
 }
 

@@ -70,7 +70,7 @@ async fn handle(
         Ok(admitted) => {
             record.user = admitted.impersonator.clone().unwrap_or_else(|| admitted.user.username.clone());
             record.impersonated_user = admitted.impersonator.as_ref().map(|_| admitted.user.username.clone());
-            match api.faults.decide(&record.user, &record.verb) {
+            match api.faults.decide(&record.user, &record.verb, &record.resource) {
                 Decision::Refuse(fault) => fault_response(fault, &record),
                 decision => {
                     let response = match route(&api, &admitted.user, &method, &path, &query, &headers, body).await {

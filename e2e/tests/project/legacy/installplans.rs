@@ -39,7 +39,7 @@ pub(super) async fn push_plumbus_as(harness: &Harness, version: &str) -> String 
 
 /// Plumbus 2.0.0-alpha (requires Grumbo; 2.0.1 in channel `fast` replaces it) and Grumbo 1.0.0 pushed, in a catalog
 /// served by `olm/community`.
-async fn catalog(harness: &Harness) {
+pub(crate) async fn catalog(harness: &Harness) {
     let plumbus = harness.push_bundle("plumbus/2.0.0-alpha", "plumbus-bundle", "2.0.0-alpha").await;
     let swapped = push_plumbus_2_0_1(harness).await;
     let grumbo = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "1.0.0").await;
@@ -67,9 +67,9 @@ async fn catalog(harness: &Harness) {
     serve_catalog(harness, &configs).await;
 }
 
-const GROUP: &str = "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {targetNamespaces: [ops]}\n";
+pub(crate) const GROUP: &str = "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: ops}\nspec: {targetNamespaces: [ops]}\n";
 
-fn subscription(approval: &str) -> String {
+pub(crate) fn subscription(approval: &str) -> String {
     format!(
         "apiVersion: operators.coreos.com/v1alpha1\nkind: Subscription\nmetadata: {{name: plumbus, namespace: ops}}\n\
          spec: {{source: community, sourceNamespace: olm, name: plumbus, channel: stable, installPlanApproval: {approval}}}\n"
@@ -106,7 +106,7 @@ pub(super) fn patch_subscription(harness: &Harness, patch: &str) {
     assert!(patched.status.success(), "{}", String::from_utf8_lossy(&patched.stderr));
 }
 
-pub(super) fn subscriptions(harness: &Harness) -> Api<Subscription> {
+pub(crate) fn subscriptions(harness: &Harness) -> Api<Subscription> {
     Api::namespaced(harness.admin.clone(), "ops")
 }
 
@@ -115,7 +115,7 @@ pub(super) fn installs(harness: &Harness) -> Api<Install> {
 }
 
 /// The namespace's one InstallPlan, once it exists.
-async fn the_plan(harness: &Harness, what: &str, done: impl Fn(&InstallPlan) -> bool) -> InstallPlan {
+pub(crate) async fn the_plan(harness: &Harness, what: &str, done: impl Fn(&InstallPlan) -> bool) -> InstallPlan {
     let plans = Api::<InstallPlan>::namespaced(harness.admin.clone(), "ops");
     for _ in 0..300 {
         let listed = plans.list(&ListParams::default()).await.unwrap().items;
@@ -130,7 +130,7 @@ async fn the_plan(harness: &Harness, what: &str, done: impl Fn(&InstallPlan) -> 
     panic!("the InstallPlan never became {what}: {:?}", plans.list(&ListParams::default()).await.unwrap().items);
 }
 
-pub(super) fn phase(plan: &InstallPlan) -> InstallPlanPhase {
+pub(crate) fn phase(plan: &InstallPlan) -> InstallPlanPhase {
     plan.status.as_ref().map(|s| s.phase).unwrap_or_default()
 }
 
@@ -139,7 +139,7 @@ pub(super) fn installed_condition(plan: &InstallPlan) -> Option<(String, String,
     Some((c.status.clone(), c.reason.clone().unwrap_or_default(), c.message.clone().unwrap_or_default()))
 }
 
-pub(super) fn approve(harness: &Harness, install: &str) {
+pub(crate) fn approve(harness: &Harness, install: &str) {
     let patched = harness.admin_kubectl(
         &["patch", "install", install, "--type=merge", "-p", r#"{"spec":{"approval":"Approved"}}"#],
         None,

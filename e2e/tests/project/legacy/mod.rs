@@ -23,7 +23,7 @@ mod components;
 mod copies;
 mod csvs;
 mod groups;
-mod installplans;
+pub(crate) mod installplans;
 mod static_groups;
 mod subscriptions;
 mod tenancy;

@@ -49,6 +49,22 @@ impl Harness {
         resync: Duration,
         configure: Configure,
     ) -> Self {
+        Self::prepare(suite, name, namespaces, resync, configure, true).await
+    }
+
+    /// As `start`, but no controllers run until the test starts them (`start_controllers`, or its own replicas).
+    pub async fn start_idle(suite: &str, name: &str, namespaces: &[&str], resync: Duration) -> Self {
+        Self::prepare(suite, name, namespaces, resync, Box::new(|_, _| {}), false).await
+    }
+
+    async fn prepare(
+        suite: &str,
+        name: &str,
+        namespaces: &[&str],
+        resync: Duration,
+        configure: Configure,
+        start_controllers: bool,
+    ) -> Self {
         let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
         let plane = ControlPlane::start(options).await.expect("control plane starts");
         project::install_crds(&plane).await.expect("CRDs");
@@ -58,7 +74,9 @@ impl Harness {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
         let mut harness = Self { plane, admin, registry, controllers: None, resync, configure, dir };
-        harness.start_controllers().await;
+        if start_controllers {
+            harness.start_controllers().await;
+        }
         for namespace in namespaces {
             let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
             project::create(&harness.plane, &object).await.expect("namespace");

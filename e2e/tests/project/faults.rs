@@ -1,0 +1,221 @@
+//! Faults the controller must survive, each ending converged with nothing duplicated and nothing lost: the API
+//! server failing a fifth of the controller's writes (the test control plane's fault-injection switch: 429, 409, 500
+//! before or after the write), every watch ended by an API-server restart and resumed into `410 Expired`, the leader
+//! killed mid-apply at random points with a second replica taking over, and two replicas started at once. (The
+//! registry down during a pull is `install.rs`'s `a_pull_failure_is_a_content_import_error_until_the_registry_returns`;
+//! the approval webhook down is the attack suite's.)
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::rbac::v1::Role;
+use kube::api::{Api, ListParams};
+use kube_emulator::faults::{Fault, WriteFaults};
+use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase, InstallPlan, InstallPlanPhase, Subscription};
+use olmv2::api::v2alpha1::InstallState;
+use olmv2::process::Controllers;
+use olmv2_e2e::project;
+
+use crate::attacks::{config_map, installed_by_admin, raw_install};
+use crate::leader::{holder, install_reconciles, leader_options, wait_holder};
+use crate::legacy::installplans;
+use crate::legacy::{apply, kubectl};
+use crate::support::harness::{Harness, CONTROLLER_USER};
+use crate::support::installs::{installs, wait_state};
+
+fn names<K: kube::Resource>(items: &[K]) -> BTreeSet<String> {
+    items.iter().filter_map(|item| item.meta().name.clone()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fifth_of_the_controllers_writes_failing_delays_but_neither_duplicates_nor_loses_anything() {
+    let harness = Harness::start("faults", "writes", &["ops", "olm", "operators"], Duration::from_secs(2)).await;
+    let faults = WriteFaults { user: CONTROLLER_USER.into(), fraction: 0.2, seed: 24 };
+    harness.plane.api.faults.fail_writes(faults);
+
+    // OLM v0's path (Subscription, InstallPlan, generated Subscription, Installs, CSVs) and a Raw Install.
+    installplans::catalog(&harness).await;
+    apply(&harness, installplans::GROUP);
+    apply(&harness, &installplans::subscription("Automatic"));
+    for install in ["plumbus.ops", "grumbo.ops"] {
+        wait_state(&harness, install, InstallState::PendingApproval).await;
+        installplans::approve(&harness, install);
+    }
+    installed_by_admin(&harness, "settings", "one").await;
+    let start = Instant::now();
+    loop {
+        harness.roll_out("ops").await;
+        let plan = installplans::the_plan(&harness, "any", |_| true).await;
+        if installplans::phase(&plan) == InstallPlanPhase::Complete {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(90), "the plan never completed: {:?}", plan.status);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let injected = harness.plane.api.faults.injected();
+    harness.plane.api.faults.stop_failing_writes();
+    let total: u64 = injected.values().sum();
+    assert!(total >= 10, "few faults met: {injected:?}");
+    for fault in [Fault::Conflict, Fault::InternalError, Fault::InternalErrorAfterWrite] {
+        assert!(injected.get(&fault).copied().unwrap_or(0) > 0, "no {fault:?} met: {injected:?}");
+    }
+
+    // Nothing duplicated: one plan (made with generateName), the Subscriptions, Installs and CSVs once each.
+    let plans = Api::<InstallPlan>::namespaced(harness.admin.clone(), "ops").list(&ListParams::default()).await;
+    assert_eq!(plans.unwrap().items.len(), 1, "one InstallPlan for one resolution");
+    let subscriptions = Api::<Subscription>::namespaced(harness.admin.clone(), "ops").list(&Default::default()).await;
+    assert_eq!(
+        names(&subscriptions.unwrap().items),
+        BTreeSet::from(["plumbus".to_owned(), "grumbo-stable-community-olm".to_owned()])
+    );
+    let all_installs = installs(&harness).list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(
+        names(&all_installs),
+        BTreeSet::from(["plumbus.ops".to_owned(), "grumbo.ops".to_owned(), "settings".to_owned()])
+    );
+    // Nothing lost: every Install installed, every CSV succeeded, the Raw content there.
+    for install in &all_installs {
+        let state = install.status.as_ref().and_then(|s| s.state);
+        assert_eq!(state, Some(InstallState::Installed), "{:?}", install.metadata.name);
+    }
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops").list(&Default::default()).await;
+    let csvs = csvs.unwrap().items;
+    assert_eq!(names(&csvs), BTreeSet::from(["plumbus.v2.0.0-alpha".to_owned(), "grumbo.v1.0.0".to_owned()]));
+    assert!(csvs.iter().all(|csv| csv.status.as_ref().is_some_and(|s| s.phase == CsvPhase::Succeeded)));
+    let settings = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators").get("settings").await.unwrap();
+    assert_eq!(settings.data.unwrap()["value"], "one");
+    // Converged: with the faults gone, a resync later nothing has moved.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let columns =
+        kubectl(&harness, &["get", "installs", "-o", "custom-columns=NAME:.metadata.name,STATE:.status.state"]);
+    assert_eq!(columns.matches("Installed").count(), 3, "{columns}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn watches_ended_by_an_api_server_restart_are_listed_again_and_what_changed_meanwhile_is_seen() {
+    // A resync far beyond the test: what happens must come from the watches.
+    let harness = Harness::start("faults", "watches", &["operators"], Duration::from_secs(600)).await;
+    installed_by_admin(&harness, "before", "one").await;
+    let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
+    let applied = configmaps.get("before").await.unwrap();
+
+    let expired = harness.plane.api.store.expired_watches();
+    harness.plane.api.store.restart_watches();
+    // While the controller's watches are down: an Install created, and drift on what the controller applied.
+    let created = harness
+        .admin_kubectl(&["apply", "-f", "-"], Some(&raw_install("during", &config_map("during", "two"), "operators")));
+    assert!(created.status.success());
+    let patched = harness.admin_kubectl(
+        &["patch", "configmap", "before", "-n", "operators", "--type=merge", "-p", r#"{"data":{"value":"drifted"}}"#],
+        None,
+    );
+    assert!(patched.status.success());
+
+    wait_state(&harness, "during", InstallState::PendingApproval).await;
+    let start = Instant::now();
+    loop {
+        let current = configmaps.get("before").await.unwrap();
+        if current.data.as_ref().is_some_and(|d| d["value"] == "one")
+            && current.metadata.resource_version != applied.metadata.resource_version
+        {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "the drift was never repaired: {:?}", current.data);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        harness.plane.api.store.expired_watches() > expired,
+        "the controller resumed its watches from before the restart and was told 410 Expired"
+    );
+    let approved = harness.admin_kubectl(
+        &["patch", "install", "during", "--type=merge", "-p", r#"{"spec":{"approval":"Approved"}}"#],
+        None,
+    );
+    assert!(approved.status.success());
+    wait_state(&harness, "during", InstallState::Installed).await;
+    assert_eq!(configmaps.get("during").await.unwrap().data.unwrap()["value"], "two");
+}
+
+/// A replica with leader election (a 3-second Lease), its own image cache.
+async fn replica(harness: &Harness, identity: &str) -> Controllers {
+    let config = project::controller_config(&harness.plane).await.expect("controller identity");
+    let cache = harness.dir.join(format!("cache-{identity}"));
+    let mut options = project::controller_options(vec![harness.registry.host.clone()], cache, Duration::from_secs(1));
+    options.leader = leader_options(identity);
+    project::start_controllers(&harness.plane, config, options).await.expect("replica starts")
+}
+
+const CONFIG_MAPS: usize = 20;
+
+/// An Install of `CONFIG_MAPS` ConfigMaps `<name>-NN`, approved by the admin.
+async fn approved_settings(harness: &Harness, name: &str) {
+    let raw: String =
+        (0..CONFIG_MAPS).map(|i| format!("{}---\n", config_map(&format!("{name}-{i:02}"), &i.to_string()))).collect();
+    apply(harness, &raw_install(name, &raw, "operators"));
+    wait_state(harness, name, InstallState::PendingApproval).await;
+    installplans::approve(harness, name);
+}
+
+async fn applied_count(harness: &Harness, prefix: &str) -> usize {
+    let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
+    let listed = configmaps.list(&ListParams::default()).await.unwrap().items;
+    listed.iter().filter(|c| c.metadata.name.as_deref().is_some_and(|n| n.starts_with(prefix))).count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_killed_mid_apply_at_random_points_is_replaced_and_the_apply_finished_once() {
+    let harness = Harness::start_idle("faults", "failover", &["operators"], Duration::from_secs(1)).await;
+    let _slow = crate::install::slow_configmap_writes(&harness.plane).await;
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as usize;
+    let mut leader = replica(&harness, "replica-0").await;
+    wait_holder(&harness, "replica-0").await;
+    let mut standby = replica(&harness, "replica-1").await;
+    for round in 0..3 {
+        let name = format!("settings-{round}");
+        // Killed after a random number of the ConfigMaps (0: right after the approval, before any is applied).
+        let kill_at = (seed / (round + 1) + round * 7) % CONFIG_MAPS;
+        approved_settings(&harness, &name).await;
+        let start = Instant::now();
+        while applied_count(&harness, &format!("{name}-")).await < kill_at {
+            assert!(start.elapsed() < Duration::from_secs(30), "the leader never applied (seed {seed})");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        drop(leader); // killed: the Lease is not released
+        let next = format!("replica-{}", round + 1);
+        let taken = wait_holder(&harness, &next).await;
+        let installed = wait_state(&harness, &name, InstallState::Installed).await;
+        assert_eq!(applied_count(&harness, &format!("{name}-")).await, CONFIG_MAPS, "round {round}, seed {seed}");
+        assert_eq!(installed.status.unwrap().applied.len(), CONFIG_MAPS, "round {round}, seed {seed}");
+        let roles = Api::<Role>::namespaced(harness.admin.clone(), "operators").list(&ListParams::default()).await;
+        let grants =
+            roles.unwrap().items.into_iter().filter(|r| {
+                r.metadata.name.as_deref().is_some_and(|n| n.starts_with(&format!("olmv2-install-{name}-")))
+            });
+        assert_eq!(grants.count(), 1, "one grant for the Install, written again rather than twice (seed {seed})");
+        println!("round {round}: killed after {kill_at} of {CONFIG_MAPS}, {next} took over in {taken:?}");
+        leader = standby;
+        standby = replica(&harness, &format!("replica-{}", round + 2)).await;
+    }
+    assert_eq!(holder(&harness).await.as_deref(), Some("replica-3"));
+    drop(standby);
+    leader.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_controllers_started_at_once_elect_one_and_only_it_reconciles() {
+    let harness = Harness::start_idle("faults", "two-at-once", &["operators"], Duration::from_secs(1)).await;
+    let (a, b) = tokio::join!(replica(&harness, "replica-a"), replica(&harness, "replica-b"));
+    installed_by_admin(&harness, "settings", "one").await;
+    let leading = holder(&harness).await.expect("a holder");
+    let (leader, follower) = if leading == "replica-a" { (&a, &b) } else { (&b, &a) };
+    assert_eq!((leader.metrics.leader.get(), follower.metrics.leader.get()), (1, 0), "{leading} leads alone");
+    assert!(install_reconciles(&leader.metrics) > 0);
+    assert_eq!(install_reconciles(&follower.metrics), 0, "the replica without the Lease reconciled nothing");
+    let settings = installs(&harness).get("settings").await.unwrap();
+    assert_eq!(settings.status.unwrap().applied.len(), 1);
+    a.stop().await;
+    b.stop().await;
+}
