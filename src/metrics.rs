@@ -1,4 +1,5 @@
-//! Prometheus metrics shared by the controllers: reconcile counts, failures by error category, and durations;
+//! Prometheus metrics shared by the controllers: reconcile counts, failures by error category, durations by result
+//! and reconciles in flight;
 //! whether this replica leads; Installs by state; bundle image pulls and cache hits (docs/operations.md).
 
 use std::time::Instant;
@@ -13,6 +14,13 @@ use prometheus_client::registry::Registry;
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ControllerLabels {
     pub controller: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DurationLabels {
+    pub controller: &'static str,
+    /// `success`, `error`, or `cancelled` (stopped before it answered: a lost Lease, a stop past its grace).
+    pub result: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -43,7 +51,10 @@ pub struct Metrics {
     registry: Registry,
     pub reconciles: Family<ControllerLabels, Counter>,
     pub reconcile_failures: Family<FailureLabels, Counter>,
-    pub reconcile_duration: Family<ControllerLabels, Histogram>,
+    pub reconcile_duration: Family<DurationLabels, Histogram>,
+    /// Reconciles running now, per controller (kube-runtime does not expose its queue; this and the rate of
+    /// `reconciles` are what a dashboard can show of a controller's load: 16 in flight is every worker busy).
+    pub in_flight: Family<ControllerLabels, Gauge>,
     /// 1 while this replica's controllers run (always without leader election; while it holds the Lease with it).
     pub leader: Gauge,
     /// Installs by `status.state` (`PendingApproval`, `ExceedsPolicy`, ...), counted by the Install controller.
@@ -67,10 +78,12 @@ impl Default for Metrics {
             "Reconciliations that failed, by error category",
             reconcile_failures.clone(),
         );
-        let reconcile_duration = Family::<ControllerLabels, Histogram>::new_with_constructor(|| {
+        let reconcile_duration = Family::<DurationLabels, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.001, 2.0, 15))
         });
         registry.register("reconcile_duration_seconds", "Duration of reconciliations", reconcile_duration.clone());
+        let in_flight = Family::<ControllerLabels, Gauge>::default();
+        registry.register("reconciles_in_flight", "Reconciliations running now", in_flight.clone());
 
         let leader = Gauge::default();
         registry.register("leader", "Whether this replica reconciles (holds the Lease, or runs alone)", leader.clone());
@@ -88,17 +101,25 @@ impl Default for Metrics {
             bundle_pulls.clone(),
         );
 
-        Self { registry, reconciles, reconcile_failures, reconcile_duration, leader, installs, bundle_pulls }
+        Self { registry, reconciles, reconcile_failures, reconcile_duration, in_flight, leader, installs, bundle_pulls }
     }
 }
 
 impl Metrics {
-    /// Counts a reconcile of `controller` as started; its duration is recorded when the answer is dropped, however
-    /// the reconcile ends (an answer, an error, or cancelled at shutdown).
+    /// Counts a reconcile of `controller` as started and running; its duration is recorded by result when the
+    /// answer is dropped, however the reconcile ends (`cancelled` unless [`ReconcileTimer::finished`] said).
     pub fn reconcile(&self, controller: &'static str) -> ReconcileTimer {
         let labels = ControllerLabels { controller };
         self.reconciles.get_or_create(&labels).inc();
-        ReconcileTimer { duration: self.reconcile_duration.get_or_create(&labels).clone(), started: Instant::now() }
+        let in_flight = self.in_flight.get_or_create(&labels).clone();
+        in_flight.inc();
+        ReconcileTimer {
+            durations: self.reconcile_duration.clone(),
+            in_flight,
+            controller,
+            started: Instant::now(),
+            result: "cancelled",
+        }
     }
 
     /// Counts a failed reconcile of `controller`, by the error's static category.
@@ -126,15 +147,27 @@ impl Metrics {
     }
 }
 
-/// Records the duration of one reconcile when dropped.
+/// Records the duration of one reconcile, by result, when dropped.
 pub struct ReconcileTimer {
-    duration: Histogram,
+    durations: Family<DurationLabels, Histogram>,
+    in_flight: Gauge,
+    controller: &'static str,
     started: Instant,
+    result: &'static str,
+}
+
+impl ReconcileTimer {
+    /// The reconcile answered: with success or with an error.
+    pub fn finished(mut self, succeeded: bool) {
+        self.result = if succeeded { "success" } else { "error" };
+    }
 }
 
 impl Drop for ReconcileTimer {
     fn drop(&mut self) {
-        self.duration.observe(self.started.elapsed().as_secs_f64());
+        let labels = DurationLabels { controller: self.controller, result: self.result };
+        self.durations.get_or_create(&labels).observe(self.started.elapsed().as_secs_f64());
+        self.in_flight.dec();
     }
 }
 
@@ -156,15 +189,24 @@ mod tests {
     }
 
     #[test]
-    fn a_reconcile_is_counted_at_its_start_and_measured_when_it_ends() {
+    fn a_reconcile_is_counted_at_its_start_in_flight_until_it_ends_and_measured_by_result() {
         let metrics = Metrics::default();
-        let timer = metrics.reconcile("operator");
+        let answered = metrics.reconcile("operator");
+        let cancelled = metrics.reconcile("operator");
         let text = metrics.encode().expect("encode");
-        assert!(text.contains("olmv2_reconciles_total{controller=\"operator\"} 1"), "{text}");
-        assert!(text.contains("olmv2_reconcile_duration_seconds_count{controller=\"operator\"} 0"), "{text}");
-        drop(timer);
+        assert!(text.contains("olmv2_reconciles_total{controller=\"operator\"} 2"), "{text}");
+        assert!(text.contains("olmv2_reconciles_in_flight{controller=\"operator\"} 2"), "{text}");
+        assert!(!text.contains("olmv2_reconcile_duration_seconds_count"), "{text}");
+        answered.finished(false);
+        drop(cancelled);
         let text = metrics.encode().expect("encode");
-        assert!(text.contains("olmv2_reconcile_duration_seconds_count{controller=\"operator\"} 1"), "{text}");
+        assert!(text.contains("olmv2_reconciles_in_flight{controller=\"operator\"} 0"), "{text}");
+        for result in ["error", "cancelled"] {
+            let line =
+                format!("olmv2_reconcile_duration_seconds_count{{controller=\"operator\",result=\"{result}\"}} 1");
+            assert!(text.contains(&line), "{text}");
+        }
+        assert!(!text.contains("result=\"success\""), "{text}");
     }
 
     #[test]

@@ -89,8 +89,10 @@ pub async fn run<R: Reconciler>(
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
 async fn reconcile<R: Reconciler>(object: Arc<R::Object>, reconciler: Arc<R>) -> Result<Action, R::Error> {
-    let _timer = reconciler.metrics().reconcile(R::NAME);
-    reconciler.reconcile(object).await
+    let timer = reconciler.metrics().reconcile(R::NAME);
+    let answer = reconciler.reconcile(object).await;
+    timer.finished(answer.is_ok());
+    answer
 }
 
 /// Counts the failure and retries: at once when the object only changed under the pass, after the controller's
@@ -175,7 +177,12 @@ mod tests {
         }
         let text = reconciler.metrics.encode().expect("encode");
         assert!(text.contains("olmv2_reconciles_total{controller=\"counting\"} 3"), "{text}");
-        assert!(text.contains("olmv2_reconcile_duration_seconds_count{controller=\"counting\"} 3"), "{text}");
+        for (result, count) in [("success", 1), ("error", 2)] {
+            let line = format!(
+                "olmv2_reconcile_duration_seconds_count{{controller=\"counting\",result=\"{result}\"}} {count}"
+            );
+            assert!(text.contains(&line), "{text}");
+        }
         for category in ["ObjectChanged", "WriteFailed"] {
             let line = format!("olmv2_reconcile_failures_total{{controller=\"counting\",category=\"{category}\"}} 1");
             assert!(text.contains(&line), "{text}");

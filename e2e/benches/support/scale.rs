@@ -132,6 +132,7 @@ pub fn ready(health: SocketAddr) -> bool {
 pub struct Controller {
     pub child: Child,
     pub api: SocketAddr,
+    pub health: SocketAddr,
 }
 
 /// Creates, as the cluster admin, each CSV's global OperatorGroup and the CSV (`csvs` of them, eight at a time).
@@ -146,6 +147,17 @@ pub async fn create_csvs(admin: &kube::Client, csvs: usize) {
 
 /// Starts `olmv2 run` as `deploy/`'s ServiceAccount, its log in `dir`, and waits until it is ready.
 pub async fn start_controller(plane: &ControlPlane, binary: &Path, dir: &Path, resync_seconds: u64) -> Controller {
+    start_controller_with(plane, binary, dir, resync_seconds, &[]).await
+}
+
+/// As `start_controller`, with more arguments to `olmv2 run`.
+pub async fn start_controller_with(
+    plane: &ControlPlane,
+    binary: &Path,
+    dir: &Path,
+    resync_seconds: u64,
+    extra: &[String],
+) -> Controller {
     let kubeconfig = dir.join("controller.kubeconfig");
     std::fs::write(&kubeconfig, project::controller_kubeconfig(plane).await.expect("identity")).unwrap();
     let (health, webhook, api) = (free_address(), free_address(), free_address());
@@ -163,6 +175,7 @@ pub async fn start_controller(plane: &ControlPlane, binary: &Path, dir: &Path, r
         .args(["run", "--health-address", &health.to_string(), "--webhook-address", &webhook.to_string()])
         .args(["--api-address", &api.to_string(), "--resync-seconds", &resync_seconds.to_string()])
         .args(["--cache", &dir.join("cache").display().to_string()])
+        .args(extra)
         .env("KUBECONFIG", &kubeconfig)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -174,7 +187,7 @@ pub async fn start_controller(plane: &ControlPlane, binary: &Path, dir: &Path, r
         assert!(started.elapsed() < Duration::from_secs(60), "the controller is ready within a minute");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Controller { child, api }
+    Controller { child, api, health }
 }
 
 /// The controller's resident memory in KiB: (peak, now), from `/proc/<pid>/status`.
@@ -251,4 +264,22 @@ pub fn report_log(dir: &Path) {
 
 pub fn mib(kib: u64) -> String {
     format!("{:.1}", kib as f64 / 1024.0)
+}
+
+/// The value of the first sample of the controller's `/metrics` whose line starts with `prefix` (NaN when absent).
+pub fn metric(health: SocketAddr, prefix: &str) -> f64 {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(health) else { return f64::NAN };
+    let mut answer = String::new();
+    if write!(stream, "GET /metrics HTTP/1.0\r\nHost: {health}\r\n\r\n").is_err()
+        || stream.read_to_string(&mut answer).is_err()
+    {
+        return f64::NAN;
+    }
+    answer
+        .lines()
+        .find(|line| line.starts_with(prefix))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(f64::NAN)
 }

@@ -168,7 +168,7 @@ async fn applied_count(harness: &Harness, prefix: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_killed_mid_apply_at_random_points_is_replaced_and_the_apply_finished_once() {
     let harness = Harness::start_idle("faults", "failover", &["operators"], Duration::from_secs(1)).await;
-    let _slow = crate::install::slow_configmap_writes(&harness.plane).await;
+    let _slow = crate::support::emulator::workloads::slow_configmap_writes(&harness.plane).await;
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as usize;
     let mut leader = replica(&harness, "replica-0").await;
     wait_holder(&harness, "replica-0").await;

@@ -11,12 +11,10 @@ use crate::support;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube_emulator::ControlPlane;
 use olmv2::api::v2alpha1::{Approval, Install, InstallState, PermissionScope};
 use olmv2_e2e::project;
 use serde_json::{json, Value};
 use support::emulator::kubectl::{run, text};
-use support::emulator::workloads::admission_answer;
 use support::harness::CONTROLLER_USER;
 use support::installs::{approve_patch, install_editor, install_yaml, installs, push, start, wait, wait_state};
 
@@ -326,33 +324,10 @@ async fn a_pull_failure_is_a_content_import_error_until_the_registry_returns() {
     assert_eq!(event.type_.as_deref(), Some("Normal"));
 }
 
-/// A webhook that makes every ConfigMap write take a while, so a controller can be stopped in the middle of an apply.
-pub(crate) async fn slow_configmap_writes(plane: &ControlPlane) -> kube_emulator::backend::Backend {
-    async fn slowly(body: axum::body::Bytes) -> axum::response::Response {
-        let review: Value = serde_json::from_slice(&body).unwrap();
-        tokio::time::sleep(Duration::from_millis(40)).await;
-        admission_answer(&review, json!({"allowed": true}))
-    }
-    let backend = kube_emulator::backend::Backend::start(
-        axum::Router::new().route("/slow", axum::routing::post(slowly)),
-        &["slow.default.svc"],
-        None,
-    )
-    .await
-    .unwrap();
-    plane.api.endpoints.set("default", "slow", backend.address);
-    let configuration = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "slow"},
-        "webhooks": [{"name": "slow.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
-            "clientConfig": {"service": {"namespace": "default", "name": "slow", "path": "/slow"}, "caBundle": backend.ca_bundle()},
-            "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]}]});
-    project::create(plane, &configuration).await.unwrap();
-    backend
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_controller_killed_mid_apply_converges_on_restart_without_duplicates() {
     let mut harness = start("restart").await;
-    let _slow = slow_configmap_writes(&harness.plane).await;
+    let _slow = support::emulator::workloads::slow_configmap_writes(&harness.plane).await;
     let raw: String = (0..30)
         .map(|i| {
             format!(

@@ -1,11 +1,12 @@
 //! Workloads the cluster would run, for tests: an aggregated API server (`metrics.example.com/v1`, `samples` that
 //! say who asked, and its OpenAPI v3 index and document, served with kube-openapi's hash checks and recording who
-//! asked for them), an admission webhook that refuses ConfigMaps labelled `deny=true`, and the AdmissionReview
-//! answer every test webhook gives.
+//! asked for them), an admission webhook that refuses ConfigMaps labelled `deny=true`, one that makes ConfigMap
+//! writes slow (to stop a controller mid-apply), and the AdmissionReview answer every test webhook gives.
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::Path;
@@ -170,4 +171,26 @@ pub async fn deny_webhook(plane: &ControlPlane) -> (Backend, Value) {
             "clientConfig": {"service": {"namespace": "default", "name": "webhooks", "path": "/validate"}, "caBundle": backend.ca_bundle()},
             "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]}]});
     (backend, configuration)
+}
+
+/// A webhook that makes every ConfigMap write take a while, so a controller can be stopped in the middle of an apply.
+pub async fn slow_configmap_writes(plane: &ControlPlane) -> Backend {
+    async fn slowly(body: axum::body::Bytes) -> axum::response::Response {
+        let review: Value = serde_json::from_slice(&body).unwrap();
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        admission_answer(&review, json!({"allowed": true}))
+    }
+    let backend =
+        Backend::start(axum::Router::new().route("/slow", axum::routing::post(slowly)), &["slow.default.svc"], None)
+            .await
+            .unwrap();
+    plane.api.endpoints.set("default", "slow", backend.address);
+    let configuration = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "slow"},
+        "webhooks": [{"name": "slow.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
+            "clientConfig": {"service": {"namespace": "default", "name": "slow", "path": "/slow"}, "caBundle": backend.ca_bundle()},
+            "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]}]});
+    let admin = plane.client().await.unwrap();
+    let api = kube::Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(admin);
+    api.create(&Default::default(), &serde_json::from_value(configuration).unwrap()).await.unwrap();
+    backend
 }

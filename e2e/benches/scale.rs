@@ -1,0 +1,275 @@
+//! The controller at cluster scale: 100 v2alpha1 Operators installed from bundle images of a real registry (each
+//! the grumbo sample renamed, AllNamespaces, approved by the admin) and 100 OLM v0 CSVs (AllNamespaces, copied CSVs
+//! disabled), among 100, then 500, then 1,000 namespaces. The controller runs as its own process (`olmv2 run`, release
+//! build) with `deploy/`'s identity; a stand-in reports Deployments rolled out. Prints: the cold start (from the
+//! objects' creation to every Operator Installed and every CSV Succeeded), the controller's RSS at each namespace
+//! count, its API writes per idle minute (from the control plane's audit log, listed by object), the time from a
+//! component change to the Operator's status showing it (median, p99), the API requests per Operator reconcile, and
+//! a restart until its writes settle. It prints figures and the goals beside them; it asserts no timing.
+//!
+//! Run with `cargo bench -p olmv2-e2e --bench scale`. Environment (defaults in brackets): `OLMV2_BENCH_OPERATORS`
+//! [100], `OLMV2_BENCH_CSVS` [100], `OLMV2_BENCH_NAMESPACES` counts [100,500,1000], `OLMV2_BENCH_IDLE_SECONDS`
+//! [120], `OLMV2_BENCH_CHANGES` [200], `OLMV2_BENCH_RESYNC_SECONDS` [600, `olmv2 run`'s default].
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
+
+#[path = "support/scale.rs"]
+mod scale;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use futures_util::{StreamExt, TryStreamExt};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube_emulator::audit::Record;
+use kube_emulator::{ControlPlane, Options};
+use olmv2::api::v2alpha1::{Install, InstallState, Operator};
+use olmv2::bundle::image::{ImageClient, RegistryOptions};
+use olmv2_e2e::project;
+use olmv2_e2e::registry::Registry;
+use serde_json::json;
+
+use scale::{
+    create_all, create_csvs, deployment_stand_in, env_namespace_counts, env_number, metric, mib, phases, prepare,
+    report_log, rss_kib, start_controller_with, Copies,
+};
+
+const CONTROLLER_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller";
+const WRITE_VERBS: [&str; 4] = ["create", "update", "patch", "delete"];
+const GOALS: &str = "goals (issue #24): RSS <= 64 MB and flat in the namespace count; 0 writes per idle minute; \
+                     change -> status p99 < 1 s";
+
+fn controller_records(plane: &ControlPlane) -> Vec<Record> {
+    plane.api.audit.records().into_iter().filter(|r| r.acting_user() == CONTROLLER_USER).collect()
+}
+
+fn writes(records: &[Record]) -> Vec<&Record> {
+    records.iter().filter(|r| WRITE_VERBS.contains(&r.verb.as_str())).collect()
+}
+
+/// Waits until the controller's writes stop for `quiet`; answers when they did.
+async fn settle(plane: &ControlPlane, quiet: Duration) -> Duration {
+    let started = Instant::now();
+    let (mut count, mut last) = (writes(&controller_records(plane)).len(), Instant::now());
+    while last.elapsed() < quiet && started.elapsed() < Duration::from_secs(300) {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = writes(&controller_records(plane)).len();
+        if now != count {
+            (count, last) = (now, Instant::now());
+        }
+    }
+    last - started
+}
+
+/// Pushes grumbo 1.0.0 renamed to `grumbo<index>` (package, CRD group, Deployment, account) as `grumbo<index>:1.0.0`.
+async fn push_operator_bundle(images: &ImageClient, registry: &Registry, dir: &Path, index: usize) -> String {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles/grumbo/1.0.0");
+    let target = dir.join(format!("bundle-{index}"));
+    for sub in ["manifests", "metadata"] {
+        std::fs::create_dir_all(target.join(sub)).unwrap();
+        for entry in std::fs::read_dir(source.join(sub)).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let text = text
+                .replace("grumbo", &format!("grumbo{index}"))
+                .replace("manufacturing", &format!("manufacturing{index}"));
+            let name = path.file_name().unwrap().to_string_lossy().replace("grumbo", &format!("grumbo{index}"));
+            std::fs::write(
+                target.join(sub).join(name.replace("manufacturing", &format!("manufacturing{index}"))),
+                text,
+            )
+            .unwrap();
+        }
+    }
+    let image = registry.reference(&format!("grumbo{index}:1.0.0"));
+    images.push_bundle(&target, &image, false).await.expect("bundle pushed")
+}
+
+fn operator(index: usize, image: &str) -> serde_json::Value {
+    json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "metadata": {"name": format!("grumbo{index}")},
+        "spec": {"updates": {"type": "ManifestImage", "manifestImage": image}}})
+}
+
+/// Approves, as the admin, every Install waiting for approval; answers how many are Installed.
+async fn approve_waiting(installs: &Api<Install>) -> usize {
+    let list = installs.list(&ListParams::default()).await.expect("Installs listed");
+    let approve = json!({"spec": {"approval": "Approved"}});
+    for install in &list.items {
+        if install.status.as_ref().and_then(|s| s.state) == Some(InstallState::PendingApproval) {
+            let name = install.metadata.name.clone().unwrap_or_default();
+            let _ = installs.patch(&name, &PatchParams::default(), &Patch::Merge(&approve)).await;
+        }
+    }
+    list.items.iter().filter(|i| i.status.as_ref().and_then(|s| s.state) == Some(InstallState::Installed)).count()
+}
+
+fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
+    sorted[((sorted.len() as f64 - 1.0) * fraction).round() as usize]
+}
+
+fn print_rss(label: &str, child: &std::process::Child) {
+    let (peak, now) = rss_kib(child);
+    println!("  {label}: controller RSS {} MiB (peak so far {} MiB)", mib(now), mib(peak));
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let operators = env_number("OLMV2_BENCH_OPERATORS", 100) as usize;
+    let csvs = env_number("OLMV2_BENCH_CSVS", 100) as usize;
+    let counts = env_namespace_counts();
+    let idle = Duration::from_secs(env_number("OLMV2_BENCH_IDLE_SECONDS", 120));
+    let changes = env_number("OLMV2_BENCH_CHANGES", 200) as usize;
+    let resync = env_number("OLMV2_BENCH_RESYNC_SECONDS", 600);
+    println!("scale: {operators} Operators, {csvs} CSVs (copied CSVs disabled), namespaces {counts:?}; {GOALS}");
+    let binary = project::build_controller(env!("CARGO")).expect("the olmv2 binary");
+
+    let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
+    let plane = ControlPlane::start(options).await.expect("control plane starts");
+    project::install_crds(&plane).await.expect("CRDs");
+    prepare(&plane, csvs, counts[0], Copies::Disabled).await;
+    create_all(&plane, vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "operators"}})]).await;
+    let admin = plane.client().await.expect("admin");
+    let dir = std::env::temp_dir().join(format!("olmv2-scale-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let registry = Registry::start("scale-bench").expect("docker-registry starts");
+    let images = ImageClient::new(RegistryOptions {
+        insecure_registries: vec![registry.host.clone()],
+        credentials: Default::default(),
+    });
+    let bundles: Vec<String> = futures_util::stream::iter(0..operators)
+        .map(|index| push_operator_bundle(&images, &registry, &dir, index))
+        .buffered(8)
+        .collect()
+        .await;
+    let extra = vec!["--insecure-registry".to_owned(), registry.host.clone()];
+    let controller = start_controller_with(&plane, &binary, &dir, resync, &extra).await;
+    let mut child = controller.child;
+    let stand_in = deployment_stand_in(admin.clone());
+
+    // Cold start: everything created at once, the Installs approved as they ask.
+    let start = Instant::now();
+    let operators_api = Api::<Operator>::all(admin.clone());
+    for (index, image) in bundles.iter().enumerate() {
+        let object: Operator = serde_json::from_value(operator(index, image)).unwrap();
+        operators_api.create(&PostParams::default(), &object).await.expect("Operator created");
+    }
+    create_csvs(&admin, csvs).await;
+    let installs = Api::<Install>::all(admin.clone());
+    loop {
+        let installed = approve_waiting(&installs).await;
+        let (succeeded, _) = phases(&admin).await;
+        if installed == operators && succeeded == csvs {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(900), "{installed} Installs installed, {succeeded} CSVs");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let ready = start.elapsed();
+    let settled = settle(&plane, Duration::from_secs(10)).await;
+    println!("cold start: {operators} Operators Installed and {csvs} CSVs Succeeded {ready:.1?} after their creation");
+    print_rss(&format!("{} namespaces", counts[0] + 1), &child);
+    let _ = settled;
+
+    // More namespaces: the RSS at each count.
+    let mut present = counts[0].max(csvs);
+    for &count in &counts[1..] {
+        let added = (present..count)
+            .map(|i| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("tenant-{i}")}}))
+            .collect();
+        create_all(&plane, added).await;
+        present = count;
+        settle(&plane, Duration::from_secs(10)).await;
+        print_rss(&format!("{count} namespaces"), &child);
+    }
+
+    // Idle: what the controller writes when nothing changes.
+    let before = writes(&controller_records(&plane)).len();
+    tokio::time::sleep(idle).await;
+    let records = controller_records(&plane);
+    let idle_writes: Vec<&Record> = writes(&records).into_iter().skip(before).collect();
+    let per_minute = idle_writes.len() as f64 * 60.0 / idle.as_secs_f64();
+    println!("idle: {} controller writes in {} s = {per_minute:.1} per idle minute", idle_writes.len(), idle.as_secs());
+    let mut by_object = BTreeMap::<String, usize>::new();
+    for write in &idle_writes {
+        *by_object
+            .entry(format!("{} {}/{} {}", write.verb, write.resource, write.subresource, write.name))
+            .or_default() += 1;
+    }
+    for (object, count) in by_object.iter().take(10) {
+        println!("  idle write: {object} x{count}");
+    }
+    print_rss("after idle", &child);
+
+    // Change -> status: a component of an Operator changes; its status shows the new resourceVersion.
+    let reconciles = |health| metric(health, "olmv2_reconciles_total{controller=\"operator\"}");
+    let (requests_before, reconciles_before) = (controller_records(&plane).len(), reconciles(controller.health));
+    let mut watch = watcher::watcher(operators_api.clone(), watcher::Config::default()).applied_objects().boxed();
+    let deployments = Api::<Deployment>::namespaced(admin.clone(), "operators");
+    let mut latencies = Vec::with_capacity(changes);
+    for change in 0..changes {
+        let index = change % operators;
+        let (name, deployment) = (format!("grumbo{index}"), format!("grumbo{index}-operator"));
+        let patch = json!({"metadata": {"annotations": {"bench.olmv2.io/change": change.to_string()}}});
+        let started = Instant::now();
+        let changed =
+            deployments.patch(&deployment, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("patched");
+        let version = changed.metadata.resource_version.clone();
+        loop {
+            let seen = tokio::time::timeout(Duration::from_secs(30), watch.try_next()).await.expect("status in time");
+            let seen = seen.expect("watch").expect("watch open");
+            let shows = seen.metadata.name.as_deref() == Some(name.as_str())
+                && seen
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.components.as_ref())
+                    .is_some_and(|c| c.refs.iter().any(|r| r.name == deployment && r.resource_version == version));
+            if shows {
+                latencies.push(started.elapsed());
+                break;
+            }
+        }
+    }
+    latencies.sort();
+    let requests = controller_records(&plane).len() - requests_before;
+    let reconciled = reconciles(controller.health) - reconciles_before;
+    println!(
+        "component change -> Operator status over {changes} changes: median {:.1?}, p99 {:.1?}, max {:.1?}",
+        percentile(&latencies, 0.5),
+        percentile(&latencies, 0.99),
+        latencies[latencies.len() - 1]
+    );
+    println!(
+        "API requests: {requests} for {reconciled} Operator reconciles = {:.2} per reconcile",
+        requests as f64 / reconciled
+    );
+
+    // A restart: the new process reads everything again and writes what it must.
+    let _ = child.kill();
+    let _ = child.wait();
+    let writes_before = writes(&controller_records(&plane)).len();
+    let restarted_at = Instant::now();
+    let controller = start_controller_with(&plane, &binary, &dir, resync, &extra).await;
+    child = controller.child;
+    let ready_after = restarted_at.elapsed();
+    while reconciles(controller.health).is_nan() || reconciles(controller.health) < operators as f64 {
+        assert!(restarted_at.elapsed() < Duration::from_secs(300), "the restarted controller never reconciled all");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let all_reconciled = restarted_at.elapsed();
+    settle(&plane, Duration::from_secs(10)).await;
+    let restart_writes = writes(&controller_records(&plane)).len() - writes_before;
+    println!(
+        "restart: ready in {ready_after:.1?}, every Operator reconciled in {all_reconciled:.1?}, {restart_writes} writes"
+    );
+    print_rss(&format!("restarted, {present} namespaces"), &child);
+
+    stand_in.abort();
+    let _ = child.kill();
+    let _ = child.wait();
+    report_log(&dir);
+    let _ = std::fs::remove_dir_all(dir);
+}
