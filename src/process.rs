@@ -162,18 +162,25 @@ async fn lead(process: Process) {
                 controllers.spawn(controller(&term));
             }
             process.metrics.leader.set(1);
-            let fence =
-                leader::watch_term(process.client.clone(), &options.namespace, &options.leader, &election.identity);
+            let identity = election.identity.clone();
+            let fence = leader::watch_term(process.client.clone(), &options.namespace, &options.leader, &identity);
+            tokio::pin!(fence);
             tokio::select! {
                 () = &mut stopped => {
                     let _ = end_term.send(());
+                    // The running reconciles finish only while the Lease is still this replica's.
+                    tokio::select! {
+                        () = async { while controllers.join_next().await.is_some() {} } => {}
+                        _ = leader::until(&mut election.leading, false) => controllers.abort_all(),
+                        () = &mut fence => controllers.abort_all(),
+                    }
                     while controllers.join_next().await.is_some() {}
                     process.metrics.leader.set(0);
                     election.leave().await;
                     break 'election;
                 }
                 _ = leader::until(&mut election.leading, false) => {}
-                () = fence => {}
+                () = &mut fence => {}
             }
             tracing::warn!(lease = %options.leader.lease_name, "lost the Lease: the controllers stop at once");
             controllers.abort_all();

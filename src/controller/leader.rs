@@ -90,20 +90,34 @@ pub struct Election {
     /// Whether this replica holds the Lease, as the lease manager last saw it.
     pub leading: watch::Receiver<bool>,
     pub identity: String,
-    task: JoinHandle<Result<LeaseManager, LeaseManagerError>>,
+    /// The lease manager's task; `None` once left.
+    task: Option<JoinHandle<Result<LeaseManager, LeaseManagerError>>>,
 }
 
 impl Election {
     /// Leaves the election: the lease manager releases the Lease (if held) before this returns, or gives up after a
     /// few seconds (the Lease then expires as a killed replica's would).
-    pub async fn leave(self) {
-        let Self { leading, identity, task } = self;
-        drop(leading);
+    pub async fn leave(mut self) {
+        let Some(task) = self.task.take() else { return };
+        // The lease manager releases the Lease once every receiver of its channel is gone.
+        let (_, closed) = watch::channel(false);
+        drop(std::mem::replace(&mut self.leading, closed));
+        let identity = self.identity.clone();
         match tokio::time::timeout(LEAVE_TIMEOUT, task).await {
             Ok(Ok(Ok(_))) => tracing::info!(%identity, "left the leader election"),
             Ok(Ok(Err(error))) => tracing::warn!(%identity, %error, "the Lease could not be released"),
             Ok(Err(error)) => tracing::warn!(%identity, %error, "the leader election task failed"),
             Err(_) => tracing::warn!(%identity, "the Lease was not released in time; it expires"),
+        }
+    }
+}
+
+impl Drop for Election {
+    /// Dropped without leaving (the replica's task aborted where it was, as in a killed process): the lease manager
+    /// stops too, without releasing the Lease, which expires.
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
         }
     }
 }
@@ -134,7 +148,7 @@ pub async fn elect(
         .build()
         .await?;
     let (leading, task) = manager.watch().await;
-    Ok(Election { leading, identity, task })
+    Ok(Election { leading, identity, task: Some(task) })
 }
 
 /// What one read of the Lease says about this replica's term.

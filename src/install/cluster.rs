@@ -473,3 +473,22 @@ pub fn owner_reference(install: &Install) -> Value {
 fn jiff_now() -> String {
     k8s_openapi::jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::mentions_webhook;
+
+    #[test]
+    fn only_answers_about_a_webhook_void_an_approval() {
+        // kube-apiserver's words for a webhook it could not call, and for one that refused.
+        assert!(mentions_webhook(
+            "Internal error occurred: failed calling webhook \"approval.installs.operators.coreos.com\": failed to call webhook: Post \"https://olmv2-webhook.olmv2-system.svc:443/validate-install?timeout=10s\": connection refused"
+        ));
+        assert!(mentions_webhook(
+            "admission webhook \"approval.installs.operators.coreos.com\" denied the request: no"
+        ));
+        // Throttling and storage errors say nothing of the webhook.
+        assert!(!mentions_webhook("Too many requests, please try again later."));
+        assert!(!mentions_webhook("Internal error occurred: etcdserver: request timed out"));
+    }
+}

@@ -129,11 +129,9 @@ pub async fn start(
     let certificate = match &options.cert_dir {
         Some(dir) => ServingCertificate::read_mounted(dir).map_err(ApiServerError::ReadCertificate)?,
         None => {
-            let generate = || {
-                CertificateAuthority::new("olmv2-api-ca")
-                    .and_then(|ca| ca.issue(&tls::service_dns_names(&options.service_name, &namespace)))
-            };
-            tls::shared::shared(&client, controller_namespace, &options.service_name, generate)
+            let names = tls::service_dns_names(&options.service_name, &namespace);
+            let generate = || CertificateAuthority::new("olmv2-api-ca").and_then(|ca| ca.issue(&names));
+            tls::shared::shared(&client, controller_namespace, &options.service_name, &names, generate)
                 .await
                 .map_err(ApiServerError::Certificate)?
         }

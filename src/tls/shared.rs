@@ -34,10 +34,18 @@ pub enum SharedCertificateError {
     },
     #[error("the Secret {name} does not hold a serving certificate (tls.crt, tls.key and ca.crt); delete it to have one generated")]
     Malformed { name: String },
+    #[error("the Secret {name} holds a certificate for {held:?}, not {wanted:?} (the Service moved?); delete it to have one generated")]
+    OtherNames { name: String, held: String, wanted: String },
 }
 
-/// The Secret holding `certificate` (which must know its CA).
-pub fn to_secret(name: &str, certificate: &ServingCertificate) -> Secret {
+/// The annotation recording the DNS names the certificate was issued for.
+pub const NAMES_ANNOTATION: &str = "olmv2.operators.coreos.com/dns-names";
+
+/// How many times reading or creating the Secret is tried before the start fails.
+const ATTEMPTS: u32 = 5;
+
+/// The Secret holding `certificate` (which must know its CA), issued for `names`.
+pub fn to_secret(name: &str, certificate: &ServingCertificate, names: &[String]) -> Secret {
     let bytes = |text: &str| ByteString(text.as_bytes().to_vec());
     let mut data = std::collections::BTreeMap::from([
         ("tls.crt".to_owned(), bytes(&certificate.cert_pem)),
@@ -50,6 +58,7 @@ pub fn to_secret(name: &str, certificate: &ServingCertificate) -> Secret {
         metadata: kube::api::ObjectMeta {
             name: Some(name.to_owned()),
             labels: Some([("app.kubernetes.io/managed-by".to_owned(), "olmv2".to_owned())].into()),
+            annotations: Some([(NAMES_ANNOTATION.to_owned(), names.join(","))].into()),
             ..Default::default()
         },
         type_: Some("kubernetes.io/tls".to_owned()),
@@ -66,33 +75,71 @@ pub fn from_secret(secret: &Secret) -> Option<ServingCertificate> {
 }
 
 /// The certificate of `service` every replica shares: read from its Secret in `namespace`, or generated with
-/// `generate` and stored there by the first replica to start.
+/// `generate` (for `names`) and stored there by the first replica to start. A failed read or create is tried again
+/// a few times (a replica that cannot share a certificate must not serve another one).
 pub async fn shared(
     client: &Client,
     namespace: &str,
     service: &str,
-    generate: impl FnOnce() -> Result<ServingCertificate, CertificateError>,
+    names: &[String],
+    generate: impl Fn() -> Result<ServingCertificate, CertificateError>,
+) -> Result<ServingCertificate, SharedCertificateError> {
+    let mut delay = std::time::Duration::from_millis(200);
+    let mut attempt = 1;
+    loop {
+        match read_or_create(client, namespace, service, names, &generate).await {
+            Err(error @ (SharedCertificateError::Read { .. } | SharedCertificateError::Create { .. }))
+                if attempt < ATTEMPTS =>
+            {
+                tracing::warn!(%error, attempt, "sharing the serving certificate failed; trying again");
+                tokio::time::sleep(delay).await;
+                (delay, attempt) = (delay * 2, attempt + 1);
+            }
+            done => return done,
+        }
+    }
+}
+
+async fn read_or_create(
+    client: &Client,
+    namespace: &str,
+    service: &str,
+    names: &[String],
+    generate: &impl Fn() -> Result<ServingCertificate, CertificateError>,
 ) -> Result<ServingCertificate, SharedCertificateError> {
     let name = secret_name(service);
     let secrets = Api::<Secret>::namespaced(client.clone(), namespace);
     let read = |source| SharedCertificateError::Read { name: name.clone(), source };
-    let malformed = || SharedCertificateError::Malformed { name: name.clone() };
     if let Some(secret) = secrets.get_opt(&name).await.map_err(read)? {
-        return from_secret(&secret).ok_or_else(malformed);
+        return held(&name, &secret, names);
     }
     let generated = generate()?;
-    match secrets.create(&PostParams::default(), &to_secret(&name, &generated)).await {
+    match secrets.create(&PostParams::default(), &to_secret(&name, &generated, names)).await {
         Ok(_) => {
             tracing::info!(secret = %format!("{namespace}/{name}"), "generated the serving certificate");
             Ok(generated)
         }
         // Another replica stored one first: serve that one.
         Err(kube::Error::Api(status)) if status.code == 409 => {
-            let secret = secrets.get(&name).await.map_err(read)?;
-            from_secret(&secret).ok_or_else(malformed)
+            held(&name, &secrets.get(&name).await.map_err(read)?, names)
         }
         Err(source) => Err(SharedCertificateError::Create { name, source }),
     }
+}
+
+/// The certificate a Secret holds, if whole and issued for `names`.
+fn held(name: &str, secret: &Secret, names: &[String]) -> Result<ServingCertificate, SharedCertificateError> {
+    let certificate = from_secret(secret).ok_or_else(|| SharedCertificateError::Malformed { name: name.to_owned() })?;
+    let recorded = secret.metadata.annotations.as_ref().and_then(|a| a.get(NAMES_ANNOTATION)).cloned();
+    let wanted = names.join(",");
+    if recorded.as_deref() != Some(wanted.as_str()) {
+        return Err(SharedCertificateError::OtherNames {
+            name: name.to_owned(),
+            held: recorded.unwrap_or_default(),
+            wanted,
+        });
+    }
+    Ok(certificate)
 }
 
 #[cfg(test)]
@@ -106,10 +153,14 @@ mod tests {
     fn a_certificate_round_trips_through_its_secret() {
         let certificate =
             CertificateAuthority::new("test-ca").unwrap().issue(&["olmv2-webhook.olmv2-system.svc".into()]).unwrap();
-        let secret = to_secret(&secret_name("olmv2-webhook"), &certificate);
+        let names = vec!["olmv2-webhook.olmv2-system.svc".to_owned()];
+        let secret = to_secret(&secret_name("olmv2-webhook"), &certificate, &names);
         assert_eq!(secret.metadata.name.as_deref(), Some("olmv2-webhook-generated-tls"));
         assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
-        assert_eq!(from_secret(&secret), Some(certificate));
+        assert_eq!(from_secret(&secret), Some(certificate.clone()));
+        assert_eq!(held("s", &secret, &names).ok(), Some(certificate));
+        let moved = vec!["olmv2-webhook.elsewhere.svc".to_owned()];
+        assert!(matches!(held("s", &secret, &moved), Err(SharedCertificateError::OtherNames { .. })));
     }
 
     #[test]
@@ -117,11 +168,12 @@ mod tests {
         let certificate =
             CertificateAuthority::new("test-ca").unwrap().issue(&["olmv2-webhook.olmv2-system.svc".into()]).unwrap();
         for key in ["tls.crt", "tls.key", "ca.crt"] {
-            let mut secret = to_secret("s", &certificate);
+            let mut secret = to_secret("s", &certificate, &[]);
             secret.data.as_mut().unwrap().remove(key);
             assert_eq!(from_secret(&secret), None, "without {key}");
+            assert!(matches!(held("s", &secret, &[]), Err(SharedCertificateError::Malformed { .. })));
         }
-        let mut secret = to_secret("s", &certificate);
+        let mut secret = to_secret("s", &certificate, &[]);
         secret.data.as_mut().unwrap().insert("tls.key".into(), ByteString(vec![0xff, 0xfe]));
         assert_eq!(from_secret(&secret), None, "not text");
         assert_eq!(from_secret(&Secret::default()), None);

@@ -46,8 +46,9 @@ pub async fn start(
     let certificate = match &options.cert_dir {
         Some(dir) => ServingCertificate::read_mounted(dir).map_err(WebhookError::ReadCertificate)?,
         None => {
+            let names = crate::tls::service_dns_names(&options.service_name, &namespace);
             let generate = || configuration::generate(&options.service_name, &namespace);
-            crate::tls::shared::shared(&client, controller_namespace, &options.service_name, generate)
+            crate::tls::shared::shared(&client, controller_namespace, &options.service_name, &names, generate)
                 .await
                 .map_err(WebhookError::Certificate)?
         }

@@ -6,8 +6,9 @@
 //! Reviews (SubjectAccessReview, TokenReview...) are created but not stored, so they never fail. The faults of a
 //! write, drawn from a seeded generator so that a failing run can be repeated:
 //! - `429 TooManyRequests` before the write, as API Priority and Fairness rejects a request it cannot queue;
-//! - `409 Conflict` before the write (updates, patches and deletions only), as a write whose object changed
-//!   since it was read;
+//! - `409 Conflict` before the write, only for a write that names the resourceVersion it was made against (an
+//!   update, or a patch carrying `metadata.resourceVersion`: kube-apiserver retries other patches' conflicts
+//!   itself), as a write whose object changed since it was read;
 //! - `500 InternalError` before the write, as a storage error;
 //! - `500 InternalError` after the write was stored, as an answer lost after etcd committed it: the client cannot
 //!   tell it from the one before, and a retry finds its change already made.
@@ -24,12 +25,18 @@ pub enum Fault {
     InternalErrorAfterWrite,
 }
 
-/// Which writes fail: a `fraction` of those authenticated as `user` (impersonating or not), drawn from `seed`.
-#[derive(Clone, Debug, PartialEq)]
+const ALL: [Fault; 4] = [Fault::TooManyRequests, Fault::Conflict, Fault::InternalError, Fault::InternalErrorAfterWrite];
+
+/// Which writes fail: a `fraction` of those authenticated as `user` (impersonating or not), drawn from `seed` (a
+/// repeatable sequence of draws; which requests they fall on follows the order requests come in), on `resources`
+/// (every resource when empty), with the faults of `kinds` that apply (every one when empty).
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct WriteFaults {
     pub user: String,
     pub fraction: f64,
     pub seed: u64,
+    pub resources: Vec<String>,
+    pub kinds: Vec<Fault>,
 }
 
 /// What a request's fault decides: nothing, an answer instead of the write, or an answer in place of the write's.
@@ -94,23 +101,25 @@ impl Faults {
         self.lock().injected.clone()
     }
 
-    /// The fault, if any, for a request of `verb` on `resource` authenticated as `user`.
-    pub fn decide(&self, user: &str, verb: &str, resource: &str) -> Decision {
+    /// The fault, if any, for a request of `verb` on `resource` authenticated as `user`; `preconditioned` when it
+    /// names the resourceVersion it was made against (so it may conflict).
+    pub fn decide(&self, user: &str, verb: &str, resource: &str, preconditioned: bool) -> Decision {
         let mut state = self.lock();
         let Some((faults, generator)) = state.writes.as_mut() else { return Decision::Proceed };
-        if faults.user != user || !WRITE_VERBS.contains(&verb) || REVIEWS.contains(&resource) {
+        let named = faults.resources.is_empty() || faults.resources.iter().any(|r| r == resource);
+        if faults.user != user || !WRITE_VERBS.contains(&verb) || REVIEWS.contains(&resource) || !named {
             return Decision::Proceed;
         }
+        // Only a write against a resourceVersion answers the optimistic-lock conflict (see the module's comment).
+        let kinds: Vec<Fault> = ALL
+            .into_iter()
+            .filter(|kind| faults.kinds.is_empty() || faults.kinds.contains(kind))
+            .filter(|kind| *kind != Fault::Conflict || preconditioned)
+            .collect();
         let draw = (next(generator) >> 11) as f64 / (1u64 << 53) as f64;
-        if draw >= faults.fraction {
+        if draw >= faults.fraction || kinds.is_empty() {
             return Decision::Proceed;
         }
-        // A create cannot conflict with an object it has not read (its 409 is AlreadyExists, which would be a lie).
-        let kinds: &[Fault] = if verb == "create" {
-            &[Fault::TooManyRequests, Fault::InternalError, Fault::InternalErrorAfterWrite]
-        } else {
-            &[Fault::TooManyRequests, Fault::Conflict, Fault::InternalError, Fault::InternalErrorAfterWrite]
-        };
         let fault = kinds[(next(generator) % kinds.len() as u64) as usize];
         *state.injected.entry(fault).or_default() += 1;
         match fault {
@@ -127,17 +136,17 @@ mod tests {
     use super::*;
 
     fn plan(fraction: f64) -> WriteFaults {
-        WriteFaults { user: "controller".into(), fraction, seed: 7 }
+        WriteFaults { user: "controller".into(), fraction, seed: 7, ..WriteFaults::default() }
     }
 
     #[test]
     fn off_until_switched_on_and_after_switched_off() {
         let faults = Faults::default();
-        assert_eq!(faults.decide("controller", "create", "configmaps"), Decision::Proceed);
+        assert_eq!(faults.decide("controller", "create", "configmaps", false), Decision::Proceed);
         faults.fail_writes(plan(1.0));
-        assert_ne!(faults.decide("controller", "create", "configmaps"), Decision::Proceed);
+        assert_ne!(faults.decide("controller", "create", "configmaps", false), Decision::Proceed);
         faults.stop_failing_writes();
-        assert_eq!(faults.decide("controller", "create", "configmaps"), Decision::Proceed);
+        assert_eq!(faults.decide("controller", "create", "configmaps", false), Decision::Proceed);
     }
 
     #[test]
@@ -145,26 +154,26 @@ mod tests {
         let faults = Faults::default();
         faults.fail_writes(plan(1.0));
         for verb in ["get", "list", "watch"] {
-            assert_eq!(faults.decide("controller", verb, "configmaps"), Decision::Proceed, "{verb}");
+            assert_eq!(faults.decide("controller", verb, "configmaps", verb == "update"), Decision::Proceed, "{verb}");
         }
-        assert_eq!(faults.decide("admin", "patch", "configmaps"), Decision::Proceed);
+        assert_eq!(faults.decide("admin", "patch", "configmaps", false), Decision::Proceed);
         for verb in WRITE_VERBS {
-            assert_ne!(faults.decide("controller", verb, "configmaps"), Decision::Proceed, "{verb}");
+            assert_ne!(faults.decide("controller", verb, "configmaps", verb == "update"), Decision::Proceed, "{verb}");
         }
-        assert_eq!(faults.decide("controller", "create", "subjectaccessreviews"), Decision::Proceed);
+        assert_eq!(faults.decide("controller", "create", "subjectaccessreviews", false), Decision::Proceed);
     }
 
     #[test]
-    fn a_fraction_fails_with_every_kind_and_creates_never_conflict() {
+    fn a_fraction_fails_with_every_kind_and_only_updates_conflict() {
         let faults = Faults::default();
         faults.fail_writes(plan(0.25));
         let mut failed = 0;
         for round in 0..4000 {
-            let verb = if round % 2 == 0 { "create" } else { "update" };
-            match faults.decide("controller", verb, "configmaps") {
+            let verb = ["create", "update", "patch", "delete"][round % 4];
+            match faults.decide("controller", verb, "configmaps", verb == "update") {
                 Decision::Proceed => {}
                 Decision::Refuse(Fault::Conflict) => {
-                    assert_eq!(verb, "update", "a create answered Conflict");
+                    assert_eq!(verb, "update", "a {verb} answered Conflict");
                     failed += 1;
                 }
                 _ => failed += 1,
@@ -179,11 +188,31 @@ mod tests {
     }
 
     #[test]
+    fn a_plan_can_name_the_resources_and_the_faults() {
+        let faults = Faults::default();
+        let only = vec![Fault::InternalErrorAfterWrite];
+        faults.fail_writes(WriteFaults { resources: vec!["installplans".into()], kinds: only, ..plan(1.0) });
+        assert_eq!(faults.decide("controller", "create", "configmaps", false), Decision::Proceed);
+        for _ in 0..10 {
+            assert_eq!(faults.decide("controller", "create", "installplans", false), Decision::LoseAnswer);
+        }
+        faults.fail_writes(WriteFaults { kinds: vec![Fault::Conflict], ..plan(1.0) });
+        assert_eq!(
+            faults.decide("controller", "create", "configmaps", false),
+            Decision::Proceed,
+            "nothing that applies"
+        );
+        assert_eq!(faults.decide("controller", "update", "configmaps", true), Decision::Refuse(Fault::Conflict));
+        assert_eq!(faults.decide("controller", "patch", "configmaps", true), Decision::Refuse(Fault::Conflict));
+        assert_eq!(faults.decide("controller", "patch", "configmaps", false), Decision::Proceed, "no precondition");
+    }
+
+    #[test]
     fn the_same_seed_fails_the_same_writes() {
         let run = || {
             let faults = Faults::default();
             faults.fail_writes(plan(0.5));
-            (0..64).map(|_| faults.decide("controller", "patch", "configmaps")).collect::<Vec<_>>()
+            (0..64).map(|_| faults.decide("controller", "patch", "configmaps", false)).collect::<Vec<_>>()
         };
         assert_eq!(run(), run());
     }

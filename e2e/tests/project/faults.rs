@@ -1,7 +1,8 @@
 //! Faults the controller must survive, each ending converged with nothing duplicated and nothing lost: the API
 //! server failing a fifth of the controller's writes (the test control plane's fault-injection switch: 429, 409, 500
 //! before or after the write), every watch ended by an API-server restart and resumed into `410 Expired`, the leader
-//! killed mid-apply at random points with a second replica taking over, and two replicas started at once. (The
+//! killed mid-apply at random points with a second replica taking over (its Lease left to expire), two replicas
+//! started at once, and the answer to an InstallPlan's create lost after it was stored. (The
 //! registry down during a pull is `install.rs`'s `a_pull_failure_is_a_content_import_error_until_the_registry_returns`;
 //! the approval webhook down is the attack suite's.)
 
@@ -33,7 +34,7 @@ fn names<K: kube::Resource>(items: &[K]) -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fifth_of_the_controllers_writes_failing_delays_but_neither_duplicates_nor_loses_anything() {
     let harness = Harness::start("faults", "writes", &["ops", "olm", "operators"], Duration::from_secs(2)).await;
-    let faults = WriteFaults { user: CONTROLLER_USER.into(), fraction: 0.2, seed: 24 };
+    let faults = WriteFaults { user: CONTROLLER_USER.into(), fraction: 0.2, seed: 24, ..WriteFaults::default() };
     harness.plane.api.faults.fail_writes(faults);
 
     // OLM v0's path (Subscription, InstallPlan, generated Subscription, Installs, CSVs) and a Raw Install.
@@ -184,6 +185,9 @@ async fn a_leader_killed_mid_apply_at_random_points_is_replaced_and_the_apply_fi
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         drop(leader); // killed: the Lease is not released
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let killed = format!("replica-{round}");
+        assert_eq!(holder(&harness).await, Some(killed), "a killed leader's Lease stays until it expires");
         let next = format!("replica-{}", round + 1);
         let taken = wait_holder(&harness, &next).await;
         let installed = wait_state(&harness, &name, InstallState::Installed).await;
@@ -194,7 +198,7 @@ async fn a_leader_killed_mid_apply_at_random_points_is_replaced_and_the_apply_fi
             roles.unwrap().items.into_iter().filter(|r| {
                 r.metadata.name.as_deref().is_some_and(|n| n.starts_with(&format!("olmv2-install-{name}-")))
             });
-        assert_eq!(grants.count(), 1, "one grant for the Install, written again rather than twice (seed {seed})");
+        assert_eq!(grants.count(), 1, "one grant for the Install (seed {seed})");
         println!("round {round}: killed after {kill_at} of {CONFIG_MAPS}, {next} took over in {taken:?}");
         leader = standby;
         standby = replica(&harness, &format!("replica-{}", round + 2)).await;
@@ -216,6 +220,54 @@ async fn two_controllers_started_at_once_elect_one_and_only_it_reconciles() {
     assert_eq!(install_reconciles(&follower.metrics), 0, "the replica without the Lease reconciled nothing");
     let settings = installs(&harness).get("settings").await.unwrap();
     assert_eq!(settings.status.unwrap().applied.len(), 1);
+    // Both serve the webhook with the one certificate the caBundle trusts: an Install write reaching either passes.
+    for (replica, name) in [(&a, "through-a"), (&b, "through-b")] {
+        harness.plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, "olmv2-webhook", replica.webhook.address);
+        let install = raw_install(name, &config_map(name, "x"), "operators");
+        let created = harness.admin_kubectl(&["create", "-f", "-"], Some(&install));
+        assert!(created.status.success(), "{name}: {}", crate::support::emulator::kubectl::text(&created));
+    }
+    let secrets =
+        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(harness.admin.clone(), project::CONTROLLER_NAMESPACE);
+    for service in ["olmv2-webhook", project::API_SERVICE] {
+        assert!(secrets.get_opt(&format!("{service}-generated-tls")).await.unwrap().is_some(), "{service}'s Secret");
+    }
     a.stop().await;
     b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_install_plan_whose_create_answer_is_lost_is_not_made_twice() {
+    let harness = Harness::start("faults", "lost-plan", &["ops", "olm"], Duration::from_secs(2)).await;
+    // The first InstallPlan write (its create) is stored, and its answer lost.
+    let lost = WriteFaults {
+        user: CONTROLLER_USER.into(),
+        fraction: 1.0,
+        resources: vec!["installplans".into()],
+        kinds: vec![Fault::InternalErrorAfterWrite],
+        ..WriteFaults::default()
+    };
+    harness.plane.api.faults.fail_writes(lost);
+    installplans::catalog(&harness).await;
+    apply(&harness, installplans::GROUP);
+    apply(&harness, &installplans::subscription("Automatic"));
+    let start = Instant::now();
+    while harness.plane.api.faults.injected().is_empty() {
+        assert!(start.elapsed() < Duration::from_secs(60), "no InstallPlan was written");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    harness.plane.api.faults.stop_failing_writes();
+    let plan = installplans::the_plan(&harness, "pointed at", |_| true).await;
+    let name = plan.metadata.name.clone().unwrap();
+    let subscription = harness
+        .wait_for(&installplans::subscriptions(&harness), "plumbus", "pointing at the plan", |s| {
+            s.status.as_ref().and_then(|s| s.install_plan_ref.as_ref()).is_some()
+        })
+        .await;
+    let reference = subscription.status.unwrap().install_plan_ref.unwrap();
+    assert_eq!(reference.name.as_deref(), Some(name.as_str()), "the Subscription points at the plan made first");
+    wait_state(&harness, "plumbus.ops", InstallState::PendingApproval).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let plans = Api::<InstallPlan>::namespaced(harness.admin.clone(), "ops").list(&ListParams::default()).await;
+    assert_eq!(names(&plans.unwrap().items), BTreeSet::from([name]), "one InstallPlan, reused rather than made again");
 }

@@ -346,14 +346,22 @@ impl Context {
         let write = |source| SubscriptionLoopError::WritePlan { namespace: namespace.to_owned(), source };
         // A pass that made this very plan but failed to point the Subscriptions at it made it already (OLM's
         // ensureInstallPlan reuses a plan of the generation it would make).
+        // Under the InstallPlan loop's field manager: a plan's status has one owner, whichever loop writes it.
+        let writer = ControllerClient::new(self.client.kube().clone(), crate::legacy::installplan::FIELD_MANAGER);
         if let Some(made) = reusable_plan(subscriptions, plans, &plan.bundles) {
+            if made.status.is_none() {
+                // Made, but its status never written (the create's answer was lost, or the pass stopped there).
+                let status = initial_status(namespace, made.spec.approval, &plan.bundles);
+                let name = made.name_any();
+                writer.namespaced::<InstallPlan>(namespace).apply_status(&name, &status, None).await.map_err(write)?;
+                tracing::info!(%namespace, plan = %name, "InstallPlan made earlier reused; its status written");
+            }
             return Ok(made.clone());
         }
         let generation = next_generation(subscriptions, plans);
         let object = new_install_plan(namespace, generation, subscriptions, &plan.bundles);
         let typed: InstallPlan = serde_json::from_value(object).map_err(|e| write(ClientError::Encode(e)))?;
-        // Under the InstallPlan loop's field manager: a plan's status has one owner, whichever loop writes it.
-        let plans = ControllerClient::new(self.client.kube().clone(), crate::legacy::installplan::FIELD_MANAGER);
+        let plans = writer;
         let created = plans.namespaced::<InstallPlan>(namespace).create(&typed).await.map_err(write)?;
         let status = initial_status(namespace, created.spec.approval, &plan.bundles);
         let name = created.name_any();

@@ -70,7 +70,8 @@ async fn handle(
         Ok(admitted) => {
             record.user = admitted.impersonator.clone().unwrap_or_else(|| admitted.user.username.clone());
             record.impersonated_user = admitted.impersonator.as_ref().map(|_| admitted.user.username.clone());
-            match api.faults.decide(&record.user, &record.verb, &record.resource) {
+            let preconditioned = record.verb == "update" || (record.verb == "patch" && names_resource_version(&body));
+            match api.faults.decide(&record.user, &record.verb, &record.resource, preconditioned) {
                 Decision::Refuse(fault) => fault_response(fault, &record),
                 decision => {
                     let response = match route(&api, &admitted.user, &method, &path, &query, &headers, body).await {
@@ -94,6 +95,12 @@ async fn handle(
     record.code = response.status().as_u16();
     api.audit.record(record);
     response
+}
+
+/// Whether a write's body names the resourceVersion it was made against (`metadata.resourceVersion`).
+fn names_resource_version(body: &Bytes) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .is_ok_and(|value| value["metadata"]["resourceVersion"].as_str().is_some_and(|rv| !rv.is_empty()))
 }
 
 /// The answer of an injected fault (`faults`), worded as kube-apiserver words each.

@@ -41,7 +41,12 @@ async fn send(client: &kube::Client, method: &str, path: &str, body: &Value) -> 
 async fn a_users_writes_fail_as_an_overloaded_or_failing_api_server_answers() {
     let (plane, admin) = start().await;
     let faulty = unretried_client(&plane, "faulty").await;
-    plane.api.faults.fail_writes(WriteFaults { user: "faulty".into(), fraction: 1.0, seed: 3 });
+    plane.api.faults.fail_writes(WriteFaults {
+        user: "faulty".into(),
+        fraction: 1.0,
+        seed: 3,
+        ..WriteFaults::default()
+    });
 
     // Reads, and the writes of other users, pass.
     assert_eq!(get(&faulty, CMS).await.0, 200);
