@@ -11,6 +11,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
+#[path = "support/scale.rs"]
+mod scale;
 #[path = "../apiserver/tests/conformance/support/workloads.rs"]
 mod workloads;
 
@@ -20,18 +22,15 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::Role;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use kube_emulator::{ControlPlane, Options};
+use kube_emulator::ControlPlane;
 use olmv2::api::v2alpha1::{Install, InstallState};
 use olmv2::controller::leader::LeaderOptions;
 use olmv2::process::Controllers;
 use olmv2_e2e::project;
+use scale::env_number;
 use serde_json::json;
 
 const CONFIG_MAPS: usize = 20;
-
-fn env_number(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 async fn replica(plane: &ControlPlane, dir: &std::path::Path, identity: &str, lease_seconds: u64) -> Controllers {
     let config = project::controller_config(plane).await.expect("controller identity");
@@ -81,12 +80,7 @@ async fn main() {
     let mut seed = env_number("OLMV2_BENCH_SEED", clock);
     println!("failover: {rounds} rounds, Lease {lease_seconds} s, seed {seed}");
 
-    let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
-    let plane = ControlPlane::start(options).await.expect("control plane starts");
-    project::install_crds(&plane).await.expect("CRDs");
-    project::create(&plane, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "operators"}}))
-        .await
-        .expect("namespace");
+    let plane = scale::plane_with_operators_namespace().await;
     let _slow = workloads::slow_configmap_writes(&plane).await;
     let admin = plane.client().await.expect("admin");
     let installs = Api::<Install>::all(admin.clone());

@@ -6,15 +6,18 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
+#[path = "support/scale.rs"]
+mod scale;
+
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{watcher, WatchStreamExt};
-use kube_emulator::{ControlPlane, Options};
+use kube_emulator::ControlPlane;
 use olmv2::api::v2alpha1::Operator;
 use olmv2_e2e::project;
 use serde_json::{json, Value};
@@ -95,12 +98,7 @@ async fn main() {
     // The binary cargo built, wherever the target directory is.
     let binary = project::build_controller(env!("CARGO")).expect("the olmv2 binary");
 
-    let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
-    let plane = ControlPlane::start(options).await.expect("control plane starts");
-    project::install_crds(&plane).await.expect("CRDs");
-    project::create(&plane, &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "operators"}}))
-        .await
-        .expect("namespace");
+    let plane = scale::plane_with_operators_namespace().await;
     let dir = std::env::temp_dir().join(format!("olmv2-operators-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("controller.kubeconfig");
@@ -169,20 +167,8 @@ async fn main() {
         let started = Instant::now();
         let changed = configmaps.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("patched");
         let version = changed.metadata.resource_version.clone();
-        loop {
-            let seen = tokio::time::timeout(Duration::from_secs(30), watch.try_next()).await.expect("status in time");
-            let Some(seen) = seen.expect("watch") else { panic!("watch ended") };
-            let shows = seen.metadata.name.as_deref() == Some(operator.as_str())
-                && seen
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.components.as_ref())
-                    .is_some_and(|c| c.refs.iter().any(|r| r.name == name && r.resource_version == version));
-            if shows {
-                latencies.push(started.elapsed());
-                break;
-            }
-        }
+        scale::until_status_shows(&mut watch, &operator, &name, version.as_ref()).await;
+        latencies.push(started.elapsed());
     }
     let (requests, reconciled) =
         (controller_requests(&plane) - requests_before, reconciles(health) - reconciles_before);

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -145,7 +145,7 @@ async fn main() {
         .buffered(8)
         .collect()
         .await;
-    let extra = vec!["--insecure-registry".to_owned(), registry.host.clone()];
+    let extra = vec!["--enable-v2alpha1".to_owned(), "--insecure-registry".to_owned(), registry.host.clone()];
     let controller = start_controller_with(&plane, &binary, &dir, resync, &extra).await;
     let mut child = controller.child;
     let stand_in = deployment_stand_in(admin.clone());
@@ -218,20 +218,8 @@ async fn main() {
         let changed =
             deployments.patch(&deployment, &PatchParams::default(), &Patch::Merge(&patch)).await.expect("patched");
         let version = changed.metadata.resource_version.clone();
-        loop {
-            let seen = tokio::time::timeout(Duration::from_secs(30), watch.try_next()).await.expect("status in time");
-            let seen = seen.expect("watch").expect("watch open");
-            let shows = seen.metadata.name.as_deref() == Some(name.as_str())
-                && seen
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.components.as_ref())
-                    .is_some_and(|c| c.refs.iter().any(|r| r.name == deployment && r.resource_version == version));
-            if shows {
-                latencies.push(started.elapsed());
-                break;
-            }
-        }
+        scale::until_status_shows(&mut watch, &name, &deployment, version.as_ref()).await;
+        latencies.push(started.elapsed());
     }
     latencies.sort();
     let requests = controller_records(&plane).len() - requests_before;

@@ -1,11 +1,11 @@
 //! Certificates and the HTTPS server that presents them. One certificate authority type issues serving certificates
 //! (`authority`): the approval webhook's at start, and those of the webhooks bundles bring; a certificate can also be
 //! read from a mounted Secret (cert-manager's). A generated certificate is shared by every replica through a Secret
-//! (`shared`), so that all present one the `caBundle` trusts. One HTTPS server (`server`) serves an axum router with such a
-//! certificate: the webhook's routes today, an aggregated API server's next. The DNS names a Service is reached by
-//! and the `caBundle` form clients trust a CA in are built here, so every certificate and every client
-//! configuration agree on them. rcgen makes the certificates; rustls with aws-lc-rs, the crypto provider of the
-//! whole binary, serves them.
+//! (`shared`), so that all present one the `caBundle` trusts. One HTTPS server (`server`) serves an axum router with
+//! such a certificate: the webhook's routes and the aggregated API server's. The DNS names a Service is reached
+//! by and the `caBundle` form clients trust a CA in are built here, so every certificate and every client configuration
+//! agree on them. rcgen makes the certificates; rustls with aws-lc-rs, the crypto provider of the whole binary, serves
+//! them.
 
 pub mod authority;
 pub mod server;

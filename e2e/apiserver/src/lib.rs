@@ -13,7 +13,7 @@
 //! | `admission`, `crds` | admission webhooks; CustomResourceDefinitions and custom resources' schemas |
 //! | `model`, `auth` | resource types, discovery and what each kind does; authentication and authorization |
 //! | `status` | API errors and the field errors they list |
-//! | `storage`, `merge`, `outbound`, `audit`, `faults` | objects and watches; merging; calls to cluster services; the audit log; fault injection |
+//! | `storage`, `merge`, `outbound`, `audit`, `faults` | objects and watches; merging; cluster services; audit; faults |
 //!
 //! `backend` stands apart: HTTPS servers that play the cluster's workloads (webhooks, aggregated API servers) in
 //! tests.

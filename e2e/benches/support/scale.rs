@@ -1,7 +1,9 @@
-//! What the scale benchmarks share (`legacy_csvs`, `installed_api`): hand-applied AllNamespaces CSVs, each in its own
-//! namespace `op-<i>` with a global OperatorGroup, one owned CRD, a ServiceAccount and one Deployment, among N
-//! namespaces in all, copied CSVs enabled or disabled; the controller run as its own process (`olmv2 run`, release
-//! build) with `deploy/`'s identity, its memory read from `/proc`; a stand-in for the Deployment controller.
+//! What the benchmarks share (`legacy_csvs`, `installed_api`, `scale`, `operators`, `failover`): hand-applied
+//! AllNamespaces CSVs, each in its own namespace `op-<i>` with a global OperatorGroup, one owned CRD, a
+//! ServiceAccount and one Deployment, among N namespaces in all, copied CSVs enabled or disabled; the controller run
+//! as its own process (`olmv2 run`, release build) with `deploy/`'s identity, its memory and metrics read; a
+//! stand-in for the Deployment controller; a control plane with the `operators` namespace; waiting for an Operator's
+//! status to show a component's change.
 
 #![allow(dead_code)] // each benchmark uses part of it
 
@@ -282,4 +284,32 @@ pub fn metric(health: SocketAddr, prefix: &str) -> f64 {
         .and_then(|line| line.rsplit(' ').next())
         .and_then(|value| value.parse().ok())
         .unwrap_or(f64::NAN)
+}
+
+/// A control plane with the project's CRDs and the namespace `operators` (bookmarks every 300 ms).
+pub async fn plane_with_operators_namespace() -> ControlPlane {
+    let options = kube_emulator::Options { bookmark_interval: Duration::from_millis(300), ..Default::default() };
+    let plane = ControlPlane::start(options).await.expect("control plane starts");
+    project::install_crds(&plane).await.expect("CRDs");
+    create_all(&plane, vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "operators"}})]).await;
+    plane
+}
+
+/// Reads `watch` until Operator `operator`'s status lists component `component` at resourceVersion `version`.
+pub async fn until_status_shows<S>(watch: &mut S, operator: &str, component: &str, version: Option<&String>)
+where
+    S: futures_util::Stream<Item = Result<olmv2::api::v2alpha1::Operator, kube::runtime::watcher::Error>> + Unpin,
+{
+    loop {
+        let seen = tokio::time::timeout(Duration::from_secs(30), watch.next()).await.expect("status in time");
+        let seen = seen.expect("watch open").expect("watch");
+        let shows =
+            seen.metadata.name.as_deref() == Some(operator)
+                && seen.status.as_ref().and_then(|s| s.components.as_ref()).is_some_and(|c| {
+                    c.refs.iter().any(|r| r.name == component && r.resource_version.as_ref() == version)
+                });
+        if shows {
+            return;
+        }
+    }
 }
