@@ -33,7 +33,12 @@ fn names<K: kube::Resource>(items: &[K]) -> BTreeSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fifth_of_the_controllers_writes_failing_delays_but_neither_duplicates_nor_loses_anything() {
-    let harness = Harness::start("faults", "writes", &["ops", "olm", "operators"], Duration::from_secs(2)).await;
+    // OLM's one-minute InstallPlan retry timeout (the suites' 5 s would fail a plan whose applies keep meeting faults).
+    let configure = Box::new(|options: &mut olmv2::controller::ControllerOptions, _: &std::path::Path| {
+        options.install_plan_retry_timeout = Duration::from_secs(60);
+    });
+    let namespaces = ["ops", "olm", "operators"];
+    let harness = Harness::start_configured("faults", "writes", &namespaces, Duration::from_secs(2), configure).await;
     let faults = WriteFaults { user: CONTROLLER_USER.into(), fraction: 0.2, seed: 24, ..WriteFaults::default() };
     harness.plane.api.faults.fail_writes(faults);
 
@@ -53,14 +58,15 @@ async fn a_fifth_of_the_controllers_writes_failing_delays_but_neither_duplicates
         if installplans::phase(&plan) == InstallPlanPhase::Complete {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(90), "the plan never completed: {:?}", plan.status);
+        assert!(start.elapsed() < Duration::from_secs(120), "the plan never completed: {:?}", plan.status);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let injected = harness.plane.api.faults.injected();
     harness.plane.api.faults.stop_failing_writes();
     let total: u64 = injected.values().sum();
     assert!(total >= 10, "few faults met: {injected:?}");
-    for fault in [Fault::Conflict, Fault::InternalError, Fault::InternalErrorAfterWrite] {
+    // Conflicts fall only on the few writes naming a resourceVersion: the next test meets them for sure.
+    for fault in [Fault::InternalError, Fault::InternalErrorAfterWrite] {
         assert!(injected.get(&fault).copied().unwrap_or(0) > 0, "no {fault:?} met: {injected:?}");
     }
 
@@ -93,6 +99,34 @@ async fn a_fifth_of_the_controllers_writes_failing_delays_but_neither_duplicates
     let columns =
         kubectl(&harness, &["get", "installs", "-o", "custom-columns=NAME:.metadata.name,STATE:.status.state"]);
     assert_eq!(columns.matches("Installed").count(), 3, "{columns}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writes_refused_as_conflicts_are_retried_until_they_pass() {
+    let harness = Harness::start("faults", "conflicts", &["operators"], Duration::from_secs(2)).await;
+    // Every write of an Install made against a resourceVersion (its status, its approval) conflicts for a while.
+    let conflicts = WriteFaults {
+        user: CONTROLLER_USER.into(),
+        fraction: 1.0,
+        resources: vec!["installs".into()],
+        kinds: vec![Fault::Conflict],
+        ..WriteFaults::default()
+    };
+    harness.plane.api.faults.fail_writes(conflicts);
+    apply(&harness, &raw_install("settings", &config_map("settings", "one"), "operators"));
+    let start = Instant::now();
+    while harness.plane.api.faults.injected().get(&Fault::Conflict).copied().unwrap_or(0) < 3 {
+        assert!(start.elapsed() < Duration::from_secs(60), "no write of the Install met a conflict");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stuck = installs(&harness).get("settings").await.unwrap();
+    assert!(stuck.status.is_none(), "no status got through the conflicts: {:?}", stuck.status);
+    harness.plane.api.faults.stop_failing_writes();
+    installplans::approve(
+        &harness,
+        &wait_state(&harness, "settings", InstallState::PendingApproval).await.metadata.name.unwrap(),
+    );
+    wait_state(&harness, "settings", InstallState::Installed).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -186,8 +220,8 @@ async fn a_leader_killed_mid_apply_at_random_points_is_replaced_and_the_apply_fi
         }
         drop(leader); // killed: the Lease is not released
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let killed = format!("replica-{round}");
-        assert_eq!(holder(&harness).await, Some(killed), "a killed leader's Lease stays until it expires");
+        // Not released (a release empties the holder); it lapses, or the standby has taken it already.
+        assert!(holder(&harness).await.is_some(), "a killed leader's Lease stays until it expires");
         let next = format!("replica-{}", round + 1);
         let taken = wait_holder(&harness, &next).await;
         let installed = wait_state(&harness, &name, InstallState::Installed).await;

@@ -15,7 +15,33 @@ use crate::merge::managed;
 use crate::status::ApiError;
 use crate::storage::store::StoreError;
 
+/// How many times an apply that raced another write is started over.
+const ATTEMPTS: usize = 5;
+
+/// An apply, started over when another write got in between its read and its commit (an object created meanwhile,
+/// or changed): kube-apiserver's `GuaranteedUpdate` retries those itself, so concurrent appliers of one object do
+/// not see AlreadyExists or a conflict they did not cause. One whose configuration names a resourceVersion is not
+/// started over: its precondition decides.
 pub async fn apply(api: &ApiServer, target: &Target, body: &[u8], options: &WriteOptions) -> Result<Written, ApiError> {
+    let mut attempt = 1;
+    loop {
+        match apply_once(api, target, body, options).await {
+            Err(error) if attempt < ATTEMPTS && raced(&error) && !names_version(body) => attempt += 1,
+            done => return done,
+        }
+    }
+}
+
+fn raced(error: &ApiError) -> bool {
+    error.code == 409 && (error.reason == "AlreadyExists" || error.is_stale_write())
+}
+
+fn names_version(body: &[u8]) -> bool {
+    serde_yaml_ng::from_slice::<Value>(body)
+        .is_ok_and(|config| config["metadata"]["resourceVersion"].as_str().is_some_and(|v| !v.is_empty()))
+}
+
+async fn apply_once(api: &ApiServer, target: &Target, body: &[u8], options: &WriteOptions) -> Result<Written, ApiError> {
     if !options.field_manager_given {
         return Err(ApiError::new(
             422,

@@ -138,6 +138,34 @@ async fn server_side_apply_owns_conflicts_forces_and_removes() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_applies_creating_one_object_all_succeed() {
+    // kube-apiserver's GuaranteedUpdate starts an apply over when another write got in between: none of them sees
+    // AlreadyExists or a conflict it did not cause.
+    let (plane, client) = start().await;
+    // Admission that takes a while, so the appliers' reads and commits interleave.
+    let _slow = support::workloads::slow_configmap_writes(&plane).await;
+    for round in 0..3 {
+        let name = format!("raced-{round}");
+        let applies = (0..8).map(|i| {
+            let (client, name) = (client.clone(), name.clone());
+            async move {
+                let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+                    "data": {format!("k{i}"): "v"}});
+                let path = format!("{CMS}/{name}?fieldManager=m{i}");
+                patch(&client, &path, "application/apply-patch+yaml", &body.to_string()).await
+            }
+        });
+        let answers = futures_util::future::join_all(applies).await;
+        for (code, body) in &answers {
+            assert!(*code == 200 || *code == 201, "{code}: {body}");
+        }
+        assert_eq!(answers.iter().filter(|(code, _)| *code == 201).count(), 1, "one created it");
+        let (_, applied) = get(&client, &format!("{CMS}/{name}")).await;
+        assert_eq!(applied["data"].as_object().map(|data| data.len()), Some(8), "{applied}");
+    }
+}
+
 #[tokio::test]
 async fn a_resource_version_in_an_applied_configuration_is_a_precondition() {
     let (_plane, client) = start().await;
