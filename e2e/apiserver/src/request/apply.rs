@@ -41,7 +41,12 @@ fn names_version(body: &[u8]) -> bool {
         .is_ok_and(|config| config["metadata"]["resourceVersion"].as_str().is_some_and(|v| !v.is_empty()))
 }
 
-async fn apply_once(api: &ApiServer, target: &Target, body: &[u8], options: &WriteOptions) -> Result<Written, ApiError> {
+async fn apply_once(
+    api: &ApiServer,
+    target: &Target,
+    body: &[u8],
+    options: &WriteOptions,
+) -> Result<Written, ApiError> {
     if !options.field_manager_given {
         return Err(ApiError::new(
             422,
