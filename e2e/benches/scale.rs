@@ -85,7 +85,8 @@ async fn push_operator_bundle(images: &ImageClient, registry: &Registry, dir: &P
         }
     }
     let image = registry.reference(&format!("grumbo{index}:1.0.0"));
-    images.push_bundle(&target, &image, false).await.expect("bundle pushed")
+    let digest = images.push_bundle(&target, &image, false).await.expect("bundle pushed");
+    registry.reference(&format!("grumbo{index}@{digest}"))
 }
 
 fn operator(index: usize, image: &str) -> serde_json::Value {
@@ -161,8 +162,9 @@ async fn main() {
     let installs = Api::<Install>::all(admin.clone());
     loop {
         let installed = approve_waiting(&installs).await;
+        // The Operators' Installs apply a CSV record each (in `operators`), Succeeded as their content is healthy.
         let (succeeded, _) = phases(&admin).await;
-        if installed == operators && succeeded == csvs {
+        if installed == operators && succeeded >= csvs + operators {
             break;
         }
         assert!(start.elapsed() < Duration::from_secs(900), "{installed} Installs installed, {succeeded} CSVs");
@@ -170,7 +172,10 @@ async fn main() {
     }
     let ready = start.elapsed();
     let settled = settle(&plane, Duration::from_secs(10)).await;
-    println!("cold start: {operators} Operators Installed and {csvs} CSVs Succeeded {ready:.1?} after their creation");
+    println!(
+        "cold start: {operators} Operators Installed and {csvs} CSVs (and the Operators' CSV records) Succeeded \
+         {ready:.1?} after their creation"
+    );
     print_rss(&format!("{} namespaces", counts[0] + 1), &child);
     let _ = settled;
 
