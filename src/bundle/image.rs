@@ -156,7 +156,7 @@ pub struct ImageClient {
 }
 
 fn parse_reference(reference: &str) -> Result<Reference, String> {
-    reference.parse::<Reference>().map_err(|error| error.to_string())
+    super::reference::parse(reference).map_err(|error| error.to_string())
 }
 
 static PARTIAL: AtomicU64 = AtomicU64::new(0);

@@ -13,6 +13,7 @@ pub mod image;
 pub mod model;
 pub mod names;
 pub mod permissions;
+pub mod reference;
 pub mod unpack;
 pub mod webhooks;
 

@@ -3,7 +3,6 @@
 //! may use what any of those allows, nothing else. The webhook enforces it at create and update.
 
 use kube::ResourceExt;
-use oci_client::Reference;
 use serde_json::Value;
 
 use crate::api::v2alpha1::{DigestRule, InstallPolicy, PolicySubject, SourceRule, SubjectKind};
@@ -112,7 +111,7 @@ fn allows(rule: &SourceRule, source: Source<'_>) -> bool {
     match source {
         Source::Raw => rule.raw,
         Source::Image(reference) => {
-            let Ok(parsed) = reference.parse::<Reference>() else { return false };
+            let Ok(parsed) = crate::bundle::reference::parse(reference) else { return false };
             let repository = format!("{}/{}", parsed.registry(), parsed.repository());
             rule.images.iter().any(|image| {
                 let pinned = parsed.digest().is_some();
