@@ -62,7 +62,7 @@ impl Asked {
     }
 
     fn selects(&self, namespace: &str, entry: &Entry) -> bool {
-        selector::matches(&self.labels, &entry.object["metadata"]["labels"])
+        selector::matches(&self.labels, entry.labels())
             && selector::fields_match(&self.fields, |field| match field {
                 "metadata.name" => entry.name().to_owned(),
                 _ => namespace.to_owned(),

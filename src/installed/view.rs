@@ -32,8 +32,12 @@ pub const DEFAULT_HISTORY: usize = 4096;
 /// One installed operator as the API shows it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
-    /// The Installed object without namespace and resourceVersion (those of the request and the change).
-    pub object: Value,
+    /// The Installed object without namespace and resourceVersion (those of the request and the change), as JSON
+    /// text: the log keeps thousands of entries, and a parsed object (a map and a string per field) takes several
+    /// times the room of its text. It is parsed when served.
+    object: Box<str>,
+    /// Its metadata, parsed: what selectors, Table rows and ordering read.
+    metadata: Value,
     pub watches: Watches,
     /// Seed 002's row.
     pub cells: [String; 6],
@@ -42,6 +46,10 @@ pub struct Entry {
 }
 
 impl Entry {
+    pub fn new(object: &Value, watches: Watches, cells: [String; 6], version: String) -> Self {
+        Self { object: object.to_string().into(), metadata: object["metadata"].clone(), watches, cells, version }
+    }
+
     fn same_as(&self, other: &Entry) -> bool {
         self.object == other.object && self.watches == other.watches && self.cells == other.cells
     }
@@ -49,7 +57,8 @@ impl Entry {
     /// The Installed object of this operator in `namespace`, at `version` (its own for a list; the change's
     /// for a watch event, as a deleted object carries the version of its deletion).
     pub fn object_in(&self, namespace: &str, version: &str) -> Value {
-        let mut object = self.object.clone();
+        // The text was written from a `Value` by this process: it parses.
+        let mut object: Value = serde_json::from_str(&self.object).unwrap_or(Value::Null);
         object["metadata"]["namespace"] = json!(namespace);
         object["metadata"]["resourceVersion"] = json!(version);
         object
@@ -57,14 +66,18 @@ impl Entry {
 
     /// Only the metadata of [`Entry::object_in`]: what a Table row carries unless the whole object is asked for.
     pub fn metadata_in(&self, namespace: &str, version: &str) -> Value {
-        let mut metadata = self.object["metadata"].clone();
+        let mut metadata = self.metadata.clone();
         metadata["namespace"] = json!(namespace);
         metadata["resourceVersion"] = json!(version);
         json!({"metadata": metadata})
     }
 
+    pub fn labels(&self) -> &Value {
+        &self.metadata["labels"]
+    }
+
     pub fn name(&self) -> &str {
-        self.object["metadata"]["name"].as_str().unwrap_or_default()
+        self.metadata["name"].as_str().unwrap_or_default()
     }
 }
 
@@ -319,12 +332,7 @@ impl View {
             if let Some(metadata) = object["metadata"].as_object_mut() {
                 metadata.remove("namespace");
             }
-            let entry = Entry {
-                object,
-                watches: operator.watches.clone(),
-                cells: row(&operator, &csvs),
-                version: version.clone(),
-            };
+            let entry = Entry::new(&object, operator.watches.clone(), row(&operator, &csvs), version.clone());
             fresh.insert(key_of(operator.csv), entry);
         }
         let before: Vec<Key> =
