@@ -21,6 +21,7 @@ use crate::webhook::WebhookError;
 /// `controller::runner::Reconciler`) and the kube-runtime `Controller` that wakes it, and returns
 /// `controller::runner::run` of both.
 pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] = &[
+    crate::controller::rbac_cache::controller,
     crate::install::controller,
     crate::operator::controller,
     crate::legacy::operatorgroup::controller,

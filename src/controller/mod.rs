@@ -1,7 +1,8 @@
 //! The controller pattern every reconciler follows. `runner` drives a reconciler (metrics, error policy, logs,
 //! shutdown); `client` is the reads and writes they all make; `conditions` the Kubernetes condition conventions and
 //! the events their transitions make, which `events` publishes; `watches` the watches whose objects are held,
-//! trimmed; [`Process`] what every controller is built from.
+//! trimmed; `rbac_cache` the cluster's RBAC objects watched once for all; [`Process`] what every controller is
+//! built from.
 //! The list of controllers one process runs is `crate::process`, above the controllers, so that this pattern
 //! imports none of them.
 
@@ -9,12 +10,13 @@ pub mod client;
 pub mod conditions;
 pub mod events;
 pub mod leader;
+pub mod rbac_cache;
 pub mod runner;
 pub mod watches;
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::{FutureExt, Shared};
@@ -24,6 +26,7 @@ use crate::bundle::image::{ImageClient, RegistryOptions};
 use crate::catalog::CatalogCache;
 use crate::metrics::Metrics;
 use crate::webhook::WebhookOptions;
+use rbac_cache::{RbacCache, RbacWriters};
 
 /// What the controllers need to know.
 #[derive(Clone, Debug)]
@@ -71,6 +74,10 @@ pub struct Process {
     pub metrics: Arc<Metrics>,
     /// The catalogs CatalogSources serve, loaded once for every controller that reads them.
     pub catalogs: Arc<CatalogCache>,
+    /// The cluster's RBAC objects, watched once for every controller that reads them (filled by
+    /// `rbac_cache::controller`, one of the process's controllers).
+    pub rbac: Arc<RbacCache>,
+    rbac_writers: Arc<Mutex<Option<RbacWriters>>>,
     stopped: Shared<oneshot::Receiver<()>>,
 }
 
@@ -86,18 +93,37 @@ impl Process {
         let images = Arc::new(ImageClient::new(options.registry.clone()));
         let catalogs =
             Arc::new(CatalogCache::new(images, client.clone(), options.cache.join("catalogs"), options.catalog_poll));
-        Self { config, client, options, metrics, catalogs, stopped: stopped.shared() }
+        let (rbac, writers) = RbacCache::new();
+        Self {
+            config,
+            client,
+            options,
+            metrics,
+            catalogs,
+            rbac,
+            rbac_writers: Arc::new(Mutex::new(Some(writers))),
+            stopped: stopped.shared(),
+        }
+    }
+
+    /// The writers of [`Process::rbac`], to the first who asks.
+    pub fn take_rbac_writers(&self) -> Option<RbacWriters> {
+        self.rbac_writers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
     }
 
     /// The same process for one term of leadership: its controllers stop when `stopped` completes; the catalogs
     /// loaded stay shared (the Installed API answers from them on every replica).
     pub fn term(&self, stopped: oneshot::Receiver<()>) -> Self {
+        // A term watches the RBAC objects anew: the last term's stores stopped being filled when it ended.
+        let (rbac, writers) = RbacCache::new();
         Self {
             config: self.config.clone(),
             client: self.client.clone(),
             options: self.options.clone(),
             metrics: self.metrics.clone(),
             catalogs: self.catalogs.clone(),
+            rbac,
+            rbac_writers: Arc::new(Mutex::new(Some(writers))),
             stopped: stopped.shared(),
         }
     }

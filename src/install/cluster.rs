@@ -6,12 +6,11 @@
 //! everything the content brings is read and written (`apply`).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::api::core::v1::ServiceAccount;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::api::{Api, ListParams, ObjectMeta, PartialObjectMeta, Patch, PatchParams};
 use kube::ResourceExt;
@@ -30,8 +29,9 @@ use crate::api::v2alpha1::{
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::events::Events;
+use crate::controller::rbac_cache::RbacCache;
 use crate::legacy::membership::COPIED_FROM_LABEL;
-use crate::rbac::{KindIndex, RbacObjects};
+use crate::rbac::{KindIndex, RbacObjects, RbacSnapshot};
 use crate::webhook::configuration::{guard_problems, WebhookService, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME};
 
 /// How long discovery answers are reused; an unknown kind refreshes them at once.
@@ -99,6 +99,9 @@ pub enum ClusterError {
     /// The Install changed after it was read (an approval, a spec edit): what was decided is decided again.
     #[error("Install {name} changed while it was reconciled; it is reconciled again")]
     InstallChanged { name: String },
+    /// The watch of the cluster's RBAC objects stopped (the process is stopping).
+    #[error("failed to read the cluster's RBAC objects: their watch stopped")]
+    RbacWatchStopped,
 }
 
 impl Categorized for ClusterError {
@@ -116,6 +119,7 @@ impl Categorized for ClusterError {
             Self::WriteStatus { .. } => "StatusWriteFailed",
             Self::RevokeApproval { .. } => "ApprovalRevokeFailed",
             Self::InstallChanged { .. } => "InstallChanged",
+            Self::RbacWatchStopped => "RbacWatchStopped",
         }
     }
 
@@ -132,6 +136,8 @@ pub struct Cluster {
     pub events: Events,
     discovery: Mutex<Option<(Instant, KindIndex)>>,
     impersonation: Impersonation,
+    /// The cluster's RBAC objects as the process watches them.
+    rbac: Arc<RbacCache>,
 }
 
 fn list_error(what: &'static str) -> impl FnOnce(ClientError) -> ClusterError {
@@ -152,12 +158,13 @@ fn install_write_error<'a>(
 
 impl Cluster {
     /// The view of the cluster `config` describes, as the identity it names.
-    pub fn new(client: kube::Client, config: kube::Config) -> Self {
+    pub fn new(client: kube::Client, config: kube::Config, rbac: Arc<RbacCache>) -> Self {
         Self {
             events: Events::new(client.clone(), "olmv2-install-controller"),
             client: ControllerClient::new(client, FIELD_MANAGER),
             discovery: Mutex::new(None),
             impersonation: Impersonation::new(config),
+            rbac,
         }
     }
 
@@ -196,19 +203,12 @@ impl Cluster {
         Ok(kinds)
     }
 
-    /// Every Role, ClusterRole and binding of the cluster.
-    pub async fn rbac_objects(&self) -> Result<RbacObjects, ClusterError> {
-        Ok(RbacObjects {
-            roles: self.client.all::<Role>().list().await.map_err(list_error("Roles"))?,
-            cluster_roles: self.client.all::<ClusterRole>().list().await.map_err(list_error("ClusterRoles"))?,
-            role_bindings: self.client.all::<RoleBinding>().list().await.map_err(list_error("RoleBindings"))?,
-            cluster_role_bindings: self
-                .client
-                .all::<ClusterRoleBinding>()
-                .list()
-                .await
-                .map_err(list_error("ClusterRoleBindings"))?,
-        })
+    /// Every Role, ClusterRole and binding of the cluster, and their snapshot (aggregation resolved), from the
+    /// process's watch of them once it has listed them all (`controller::rbac_cache`: why a watch, and why that is
+    /// safe for the gate).
+    pub async fn rbac_objects(&self) -> Result<(RbacObjects, Arc<RbacSnapshot>), ClusterError> {
+        self.rbac.wait_until_ready().await.map_err(|_| ClusterError::RbacWatchStopped)?;
+        Ok((self.rbac.objects(), self.rbac.snapshot()))
     }
 
     /// Whether the person who created `install` may use the OperatorGroup account `account` themselves (one of

@@ -341,16 +341,16 @@ mod tests {
     #[test]
     fn existing_rbac_objects_are_keyed_by_resource_and_place() {
         let rbac: RbacObjects = RbacObjects {
-            roles: vec![serde_json::from_value(json!({"metadata": {"name": "r", "namespace": "ops"}})).unwrap()],
-            cluster_roles: vec![serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap()],
-            role_bindings: vec![serde_json::from_value(
+            roles: vec![std::sync::Arc::new(serde_json::from_value(json!({"metadata": {"name": "r", "namespace": "ops"}})).unwrap())],
+            cluster_roles: vec![std::sync::Arc::new(serde_json::from_value(json!({"metadata": {"name": "c"}})).unwrap())],
+            role_bindings: vec![std::sync::Arc::new(serde_json::from_value(
                 json!({"metadata": {"name": "b", "namespace": "ops"}, "roleRef": {"apiGroup": RBAC, "kind": "Role", "name": "r"}}),
             )
-            .unwrap()],
-            cluster_role_bindings: vec![serde_json::from_value(
+            .unwrap())],
+            cluster_role_bindings: vec![std::sync::Arc::new(serde_json::from_value(
                 json!({"metadata": {"name": "cb"}, "roleRef": {"apiGroup": RBAC, "kind": "ClusterRole", "name": "c"}}),
             )
-            .unwrap()],
+            .unwrap())],
         };
         assert_eq!(
             existing_rbac(&rbac),

@@ -46,7 +46,7 @@ use resolve::Resolver;
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let options = &process.options;
     let context = Arc::new(Context {
-        cluster: Cluster::new(process.client.clone(), process.config.clone()),
+        cluster: Cluster::new(process.client.clone(), process.config.clone(), process.rbac.clone()),
         resolver: Resolver {
             images: ImageClient::new(options.registry.clone()),
             cache: options.cache.clone(),

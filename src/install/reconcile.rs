@@ -193,8 +193,7 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         kinds = ctx.cluster.kinds(true).await?;
         kinds.add_crds(objects.iter());
     }
-    let rbac = ctx.cluster.rbac_objects().await?;
-    let snapshot = rbac.snapshot();
+    let (rbac, snapshot) = ctx.cluster.rbac_objects().await?;
     let required = match required_permissions(&objects, &kinds, &snapshot.roles) {
         Ok(required) => required,
         Err(error) => {

@@ -79,7 +79,7 @@ impl CeilingRules {
 /// that content (or any other) is measured against.
 pub fn ceiling_roles(rbac: &RbacObjects) -> Roles {
     let theirs = rbac.without_annotated(INSTALL_ANNOTATION);
-    Roles::new(&[], &theirs.cluster_roles)
+    Roles::shared::<k8s_openapi::api::rbac::v1::Role>(&[], theirs.cluster_roles)
 }
 
 /// Every verb on the resources of the content's own CustomResourceDefinitions (and the subresources a CRD can
@@ -294,12 +294,15 @@ mod tests {
         let mut widen = role("widen", &[(&["*"], &["*"], &["*"])]);
         widen.metadata.labels = Some([("ceiling".to_owned(), "true".to_owned())].into());
         widen.metadata.annotations = Some([(INSTALL_ANNOTATION.to_owned(), "grab".to_owned())].into());
-        let rbac = RbacObjects { cluster_roles: vec![aggregated, widen], ..RbacObjects::default() };
+        let rbac = RbacObjects {
+            cluster_roles: vec![std::sync::Arc::new(aggregated), std::sync::Arc::new(widen)],
+            ..RbacObjects::default()
+        };
         let rules = CeilingRules::new(&ceiling(&["aggregated-ceiling"], &[]), &ceiling_roles(&rbac), &[]);
         let everything = permission(PermissionScope::Cluster, &[], &["*"], "*", &["*"]);
         assert_eq!(rules.over(std::slice::from_ref(&everything), &KindIndex::kubernetes()), vec![everything.clone()]);
         // Read with every role, the aggregation would have let it through: the filter is what stops it.
-        let all = Roles::new(&[], &rbac.cluster_roles);
+        let all = Roles::shared::<k8s_openapi::api::rbac::v1::Role>(&[], rbac.cluster_roles.clone());
         let widened = CeilingRules::new(&ceiling(&["aggregated-ceiling"], &[]), &all, &[]);
         assert!(widened.over(&[everything], &KindIndex::kubernetes()).is_empty());
     }

@@ -5,6 +5,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::missing::to_pending;
 use super::required::Scope;
@@ -12,13 +13,14 @@ use super::resolve::RbacSnapshot;
 use super::rule::Rule;
 use crate::api::v2alpha1::PendingPermission;
 
-/// Every Role, ClusterRole and binding read from a cluster.
+/// Every Role, ClusterRole and binding read from a cluster, shared with the store they were read from (a watch's,
+/// held once for every pass) rather than copied.
 #[derive(Clone, Debug, Default)]
 pub struct RbacObjects {
-    pub roles: Vec<Role>,
-    pub cluster_roles: Vec<ClusterRole>,
-    pub role_bindings: Vec<RoleBinding>,
-    pub cluster_role_bindings: Vec<ClusterRoleBinding>,
+    pub roles: Vec<Arc<Role>>,
+    pub cluster_roles: Vec<Arc<ClusterRole>>,
+    pub role_bindings: Vec<Arc<RoleBinding>>,
+    pub cluster_role_bindings: Vec<Arc<ClusterRoleBinding>>,
 }
 
 fn controlled_by(metadata: &ObjectMeta, uid: &str) -> bool {
@@ -46,10 +48,10 @@ impl RbacObjects {
 
     /// The rules every subject holds, as the API server's authorizer resolves them.
     pub fn snapshot(&self) -> RbacSnapshot {
-        RbacSnapshot::new(
+        RbacSnapshot::shared(
             &self.roles,
-            &self.cluster_roles,
-            self.role_bindings.clone(),
+            self.cluster_roles.clone(),
+            &self.role_bindings,
             self.cluster_role_bindings.clone(),
         )
     }
@@ -126,7 +128,11 @@ mod tests {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "grant"},
             "subjects": [{"kind": "ServiceAccount", "name": "sa", "namespace": "olmv2-system"}]}))
             .expect("binding");
-        RbacObjects { cluster_roles: vec![role], cluster_role_bindings: vec![binding], ..RbacObjects::default() }
+        RbacObjects {
+            cluster_roles: vec![Arc::new(role)],
+            cluster_role_bindings: vec![Arc::new(binding)],
+            ..RbacObjects::default()
+        }
     }
 
     fn holds(objects: &RbacObjects) -> bool {
@@ -142,7 +148,7 @@ mod tests {
             "rules": [{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["create"]}]}),
         )
         .expect("role");
-        objects.roles.push(role);
+        objects.roles.push(Arc::new(role));
         let granted = objects.owned_by("u").granted_rules();
         assert_eq!(granted.len(), 2, "{granted:?}");
         assert!(granted

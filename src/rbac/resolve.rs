@@ -38,15 +38,15 @@ impl Roles {
     }
 
     /// As [`Roles::new`], the ClusterRoles shared (a reflector store's, say) rather than copied.
-    pub fn shared(roles: &[Role], cluster_roles: Vec<Arc<ClusterRole>>) -> Self {
+    pub fn shared<R: std::borrow::Borrow<Role>>(roles: &[R], cluster_roles: Vec<Arc<ClusterRole>>) -> Self {
         let mut catalog = Self { raw_cluster_roles: cluster_roles, ..Self::default() };
         catalog.add_roles(roles);
         catalog.cluster_roles = aggregate_cluster_roles(&catalog.raw_cluster_roles);
         catalog
     }
 
-    fn add_roles(&mut self, roles: &[Role]) {
-        for role in roles {
+    fn add_roles<R: std::borrow::Borrow<Role>>(&mut self, roles: &[R]) {
+        for role in roles.iter().map(std::borrow::Borrow::borrow) {
             let key =
                 (role.metadata.namespace.clone().unwrap_or_default(), role.metadata.name.clone().unwrap_or_default());
             self.roles.insert(key, role.rules.iter().flatten().map(Rule::from).collect());
@@ -98,7 +98,7 @@ impl Roles {
 #[derive(Clone, Debug, Default)]
 pub struct RbacSnapshot {
     pub roles: Roles,
-    role_bindings: BTreeMap<String, Vec<RoleBinding>>,
+    role_bindings: BTreeMap<String, Vec<Arc<RoleBinding>>>,
     cluster_role_bindings: Vec<Arc<ClusterRoleBinding>>,
 }
 
@@ -109,12 +109,31 @@ impl RbacSnapshot {
         role_bindings: Vec<RoleBinding>,
         cluster_role_bindings: Vec<ClusterRoleBinding>,
     ) -> Self {
-        let mut by_namespace: BTreeMap<String, Vec<RoleBinding>> = BTreeMap::new();
+        let role_bindings: Vec<Arc<RoleBinding>> = role_bindings.into_iter().map(Arc::new).collect();
+        Self::shared(
+            roles,
+            cluster_roles.iter().cloned().map(Arc::new).collect(),
+            &role_bindings,
+            cluster_role_bindings.into_iter().map(Arc::new).collect(),
+        )
+    }
+
+    /// As [`RbacSnapshot::new`], the objects shared (a reflector store's, say) rather than copied: the snapshot
+    /// holds the resolved rules, and the bindings and ClusterRoles themselves.
+    pub fn shared<R: std::borrow::Borrow<Role>>(
+        roles: &[R],
+        cluster_roles: Vec<Arc<ClusterRole>>,
+        role_bindings: &[Arc<RoleBinding>],
+        cluster_role_bindings: Vec<Arc<ClusterRoleBinding>>,
+    ) -> Self {
+        let mut by_namespace: BTreeMap<String, Vec<Arc<RoleBinding>>> = BTreeMap::new();
         for binding in role_bindings {
-            by_namespace.entry(binding.metadata.namespace.clone().unwrap_or_default()).or_default().push(binding);
+            by_namespace
+                .entry(binding.metadata.namespace.clone().unwrap_or_default())
+                .or_default()
+                .push(binding.clone());
         }
-        let cluster_role_bindings = cluster_role_bindings.into_iter().map(Arc::new).collect();
-        Self { roles: Roles::new(roles, cluster_roles), role_bindings: by_namespace, cluster_role_bindings }
+        Self { roles: Roles::shared(roles, cluster_roles), role_bindings: by_namespace, cluster_role_bindings }
     }
 
     /// The cluster-wide objects alone, shared (reflector stores', say) rather than copied: what every check of
@@ -123,7 +142,7 @@ impl RbacSnapshot {
         cluster_roles: Vec<Arc<ClusterRole>>,
         cluster_role_bindings: Vec<Arc<ClusterRoleBinding>>,
     ) -> Self {
-        Self { roles: Roles::shared(&[], cluster_roles), role_bindings: BTreeMap::new(), cluster_role_bindings }
+        Self { roles: Roles::shared::<Role>(&[], cluster_roles), role_bindings: BTreeMap::new(), cluster_role_bindings }
     }
 
     /// The rules `user` holds cluster-wide: those of ClusterRoleBindings.

@@ -106,14 +106,18 @@ async fn borrowable_from(
     let uid = install["metadata"]["uid"].as_str().unwrap_or_default();
     let params = ListParams::default();
     let objects = RbacObjects {
-        roles: Api::<Role>::all(client.clone()).list(&params).await?.items,
-        cluster_roles: Api::<ClusterRole>::all(client.clone()).list(&params).await?.items,
+        roles: shared(Api::<Role>::all(client.clone()).list(&params).await?.items),
+        cluster_roles: shared(Api::<ClusterRole>::all(client.clone()).list(&params).await?.items),
         ..RbacObjects::default()
     };
     change.granted.extend(objects.owned_by(uid).granted_rules());
     change.granted.sort();
     change.granted.dedup();
     Ok(change)
+}
+
+fn shared<T>(items: Vec<T>) -> Vec<std::sync::Arc<T>> {
+    items.into_iter().map(std::sync::Arc::new).collect()
 }
 
 /// Whether `user` could change the content of `install` themselves: they hold every rule its account was granted

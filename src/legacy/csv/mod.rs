@@ -18,7 +18,6 @@ pub mod availability;
 pub mod certs;
 pub mod chain;
 pub mod cleanup;
-pub mod cluster_rbac;
 pub mod component_access;
 pub mod components;
 pub mod copying;
@@ -39,10 +38,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
-use futures_util::stream::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::Action;
@@ -57,6 +54,7 @@ use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::conditions::Transition;
 use crate::controller::events::Events;
+use crate::controller::rbac_cache::RbacCache;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::controller::Process;
@@ -74,7 +72,7 @@ pub struct Context {
     /// Every namespace, as metadata: where copies of CSVs of global groups go.
     namespaces: Store<PartialObjectMeta<Namespace>>,
     /// The ClusterRoles and ClusterRoleBindings accounts are checked against.
-    rbac: Arc<cluster_rbac::ClusterRbac>,
+    rbac: Arc<RbacCache>,
     /// Namespaces keeping copies when copies are disabled.
     protected: BTreeSet<String>,
     /// The Warning events published per CSV (uid, reason) and their note: each is published once while it holds,
@@ -97,7 +95,7 @@ impl Context {
     /// every account seems to hold nothing, so a check waits rather than passes).
     async fn cluster_rbac(&self) -> Arc<crate::rbac::RbacSnapshot> {
         match self.rbac.wait_until_ready().await {
-            Ok(()) => self.rbac.snapshot(),
+            Ok(()) => self.rbac.cluster_snapshot(),
             Err(_) => Arc::default(),
         }
     }
@@ -217,22 +215,9 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let (namespaces, writer) = kube::runtime::reflector::store::<PartialObjectMeta<Namespace>>();
     let namespace_changes =
         kube::runtime::reflector(writer, watches::metadata::<Namespace>(client.clone(), watcher::Config::default()));
-    let (cluster_roles, roles_writer) = kube::runtime::reflector::store::<ClusterRole>();
-    let (cluster_bindings, bindings_writer) = kube::runtime::reflector::store::<ClusterRoleBinding>();
-    let rbac = Arc::new(cluster_rbac::ClusterRbac::new(cluster_roles, cluster_bindings));
-    // Every event of either watch, after the store has taken it, dates the snapshot, the end of a relist
-    // included (its objects replace the store's only then, with no object of its own).
-    let (roles_changed, bindings_changed) = (rbac.clone(), rbac.clone());
-    let role_changes = kube::runtime::reflector(
-        roles_writer,
-        watches::trimmed(Api::<ClusterRole>::all(client.clone()), watcher::Config::default()),
-    )
-    .inspect(move |_| roles_changed.changed());
-    let binding_changes = kube::runtime::reflector(
-        bindings_writer,
-        watches::trimmed(Api::<ClusterRoleBinding>::all(client.clone()), watcher::Config::default()),
-    )
-    .inspect(move |_| bindings_changed.changed());
+    // The cluster's RBAC, held once by the process for the permission checks (a change wakes no CSV: a CSV waiting
+    // on RBAC looks again after the retry interval, as OLM's does).
+    let rbac = process.rbac.clone();
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
         events: Events::new(client.clone(), "olmv2-csv-controller"),
@@ -292,10 +277,6 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
             let origin = copy.labels().get(super::membership::COPIED_FROM_LABEL).cloned()?;
             Some(ObjectRef::<ClusterServiceVersion>::new(&copy.name_any()).within(&origin))
         })
-        // The cluster's RBAC, held for the permission checks (a change wakes no CSV: a CSV waiting on RBAC looks
-        // again after the retry interval, as OLM's does).
-        .watches_stream(role_changes.touched_objects(), |_| None::<ObjectRef<ClusterServiceVersion>>)
-        .watches_stream(binding_changes.touched_objects(), |_| None::<ObjectRef<ClusterServiceVersion>>)
         .watches(Api::<CustomResourceDefinition>::all(client), watcher::Config::default(), move |crd| {
             let crd_name = crd.name_any();
             by_crd
