@@ -12,9 +12,9 @@
 //! `OLMV2_BENCH_NAMESPACES` namespace counts [100,500,1000], `OLMV2_BENCH_CSVS` CSVs [100], `OLMV2_BENCH_COPIES`
 //! the modes [enabled,disabled],
 //! `OLMV2_BENCH_IDLE_SECONDS` idle window [120], `OLMV2_BENCH_RESYNC_SECONDS` the controller's resync [60, so that
-//! every settled object is looked at again within the default idle window], `OLMV2_BENCH_HEAPTRACK` a file to run the
-//! controller under `heaptrack -o <file>` for a heap profile [unset: the controller runs alone; under heaptrack the
-//! RSS figures are the profiler's, not the controller's].
+//! every settled object is looked at again within the default idle window], `OLMV2_BENCH_HEAPTRACK` a file prefix to run the
+//! controller with heaptrack's tracker preloaded, a profile `<prefix>-<n>.zst` per start [unset: the controller runs
+//! alone; under heaptrack its RSS figures include the tracker's].
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 

@@ -9,7 +9,8 @@
 //!
 //! Run with `cargo bench -p olmv2-e2e --bench scale`. Environment (defaults in brackets): `OLMV2_BENCH_OPERATORS`
 //! [100], `OLMV2_BENCH_CSVS` [100], `OLMV2_BENCH_NAMESPACES` counts [100,500,1000], `OLMV2_BENCH_IDLE_SECONDS`
-//! [120], `OLMV2_BENCH_CHANGES` [200], `OLMV2_BENCH_RESYNC_SECONDS` [600, `olmv2 run`'s default].
+//! [120], `OLMV2_BENCH_CHANGES` [200], `OLMV2_BENCH_RESYNC_SECONDS` [600, `olmv2 run`'s default],
+//! `OLMV2_BENCH_HEAPTRACK` a file prefix for heap profiles, `<prefix>-<n>.zst` per controller start [unset].
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
@@ -48,6 +49,50 @@ fn controller_records(plane: &ControlPlane) -> Vec<Record> {
 
 fn writes(records: &[Record]) -> Vec<&Record> {
     records.iter().filter(|r| WRITE_VERBS.contains(&r.verb.as_str())).collect()
+}
+
+/// Prints how many RBAC objects the cluster holds and their size as JSON: what every Install's permissions are
+/// computed from.
+async fn print_rbac_sizes(admin: &kube::Client) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    async fn size<K>(admin: &kube::Client) -> (usize, usize)
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    {
+        let list = Api::<K>::all(admin.clone()).list(&ListParams::default()).await.expect("listed");
+        (list.items.len(), list.items.iter().map(|item| serde_json::to_vec(item).unwrap().len()).sum())
+    }
+    let sizes = [
+        ("Roles", size::<Role>(admin).await),
+        ("ClusterRoles", size::<ClusterRole>(admin).await),
+        ("RoleBindings", size::<RoleBinding>(admin).await),
+        ("ClusterRoleBindings", size::<ClusterRoleBinding>(admin).await),
+    ];
+    let shown: Vec<String> = sizes
+        .iter()
+        .map(|(kind, (count, bytes))| format!("{count} {kind} ({} MiB)", mib(*bytes as u64 / 1024)))
+        .collect();
+    println!("RBAC: {}", shown.join(", "));
+}
+
+/// Prints `requests` counted by verb and resource, the ten most frequent first.
+fn print_requests(label: &str, requests: &[&Record]) {
+    let mut by_kind = BTreeMap::<String, usize>::new();
+    for request in requests {
+        let resource = if request.resource.is_empty() {
+            request.path.clone()
+        } else if request.subresource.is_empty() {
+            request.resource.clone()
+        } else {
+            format!("{}/{}", request.resource, request.subresource)
+        };
+        *by_kind.entry(format!("{} {resource}", request.verb)).or_default() += 1;
+    }
+    let mut counted: Vec<(String, usize)> = by_kind.into_iter().collect();
+    counted.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    for (what, count) in counted.iter().take(10) {
+        println!("  {label}: {what} x{count}");
+    }
 }
 
 /// Waits until the controller's writes stop for `quiet`; answers when they did.
@@ -178,6 +223,7 @@ async fn main() {
     );
     print_rss(&format!("{} namespaces", counts[0] + 1), &child);
     let _ = settled;
+    print_rbac_sizes(&admin).await;
 
     // More namespaces: the RSS at each count.
     let mut present = counts[0].max(csvs);
@@ -198,15 +244,7 @@ async fn main() {
     let idle_writes: Vec<&Record> = writes(&records).into_iter().skip(before).collect();
     let per_minute = idle_writes.len() as f64 * 60.0 / idle.as_secs_f64();
     println!("idle: {} controller writes in {} s = {per_minute:.1} per idle minute", idle_writes.len(), idle.as_secs());
-    let mut by_object = BTreeMap::<String, usize>::new();
-    for write in &idle_writes {
-        *by_object
-            .entry(format!("{} {}/{} {}", write.verb, write.resource, write.subresource, write.name))
-            .or_default() += 1;
-    }
-    for (object, count) in by_object.iter().take(10) {
-        println!("  idle write: {object} x{count}");
-    }
+    print_requests("idle writes", &idle_writes);
     print_rss("after idle", &child);
 
     // Change -> status: a component of an Operator changes; its status shows the new resourceVersion.
@@ -227,7 +265,9 @@ async fn main() {
         latencies.push(started.elapsed());
     }
     latencies.sort();
-    let requests = controller_records(&plane).len() - requests_before;
+    let records = controller_records(&plane);
+    let requests = records.len() - requests_before;
+    print_requests("requests while changing", &records.iter().skip(requests_before).collect::<Vec<_>>());
     let reconciled = reconciles(controller.health) - reconciles_before;
     println!(
         "component change -> Operator status over {changes} changes: median {:.1?}, p99 {:.1?}, max {:.1?}",
@@ -254,10 +294,13 @@ async fn main() {
     }
     let all_reconciled = restarted_at.elapsed();
     settle(&plane, Duration::from_secs(10)).await;
-    let restart_writes = writes(&controller_records(&plane)).len() - writes_before;
+    let records = controller_records(&plane);
+    let restart_writes: Vec<&Record> = writes(&records).into_iter().skip(writes_before).collect();
     println!(
-        "restart: ready in {ready_after:.1?}, every Operator reconciled in {all_reconciled:.1?}, {restart_writes} writes"
+        "restart: ready in {ready_after:.1?}, every Operator reconciled in {all_reconciled:.1?}, {} writes",
+        restart_writes.len()
     );
+    print_requests("restart writes", &restart_writes);
     print_rss(&format!("restarted, {present} namespaces"), &child);
 
     stand_in.abort();

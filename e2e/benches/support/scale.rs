@@ -165,14 +165,10 @@ pub async fn start_controller_with(
     let (health, webhook, api) = (free_address(), free_address(), free_address());
     plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, "olmv2-webhook", webhook);
     plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, project::API_SERVICE, api);
-    let mut command = match std::env::var("OLMV2_BENCH_HEAPTRACK") {
-        Ok(out) => {
-            let mut command = Command::new("heaptrack");
-            command.args(["-o", &out]).arg(binary);
-            command
-        }
-        Err(_) => Command::new(binary),
-    };
+    let mut command = Command::new(binary);
+    if let Ok(out) = std::env::var("OLMV2_BENCH_HEAPTRACK") {
+        heaptrack(&mut command, dir, &out);
+    }
     let child = command
         .args(["run", "--health-address", &health.to_string(), "--webhook-address", &webhook.to_string()])
         .args(["--api-address", &api.to_string(), "--resync-seconds", &resync_seconds.to_string()])
@@ -190,6 +186,23 @@ pub async fn start_controller_with(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Controller { child, api, health }
+}
+
+/// Runs `command` with heaptrack's allocation tracker preloaded, its data interpreted into `<out>-<n>.zst` (one
+/// file per start): the controller itself is the child, so its RSS is read and a kill ends the profile with it.
+/// (The `heaptrack` script would be the child instead, and a kill would leave the controller running.)
+fn heaptrack(command: &mut Command, dir: &Path, out: &str) {
+    static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let start = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let pipe = dir.join(format!("heaptrack-{start}.fifo"));
+    let made = Command::new("mkfifo").arg(&pipe).status().expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", pipe.display());
+    let output = format!("{out}-{start}.zst");
+    let script =
+        format!("/usr/lib/heaptrack/libexec/heaptrack_interpret < '{}' | zstd -q -c > '{output}'", pipe.display());
+    Command::new("sh").args(["-c", &script]).spawn().expect("heaptrack_interpret starts");
+    command.env("LD_PRELOAD", "/usr/lib/heaptrack/libheaptrack_preload.so").env("DUMP_HEAPTRACK_OUTPUT", &pipe);
+    eprintln!("heaptrack: profiling the controller into {output}");
 }
 
 /// The controller's resident memory in KiB: (peak, now), from `/proc/<pid>/status`.
@@ -301,7 +314,7 @@ where
     S: futures_util::Stream<Item = Result<olmv2::api::v2alpha1::Operator, kube::runtime::watcher::Error>> + Unpin,
 {
     loop {
-        let seen = tokio::time::timeout(Duration::from_secs(30), watch.next()).await.expect("status in time");
+        let seen = tokio::time::timeout(Duration::from_secs(120), watch.next()).await.expect("status in time");
         let seen = seen.expect("watch open").expect("watch");
         let shows =
             seen.metadata.name.as_deref() == Some(operator)
