@@ -75,6 +75,38 @@ async fn print_rbac_sizes(admin: &kube::Client) {
     println!("RBAC: {}", shown.join(", "));
 }
 
+/// The status of every Operator, Install and original CSV, by kind and name, without the times conditions carry.
+async fn statuses(admin: &kube::Client) -> BTreeMap<String, serde_json::Value> {
+    let mut statuses = BTreeMap::new();
+    for (kind, plural, group, version) in [
+        ("Operator", "operators", "operators.coreos.com", "v2alpha1"),
+        ("Install", "installs", "operators.coreos.com", "v2alpha1"),
+        ("ClusterServiceVersion", "clusterserviceversions", "operators.coreos.com", "v1alpha1"),
+    ] {
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
+        let api = Api::<kube::api::DynamicObject>::all_with(admin.clone(), &resource);
+        for object in api.list(&ListParams::default().labels("!olm.copiedFrom")).await.expect("listed").items {
+            let key = format!(
+                "{kind} {}/{}",
+                object.metadata.namespace.clone().unwrap_or_default(),
+                object.metadata.name.clone().unwrap_or_default()
+            );
+            statuses.insert(key, object.data["status"].clone());
+        }
+    }
+    statuses
+}
+
+/// Prints how many statuses differ between `before` and `after`, and the first difference.
+fn print_status_changes(before: &BTreeMap<String, serde_json::Value>, after: &BTreeMap<String, serde_json::Value>) {
+    let changed: Vec<&String> = before.keys().filter(|key| after.get(*key) != before.get(*key)).collect();
+    println!("  statuses different after the restart: {} of {}", changed.len(), before.len());
+    if let Some(key) = changed.first() {
+        println!("    first: {key}\n      before: {}\n      after:  {}", before[*key], after[*key]);
+    }
+}
+
 /// Prints `requests` counted by verb and resource, the ten most frequent first.
 fn print_requests(label: &str, requests: &[&Record]) {
     let mut by_kind = BTreeMap::<String, usize>::new();
@@ -281,6 +313,7 @@ async fn main() {
     );
 
     // A restart: the new process reads everything again and writes what it must.
+    let before_restart = statuses(&admin).await;
     let _ = child.kill();
     let _ = child.wait();
     let writes_before = writes(&controller_records(&plane)).len();
@@ -301,6 +334,7 @@ async fn main() {
         restart_writes.len()
     );
     print_requests("restart writes", &restart_writes);
+    print_status_changes(&before_restart, &statuses(&admin).await);
     print_rss(&format!("restarted, {present} namespaces"), &child);
 
     stand_in.abort();

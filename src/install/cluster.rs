@@ -134,7 +134,7 @@ pub struct Cluster {
     /// The controller's own identity.
     pub client: ControllerClient,
     pub events: Events,
-    discovery: Mutex<Option<(Instant, KindIndex)>>,
+    discovery: tokio::sync::Mutex<Option<(Instant, KindIndex)>>,
     impersonation: Impersonation,
     /// The cluster's RBAC objects as the process watches them.
     rbac: Arc<RbacCache>,
@@ -162,7 +162,7 @@ impl Cluster {
         Self {
             events: Events::new(client.clone(), "olmv2-install-controller"),
             client: ControllerClient::new(client, FIELD_MANAGER),
-            discovery: Mutex::new(None),
+            discovery: tokio::sync::Mutex::new(None),
             impersonation: Impersonation::new(config),
             rbac,
         }
@@ -173,15 +173,19 @@ impl Cluster {
         self.impersonation.client_for(account)
     }
 
-    /// Every kind the cluster serves, from discovery, cached for a while unless `refresh`.
+    /// Every kind the cluster serves, from discovery, cached for a while unless `refresh`. One discovery at a time:
+    /// passes asking meanwhile wait for it and share it (sixteen passes finding the cache expired at once made
+    /// sixteen discoveries of some forty requests each), a refresh included when one began after it was asked for.
     pub async fn kinds(&self, refresh: bool) -> Result<KindIndex, ClusterError> {
-        if !refresh {
-            if let Some((at, kinds)) = self.discovery.lock().ok().and_then(|cached| cached.clone()) {
-                if at.elapsed() < DISCOVERY_TTL {
-                    return Ok(kinds);
-                }
+        let asked = Instant::now();
+        let mut cached = self.discovery.lock().await;
+        if let Some((at, kinds)) = cached.as_ref() {
+            let fresh = if refresh { *at >= asked } else { at.elapsed() < DISCOVERY_TTL };
+            if fresh {
+                return Ok(kinds.clone());
             }
         }
+        let started = Instant::now();
         let client = self.client.kube();
         let mut lists: Vec<APIResourceList> = Vec::new();
         for version in client.list_core_api_versions().await.map_err(ClusterError::Discover)?.versions {
@@ -197,9 +201,7 @@ impl Cluster {
             }
         }
         let kinds = KindIndex::from_discovery(&lists);
-        if let Ok(mut cached) = self.discovery.lock() {
-            *cached = Some((Instant::now(), kinds.clone()));
-        }
+        *cached = Some((started, kinds.clone()));
         Ok(kinds)
     }
 

@@ -37,9 +37,23 @@ struct Entry {
 pub struct ComponentIndex {
     entries: HashMap<ObjectKey, Entry>,
     by_operator: HashMap<String, BTreeSet<ObjectKey>>,
+    /// The kinds whose watch has listed them once, or failed to (a kind the cluster does not serve).
+    settled: BTreeSet<&'static str>,
 }
 
 impl ComponentIndex {
+    /// Records that `kind`'s watch has listed it once, or failed to: what the index holds of it is what there is,
+    /// as far as it can tell.
+    pub fn settle(&mut self, kind: &ComponentKind) {
+        self.settled.insert(kind.plural);
+    }
+
+    /// Whether every kind of `kinds` is settled: before, an Operator's components may look missing only because
+    /// their kind was not listed yet (a controller's start), and its status would say so for a moment.
+    pub fn settled(&self, kinds: &[ComponentKind]) -> bool {
+        kinds.iter().all(|kind| self.settled.contains(kind.plural))
+    }
+
     /// Records an object as it is now; returns the Operators whose components changed.
     pub fn apply(&mut self, kind: &ComponentKind, object: &Value) -> BTreeSet<String> {
         let key = ObjectKey::of(kind, object);
@@ -163,6 +177,18 @@ mod tests {
 
     fn set(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|name| (*name).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_index_is_settled_once_every_kind_was_listed_or_failed_to_be() {
+        let mut index = ComponentIndex::default();
+        assert!(!index.settled(COMPONENT_KINDS));
+        for component in &COMPONENT_KINDS[1..] {
+            index.settle(component);
+        }
+        assert!(!index.settled(COMPONENT_KINDS), "one kind not listed yet");
+        index.settle(&COMPONENT_KINDS[0]);
+        assert!(index.settled(COMPONENT_KINDS));
     }
 
     #[test]

@@ -15,6 +15,7 @@ use serde_json::json;
 
 use super::components::Component;
 use super::desired::{holds_back, install_patch, installed_bundle, new_install, Target};
+use super::kinds::COMPONENT_KINDS;
 use super::status::{status, Observed, SourceOutcome, EVENTS};
 use super::watch::{api_resource, lock, SharedIndex};
 use crate::api::component::component_label_key;
@@ -30,6 +31,9 @@ use crate::controller::events::Events;
 
 /// The field manager of the Operator controller's writes.
 pub const FIELD_MANAGER: &str = "olmv2-operator";
+
+/// How soon an Operator is looked at again while the component kinds are still being listed (a start).
+const INDEX_WAIT: Duration = Duration::from_millis(250);
 
 /// Settings of the Operator controller.
 #[derive(Clone, Debug)]
@@ -87,6 +91,11 @@ impl Categorized for ReconcileError {
 pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     if operator.metadata.deletion_timestamp.is_some() {
         return Ok(Action::await_change());
+    }
+    if !lock(&ctx.index).settled(COMPONENT_KINDS) {
+        // At a start, until every component kind is listed: a status written now would miss components only
+        // because they were not read yet, then be written again (with events for each flap).
+        return Ok(Action::requeue(INDEX_WAIT));
     }
     let name = operator.name_any();
     let install_name = own_install_name(&operator);

@@ -38,6 +38,7 @@ pub fn component_triggers(client: Client, index: SharedIndex) -> impl Stream<Ite
                 Ok(event) => touched(kind, &index, &mut relist, event),
                 Err(error) => {
                     tracing::debug!(kind = kind.kind, %error, "component watch");
+                    lock(&index).settle(kind);
                     BTreeSet::new()
                 }
             })
@@ -76,7 +77,9 @@ fn touched(
         }
         Event::InitDone => {
             let objects = std::mem::take(relist);
-            lock(index).replace_kind(kind, &objects)
+            let mut index = lock(index);
+            index.settle(kind);
+            index.replace_kind(kind, &objects)
         }
     }
 }
