@@ -60,10 +60,16 @@ impl Controllers {
 
 /// Starts the webhook and every controller against the cluster `config` describes.
 pub async fn start(
-    config: kube::Config,
-    options: ControllerOptions,
+    mut config: kube::Config,
+    mut options: ControllerOptions,
     health: Arc<Health>,
 ) -> Result<Controllers, WebhookError> {
+    // One identity for the election and the requests: the API server's audit log names the replica that made each.
+    let identity = leader::identity(&options.leader);
+    options.leader.identity = Some(identity.clone());
+    if let Some(agent) = user_agent(&identity) {
+        config.headers.push((axum::http::header::USER_AGENT, agent));
+    }
     let client = kube::Client::try_from(config.clone()).map_err(WebhookError::Identify)?;
     let webhook = crate::webhook::server::start(client.clone(), &options.webhook, &options.namespace).await?;
     let (stop, stopped) = oneshot::channel::<()>();
@@ -106,6 +112,12 @@ pub async fn start(
         tracing::info!(namespace = %process.options.namespace, count = CONTROLLERS.len(), "controllers started");
     }
     Ok(Controllers { webhook, api, metrics, stop: Some(stop), running })
+}
+
+/// The User-Agent of every request this replica makes, `olmv2/<version> (<identity>)`, as client-go names its
+/// programs (kube-rs sends none): an audit log tells the replicas apart by it. None for an identity no header can carry.
+pub fn user_agent(identity: &str) -> Option<axum::http::HeaderValue> {
+    axum::http::HeaderValue::from_str(&format!("olmv2/{} ({identity})", env!("CARGO_PKG_VERSION"))).ok()
 }
 
 /// Runs the controllers during each term this replica holds the Lease (`controller::leader`), and keeps the

@@ -208,11 +208,14 @@ pub async fn disown(
 }
 
 /// The objects of `objects` among `candidates` that do not exist (`follows`). RBAC objects are looked up in
-/// `existing_rbac`, listed by the controller; any other by a dry-run create as the account, which holds `create`
-/// but maybe not `get` on them. Refused for any other reason than the name being taken, an object is not counted as
-/// absent (its rules stay for a person), and the refusal is logged.
+/// `existing_rbac`, the controller's watch of them, and one missing there is read live by `controller` (a watch may
+/// be moments behind a Role just made: it is never taken for absent on the watch's word); any other by a dry-run
+/// create as the account (`client`), which holds `create` but maybe not `get` on them. Refused for any other reason
+/// than the name being taken, an object is not counted as absent (its rules stay for a person), and the refusal is
+/// logged.
 pub async fn absent(
     client: &ControllerClient,
+    controller: &ControllerClient,
     kinds: &KindIndex,
     objects: &[Value],
     candidates: &BTreeSet<ObjectKey>,
@@ -222,7 +225,9 @@ pub async fn absent(
     for object in objects {
         let Some(key) = follows::key_of(object, kinds).filter(|key| candidates.contains(key)) else { continue };
         if key.group == RBAC_GROUP {
-            if !existing_rbac.contains(&key) {
+            if !existing_rbac.contains(&key)
+                && get(controller, kinds, &super::content::applied_ref(object)).await?.is_none()
+            {
                 absent.insert(key);
             }
             continue;

@@ -233,7 +233,8 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     let absent = if candidates.is_empty() {
         BTreeSet::new()
     } else {
-        apply::absent(&client, &kinds, &objects, &candidates, &follows::existing_rbac(&rbac)).await?
+        apply::absent(&client, &ctx.cluster.client, &kinds, &objects, &candidates, &follows::existing_rbac(&rbac))
+            .await?
     };
     let split = follows::split(&missing.permissions, &own_grants, &absent);
     let needed = missing_permissions(&required, &RbacSnapshot::default(), &account_user);

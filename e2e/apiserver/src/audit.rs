@@ -20,6 +20,8 @@ pub struct Record {
     pub namespace: String,
     pub name: String,
     pub path: String,
+    /// The client's `User-Agent`, as an audit event's `userAgent`.
+    pub user_agent: String,
     /// The HTTP status code of the answer.
     pub code: u16,
 }

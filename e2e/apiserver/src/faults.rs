@@ -12,6 +12,11 @@
 //! - `500 InternalError` before the write, as a storage error;
 //! - `500 InternalError` after the write was stored, as an answer lost after etcd committed it: the client cannot
 //!   tell it from the one before, and a retry finds its change already made.
+//!
+//! And one that cuts a client off (a partition between one replica of a controller and the API server): every
+//! request whose `User-Agent` contains a given text is answered `503 Service Unavailable`, as a load balancer in
+//! front of the API server answers when it reaches no backend, until the client is let through again. Its open
+//! watches are not ended by the switch (a test ends them with the store's `restart_watches`).
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -51,6 +56,10 @@ pub enum Decision {
 struct State {
     writes: Option<(WriteFaults, u64)>,
     injected: BTreeMap<Fault, u64>,
+    /// The `User-Agent` texts of the clients cut off.
+    cut_off: Vec<String>,
+    /// How many requests were refused because their client was cut off.
+    refused_cut_off: u64,
 }
 
 /// The switch, held by the API server.
@@ -96,6 +105,31 @@ impl Faults {
         self.lock().writes = None;
     }
 
+    /// Answers every request whose `User-Agent` contains `agent` with `503` from now on.
+    pub fn cut_off(&self, agent: &str) {
+        self.lock().cut_off.push(agent.to_owned());
+    }
+
+    /// Lets every client through again.
+    pub fn reconnect_all(&self) {
+        self.lock().cut_off.clear();
+    }
+
+    /// Whether a request from `user_agent` is refused (counted when it is).
+    pub fn is_cut_off(&self, user_agent: &str) -> bool {
+        let mut state = self.lock();
+        let refused = state.cut_off.iter().any(|agent| user_agent.contains(agent.as_str()));
+        if refused {
+            state.refused_cut_off += 1;
+        }
+        refused
+    }
+
+    /// How many requests were refused because their client was cut off.
+    pub fn refused_cut_off(&self) -> u64 {
+        self.lock().refused_cut_off
+    }
+
     /// How many of each fault were injected so far.
     pub fn injected(&self) -> BTreeMap<Fault, u64> {
         self.lock().injected.clone()
@@ -137,6 +171,19 @@ mod tests {
 
     fn plan(fraction: f64) -> WriteFaults {
         WriteFaults { user: "controller".into(), fraction, seed: 7, ..WriteFaults::default() }
+    }
+
+    #[test]
+    fn a_cut_off_client_is_refused_by_its_user_agent_until_reconnected() {
+        let faults = Faults::default();
+        assert!(!faults.is_cut_off("olmv2/0.1.0 (replica-a)"));
+        faults.cut_off("(replica-a)");
+        assert!(faults.is_cut_off("olmv2/0.1.0 (replica-a)"));
+        assert!(!faults.is_cut_off("olmv2/0.1.0 (replica-b)"));
+        assert!(!faults.is_cut_off(""));
+        faults.reconnect_all();
+        assert!(!faults.is_cut_off("olmv2/0.1.0 (replica-a)"));
+        assert_eq!(faults.refused_cut_off(), 1);
     }
 
     #[test]

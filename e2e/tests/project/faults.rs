@@ -243,6 +243,46 @@ async fn a_leader_killed_mid_apply_at_random_points_is_replaced_and_the_apply_fi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_cut_off_from_the_api_server_stops_and_the_other_takes_over_and_keeps_the_lease() {
+    let harness = Harness::start_idle("faults", "cut-off", &["operators"], Duration::from_secs(1)).await;
+    let a = replica(&harness, "replica-a").await;
+    wait_holder(&harness, "replica-a").await;
+    let b = replica(&harness, "replica-b").await;
+    installed_by_admin(&harness, "before", "one").await;
+    let audit = || harness.plane.api.audit.records();
+    let from_a = |agent: &str| agent.starts_with("olmv2/") && agent.ends_with("(replica-a)");
+    assert!(audit().iter().any(|r| from_a(&r.user_agent) && r.code < 300), "replica-a's requests name it");
+
+    // A partition: nothing replica-a sends reaches the API server; its watches end and cannot be opened again.
+    let cut_at = audit().len();
+    harness.plane.api.faults.cut_off("(replica-a)");
+    harness.plane.api.store.restart_watches();
+    let taken = wait_holder(&harness, "replica-b").await;
+    let start = Instant::now();
+    while a.metrics.leader.get() != 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "replica-a still leads, cut off for {taken:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reconciled_by_a = install_reconciles(&a.metrics);
+    installed_by_admin(&harness, "after", "two").await;
+    assert_eq!(install_reconciles(&a.metrics), reconciled_by_a, "replica-a reconciled nothing once it lost the Lease");
+    assert!(install_reconciles(&b.metrics) > 0, "replica-b installed what came next");
+    assert!(harness.plane.api.faults.refused_cut_off() > 0, "replica-a kept trying");
+    let passed_from_a = audit().into_iter().skip(cut_at).filter(|r| from_a(&r.user_agent) && r.code < 500).count();
+    assert_eq!(passed_from_a, 0, "nothing of replica-a's reached the API server while cut off");
+
+    // Back: replica-a joins the election again and follows; replica-b keeps the Lease.
+    harness.plane.api.faults.reconnect_all();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(holder(&harness).await.as_deref(), Some("replica-b"));
+    assert_eq!((a.metrics.leader.get(), b.metrics.leader.get()), (0, 1));
+    let settings = installs(&harness).get("after").await.unwrap();
+    assert_eq!(settings.status.unwrap().applied.len(), 1, "installed once");
+    a.stop().await;
+    b.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_controllers_started_at_once_elect_one_and_only_it_reconciles() {
     let harness = Harness::start_idle("faults", "two-at-once", &["operators"], Duration::from_secs(1)).await;
     let (a, b) = tokio::join!(replica(&harness, "replica-a"), replica(&harness, "replica-b"));

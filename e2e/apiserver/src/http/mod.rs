@@ -56,6 +56,11 @@ async fn handle(
     let mut attributes = front::attributes(&method, &segments(&path), watching);
     front::name_from_field_selector(&mut attributes, query.get("fieldSelector").map(String::as_str));
     let credentials = front::credentials(peer.as_ref().map(|p| &p.0), &headers);
+    let user_agent = headers
+        .get(axum::http::header::USER_AGENT)
+        .and_then(|agent| agent.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     let mut record = audit::Record {
         verb: attributes.verb.clone(),
         api_group: attributes.api_group.clone(),
@@ -64,8 +69,16 @@ async fn handle(
         namespace: attributes.namespace.clone(),
         name: attributes.name.clone(),
         path: path.clone(),
+        user_agent,
         ..audit::Record::default()
     };
+    if api.faults.is_cut_off(&record.user_agent) {
+        // Nothing of the request reaches the server: no user is known, nothing is routed.
+        let response = fault_unavailable();
+        record.code = response.status().as_u16();
+        api.audit.record(record);
+        return response;
+    }
     let response = match front::admit(&api.store, &api.authenticator, &credentials, &headers, attributes) {
         Ok(admitted) => {
             record.user = admitted.impersonator.clone().unwrap_or_else(|| admitted.user.username.clone());
@@ -101,6 +114,15 @@ async fn handle(
 fn names_resource_version(body: &Bytes) -> bool {
     serde_json::from_slice::<serde_json::Value>(body)
         .is_ok_and(|value| value["metadata"]["resourceVersion"].as_str().is_some_and(|rv| !rv.is_empty()))
+}
+
+/// What a client cut off is answered (`faults`): a load balancer's `503` when it reaches no API server, in plain
+/// text as a proxy writes it.
+fn fault_unavailable() -> Response {
+    let mut response = Response::new(axum::body::Body::from("no healthy upstream"));
+    *response.status_mut() = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+    response.headers_mut().insert("content-type", axum::http::HeaderValue::from_static("text/plain"));
+    response
 }
 
 /// The answer of an injected fault (`faults`), worded as kube-apiserver words each.
