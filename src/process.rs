@@ -133,7 +133,11 @@ async fn lead(process: Process) {
     background.spawn(keep_catalogs_loaded(process.client.clone(), process.catalogs.clone()));
     let mut retry = leader::RETRY;
     'election: loop {
-        let mut election = match leader::elect(process.client.clone(), &options.namespace, &options.leader).await {
+        let joined = match leader::election_client(&process.config) {
+            Ok(client) => leader::elect(client, &options.namespace, &options.leader).await,
+            Err(error) => Err(error.into()),
+        };
+        let mut election = match joined {
             Ok(election) => election,
             Err(error) => {
                 tracing::warn!(%error, retry_seconds = retry.as_secs(), "cannot join the leader election; trying again");

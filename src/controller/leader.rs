@@ -131,6 +131,17 @@ fn timing(options: &LeaderOptions) -> (u64, u64) {
     (duration, options.grace_seconds.clamp(1, duration - 1))
 }
 
+/// The client the election writes the Lease with: the process's configuration without kube's retry of `429`, `503`
+/// and `504`. The lease manager's writes are blind patches carrying the renew time it read the clock for; retried
+/// with backoff across a partition, a renewal lands seconds late, after another replica took the Lease, and moves
+/// that replica's renew time back, so that every replica takes its Lease for expired and releases it (seen in the
+/// fault suite's cut-off leader). A renewal that fails is simply made again, fresh, on the lease manager's next beat.
+pub fn election_client(config: &kube::Config) -> Result<kube::Client, kube::Error> {
+    let mut config = config.clone();
+    config.default_retry = false;
+    kube::Client::try_from(config)
+}
+
 /// Joins the election. Each replica applies the Lease with a field manager of its own, so that taking it is a
 /// server-side apply conflict between replicas.
 pub async fn elect(

@@ -254,9 +254,11 @@ async fn a_leader_cut_off_from_the_api_server_stops_and_the_other_takes_over_and
     assert!(audit().iter().any(|r| from_a(&r.user_agent) && r.code < 300), "replica-a's requests name it");
 
     // A partition: nothing replica-a sends reaches the API server; its watches end and cannot be opened again.
-    let cut_at = audit().len();
     harness.plane.api.faults.cut_off("(replica-a)");
     harness.plane.api.store.restart_watches();
+    // What was under way at the cut (its ended watches among it) is recorded as it ends: counted from after it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cut_at = audit().len();
     let taken = wait_holder(&harness, "replica-b").await;
     let start = Instant::now();
     while a.metrics.leader.get() != 0 {
