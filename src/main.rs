@@ -9,12 +9,6 @@ use olmv2::cmd::{approve, bundle, crds, migrate, run};
 use olmv2::error::{report, Error};
 use olmv2::telemetry::{self, LogFormat};
 
-/// mimalloc rather than glibc's allocator: a controller's memory comes and goes in bursts (a start, a hundred passes
-/// at once), and glibc keeps what a burst took (in per-thread arenas, fragmented) long after it is freed, where
-/// mimalloc returns freed pages to the system. The resident memory is what a Deployment's limit is measured against.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 /// The operator-lifecycle controller for the operators.coreos.com/v2alpha1 Operator and Install APIs.
 #[derive(Debug, Parser)]
 #[command(name = "olmv2", version, about)]
