@@ -21,7 +21,7 @@ use super::apply::{service_account_user, FIELD_MANAGER};
 use super::grants::INSTALL_ANNOTATION;
 use super::takeover::{taken_csv, TakenCsv, Takeover};
 use crate::api::v1::OperatorGroup;
-use crate::api::v1alpha1::ClusterServiceVersion;
+use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus};
 use crate::api::v2alpha1::{
     Install, InstallPolicy, InstallStatus, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION,
     CREATOR_ANNOTATION,
@@ -404,7 +404,10 @@ impl Cluster {
             .map_err(install_write_error(install, failed))
     }
 
-    /// Writes the phase of a CSV record from the health of what the Install applied.
+    /// Writes the phase of a CSV record from the health of what the Install applied, unless the record says it
+    /// already: its `lastUpdateTime` moves only with a change, as OLM's does with a new phase, reason or message.
+    /// (Written on every pass, each record changed at every start and every rollout, and with it every Operator
+    /// whose status lists it as a component.)
     pub async fn write_csv_phase(
         &self,
         namespace: &str,
@@ -413,12 +416,24 @@ impl Cluster {
         reason: &str,
         message: &str,
     ) -> Result<(), ClusterError> {
+        let failed =
+            |source| ClusterError::WriteStatus { what: format!("ClusterServiceVersion {namespace}/{name}"), source };
+        let records = self.client.namespaced::<ClusterServiceVersion>(namespace);
+        let current = records.get_opt(name).await.map_err(failed)?.and_then(|record| record.status);
+        if current.is_some_and(|status| csv_phase_is(&status, phase, reason, message)) {
+            return Ok(());
+        }
         let status = json!({"phase": phase, "reason": reason, "message": message, "lastUpdateTime": jiff_now()});
-        self.client.namespaced::<ClusterServiceVersion>(namespace).apply_status(name, &status, None).await.map_err(
-            |source| ClusterError::WriteStatus { what: format!("ClusterServiceVersion {namespace}/{name}"), source },
-        )?;
+        records.apply_status(name, &status, None).await.map_err(failed)?;
         Ok(())
     }
+}
+
+/// Whether a CSV record's status already says `phase` for `reason` with `message`.
+fn csv_phase_is(status: &ClusterServiceVersionStatus, phase: &str, reason: &str, message: &str) -> bool {
+    serde_json::to_value(status.phase).ok().as_ref().and_then(Value::as_str) == Some(phase)
+        && status.reason.as_deref() == Some(reason)
+        && status.message.as_deref() == Some(message)
 }
 
 /// Whether an API error is about an admission webhook: kube-apiserver's words for one it failed calling ("failed

@@ -109,6 +109,11 @@ async fn report(
     status.conditions = conditions::conditions(outcome, status.policy.as_ref(), &previous, generation, &now());
     status.state = Some(conditions::state(outcome));
     status.observed_generation = generation;
+    if install.status.as_ref() == Some(&status) {
+        // The status says it already: no write (kube-apiserver would store nothing, but a request is a request, and a
+        // start would make one per Install).
+        return Ok(install.clone());
+    }
     let written = ctx.cluster.write_status(install, &status, precondition).await?;
     ctx.cluster.events.publish(install, &conditions::transitions(&previous, &status.conditions)).await;
     Ok(written)
