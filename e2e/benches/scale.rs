@@ -188,9 +188,23 @@ fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * fraction).round() as usize]
 }
 
+/// Prints the controller's RSS, its peak, and what the RSS is made of: anonymous memory (the heap, stacks) and
+/// mapped files (the binary's code as far as it was run).
 fn print_rss(label: &str, child: &std::process::Child) {
     let (peak, now) = rss_kib(child);
-    println!("  {label}: controller RSS {} MiB (peak so far {} MiB)", mib(now), mib(peak));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    let field = |name: &str| {
+        let value =
+            status.lines().find_map(|line| line.strip_prefix(name)).and_then(|rest| rest.split_whitespace().next());
+        value.and_then(|value| value.parse::<u64>().ok()).unwrap_or(0)
+    };
+    println!(
+        "  {label}: controller RSS {} MiB (anonymous {} MiB, files {} MiB; peak so far {} MiB)",
+        mib(now),
+        mib(field("RssAnon:")),
+        mib(field("RssFile:")),
+        mib(peak)
+    );
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]

@@ -63,7 +63,7 @@ fn agrees_with_oci_spec_on_listed_references() {
         "repo:_tag".to_owned(),
         format!("repo:{long_tag}"),
         format!("repo:{}", &long_tag[1..]),
-        format!("{long}"),
+        long.clone(),
         format!("example.com/{}", &long[1..]),
         "repo@sha256:abc".to_owned(),
         "repo@sha256:0123456789abcdef0123456789abcdef".to_owned(),

@@ -116,7 +116,12 @@ impl RbacCache {
             .boxed(),
         ];
         let cache = self.clone();
-        futures_util::stream::select_all(streams).for_each(move |()| std::future::ready(cache.changed())).boxed()
+        futures_util::stream::select_all(streams)
+            .for_each(move |()| {
+                cache.changed();
+                std::future::ready(())
+            })
+            .boxed()
     }
 
     fn changed(&self) {

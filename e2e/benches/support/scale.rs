@@ -200,7 +200,9 @@ fn heaptrack(command: &mut Command, dir: &Path, out: &str) {
     let output = format!("{out}-{start}.zst");
     let script =
         format!("/usr/lib/heaptrack/libexec/heaptrack_interpret < '{}' | zstd -q -c > '{output}'", pipe.display());
-    Command::new("sh").args(["-c", &script]).spawn().expect("heaptrack_interpret starts");
+    let mut interpreter = Command::new("sh").args(["-c", &script]).spawn().expect("heaptrack_interpret starts");
+    // It ends when the controller does (its pipe closes): reaped then.
+    std::thread::spawn(move || interpreter.wait());
     command.env("LD_PRELOAD", "/usr/lib/heaptrack/libheaptrack_preload.so").env("DUMP_HEAPTRACK_OUTPUT", &pipe);
     eprintln!("heaptrack: profiling the controller into {output}");
 }
