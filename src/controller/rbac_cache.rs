@@ -6,11 +6,17 @@
 //! `view` aggregating hundreds of rules each); listed, decoded and resolved by every Install pass, sixteen passes at
 //! once, that was most of the controller's memory (over 400 MB at a restart) and of its start-up time. Reading from a
 //! watch is what kube-apiserver's own RBAC authorizer does: a pass sees what the authorizer sees, moments late at
-//! worst. Nothing is let through on it: content is applied as the Install's account, which the API server authorizes
-//! live; and the approval webhook, which guards the gate, reads live.
+//! worst. What the controller wrote itself is waited for (`wrote`, `caught_up`): a pass never judges from a cache
+//! older than the grants and roles this process applied, or it would find them missing and ask again for what was
+//! approved. What others changed can be moments late: content is applied as the Install's account, which the API
+//! server authorizes live, and the approval webhook, which guards the gate, reads live; but what the controller
+//! grants under its own identity (the grants of an approval, the per-object verbs that follow from an approved
+//! `create`, the policy ceilings) is decided on this view, as it was on lists read a moment before (an admin's
+//! change made meanwhile is seen by the next pass either way).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
@@ -18,7 +24,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBind
 use kube::api::Api;
 use kube::runtime::reflector::store::{Writer, WriterDropped};
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher;
+use kube::runtime::watcher::{self, Event};
 
 use super::watches;
 use crate::rbac::{RbacObjects, RbacSnapshot};
@@ -31,6 +37,9 @@ pub struct RbacCache {
     cluster_role_bindings: Store<ClusterRoleBinding>,
     /// Bumped on every event of any store, after the store took it.
     changes: AtomicU64,
+    /// Per kind (`KINDS`): the newest resourceVersion the store holds, and the newest this process wrote.
+    seen: [AtomicU64; 4],
+    written: [AtomicU64; 4],
     /// The last snapshot of every object and the change count it was built at.
     whole: Mutex<Option<(u64, Arc<RbacSnapshot>)>>,
     /// The last snapshot of the cluster-wide objects alone.
@@ -43,6 +52,46 @@ pub struct RbacWriters {
     cluster_roles: Writer<ClusterRole>,
     role_bindings: Writer<RoleBinding>,
     cluster_role_bindings: Writer<ClusterRoleBinding>,
+}
+
+/// The kinds held, in the order of `seen` and `written`.
+const KINDS: [&str; 4] = ["Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"];
+
+/// How long a pass waits for the watches to list everything once, or to see what this process wrote.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+const CAUGHT_UP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A resourceVersion as a number. They are opaque to clients but numeric in every store Kubernetes has, and etcd's
+/// revisions grow across kinds; one that does not parse is 0, which waits for nothing.
+fn revision(resource_version: Option<&str>) -> u64 {
+    resource_version.and_then(|version| version.parse().ok()).unwrap_or(0)
+}
+
+/// Why a pass cannot read the RBAC objects.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CacheError {
+    #[error("the watch of the cluster's RBAC objects stopped")]
+    Stopped,
+    #[error("the cluster's RBAC objects were not all listed within {0:?}")]
+    NotListed(Duration),
+    #[error("the watch of the cluster's RBAC objects did not show what the controller wrote within {0:?}")]
+    Behind(Duration),
+}
+
+/// Follows what a store holds: the newest resourceVersion of its objects, a relist's counted when the store takes it
+/// (at its end).
+fn follow<K: kube::Resource>(seen: &AtomicU64, listing: &mut u64, event: &Event<K>) {
+    let version = |object: &K| revision(object.meta().resource_version.as_deref());
+    match event {
+        Event::Apply(object) | Event::Delete(object) => {
+            seen.fetch_max(version(object), Ordering::SeqCst);
+        }
+        Event::Init => *listing = 0,
+        Event::InitApply(object) => *listing = (*listing).max(version(object)),
+        Event::InitDone => {
+            seen.fetch_max(*listing, Ordering::SeqCst);
+        }
+    }
 }
 
 /// The last snapshot in `slot` if nothing changed since it was built, else `build`'s, kept. One build at a time:
@@ -76,6 +125,8 @@ impl RbacCache {
             role_bindings,
             cluster_role_bindings,
             changes: AtomicU64::new(0),
+            seen: Default::default(),
+            written: Default::default(),
             whole: Mutex::new(None),
             cluster_wide: Mutex::new(None),
         };
@@ -93,35 +144,84 @@ impl RbacCache {
     pub fn watch(self: &Arc<Self>, client: kube::Client, writers: RbacWriters) -> BoxFuture<'static, ()> {
         let config = watcher::Config::default;
         let streams = [
-            reflector::reflector(writers.roles, watches::trimmed(Api::<Role>::all(client.clone()), config()))
-                .map(|_| ())
-                .boxed(),
-            reflector::reflector(
-                writers.cluster_roles,
-                watches::trimmed(Api::<ClusterRole>::all(client.clone()), config()),
-            )
-            .map(|_| ())
-            .boxed(),
-            reflector::reflector(
-                writers.role_bindings,
-                watches::trimmed(Api::<RoleBinding>::all(client.clone()), config()),
-            )
-            .map(|_| ())
-            .boxed(),
-            reflector::reflector(
-                writers.cluster_role_bindings,
-                watches::trimmed(Api::<ClusterRoleBinding>::all(client), config()),
-            )
-            .map(|_| ())
-            .boxed(),
+            self.followed(
+                0,
+                reflector::reflector(writers.roles, watches::trimmed(Api::<Role>::all(client.clone()), config())),
+            ),
+            self.followed(
+                1,
+                reflector::reflector(
+                    writers.cluster_roles,
+                    watches::trimmed(Api::<ClusterRole>::all(client.clone()), config()),
+                ),
+            ),
+            self.followed(
+                2,
+                reflector::reflector(
+                    writers.role_bindings,
+                    watches::trimmed(Api::<RoleBinding>::all(client.clone()), config()),
+                ),
+            ),
+            self.followed(
+                3,
+                reflector::reflector(
+                    writers.cluster_role_bindings,
+                    watches::trimmed(Api::<ClusterRoleBinding>::all(client), config()),
+                ),
+            ),
         ];
+        futures_util::stream::select_all(streams).for_each(|()| std::future::ready(())).boxed()
+    }
+
+    /// One kind's watch, its events dating the snapshots and moving what its store is known to hold; its errors
+    /// logged (the watch is retried with backoff meanwhile, and passes wait).
+    fn followed<K: kube::Resource + Send + 'static>(
+        self: &Arc<Self>,
+        kind: usize,
+        stream: impl futures_util::Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+    ) -> futures_util::stream::BoxStream<'static, ()> {
         let cache = self.clone();
-        futures_util::stream::select_all(streams)
-            .for_each(move |()| {
-                cache.changed();
-                std::future::ready(())
+        let mut listing = 0;
+        stream
+            .map(move |event| match event {
+                Ok(event) => {
+                    follow(&cache.seen[kind], &mut listing, &event);
+                    cache.changed();
+                }
+                Err(error) => tracing::warn!(kind = KINDS[kind], %error, "watching RBAC objects"),
             })
             .boxed()
+    }
+
+    /// Records that this process wrote an object of `kind` (`Role`, `ClusterRole`, `RoleBinding`,
+    /// `ClusterRoleBinding`; others are not held) at `resource_version`: passes wait until the store holds it.
+    pub fn wrote(&self, kind: &str, resource_version: Option<&str>) {
+        if let Some(index) = KINDS.iter().position(|held| *held == kind) {
+            self.written[index].fetch_max(revision(resource_version), Ordering::SeqCst);
+        }
+    }
+
+    /// Whether every store holds what this process wrote.
+    fn holds_what_was_written(&self) -> bool {
+        (0..KINDS.len()).all(|kind| self.seen[kind].load(Ordering::SeqCst) >= self.written[kind].load(Ordering::SeqCst))
+    }
+
+    /// Waits until every store was listed once and holds what this process wrote: what a pass reads is then no
+    /// older than its own writes.
+    pub async fn current(&self) -> Result<(), CacheError> {
+        match tokio::time::timeout(READY_TIMEOUT, self.wait_until_ready()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(CacheError::Stopped),
+            Err(_) => return Err(CacheError::NotListed(READY_TIMEOUT)),
+        }
+        let started = tokio::time::Instant::now();
+        while !self.holds_what_was_written() {
+            if started.elapsed() > CAUGHT_UP_TIMEOUT {
+                return Err(CacheError::Behind(CAUGHT_UP_TIMEOUT));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
     }
 
     fn changed(&self) {
@@ -189,6 +289,39 @@ pub fn controller(process: &super::Process) -> BoxFuture<'static, ()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn role(version: &str) -> Role {
+        let mut role = Role::default();
+        role.metadata.resource_version = Some(version.to_owned());
+        role
+    }
+
+    #[test]
+    fn a_store_holds_what_its_events_brought_a_relist_once_it_is_done() {
+        let (seen, mut listing) = (AtomicU64::new(0), 0);
+        follow(&seen, &mut listing, &Event::Apply(role("7")));
+        assert_eq!(seen.load(Ordering::SeqCst), 7);
+        follow(&seen, &mut listing, &Event::<Role>::Init);
+        follow(&seen, &mut listing, &Event::InitApply(role("12")));
+        assert_eq!(seen.load(Ordering::SeqCst), 7, "a relist's objects are the store's only at its end");
+        follow(&seen, &mut listing, &Event::<Role>::InitDone);
+        assert_eq!(seen.load(Ordering::SeqCst), 12);
+        follow(&seen, &mut listing, &Event::Delete(role("15")));
+        assert_eq!(seen.load(Ordering::SeqCst), 15);
+    }
+
+    #[tokio::test]
+    async fn a_pass_waits_for_what_this_process_wrote() {
+        let (cache, _writers) = RbacCache::new();
+        assert!(cache.holds_what_was_written());
+        cache.wrote("ClusterRoleBinding", Some("40"));
+        cache.wrote("ConfigMap", Some("99"));
+        assert!(!cache.holds_what_was_written(), "the binding written is not held yet");
+        cache.seen[3].store(39, Ordering::SeqCst);
+        assert!(!cache.holds_what_was_written());
+        cache.seen[3].store(40, Ordering::SeqCst);
+        assert!(cache.holds_what_was_written(), "kinds not held are not waited for");
+    }
 
     #[test]
     fn a_snapshot_is_built_once_per_change() {

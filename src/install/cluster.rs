@@ -29,7 +29,7 @@ use crate::api::v2alpha1::{
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::events::Events;
-use crate::controller::rbac_cache::RbacCache;
+use crate::controller::rbac_cache::{CacheError, RbacCache};
 use crate::legacy::membership::COPIED_FROM_LABEL;
 use crate::rbac::{KindIndex, RbacObjects, RbacSnapshot};
 use crate::webhook::configuration::{guard_problems, WebhookService, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME};
@@ -99,9 +99,10 @@ pub enum ClusterError {
     /// The Install changed after it was read (an approval, a spec edit): what was decided is decided again.
     #[error("Install {name} changed while it was reconciled; it is reconciled again")]
     InstallChanged { name: String },
-    /// The watch of the cluster's RBAC objects stopped (the process is stopping).
-    #[error("failed to read the cluster's RBAC objects: their watch stopped")]
-    RbacWatchStopped,
+    /// The watch of the cluster's RBAC objects stopped, has not listed them yet, or lags behind the controller's
+    /// own writes.
+    #[error("failed to read the cluster's RBAC objects")]
+    ReadRbac(#[source] CacheError),
 }
 
 impl Categorized for ClusterError {
@@ -119,7 +120,7 @@ impl Categorized for ClusterError {
             Self::WriteStatus { .. } => "StatusWriteFailed",
             Self::RevokeApproval { .. } => "ApprovalRevokeFailed",
             Self::InstallChanged { .. } => "InstallChanged",
-            Self::RbacWatchStopped => "RbacWatchStopped",
+            Self::ReadRbac(_) => "RbacReadFailed",
         }
     }
 
@@ -168,6 +169,14 @@ impl Cluster {
         }
     }
 
+    /// Records an RBAC object this process applied (as itself or an account): passes wait until the watch holds it.
+    pub fn wrote(&self, live: &Value) {
+        let group = live["apiVersion"].as_str().unwrap_or_default().split('/').next().unwrap_or_default();
+        if group == "rbac.authorization.k8s.io" {
+            self.rbac.wrote(live["kind"].as_str().unwrap_or_default(), live["metadata"]["resourceVersion"].as_str());
+        }
+    }
+
     /// A client acting as `account`, for everything the content of an Install brings.
     pub fn as_account(&self, account: &ServiceAccountReference) -> Result<ControllerClient, ClusterError> {
         self.impersonation.client_for(account)
@@ -206,10 +215,10 @@ impl Cluster {
     }
 
     /// Every Role, ClusterRole and binding of the cluster, and their snapshot (aggregation resolved), from the
-    /// process's watch of them once it has listed them all (`controller::rbac_cache`: why a watch, and why that is
-    /// safe for the gate).
+    /// process's watch of them once it has listed them all and holds what this process wrote
+    /// (`controller::rbac_cache`: why a watch, and what it decides).
     pub async fn rbac_objects(&self) -> Result<(RbacObjects, Arc<RbacSnapshot>), ClusterError> {
-        self.rbac.wait_until_ready().await.map_err(|_| ClusterError::RbacWatchStopped)?;
+        self.rbac.current().await.map_err(ClusterError::ReadRbac)?;
         Ok((self.rbac.objects(), self.rbac.snapshot()))
     }
 

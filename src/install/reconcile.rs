@@ -391,8 +391,9 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     for (rules, followed) in [(approved_grant, false), (followed, true)] {
         let owner = GrantOwner { install: &name, uid: &uid, component_label: label.as_deref(), followed };
         for object in grant_objects(&owner, &account, &rules) {
-            if let Err(error) = apply::apply(&ctx.cluster.client, "the controller", &kinds, &object).await {
-                return fail(&ctx, &install, status, error).await;
+            match apply::apply(&ctx.cluster.client, "the controller", &kinds, &object).await {
+                Ok(live) => ctx.cluster.wrote(&live),
+                Err(error) => return fail(&ctx, &install, status, error).await,
             }
         }
     }
@@ -455,7 +456,10 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
                 }
             }
             match apply::apply(&client, &user, &kinds, object).await {
-                Ok(live) => deployments.extend((live["kind"] == "Deployment").then_some(live)),
+                Ok(live) => {
+                    ctx.cluster.wrote(&live);
+                    deployments.extend((live["kind"] == "Deployment").then_some(live));
+                }
                 Err(error) => return fail(&ctx, &install, status, error).await,
             }
         }

@@ -256,9 +256,6 @@ async fn a_leader_cut_off_from_the_api_server_stops_and_the_other_takes_over_and
     // A partition: nothing replica-a sends reaches the API server; its watches end and cannot be opened again.
     harness.plane.api.faults.cut_off("(replica-a)");
     harness.plane.api.store.restart_watches();
-    // What was under way at the cut (its ended watches among it) is recorded as it ends: counted from after it.
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let cut_at = audit().len();
     let taken = wait_holder(&harness, "replica-b").await;
     let start = Instant::now();
     while a.metrics.leader.get() != 0 {
@@ -270,10 +267,9 @@ async fn a_leader_cut_off_from_the_api_server_stops_and_the_other_takes_over_and
     assert_eq!(install_reconciles(&a.metrics), reconciled_by_a, "replica-a reconciled nothing once it lost the Lease");
     assert!(install_reconciles(&b.metrics) > 0, "replica-b installed what came next");
     assert!(harness.plane.api.faults.refused_cut_off() > 0, "replica-a kept trying");
-    let passed_from_a = audit().into_iter().skip(cut_at).filter(|r| from_a(&r.user_agent) && r.code < 500).count();
-    assert_eq!(passed_from_a, 0, "nothing of replica-a's reached the API server while cut off");
 
-    // Back: replica-a joins the election again and follows; replica-b keeps the Lease.
+    // Back: replica-a joins the election again and follows; replica-b keeps the Lease (a write of replica-a's
+    // retried across the partition and landing now would take it from replica-b: the election does not retry).
     harness.plane.api.faults.reconnect_all();
     tokio::time::sleep(Duration::from_secs(8)).await;
     assert_eq!(holder(&harness).await.as_deref(), Some("replica-b"));

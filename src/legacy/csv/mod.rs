@@ -94,7 +94,7 @@ impl Context {
     /// The cluster's ClusterRoles and ClusterRoleBindings, once both have been read (before, an empty snapshot:
     /// every account seems to hold nothing, so a check waits rather than passes).
     async fn cluster_rbac(&self) -> Arc<crate::rbac::RbacSnapshot> {
-        match self.rbac.wait_until_ready().await {
+        match self.rbac.current().await {
             Ok(()) => self.rbac.cluster_snapshot(),
             Err(_) => Arc::default(),
         }
