@@ -229,7 +229,7 @@ impl RbacCache {
     }
 
     /// Waits until every store has been listed once (before, every account would seem to hold nothing).
-    pub async fn wait_until_ready(&self) -> Result<(), WriterDropped> {
+    async fn wait_until_ready(&self) -> Result<(), WriterDropped> {
         self.roles.wait_until_ready().await?;
         self.cluster_roles.wait_until_ready().await?;
         self.role_bindings.wait_until_ready().await?;
