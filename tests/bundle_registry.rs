@@ -1,7 +1,8 @@
 //! Bundle images against a real registry (Debian's docker-registry on loopback): push, pull by tag and by digest,
 //! unpack, and compare every file; the cache fetches each image once; image indexes resolve to this platform; Docker
 //! media types work; hostile layers are refused through the whole pull path; credentials come from a docker config;
-//! plain HTTP is used only for registries marked insecure.
+//! plain HTTP is used only for registries marked insecure; the test registry itself counts as started only when it
+//! answers HTTP, and one that exits while starting says why.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
@@ -333,4 +334,41 @@ async fn plain_http_only_for_registries_marked_insecure() {
         .await
         .expect_err("HTTPS only");
     assert!(matches!(error, PullError::Resolve { .. }), "{error}");
+}
+
+/// The test registry counts as started only when HTTP answers: a listener that is not an HTTP server (as a socket
+/// connected to itself reads back its own request) is not taken for one.
+#[test]
+fn the_test_registry_is_ready_only_when_http_answers() {
+    let echo = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let host = echo.local_addr().expect("address").to_string();
+    std::thread::spawn(move || {
+        for mut stream in echo.incoming().flatten() {
+            let mut buffer = [0u8; 256];
+            if let Ok(n) = std::io::Read::read(&mut stream, &mut buffer) {
+                let _ = stream.write_all(&buffer[..n]);
+            }
+        }
+    });
+    assert!(!support::registry::answers_http(&host), "an echo is no HTTP server");
+
+    let registry = Registry::start("ready").expect("docker-registry starts");
+    assert!(support::registry::answers_http(&registry.host));
+}
+
+/// A registry that cannot serve on its port exits; resuming says so with its log, and succeeds once the port is free.
+#[tokio::test]
+async fn a_test_registry_that_exits_while_starting_is_reported_with_its_log() {
+    let mut registry = Registry::start("exits").expect("docker-registry starts");
+    let reference = registry.reference("grumbo-bundle:v1.0.0");
+    client(&registry).push_bundle(&sample("grumbo/1.0.0"), &reference, false).await.expect("push");
+    registry.stop();
+    let squatter = std::net::TcpListener::bind(&registry.host).expect("the port is free once stopped");
+    let error = registry.resume().expect_err("the port is taken");
+    assert!(error.to_string().contains("address already in use"), "{error}");
+    drop(squatter);
+    registry.resume().expect("serves once the port is free");
+    let pulled = client(&registry).pull(&reference, &cache("exits"), UnpackLimits::default()).await.expect("pull");
+    assert_eq!(files(&pulled.root), files(&sample("grumbo/1.0.0")));
+    let _ = std::fs::remove_dir_all(cache("exits"));
 }
