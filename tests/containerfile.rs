@@ -54,12 +54,22 @@ fn the_image_runs_the_binary_it_builds_as_a_non_root_user_from_distroless() {
     assert!(base.starts_with("gcr.io/distroless/") && base.ends_with(":nonroot"), "{base}");
     let copied = argument(&stage, "COPY");
     let destination = copied.split_whitespace().last().expect("destination");
-    assert!(copied.contains("target/release/olmv2"), "{copied}");
     assert_eq!(exec_form(argument(&stage, "ENTRYPOINT")), [destination]);
     let user = argument(&stage, "USER");
     assert!(!user.starts_with('0') && !user.starts_with("root"), "{user}");
+    // The build is locked, in the profile the benchmarks measure, and the binary copied is the one it built.
     let build = containerfile();
-    assert!(build.contains("cargo build --release --locked -p olmv2 --bin olmv2"), "the build is the locked release");
+    let command = "cargo build --profile production --locked -p olmv2 --bin olmv2";
+    assert!(build.contains(command), "the build is the locked production profile");
+    assert!(copied.contains("target/production/olmv2"), "{copied}");
+    let manifest = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).expect("manifest");
+    assert!(manifest.contains("[profile.production]"), "the profile is the workspace's");
+    let project = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/src/project.rs"))
+        .expect("the benchmarks' build");
+    assert!(
+        project.contains(r#"unwrap_or_else(|_| "production".into())"#),
+        "the benchmarks measure what the image ships"
+    );
 }
 
 #[test]

@@ -1,12 +1,12 @@
-//! OLM v0's CSV loops at scale (issue #19): hand-applied AllNamespaces CSVs, each in its own namespace `op-<i>` with
-//! a global OperatorGroup, one owned CRD, a ServiceAccount and one Deployment, among N namespaces in all; copied CSVs
-//! enabled (the default) and disabled (the OLMConfig `cluster`). The control plane runs in-process with a stand-in
-//! for the Deployment controller; the controller runs as its own process (`olmv2 run`, release build) with `deploy/`'s
+//! OLM v0's CSV loops at scale (issue #19): hand-applied AllNamespaces CSVs, each in its own namespace `op-<i>` with a
+//! global OperatorGroup, one owned CRD, a ServiceAccount and one Deployment, among N namespaces in all; copied CSVs
+//! enabled (the default) and disabled (the OLMConfig `cluster`). The control plane runs in-process with a stand-in for
+//! the Deployment controller; the controller runs as its own process (`olmv2 run`, production build) with `deploy/`'s
 //! identity. For each mode and namespace count it prints the time until every CSV is Succeeded, the controller's RSS
 //! (peak, settled, after the idle window), the copied CSVs present, and the API writes the controller made (from the
 //! control plane's audit log) during setup (from the controller's start until its writes stop) and during an idle
-//! window after it, the idle ones listed by object. It prints figures and the issue's goal beside them; it asserts
-//! no timing. Copied CSVs are counted whether or not the controller makes them yet.
+//! window after it, the idle ones listed by object. It prints figures and the issue's goal beside them; it asserts no
+//! timing. Copied CSVs are counted whether or not the controller makes them yet.
 //!
 //! Run with `cargo bench -p olmv2-e2e --bench legacy_csvs`. Environment (defaults in brackets):
 //! `OLMV2_BENCH_NAMESPACES` namespace counts [100,500,1000], `OLMV2_BENCH_CSVS` CSVs [100], `OLMV2_BENCH_COPIES`

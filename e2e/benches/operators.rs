@@ -1,5 +1,5 @@
 //! The Operator controller at scale: 200 Operators with 10 components each (6 ConfigMaps, 2 Secrets, 2 Deployments)
-//! on the test control plane, the controller running as its own process (`olmv2 run`, release build) with
+//! on the test control plane, the controller running as its own process (`olmv2 run`, production build) with
 //! `deploy/`'s identity. Prints the time from a component change to the Operator status showing it (median, p99),
 //! the API requests the controller made per reconcile (from the control plane's audit record and the controller's
 //! own reconcile counter), and the controller's peak RSS. Run with `cargo bench -p olmv2-e2e --bench operators`.

@@ -1,16 +1,17 @@
-//! The controller at cluster scale: 100 v2alpha1 Operators installed from bundle images of a real registry (each
-//! the grumbo sample renamed, AllNamespaces, approved by the admin) and 100 OLM v0 CSVs (AllNamespaces, copied CSVs
-//! disabled), among 100, then 500, then 1,000 namespaces. The controller runs as its own process (`olmv2 run`, release
-//! build) with `deploy/`'s identity; a stand-in reports Deployments rolled out. Prints: the cold start (from the
-//! objects' creation to every Operator Installed and every CSV Succeeded), the controller's RSS at each namespace
+//! The controller at cluster scale: 100 v2alpha1 Operators installed from bundle images of a real registry (each the
+//! grumbo sample renamed, AllNamespaces, approved by the admin) and 100 OLM v0 CSVs (AllNamespaces, copied CSVs
+//! disabled), among 100, then 500, then 1,000 namespaces. The controller runs as its own process (`olmv2 run`,
+//! production build) with `deploy/`'s identity; a stand-in reports Deployments rolled out. Prints: the cold start (from
+//! the objects' creation to every Operator Installed and every CSV Succeeded), the controller's RSS at each namespace
 //! count, its API writes per idle minute (from the control plane's audit log, listed by object), the time from a
-//! component change to the Operator's status showing it (median, p99), the API requests per Operator reconcile, and
-//! a restart until its writes settle. It prints figures and the goals beside them; it asserts no timing.
+//! component change to the Operator's status showing it (median, p99), the API requests per Operator reconcile, and a
+//! restart until its writes settle. It prints figures and the goals beside them; it asserts no timing.
 //!
 //! Run with `cargo bench -p olmv2-e2e --bench scale`. Environment (defaults in brackets): `OLMV2_BENCH_OPERATORS`
 //! [100], `OLMV2_BENCH_CSVS` [100], `OLMV2_BENCH_NAMESPACES` counts [100,500,1000], `OLMV2_BENCH_IDLE_SECONDS`
 //! [120], `OLMV2_BENCH_CHANGES` [200], `OLMV2_BENCH_RESYNC_SECONDS` [600, `olmv2 run`'s default],
-//! `OLMV2_BENCH_HEAPTRACK` a file prefix for heap profiles, `<prefix>-<n>.zst` per controller start [unset].
+//! `OLMV2_BENCH_HEAPTRACK` a file prefix for heap profiles, `<prefix>-<n>.zst` per controller start [unset],
+//! `OLMV2_BENCH_PROFILE` the controller's cargo profile [production; heaptrack keeps up with `release` better].
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 

@@ -207,11 +207,23 @@ pub async fn report_rollouts(client: &kube::Client, namespace: &str) -> Result<(
     Ok(())
 }
 
-/// Builds the controller's release binary and answers its path, from cargo's own report (wherever the target
-/// directory is, `CARGO_TARGET_DIR` included): for the benchmarks, which run the controller as its own process.
+/// Builds the controller's binary as the image ships it (the `production` profile, or `OLMV2_BENCH_PROFILE`'s:
+/// heaptrack keeps up with `release` better) and answers its path, from cargo's own report (wherever the target
+/// directory is, `CARGO_TARGET_DIR` included): for the benchmarks, which run the controller as its own process and
+/// so measure what a cluster would run.
 pub fn build_controller(cargo: &str) -> Result<std::path::PathBuf, String> {
+    let profile = std::env::var("OLMV2_BENCH_PROFILE").unwrap_or_else(|_| "production".into());
     let output = std::process::Command::new(cargo)
-        .args(["build", "--release", "-p", "olmv2", "--bin", "olmv2", "--message-format=json-render-diagnostics"])
+        .args([
+            "build",
+            "--profile",
+            &profile,
+            "-p",
+            "olmv2",
+            "--bin",
+            "olmv2",
+            "--message-format=json-render-diagnostics",
+        ])
         .stderr(std::process::Stdio::inherit())
         .output()
         .map_err(|error| format!("cargo does not run: {error}"))?;

@@ -1,7 +1,7 @@
 //! What the benchmarks share (`legacy_csvs`, `installed_api`, `scale`, `operators`, `failover`): hand-applied
 //! AllNamespaces CSVs, each in its own namespace `op-<i>` with a global OperatorGroup, one owned CRD, a
 //! ServiceAccount and one Deployment, among N namespaces in all, copied CSVs enabled or disabled; the controller run
-//! as its own process (`olmv2 run`, release build) with `deploy/`'s identity, its memory and metrics read; a
+//! as its own process (`olmv2 run`, production build) with `deploy/`'s identity, its memory and metrics read; a
 //! stand-in for the Deployment controller; a control plane with the `operators` namespace; waiting for an Operator's
 //! status to show a component's change.
 
