@@ -145,6 +145,8 @@ impl Registry {
                 return Ok(());
             }
             if Instant::now() > deadline {
+                // Not left running: it would hold the port of a registry the caller starts again.
+                self.stop();
                 return Err(RegistryError::NotListening { host: self.host.clone() });
             }
             std::thread::sleep(Duration::from_millis(50));
