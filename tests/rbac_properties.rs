@@ -1,6 +1,8 @@
 //! Properties of the RBAC engine over generated rules: coverage is reflexive and agrees with breakdown,
 //! compaction never changes what is covered, the held-rule index answers as a plain scan does, and missing
-//! permissions are never less and never more than what the holder lacks.
+//! permissions are never less and never more than what the holder lacks; roles overlaid with an Install's content
+//! resolve as the same roles read anew; aggregated ClusterRoles, cycles included, hold what Kubernetes' aggregation
+//! controller settles on.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
@@ -8,6 +10,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use olmv2::rbac::compact::compact;
 use olmv2::rbac::held::HeldRules;
 use olmv2::rbac::missing::rule_of;
+use olmv2::rbac::resolve::Roles;
 use olmv2::rbac::{
     breakdown, covers, missing_permissions, rule_covers, Grant, RbacSnapshot, RequiredPermissions, Rule, Scope,
     ScopedRule, UserInfo,
@@ -138,6 +141,150 @@ proptest! {
         for atom in pending.iter().flat_map(breakdown) {
             prop_assert!(!held.iter().any(|rule| rule_covers(rule, &atom)), "{atom:?} is pending but held");
             prop_assert!(covers(&wanted, std::slice::from_ref(&atom)), "{atom:?} is pending but not wanted");
+        }
+    }
+}
+
+const ROLE_NAMES: &[&str] = &["a", "b", "c", "d", "e"];
+
+/// A ClusterRole: aggregating (by one of two labels), or plain with rules and maybe a label to be aggregated by. A role
+/// gathering x is itself gathered by y's, and one gathering y by none: nested, but without cycles (whose resolution
+/// depends on the order roles are met).
+fn cluster_role() -> impl Strategy<Value = ClusterRole> {
+    let name = proptest::sample::select(ROLE_NAMES);
+    let label = proptest::option::of(proptest::sample::select(&["x", "y"][..]));
+    (name, label, any::<bool>(), proptest::collection::vec(rule(), 0..3)).prop_map(
+        |(name, label, aggregating, rules)| {
+            let mut role: ClusterRole =
+                serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+            match (aggregating, label) {
+                (true, Some(label)) => {
+                    role.aggregation_rule = serde_json::from_value(serde_json::json!(
+                        {"clusterRoleSelectors": [{"matchLabels": {format!("aggregate-to-{label}"): "true"}}]}
+                    ))
+                    .unwrap();
+                    // Nested, as `edit` is aggregated into `admin`: what gathers x is gathered by y's.
+                    if label == "x" {
+                        role.metadata.labels = Some([("aggregate-to-y".to_string(), "true".to_string())].into());
+                    }
+                }
+                (_, label) => {
+                    role.metadata.labels = label.map(|label| [(format!("aggregate-to-{label}"), "true".into())].into());
+                    role.rules = Some(rules.iter().map(Into::into).collect());
+                }
+            }
+            role
+        },
+    )
+}
+
+/// Roles with distinct names, as a cluster or one piece of content holds them.
+fn distinct(roles: Vec<ClusterRole>) -> Vec<ClusterRole> {
+    let mut seen = std::collections::BTreeSet::new();
+    roles.into_iter().filter(|role| seen.insert(role.metadata.name.clone())).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    #[test]
+    fn overlaid_roles_resolve_as_the_same_roles_read_anew(
+        cluster in proptest::collection::vec(cluster_role(), 0..6).prop_map(distinct),
+        content in proptest::collection::vec(cluster_role(), 0..3).prop_map(distinct),
+        more in proptest::collection::vec(cluster_role(), 0..2).prop_map(distinct),
+    ) {
+        let overlaid = Roles::new(&[], &cluster).overlay(&[], &content).overlay(&[], &more);
+        // The cluster after the content and then more is applied: each replaces the role of its name, last.
+        let mut applied = cluster.clone();
+        for role in content.iter().chain(&more) {
+            applied.retain(|existing| existing.metadata.name != role.metadata.name);
+            applied.push(role.clone());
+        }
+        let anew = Roles::new(&[], &applied);
+        for name in ROLE_NAMES {
+            prop_assert_eq!(overlaid.cluster_role_rules(name), anew.cluster_role_rules(name), "{}", name);
+        }
+    }
+}
+
+/// A ClusterRole labelled with any of x and y, aggregating by one of them or plain: cycles of aggregation happen.
+fn any_cluster_role() -> impl Strategy<Value = ClusterRole> {
+    let name = proptest::sample::select(ROLE_NAMES);
+    let labels = subsequence(&["x", "y"][..], 0..=2);
+    let aggregates = proptest::option::of(proptest::sample::select(&["x", "y"][..]));
+    (name, labels, aggregates, proptest::collection::vec(rule(), 0..3)).prop_map(|(name, labels, aggregates, rules)| {
+        let mut role: ClusterRole = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+        role.metadata.labels =
+            Some(labels.iter().map(|label| (format!("aggregate-to-{label}"), "true".into())).collect());
+        match aggregates {
+            Some(label) => {
+                role.aggregation_rule = serde_json::from_value(serde_json::json!(
+                    {"clusterRoleSelectors": [{"matchLabels": {format!("aggregate-to-{label}"): "true"}}]}
+                ))
+                .unwrap();
+            }
+            None => role.rules = Some(rules.iter().map(Into::into).collect()),
+        }
+        role
+    })
+}
+
+/// What Kubernetes' aggregation controller settles on: it sets an aggregated role's rules to those its selectors
+/// match hold now (other than itself), again and again, until nothing changes.
+fn settled(roles: &[ClusterRole]) -> std::collections::BTreeMap<String, Vec<Rule>> {
+    let own = |role: &ClusterRole| -> Vec<Rule> { role.rules.iter().flatten().map(Rule::from).collect() };
+    let mut held: std::collections::BTreeMap<String, Vec<Rule>> =
+        roles.iter().map(|role| (role.metadata.name.clone().unwrap(), own(role))).collect();
+    loop {
+        let mut changed = false;
+        for role in roles.iter().filter(|role| role.aggregation_rule.is_some()) {
+            let name = role.metadata.name.clone().unwrap();
+            let selectors = role.aggregation_rule.as_ref().unwrap().cluster_role_selectors.clone().unwrap_or_default();
+            let mut rules: Vec<Rule> = Vec::new();
+            for candidate in roles.iter().filter(|candidate| candidate.metadata.name != role.metadata.name) {
+                let labels = candidate.metadata.labels.clone().unwrap_or_default();
+                let selected = selectors.iter().any(|selector| {
+                    selector.match_labels.iter().flatten().all(|(key, value)| labels.get(key) == Some(value))
+                });
+                if selected {
+                    for rule in &held[candidate.metadata.name.as_ref().unwrap()] {
+                        if !rules.contains(rule) {
+                            rules.push(rule.clone());
+                        }
+                    }
+                }
+            }
+            let sorted = |rules: &[Rule]| {
+                let mut sorted: Vec<String> = rules.iter().map(|rule| format!("{rule:?}")).collect();
+                sorted.sort();
+                sorted
+            };
+            if sorted(&rules) != sorted(&held[&name]) {
+                held.insert(name, rules);
+                changed = true;
+            }
+        }
+        if !changed {
+            return held;
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    #[test]
+    fn aggregated_roles_hold_what_the_aggregation_controller_settles_on(
+        roles in proptest::collection::vec(any_cluster_role(), 0..6).prop_map(distinct),
+    ) {
+        let resolved = Roles::new(&[], &roles);
+        for (name, expected) in settled(&roles) {
+            let mut expected: Vec<String> = expected.iter().map(|rule| format!("{rule:?}")).collect();
+            expected.sort();
+            let mut got: Vec<String> =
+                resolved.cluster_role_rules(&name).unwrap_or_default().iter().map(|rule| format!("{rule:?}")).collect();
+            got.sort();
+            prop_assert_eq!(got, expected, "{}", name);
         }
     }
 }

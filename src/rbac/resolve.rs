@@ -2,7 +2,7 @@
 //! (`RulesFor`): ClusterRoleBindings everywhere, RoleBindings in their namespace, RoleBindings to ClusterRoles, and
 //! aggregated ClusterRoles as their aggregation controller fills them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject};
@@ -25,8 +25,14 @@ pub struct MissingRole {
 /// Roles and ClusterRoles by name, with aggregated ClusterRoles resolved.
 #[derive(Clone, Debug, Default)]
 pub struct Roles {
-    roles: HashMap<(String, String), Vec<Rule>>,
-    cluster_roles: HashMap<String, Vec<Rule>>,
+    /// The rules as read, shared between a snapshot and every overlay made from it: an Install pass overlays its
+    /// content's roles on the cluster's (about a thousand ClusterRoles, `admin`, `edit` and `view` aggregating
+    /// hundreds of rules), and copying them for each pass was most of the controller's allocations.
+    roles: Arc<HashMap<(String, String), Vec<Rule>>>,
+    cluster_roles: Arc<HashMap<String, Vec<Rule>>>,
+    /// What overlays added or replaced, read before the shared maps.
+    added_roles: HashMap<(String, String), Vec<Rule>>,
+    added_cluster_roles: HashMap<String, Vec<Rule>>,
     /// As read, to re-aggregate when roles are added; shared with the store they were read from, where there is
     /// one, rather than copied.
     raw_cluster_roles: Vec<Arc<ClusterRole>>,
@@ -39,31 +45,41 @@ impl Roles {
 
     /// As [`Roles::new`], the ClusterRoles shared (a reflector store's, say) rather than copied.
     pub fn shared<R: std::borrow::Borrow<Role>>(roles: &[R], cluster_roles: Vec<Arc<ClusterRole>>) -> Self {
-        let mut catalog = Self { raw_cluster_roles: cluster_roles, ..Self::default() };
-        catalog.add_roles(roles);
-        catalog.cluster_roles = aggregate_cluster_roles(&catalog.raw_cluster_roles);
-        catalog
-    }
-
-    fn add_roles<R: std::borrow::Borrow<Role>>(&mut self, roles: &[R]) {
-        for role in roles.iter().map(std::borrow::Borrow::borrow) {
-            let key =
-                (role.metadata.namespace.clone().unwrap_or_default(), role.metadata.name.clone().unwrap_or_default());
-            self.roles.insert(key, role.rules.iter().flatten().map(Rule::from).collect());
+        let mut by_name = HashMap::new();
+        insert_roles(&mut by_name, roles);
+        Self {
+            roles: Arc::new(by_name),
+            cluster_roles: Arc::new(aggregate_cluster_roles(&cluster_roles)),
+            raw_cluster_roles: cluster_roles,
+            ..Self::default()
         }
     }
 
     /// These roles with `roles` and `cluster_roles` added, replacing any of the same name: what the cluster will hold
-    /// once content bringing them is applied.
+    /// once content bringing them is applied. Equal to the roles read anew with them; aggregation is resolved again
+    /// only when an added ClusterRole aggregates, or an aggregating ClusterRole selects its labels or those of the one
+    /// it replaces: otherwise no other ClusterRole's rules can change, and the cluster's stay shared.
     pub fn overlay(&self, roles: &[Role], cluster_roles: &[ClusterRole]) -> Self {
         let mut overlaid = self.clone();
-        overlaid.add_roles(roles);
+        insert_roles(&mut overlaid.added_roles, roles);
+        let mut aggregate_again = false;
         for role in cluster_roles {
-            overlaid.raw_cluster_roles.retain(|existing| existing.metadata.name != role.metadata.name);
+            let replaced: Vec<Arc<ClusterRole>> =
+                overlaid.raw_cluster_roles.iter().filter(|existing| same_name(existing, role)).cloned().collect();
+            overlaid.raw_cluster_roles.retain(|existing| !same_name(existing, role));
             overlaid.raw_cluster_roles.push(Arc::new(role.clone()));
+            // An aggregating role's rules are others'; a selected one's, or the replaced one's, are part of others'.
+            aggregate_again = aggregate_again
+                || role.aggregation_rule.is_some()
+                || std::iter::once(role)
+                    .chain(replaced.iter().map(AsRef::as_ref))
+                    .any(|candidate| selected(&overlaid.raw_cluster_roles, candidate));
+            let name = role.metadata.name.clone().unwrap_or_default();
+            overlaid.added_cluster_roles.insert(name, role.rules.iter().flatten().map(Rule::from).collect());
         }
-        if !cluster_roles.is_empty() {
-            overlaid.cluster_roles = aggregate_cluster_roles(&overlaid.raw_cluster_roles);
+        if aggregate_again {
+            overlaid.cluster_roles = Arc::new(aggregate_cluster_roles(&overlaid.raw_cluster_roles));
+            overlaid.added_cluster_roles.clear();
         }
         overlaid
     }
@@ -76,12 +92,13 @@ impl Roles {
 
     /// The rules of a Role, if it exists.
     pub fn role_rules(&self, namespace: &str, name: &str) -> Option<&[Rule]> {
-        self.roles.get(&(namespace.to_owned(), name.to_owned())).map(Vec::as_slice)
+        let key = (namespace.to_owned(), name.to_owned());
+        self.added_roles.get(&key).or_else(|| self.roles.get(&key)).map(Vec::as_slice)
     }
 
     /// The rules of a ClusterRole after aggregation, if it exists.
     pub fn cluster_role_rules(&self, name: &str) -> Option<&[Rule]> {
-        self.cluster_roles.get(name).map(Vec::as_slice)
+        self.added_cluster_roles.get(name).or_else(|| self.cluster_roles.get(name)).map(Vec::as_slice)
     }
 
     /// The rules of the role a binding refers to; `namespace` is the binding's, for Roles.
@@ -247,59 +264,93 @@ pub fn applies_to(user: &UserInfo, subject: &Subject, binding_namespace: &str) -
     }
 }
 
+/// Whether two ClusterRoles have one name, as resolution keys them (no name is the empty one).
+fn same_name(one: &ClusterRole, other: &ClusterRole) -> bool {
+    one.metadata.name.as_deref().unwrap_or_default() == other.metadata.name.as_deref().unwrap_or_default()
+}
+
+fn insert_roles<R: std::borrow::Borrow<Role>>(into: &mut HashMap<(String, String), Vec<Rule>>, roles: &[R]) {
+    for role in roles.iter().map(std::borrow::Borrow::borrow) {
+        let key = (role.metadata.namespace.clone().unwrap_or_default(), role.metadata.name.clone().unwrap_or_default());
+        into.insert(key, role.rules.iter().flatten().map(Rule::from).collect());
+    }
+}
+
+/// Whether an aggregating ClusterRole of `all` selects `candidate`'s labels.
+fn selected(all: &[Arc<ClusterRole>], candidate: &ClusterRole) -> bool {
+    let labels = candidate.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
+    all.iter().any(|role| {
+        role.aggregation_rule
+            .iter()
+            .flat_map(|rule| rule.cluster_role_selectors.iter().flatten())
+            .any(|selector| selector_matches(selector, labels))
+    })
+}
+
 /// The rules of every ClusterRole, with each aggregated role holding the union of the rules of the roles its
-/// selectors match (other than itself), as Kubernetes' aggregation controller keeps them.
+/// selectors match (other than itself), as Kubernetes' aggregation controller keeps them: it copies a selected
+/// aggregated role's rules as they stand, so in the end an aggregated role holds the rules of every plain role it
+/// reaches through selectors, cycles included (it settles on their union, whichever role it meets first).
 fn aggregate_cluster_roles(cluster_roles: &[Arc<ClusterRole>]) -> HashMap<String, Vec<Rule>> {
     let by_name: HashMap<&str, &ClusterRole> =
         cluster_roles.iter().map(|role| (role.metadata.name.as_deref().unwrap_or_default(), role.as_ref())).collect();
-    let mut resolved = HashMap::new();
-    for name in by_name.keys() {
-        let mut visiting = Vec::new();
-        resolve_cluster_role(name, &by_name, cluster_roles, &mut resolved, &mut visiting);
-    }
-    resolved
+    by_name
+        .iter()
+        .map(|(name, role)| {
+            let rules = match role.aggregation_rule {
+                None => role.rules.iter().flatten().map(Rule::from).collect(),
+                Some(_) => gathered(name, &by_name, cluster_roles),
+            };
+            ((*name).to_owned(), rules)
+        })
+        .collect()
 }
 
 static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
 
-fn resolve_cluster_role(
-    name: &str,
-    by_name: &HashMap<&str, &ClusterRole>,
-    all: &[Arc<ClusterRole>],
-    resolved: &mut HashMap<String, Vec<Rule>>,
-    visiting: &mut Vec<String>,
-) -> Vec<Rule> {
-    if let Some(rules) = resolved.get(name) {
-        return rules.clone();
-    }
-    let Some(role) = by_name.get(name) else { return Vec::new() };
-    let Some(aggregation) = role.aggregation_rule.as_ref() else {
-        let rules: Vec<Rule> = role.rules.iter().flatten().map(Rule::from).collect();
-        resolved.insert(name.to_owned(), rules.clone());
-        return rules;
-    };
-    // A cycle of aggregated roles settles, in Kubernetes, on the rules of the non-aggregated roles in it.
-    if visiting.iter().any(|seen| seen == name) {
-        return Vec::new();
-    }
-    visiting.push(name.to_owned());
+/// The rules an aggregated ClusterRole holds: those of every plain role reachable from it through selectors, in
+/// the order met (each selector in turn, the roles in `all`'s order, depth first), each rule once.
+fn gathered(root: &str, by_name: &HashMap<&str, &ClusterRole>, all: &[Arc<ClusterRole>]) -> Vec<Rule> {
     let mut rules: Vec<Rule> = Vec::new();
+    let mut visited: HashSet<&str> = HashSet::from([root]);
+    let mut stack: Vec<std::vec::IntoIter<&str>> = vec![selected_by(root, by_name, all).into_iter()];
+    while let Some(next) = stack.last_mut().map(Iterator::next) {
+        let Some(name) = next else {
+            stack.pop();
+            continue;
+        };
+        let Some(role) = by_name.get(name) else { continue };
+        if role.aggregation_rule.is_some() {
+            if visited.insert(name) {
+                stack.push(selected_by(name, by_name, all).into_iter());
+            }
+        } else {
+            for rule in role.rules.iter().flatten().map(Rule::from) {
+                if !rules.contains(&rule) {
+                    rules.push(rule);
+                }
+            }
+        }
+    }
+    rules
+}
+
+/// The names of the roles `name`'s selectors match, other than itself: per selector, in `all`'s order.
+fn selected_by<'a>(name: &str, by_name: &HashMap<&str, &ClusterRole>, all: &'a [Arc<ClusterRole>]) -> Vec<&'a str> {
+    let Some(aggregation) = by_name.get(name).and_then(|role| role.aggregation_rule.as_ref()) else {
+        return Vec::new();
+    };
+    let mut names = Vec::new();
     for selector in aggregation.cluster_role_selectors.iter().flatten() {
         for candidate in all {
             let candidate_name = candidate.metadata.name.as_deref().unwrap_or_default();
             let labels = candidate.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
             if candidate_name != name && selector_matches(selector, labels) {
-                for rule in resolve_cluster_role(candidate_name, by_name, all, resolved, visiting) {
-                    if !rules.contains(&rule) {
-                        rules.push(rule);
-                    }
-                }
+                names.push(candidate_name);
             }
         }
     }
-    visiting.pop();
-    resolved.insert(name.to_owned(), rules.clone());
-    rules
+    names
 }
 
 #[cfg(test)]
