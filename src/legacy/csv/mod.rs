@@ -40,6 +40,7 @@ use std::time::Duration;
 use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::Action;
@@ -209,6 +210,27 @@ impl Reconciler for Context {
     }
 }
 
+/// The label selector of what OLM made for a CSV.
+const OWNED_BY_CSV: &str = "olm.owner.kind=ClusterServiceVersion";
+
+/// The CSV an object's `olm.owner` labels name.
+fn owner_csv(labels: &std::collections::BTreeMap<String, String>) -> Option<ObjectRef<ClusterServiceVersion>> {
+    match (labels.get("olm.owner"), labels.get("olm.owner.namespace")) {
+        (Some(name), Some(namespace)) => Some(ObjectRef::new(name).within(namespace)),
+        _ => None,
+    }
+}
+
+/// The metadata of the objects of kind `K` labelled as a CSV's, as they change or go.
+fn owned_metadata<K>(
+    client: &kube::Client,
+) -> impl futures_util::Stream<Item = Result<PartialObjectMeta<K>, watcher::Error>> + Send + 'static
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    watches::metadata::<K>(client.clone(), watcher::Config::default().labels(OWNED_BY_CSV)).touched_objects()
+}
+
 /// Starts the CSV loop.
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
@@ -241,17 +263,12 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let controller = controller
         .watches(
             Api::<Deployment>::all(client.clone()),
-            watcher::Config::default().labels("olm.owner.kind=ClusterServiceVersion"),
-            |deployment| {
-                let labels = deployment.labels();
-                match (labels.get("olm.owner"), labels.get("olm.owner.namespace")) {
-                    (Some(name), Some(namespace)) => {
-                        Some(ObjectRef::<ClusterServiceVersion>::new(name).within(namespace))
-                    }
-                    _ => None,
-                }
-            },
+            watcher::Config::default().labels(OWNED_BY_CSV),
+            |deployment| owner_csv(deployment.labels()),
         )
+        // Its Roles and RoleBindings (metadata only): a binding made after its Role is seen at once, not at the resync.
+        .watches_stream(owned_metadata::<Role>(&client), |role| owner_csv(role.labels()))
+        .watches_stream(owned_metadata::<RoleBinding>(&client), |binding| owner_csv(binding.labels()))
         // A CSV's change concerns the one it replaces and those replacing it.
         .watches(Api::<ClusterServiceVersion>::all(client.clone()), super::operatorgroup::csv_watch(), move |changed| {
             let (name, namespace) = (changed.name_any(), changed.namespace());

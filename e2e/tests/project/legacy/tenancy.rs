@@ -81,8 +81,8 @@ async fn mallory_installs(harness: &Harness, modes: &[(&str, bool)]) -> String {
     let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
     let uid = csvs.get("plumbus.v1.0.0").await.expect("csv").uid().unwrap();
     as_mallory(&owned_rbac(&uid));
-    // The loop watches no namespaced RoleBinding: a pass that ran between the CSV and its RBAC saw part of it, and a
-    // Succeeded CSV is looked at again on its next change. Mallory touches it, as an author would.
+    // A pass that ran between the CSV and its RBAC saw part of it; the RBAC labelled as the CSV's wakes it again, and
+    // Mallory touches it too, as an author would.
     let touched = harness.kubectl(&mallory, &["annotate", "csv", "plumbus.v1.0.0", "-n", "ops", "touched=1"], None);
     assert!(touched.status.success(), "{}", String::from_utf8_lossy(&touched.stderr));
     wait_phase(harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
@@ -98,8 +98,8 @@ fn can_i(harness: &Harness, verb: &str, resource: &str, namespace: &str) -> Stri
 }
 
 /// Waits for the CSV's Warning event `TargetRBACRefused` whose message holds `settled`, and returns its line: a pass
-/// that saw the Role before its binding refuses with what it saw, and a later one says it all. The loop watches no
-/// namespaced RoleBinding, so that later pass may be the resync (30 s here): waited for up to 90 s.
+/// that saw the Role before its binding refuses with what it saw, and a later one, woken by the binding (labelled as
+/// the CSV's), says it all.
 async fn refusal(harness: &Harness, settled: &str) -> String {
     let mut described = String::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
