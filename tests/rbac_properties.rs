@@ -1,12 +1,12 @@
 //! Properties of the RBAC engine over generated rules: coverage is reflexive and agrees with breakdown,
 //! compaction never changes what is covered, the held-rule index answers as a plain scan does, and missing
 //! permissions are never less and never more than what the holder lacks; roles overlaid with an Install's content
-//! resolve as the same roles read anew; aggregated ClusterRoles, cycles included, hold what Kubernetes' aggregation
-//! controller settles on.
+//! resolve as the same roles read anew; an aggregated ClusterRole, through chains and cycles, resolves to every rule
+//! Kubernetes' aggregation controller may give it, and to exactly what it holds once that controller has settled.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role};
 use olmv2::rbac::compact::compact;
 use olmv2::rbac::held::HeldRules;
 use olmv2::rbac::missing::rule_of;
@@ -146,42 +146,77 @@ proptest! {
 }
 
 const ROLE_NAMES: &[&str] = &["a", "b", "c", "d", "e"];
+const LABELS: &[&str] = &["x", "y", "z"];
 
-/// A ClusterRole: aggregating (by one of two labels), or plain with rules and maybe a label to be aggregated by. A role
-/// gathering x is itself gathered by y's, and one gathering y by none: nested, but without cycles (whose resolution
-/// depends on the order roles are met).
+fn label_key(label: &str) -> String {
+    format!("aggregate-to-{label}")
+}
+
+/// A selector of aggregationRule: on one label by matchLabels or an expression of any operator, or `{}`.
+fn selector() -> impl Strategy<Value = serde_json::Value> {
+    let label = proptest::sample::select(LABELS);
+    prop_oneof![
+        3 => label.clone().prop_map(|label| serde_json::json!({"matchLabels": {label_key(label): "true"}})),
+        2 => (label, proptest::sample::select(&["In", "NotIn", "Exists", "DoesNotExist"][..])).prop_map(
+            |(label, operator)| {
+                let values = if operator.ends_with("In") { serde_json::json!(["true"]) } else { serde_json::json!(null) };
+                serde_json::json!({"matchExpressions": [{"key": label_key(label), "operator": operator, "values": values}]})
+            }
+        ),
+        1 => Just(serde_json::json!({})),
+    ]
+}
+
+/// A ClusterRole labelled with any of x, y and z; aggregating by one or more selectors, or plain; holding rules
+/// either way (an aggregated role holds what its aggregation controller last copied, or what its author wrote):
+/// chains and cycles of aggregation happen.
 fn cluster_role() -> impl Strategy<Value = ClusterRole> {
     let name = proptest::sample::select(ROLE_NAMES);
-    let label = proptest::option::of(proptest::sample::select(&["x", "y"][..]));
-    (name, label, any::<bool>(), proptest::collection::vec(rule(), 0..3)).prop_map(
-        |(name, label, aggregating, rules)| {
-            let mut role: ClusterRole =
-                serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
-            match (aggregating, label) {
-                (true, Some(label)) => {
-                    role.aggregation_rule = serde_json::from_value(serde_json::json!(
-                        {"clusterRoleSelectors": [{"matchLabels": {format!("aggregate-to-{label}"): "true"}}]}
-                    ))
-                    .unwrap();
-                    // Nested, as `edit` is aggregated into `admin`: what gathers x is gathered by y's.
-                    if label == "x" {
-                        role.metadata.labels = Some([("aggregate-to-y".to_string(), "true".to_string())].into());
-                    }
-                }
-                (_, label) => {
-                    role.metadata.labels = label.map(|label| [(format!("aggregate-to-{label}"), "true".into())].into());
-                    role.rules = Some(rules.iter().map(Into::into).collect());
-                }
-            }
-            role
-        },
+    let labels = subsequence(LABELS, 0..=LABELS.len());
+    let selectors = proptest::option::of(proptest::collection::vec(selector(), 1..3));
+    (name, labels, selectors, proptest::collection::vec(rule(), 0..3)).prop_map(|(name, labels, selectors, rules)| {
+        let mut role: ClusterRole = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+        role.metadata.labels = Some(labels.iter().map(|label| (label_key(label), "true".into())).collect());
+        role.aggregation_rule = selectors
+            .map(|selectors| serde_json::from_value(serde_json::json!({"clusterRoleSelectors": selectors})).unwrap());
+        role.rules = Some(rules.iter().map(Into::into).collect());
+        role
+    })
+}
+
+/// A Role of namespace a or b.
+fn namespaced_role() -> impl Strategy<Value = Role> {
+    (
+        proptest::sample::select(ROLE_NAMES),
+        proptest::sample::select(&["a", "b"][..]),
+        proptest::collection::vec(rule(), 0..3),
     )
+        .prop_map(|(name, namespace, rules)| {
+            let mut role: Role =
+                serde_json::from_value(serde_json::json!({"metadata": {"name": name, "namespace": namespace}}))
+                    .unwrap();
+            role.rules = Some(rules.iter().map(Into::into).collect());
+            role
+        })
 }
 
 /// Roles with distinct names, as a cluster or one piece of content holds them.
-fn distinct(roles: Vec<ClusterRole>) -> Vec<ClusterRole> {
+fn distinct<T: kube::Resource>(roles: Vec<T>) -> Vec<T> {
     let mut seen = std::collections::BTreeSet::new();
-    roles.into_iter().filter(|role| seen.insert(role.metadata.name.clone())).collect()
+    roles.into_iter().filter(|role| seen.insert((role.meta().namespace.clone(), role.meta().name.clone()))).collect()
+}
+
+/// `role` server-side applied over `existing`: labels and an aggregationRule it does not set stay (the reference
+/// takes another field manager to have set them); rules, an atomic list, are replaced.
+fn applied_over(role: &ClusterRole, existing: Option<&ClusterRole>) -> ClusterRole {
+    let mut applied = role.clone();
+    if let Some(existing) = existing {
+        let mut labels = existing.metadata.labels.clone().unwrap_or_default();
+        labels.extend(role.metadata.labels.clone().unwrap_or_default());
+        applied.metadata.labels = Some(labels).filter(|labels| !labels.is_empty());
+        applied.aggregation_rule = role.aggregation_rule.clone().or_else(|| existing.aggregation_rule.clone());
+    }
+    applied
 }
 
 proptest! {
@@ -192,99 +227,140 @@ proptest! {
         cluster in proptest::collection::vec(cluster_role(), 0..6).prop_map(distinct),
         content in proptest::collection::vec(cluster_role(), 0..3).prop_map(distinct),
         more in proptest::collection::vec(cluster_role(), 0..2).prop_map(distinct),
+        cluster_roles in proptest::collection::vec(namespaced_role(), 0..4).prop_map(distinct),
+        content_roles in proptest::collection::vec(namespaced_role(), 0..3).prop_map(distinct),
     ) {
-        let overlaid = Roles::new(&[], &cluster).overlay(&[], &content).overlay(&[], &more);
-        // The cluster after the content and then more is applied: each replaces the role of its name, last.
+        let overlaid = Roles::new(&cluster_roles, &cluster).overlay(&content_roles, &content).overlay(&[], &more);
+        // The cluster after the content and then more is applied: each over the role of its name, last.
         let mut applied = cluster.clone();
         for role in content.iter().chain(&more) {
+            let existing = applied.iter().find(|existing| existing.metadata.name == role.metadata.name).cloned();
             applied.retain(|existing| existing.metadata.name != role.metadata.name);
-            applied.push(role.clone());
+            applied.push(applied_over(role, existing.as_ref()));
         }
-        let anew = Roles::new(&[], &applied);
+        let mut applied_roles = cluster_roles.clone();
+        for role in &content_roles {
+            applied_roles.retain(|existing| (&existing.metadata.namespace, &existing.metadata.name)
+                != (&role.metadata.namespace, &role.metadata.name));
+            applied_roles.push(role.clone());
+        }
+        let anew = Roles::new(&applied_roles, &applied);
         for name in ROLE_NAMES {
             prop_assert_eq!(overlaid.cluster_role_rules(name), anew.cluster_role_rules(name), "{}", name);
+            for namespace in ["a", "b"] {
+                prop_assert_eq!(overlaid.role_rules(namespace, name), anew.role_rules(namespace, name), "{}/{}", namespace, name);
+            }
         }
     }
 }
 
-/// A ClusterRole labelled with any of x and y, aggregating by one of them or plain: cycles of aggregation happen.
-fn any_cluster_role() -> impl Strategy<Value = ClusterRole> {
-    let name = proptest::sample::select(ROLE_NAMES);
-    let labels = subsequence(&["x", "y"][..], 0..=2);
-    let aggregates = proptest::option::of(proptest::sample::select(&["x", "y"][..]));
-    (name, labels, aggregates, proptest::collection::vec(rule(), 0..3)).prop_map(|(name, labels, aggregates, rules)| {
-        let mut role: ClusterRole = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
-        role.metadata.labels =
-            Some(labels.iter().map(|label| (format!("aggregate-to-{label}"), "true".into())).collect());
-        match aggregates {
-            Some(label) => {
-                role.aggregation_rule = serde_json::from_value(serde_json::json!(
-                    {"clusterRoleSelectors": [{"matchLabels": {format!("aggregate-to-{label}"): "true"}}]}
-                ))
-                .unwrap();
-            }
-            None => role.rules = Some(rules.iter().map(Into::into).collect()),
+/// Whether `selector` selects `labels`, written from Kubernetes' label selector semantics for this test alone.
+fn reference_selects(selector: &serde_json::Value, labels: &std::collections::BTreeMap<String, String>) -> bool {
+    let pairs = selector["matchLabels"].as_object().into_iter().flatten();
+    let by_pairs = pairs.into_iter().all(|(key, value)| labels.get(key).map(String::as_str) == value.as_str());
+    let by_expressions = selector["matchExpressions"].as_array().into_iter().flatten().all(|expression| {
+        let value = labels.get(expression["key"].as_str().unwrap());
+        let listed =
+            |value: &String| expression["values"].as_array().unwrap().iter().any(|v| v.as_str() == Some(value));
+        match expression["operator"].as_str().unwrap() {
+            "In" => value.is_some_and(listed),
+            "NotIn" => !value.is_some_and(listed),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            other => panic!("operator {other}"),
         }
-        role
-    })
+    });
+    by_pairs && by_expressions
 }
 
-/// What Kubernetes' aggregation controller settles on: it sets an aggregated role's rules to those its selectors
-/// match hold now (other than itself), again and again, until nothing changes.
-fn settled(roles: &[ClusterRole]) -> std::collections::BTreeMap<String, Vec<Rule>> {
-    let own = |role: &ClusterRole| -> Vec<Rule> { role.rules.iter().flatten().map(Rule::from).collect() };
-    let mut held: std::collections::BTreeMap<String, Vec<Rule>> =
-        roles.iter().map(|role| (role.metadata.name.clone().unwrap(), own(role))).collect();
-    loop {
+type Held = std::collections::BTreeMap<String, std::collections::BTreeSet<Rule>>;
+
+fn held_now(roles: &[ClusterRole]) -> Held {
+    roles
+        .iter()
+        .map(|role| (role.metadata.name.clone().unwrap(), role.rules.iter().flatten().map(Rule::from).collect()))
+        .collect()
+}
+
+/// One run of Kubernetes' aggregation controller for `role`: it sets the role's rules to those the roles its
+/// selectors match hold now, other than itself. Answers whether they changed.
+fn aggregate_once(role: &ClusterRole, roles: &[ClusterRole], held: &mut Held) -> bool {
+    let Some(aggregation) = &role.aggregation_rule else { return false };
+    let selectors = serde_json::to_value(aggregation).unwrap()["clusterRoleSelectors"].clone();
+    let mut rules = std::collections::BTreeSet::new();
+    for candidate in roles.iter().filter(|candidate| candidate.metadata.name != role.metadata.name) {
+        let labels = candidate.metadata.labels.clone().unwrap_or_default();
+        if selectors.as_array().into_iter().flatten().any(|selector| reference_selects(selector, &labels)) {
+            rules.extend(held[candidate.metadata.name.as_ref().unwrap()].iter().cloned());
+        }
+    }
+    let name = role.metadata.name.clone().unwrap();
+    let changed = held[&name] != rules;
+    held.insert(name, rules);
+    changed
+}
+
+/// `roles` holding what the aggregation controller settles on, run role after role until nothing changes; `None`
+/// if it has not settled after many rounds.
+fn settled(roles: &[ClusterRole]) -> Option<Vec<ClusterRole>> {
+    let mut held = held_now(roles);
+    for _ in 0..64 {
         let mut changed = false;
-        for role in roles.iter().filter(|role| role.aggregation_rule.is_some()) {
-            let name = role.metadata.name.clone().unwrap();
-            let selectors = role.aggregation_rule.as_ref().unwrap().cluster_role_selectors.clone().unwrap_or_default();
-            let mut rules: Vec<Rule> = Vec::new();
-            for candidate in roles.iter().filter(|candidate| candidate.metadata.name != role.metadata.name) {
-                let labels = candidate.metadata.labels.clone().unwrap_or_default();
-                let selected = selectors.iter().any(|selector| {
-                    selector.match_labels.iter().flatten().all(|(key, value)| labels.get(key) == Some(value))
-                });
-                if selected {
-                    for rule in &held[candidate.metadata.name.as_ref().unwrap()] {
-                        if !rules.contains(rule) {
-                            rules.push(rule.clone());
-                        }
-                    }
-                }
-            }
-            let sorted = |rules: &[Rule]| {
-                let mut sorted: Vec<String> = rules.iter().map(|rule| format!("{rule:?}")).collect();
-                sorted.sort();
-                sorted
-            };
-            if sorted(&rules) != sorted(&held[&name]) {
-                held.insert(name, rules);
-                changed = true;
-            }
+        for role in roles {
+            changed |= aggregate_once(role, roles, &mut held);
         }
         if !changed {
-            return held;
+            let mut settled = roles.to_vec();
+            for role in &mut settled {
+                role.rules = Some(held[role.metadata.name.as_ref().unwrap()].iter().map(Into::into).collect());
+            }
+            return Some(settled);
         }
     }
+    None
+}
+
+fn resolved(roles: &Roles, name: &str) -> std::collections::BTreeSet<Rule> {
+    roles.cluster_role_rules(name).unwrap_or_default().iter().cloned().collect()
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1024))]
 
+    /// Whatever order the aggregation controller runs in, a role never holds a rule its resolution lacks: what a
+    /// binding to it is shown, and required, is every rule the authorizer may give through it.
     #[test]
-    fn aggregated_roles_hold_what_the_aggregation_controller_settles_on(
-        roles in proptest::collection::vec(any_cluster_role(), 0..6).prop_map(distinct),
+    fn an_aggregated_role_never_holds_a_rule_its_resolution_lacks(
+        roles in proptest::collection::vec(cluster_role(), 0..6).prop_map(distinct),
+        runs in proptest::collection::vec(0..6usize, 0..24),
     ) {
-        let resolved = Roles::new(&[], &roles);
-        for (name, expected) in settled(&roles) {
-            let mut expected: Vec<String> = expected.iter().map(|rule| format!("{rule:?}")).collect();
-            expected.sort();
-            let mut got: Vec<String> =
-                resolved.cluster_role_rules(&name).unwrap_or_default().iter().map(|rule| format!("{rule:?}")).collect();
-            got.sort();
-            prop_assert_eq!(got, expected, "{}", name);
+        let resolution = Roles::new(&[], &roles);
+        let mut held = held_now(&roles);
+        let check = |held: &Held| -> Result<(), TestCaseError> {
+            for (name, rules) in held {
+                let resolved = resolved(&resolution, name);
+                let lacking: Vec<&Rule> = rules.difference(&resolved).collect();
+                prop_assert!(lacking.is_empty(), "{} holds {:?}, which its resolution lacks", name, lacking);
+            }
+            Ok(())
+        };
+        check(&held)?;
+        for run in runs.into_iter().filter(|run| *run < roles.len()) {
+            aggregate_once(&roles[run], &roles, &mut held);
+            check(&held)?;
+        }
+    }
+
+    /// Once the aggregation controller has settled, each role resolves to exactly what it holds, as the authorizer
+    /// reads it: nothing more is taken to be held, or granted, than is.
+    #[test]
+    fn once_settled_a_role_resolves_to_what_it_holds(
+        roles in proptest::collection::vec(cluster_role(), 0..6).prop_map(distinct),
+    ) {
+        let Some(settled) = settled(&roles) else { return Err(TestCaseError::reject("never settles")) };
+        let resolution = Roles::new(&[], &settled);
+        for (name, rules) in held_now(&settled) {
+            prop_assert_eq!(resolved(&resolution, &name), rules, "{}", name);
         }
     }
 }

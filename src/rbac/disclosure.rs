@@ -15,12 +15,11 @@ use serde_json::Value;
 
 use super::kinds::group_of;
 use super::required::{RequiredPermissionsError, RBAC_GROUP};
-use super::resolve::Roles;
+use super::resolve::{selects, Roles};
 use super::rule::Rule;
 use crate::api::v2alpha1::{
     AggregationType, BindingRule, PendingAggregation, PendingBinding, PendingRoleRef, PendingSubject,
 };
-use crate::labels::selector_matches;
 
 /// A label key containing this asks to be aggregated into another ClusterRole (`rbac.authorization.k8s.io/
 /// aggregate-to-admin`): shown even when no aggregationRule selects it yet, since one may later.
@@ -47,9 +46,12 @@ pub fn disclose(objects: &[Value], cluster: &Roles) -> Result<Disclosure, Requir
     let mut bindings: Vec<PendingBinding> = content.bindings.iter().map(|binding| binding.disclose(&view)).collect();
     bindings.sort();
 
+    // Each of the content's ClusterRoles as applied over the cluster's: labels set by others stay.
     let all = view.cluster_role_objects();
-    let mut aggregations: Vec<PendingAggregation> =
-        content.cluster_roles.iter().flat_map(|role| aggregations_of(role, all)).collect();
+    let applied = content.cluster_roles.iter().filter_map(|role| {
+        all.iter().rev().find(|overlaid| overlaid.metadata.name == role.metadata.name).map(AsRef::as_ref)
+    });
+    let mut aggregations: Vec<PendingAggregation> = applied.flat_map(|role| aggregations_of(role, all)).collect();
     aggregations.sort_by(|a, b| (&a.cluster_role, a.aggregation_type).cmp(&(&b.cluster_role, b.aggregation_type)));
     Ok(Disclosure { bindings, aggregations })
 }
@@ -219,18 +221,6 @@ fn aggregations_of(role: &ClusterRole, all: &[Arc<ClusterRole>]) -> Vec<PendingA
         });
     }
     found
-}
-
-static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
-
-/// Whether `aggregated` carries an aggregationRule one of whose selectors matches `candidate`'s labels.
-fn selects(aggregated: &ClusterRole, candidate: &ClusterRole) -> bool {
-    let labels = candidate.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
-    aggregated
-        .aggregation_rule
-        .iter()
-        .flat_map(|rule| rule.cluster_role_selectors.iter().flatten())
-        .any(|selector| selector_matches(selector, labels))
 }
 
 /// The names of the ClusterRoles reachable from `start` by `step(current, next)`, other than `start`, sorted. The

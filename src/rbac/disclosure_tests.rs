@@ -347,6 +347,28 @@ fn an_aggregate_to_admin_label_shows_the_roles_it_extends() {
 }
 
 #[test]
+fn a_cluster_role_applied_over_one_labelled_aggregate_to_admin_still_extends_admin() {
+    // A server-side apply leaves the labels another manager set: the content's role stays in admin.
+    let mut cluster_roles = default_cluster_roles();
+    cluster_roles.push(cluster_role(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "plumbus-admin", "labels": {"rbac.authorization.k8s.io/aggregate-to-admin": "true"}},
+    })));
+    let objects = [json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "plumbus-admin", "labels": {"app": "plumbus"}},
+        "rules": [{"verbs": ["*"], "apiGroups": [""], "resources": ["secrets"]}],
+    })];
+    let disclosure = disclose(&objects, &Roles::new(&[], &cluster_roles)).expect("valid content");
+    let extends: Vec<&PendingAggregation> = disclosure.aggregations.iter().collect();
+    assert_eq!(extends.len(), 1, "{extends:?}");
+    assert_eq!(extends[0].aggregation_type, AggregationType::Extends);
+    assert_eq!(extends[0].aggregates_into, ["admin"]);
+    assert_eq!(extends[0].labels.get("app").map(String::as_str), Some("plumbus"));
+    assert!(extends[0].labels.contains_key("rbac.authorization.k8s.io/aggregate-to-admin"), "{:?}", extends[0].labels);
+}
+
+#[test]
 fn an_aggregate_to_view_label_reaches_edit_and_admin_through_the_chain() {
     let objects = [json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",

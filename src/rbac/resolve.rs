@@ -25,9 +25,10 @@ pub struct MissingRole {
 /// Roles and ClusterRoles by name, with aggregated ClusterRoles resolved.
 #[derive(Clone, Debug, Default)]
 pub struct Roles {
-    /// The rules as read, shared between a snapshot and every overlay made from it: an Install pass overlays its
-    /// content's roles on the cluster's (about a thousand ClusterRoles, `admin`, `edit` and `view` aggregating
-    /// hundreds of rules), and copying them for each pass was most of the controller's allocations.
+    /// The rules of Roles as read, and of ClusterRoles with aggregation resolved, shared between a snapshot and
+    /// every overlay made from it: an Install pass overlays its content's roles on the cluster's (about a thousand
+    /// ClusterRoles, `admin`, `edit` and `view` aggregating hundreds of rules), and copying them for each pass was
+    /// most of the controller's allocations.
     roles: Arc<HashMap<(String, String), Vec<Rule>>>,
     cluster_roles: Arc<HashMap<String, Vec<Rule>>>,
     /// What overlays added or replaced, read before the shared maps.
@@ -55,7 +56,7 @@ impl Roles {
         }
     }
 
-    /// These roles with `roles` and `cluster_roles` added, replacing any of the same name: what the cluster will hold
+    /// These roles with `roles` and `cluster_roles` applied over any of the same name: what the cluster will hold
     /// once content bringing them is applied. Equal to the roles read anew with them; aggregation is resolved again
     /// only when an added ClusterRole aggregates, or an aggregating ClusterRole selects its labels or those of the one
     /// it replaces: otherwise no other ClusterRole's rules can change, and the cluster's stay shared.
@@ -66,6 +67,8 @@ impl Roles {
         for role in cluster_roles {
             let replaced: Vec<Arc<ClusterRole>> =
                 overlaid.raw_cluster_roles.iter().filter(|existing| same_name(existing, role)).cloned().collect();
+            let role = applied_over(role, replaced.last().map(AsRef::as_ref));
+            let role = &role;
             overlaid.raw_cluster_roles.retain(|existing| !same_name(existing, role));
             overlaid.raw_cluster_roles.push(Arc::new(role.clone()));
             // An aggregating role's rules are others'; a selected one's, or the replaced one's, are part of others'.
@@ -264,6 +267,23 @@ pub fn applies_to(user: &UserInfo, subject: &Subject, binding_namespace: &str) -
     }
 }
 
+/// `role` as a server-side apply of it over `existing` leaves it, as far as aggregation and rules go: labels and an
+/// aggregationRule that another field manager set stay unless the apply sets them (which of them this apply's manager
+/// set before is not known here, so all are taken to stay: an aggregation shown or required that may not happen,
+/// never one missed); `rules` is an atomic list, replaced.
+fn applied_over(role: &ClusterRole, existing: Option<&ClusterRole>) -> ClusterRole {
+    let mut applied = role.clone();
+    if let Some(existing) = existing {
+        let mut labels = existing.metadata.labels.clone().unwrap_or_default();
+        labels.extend(role.metadata.labels.clone().unwrap_or_default());
+        applied.metadata.labels = (!labels.is_empty()).then_some(labels);
+        if applied.aggregation_rule.is_none() {
+            applied.aggregation_rule = existing.aggregation_rule.clone();
+        }
+    }
+    applied
+}
+
 /// Whether two ClusterRoles have one name, as resolution keys them (no name is the empty one).
 fn same_name(one: &ClusterRole, other: &ClusterRole) -> bool {
     one.metadata.name.as_deref().unwrap_or_default() == other.metadata.name.as_deref().unwrap_or_default()
@@ -278,19 +298,22 @@ fn insert_roles<R: std::borrow::Borrow<Role>>(into: &mut HashMap<(String, String
 
 /// Whether an aggregating ClusterRole of `all` selects `candidate`'s labels.
 fn selected(all: &[Arc<ClusterRole>], candidate: &ClusterRole) -> bool {
-    let labels = candidate.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
-    all.iter().any(|role| {
-        role.aggregation_rule
-            .iter()
-            .flat_map(|rule| rule.cluster_role_selectors.iter().flatten())
-            .any(|selector| selector_matches(selector, labels))
-    })
+    all.iter().any(|role| selects(role, candidate))
 }
 
-/// The rules of every ClusterRole, with each aggregated role holding the union of the rules of the roles its
-/// selectors match (other than itself), as Kubernetes' aggregation controller keeps them: it copies a selected
-/// aggregated role's rules as they stand, so in the end an aggregated role holds the rules of every plain role it
-/// reaches through selectors, cycles included (it settles on their union, whichever role it meets first).
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+
+/// Whether `aggregated` carries an aggregationRule one of whose selectors matches `candidate`'s labels.
+pub(super) fn selects(aggregated: &ClusterRole, candidate: &ClusterRole) -> bool {
+    let labels = candidate.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
+    aggregated
+        .aggregation_rule
+        .iter()
+        .flat_map(|rule| rule.cluster_role_selectors.iter().flatten())
+        .any(|selector| selector_matches(selector, labels))
+}
+
+/// The rules of every ClusterRole, each aggregated one resolved to what it may grant (see [`gathered`]).
 fn aggregate_cluster_roles(cluster_roles: &[Arc<ClusterRole>]) -> HashMap<String, Vec<Rule>> {
     let by_name: HashMap<&str, &ClusterRole> =
         cluster_roles.iter().map(|role| (role.metadata.name.as_deref().unwrap_or_default(), role.as_ref())).collect();
@@ -299,58 +322,48 @@ fn aggregate_cluster_roles(cluster_roles: &[Arc<ClusterRole>]) -> HashMap<String
         .map(|(name, role)| {
             let rules = match role.aggregation_rule {
                 None => role.rules.iter().flatten().map(Rule::from).collect(),
-                Some(_) => gathered(name, &by_name, cluster_roles),
+                Some(_) => gathered(role, &by_name, cluster_roles),
             };
             ((*name).to_owned(), rules)
         })
         .collect()
 }
 
-static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
-
-/// The rules an aggregated ClusterRole holds: those of every plain role reachable from it through selectors, in
-/// the order met (each selector in turn, the roles in `all`'s order, depth first), each rule once.
-fn gathered(root: &str, by_name: &HashMap<&str, &ClusterRole>, all: &[Arc<ClusterRole>]) -> Vec<Rule> {
+/// The rules an aggregated ClusterRole grants now or will once Kubernetes' aggregation controller has run: the rules
+/// every role reachable from it through selectors holds now, its own included, each rule once, in the order met
+/// (depth first, roles in `all`'s order).
+///
+/// The controller sets an aggregated role's rules to those the roles it selects hold as it runs, aggregated ones
+/// included. So the role ends with the rules of every plain role it reaches; until it runs, the authorizer grants
+/// what the role holds now, and what it copies from an aggregated role not yet filled anew; and in a cycle of
+/// aggregated roles a rule, once held, never leaves (each copies it back from the other, kubernetes#69652), though
+/// the plain role it came from be gone. Once the controller has settled, every role reachable from an aggregated one
+/// holds only rules it holds too, so this is exactly what the role holds, as the authorizer reads it.
+fn gathered(root: &ClusterRole, by_name: &HashMap<&str, &ClusterRole>, all: &[Arc<ClusterRole>]) -> Vec<Rule> {
     let mut rules: Vec<Rule> = Vec::new();
-    let mut visited: HashSet<&str> = HashSet::from([root]);
-    let mut stack: Vec<std::vec::IntoIter<&str>> = vec![selected_by(root, by_name, all).into_iter()];
-    while let Some(next) = stack.last_mut().map(Iterator::next) {
-        let Some(name) = next else {
-            stack.pop();
-            continue;
-        };
-        let Some(role) = by_name.get(name) else { continue };
-        if role.aggregation_rule.is_some() {
-            if visited.insert(name) {
-                stack.push(selected_by(name, by_name, all).into_iter());
+    let mut seen_rules: HashSet<Rule> = HashSet::new();
+    let mut visited: HashSet<&str> = HashSet::from([root.metadata.name.as_deref().unwrap_or_default()]);
+    let mut stack: Vec<&ClusterRole> = vec![root];
+    while let Some(role) = stack.pop() {
+        for rule in role.rules.iter().flatten().map(Rule::from) {
+            if seen_rules.insert(rule.clone()) {
+                rules.push(rule);
             }
-        } else {
-            for rule in role.rules.iter().flatten().map(Rule::from) {
-                if !rules.contains(&rule) {
-                    rules.push(rule);
-                }
+        }
+        // Pushed in reverse, so that the first selected is met first.
+        let selected: Vec<&ClusterRole> = all
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|candidate| selects(role, candidate))
+            .filter_map(|candidate| by_name.get(candidate.metadata.name.as_deref().unwrap_or_default()).copied())
+            .collect();
+        for next in selected.into_iter().rev() {
+            if visited.insert(next.metadata.name.as_deref().unwrap_or_default()) {
+                stack.push(next);
             }
         }
     }
     rules
-}
-
-/// The names of the roles `name`'s selectors match, other than itself: per selector, in `all`'s order.
-fn selected_by<'a>(name: &str, by_name: &HashMap<&str, &ClusterRole>, all: &'a [Arc<ClusterRole>]) -> Vec<&'a str> {
-    let Some(aggregation) = by_name.get(name).and_then(|role| role.aggregation_rule.as_ref()) else {
-        return Vec::new();
-    };
-    let mut names = Vec::new();
-    for selector in aggregation.cluster_role_selectors.iter().flatten() {
-        for candidate in all {
-            let candidate_name = candidate.metadata.name.as_deref().unwrap_or_default();
-            let labels = candidate.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
-            if candidate_name != name && selector_matches(selector, labels) {
-                names.push(candidate_name);
-            }
-        }
-    }
-    names
 }
 
 #[cfg(test)]
@@ -360,6 +373,26 @@ mod tests {
 
     fn object<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
         serde_json::from_value(value).expect("object")
+    }
+
+    #[test]
+    fn a_rule_held_round_a_cycle_counts_though_the_role_it_came_from_is_gone() {
+        // The aggregation controller filled a and b from a Secret reader, since deleted: each copies the rule back
+        // from the other, so a binding to either grants it for good.
+        let secrets = json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]);
+        let cluster_roles: Vec<ClusterRole> = vec![
+            object(json!({"metadata": {"name": "a", "labels": {"ring": "a"}}, "rules": secrets,
+                          "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"ring": "b"}}]}})),
+            object(json!({"metadata": {"name": "b", "labels": {"ring": "b"}}, "rules": secrets,
+                          "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"ring": "a"}}]}})),
+            object(json!({"metadata": {"name": "outside", "labels": {"ring": "b"}},
+                          "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"ring": "c"}}]}})),
+        ];
+        let roles = Roles::new(&[], &cluster_roles);
+        for name in ["a", "b"] {
+            assert_eq!(roles.cluster_role_rules(name), Some(&[Rule::resource(&["get"], &[""], &["secrets"])][..]));
+        }
+        assert_eq!(roles.cluster_role_rules("outside"), Some(&[][..]), "it selects nothing");
     }
 
     #[test]

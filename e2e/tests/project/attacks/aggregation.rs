@@ -1,5 +1,5 @@
-//! Attacks through role aggregation: content whose aggregated ClusterRoles select each other, so that what a binding
-//! grants depends on following selectors round a cycle.
+//! Attacks through role aggregation: aggregated ClusterRoles that select each other, so that what a binding grants
+//! depends on following selectors round a cycle, and on rules a cycle keeps after their source is gone.
 
 use super::*;
 use k8s_openapi::api::rbac::v1::ClusterRole;
@@ -11,6 +11,11 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 const RINGS: usize = 8;
 
 fn ring(i: usize) -> String {
+    format!("{}---\n{}", ring_roles(i), ring_binding(i))
+}
+
+/// Ring `i`'s two aggregated ClusterRoles and the plain one reading Secret `ring-i`.
+fn ring_roles(i: usize) -> String {
     format!(
         "apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRole
@@ -43,8 +48,14 @@ rules:
   resources: [secrets]
   resourceNames: [ring-{i}]
   verbs: [get]
----
-apiVersion: rbac.authorization.k8s.io/v1
+"
+    )
+}
+
+/// A ClusterRoleBinding giving ring `i`'s first role to `ring-reader`.
+fn ring_binding(i: usize) -> String {
+    format!(
+        "apiVersion: rbac.authorization.k8s.io/v1
 kind: ClusterRoleBinding
 metadata:
   name: ring-{i}-reader
@@ -113,4 +124,64 @@ async fn the_approver_sees_every_rule_a_binding_gets_through_an_aggregation_cycl
     }
     assert_eq!(can_i(&harness, "elsewhere"), "no");
     controller_healthy(&harness, "after-rings").await;
+}
+
+/// The admin's rings, and content bringing only the bindings: a binding is made by whoever holds the rules of its
+/// role, so the Install's account must be given every rule the role will grant, and a person must approve them. In
+/// half of the rings the admin then deletes the plain Secret-reading role: the cycle keeps its rule for good, each
+/// role copying it back from the other, so the binding grants a rule no plain role holds any more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_binding_to_a_cycle_of_the_cluster_requires_every_rule_the_cycle_holds() {
+    let harness = start("attack-ring-bound").await;
+    let roles: Vec<String> = (0..RINGS).map(ring_roles).collect();
+    let created = harness.admin_kubectl(&["apply", "-f", "-"], Some(&roles.join("---\n")));
+    assert!(created.status.success(), "{}", text(&created));
+    let cluster_roles = Api::<ClusterRole>::all(harness.admin.clone());
+    let holds_secret = |role: &ClusterRole, i: usize| {
+        role.rules.iter().flatten().any(|rule| rule.resource_names.as_deref() == Some(&[format!("ring-{i}")][..]))
+    };
+    for i in 0..RINGS {
+        harness
+            .wait_for(&cluster_roles, &format!("ring-{i}-a"), "filled round the ring", |role| holds_secret(role, i))
+            .await;
+    }
+    let stale = RINGS / 2..RINGS;
+    for i in stale.clone() {
+        cluster_roles.delete(&format!("ring-{i}-secret"), &DeleteParams::default()).await.unwrap();
+    }
+    for i in stale {
+        // The aggregation controller runs on the deletion, and each role of the ring keeps the rule.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(holds_secret(&cluster_roles.get(&format!("ring-{i}-a")).await.unwrap(), i), "ring {i} kept its rule");
+    }
+
+    let bindings: Vec<String> = (0..RINGS).map(ring_binding).collect();
+    apply(&harness, &harness.plane.kubeconfig(), &raw_install("ring-bindings", &bindings.join("---\n"), "operators"));
+    let waiting = wait_state(&harness, "ring-bindings", InstallState::PendingApproval).await;
+    let pending = waiting.status.unwrap().pending.unwrap();
+    for i in 0..RINGS {
+        assert!(
+            pending.permissions.iter().any(|permission| permission.resources == ["secrets"]
+                && permission.resource_names.contains(&format!("ring-{i}"))
+                && permission.verbs.contains(&"get".to_owned())),
+            "binding ring-{i}-a requires get secrets/ring-{i}: {:?}",
+            pending.permissions
+        );
+        never_written(&harness, "clusterrolebindings", &format!("ring-{i}-reader"));
+    }
+
+    let approved =
+        harness.admin_kubectl(&["patch", "install", "ring-bindings", "--type", "merge", "-p", approve_patch()], None);
+    assert!(approved.status.success(), "{}", text(&approved));
+    wait_state(&harness, "ring-bindings", InstallState::Installed).await;
+    for i in 0..RINGS {
+        let secret = format!("ring-{i}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while can_i(&harness, &secret) != "yes" {
+            assert!(std::time::Instant::now() < deadline, "ring-reader never got {secret}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    assert_eq!(can_i(&harness, "elsewhere"), "no");
+    controller_healthy(&harness, "after-ring-bindings").await;
 }
