@@ -6,7 +6,7 @@
 //! `view` aggregating hundreds of rules each); listed, decoded and resolved by every Install pass, sixteen passes at
 //! once, that was most of the controller's memory (over 400 MB at a restart) and of its start-up time. Reading from a
 //! watch is what kube-apiserver's own RBAC authorizer does: a pass sees what the authorizer sees, moments late at
-//! worst. What the controller wrote itself is waited for (`wrote`, `caught_up`): a pass never judges from a cache
+//! worst. What the controller wrote itself is waited for (`wrote`, `current`): a pass never judges from a cache
 //! older than the grants and roles this process applied, or it would find them missing and ask again for what was
 //! approved. What others changed can be moments late: content is applied as the Install's account, which the API
 //! server authorizes live, and the approval webhook, which guards the gate, reads live; but what the controller
@@ -79,14 +79,16 @@ pub enum CacheError {
 }
 
 /// Follows what a store holds: the newest resourceVersion of its objects, a relist's counted when the store takes it
-/// (at its end).
-fn follow<K: kube::Resource>(seen: &AtomicU64, listing: &mut u64, event: &Event<K>) {
+/// (at its end). `written` is what this process had written of the kind when the event came: a relist starts after
+/// its `Init` is taken, so it holds every write made before, or its deletion, though no object listed may be as
+/// new (the one written may be gone, and nothing newer of the kind made).
+fn follow<K: kube::Resource>(seen: &AtomicU64, listing: &mut u64, written: u64, event: &Event<K>) {
     let version = |object: &K| revision(object.meta().resource_version.as_deref());
     match event {
         Event::Apply(object) | Event::Delete(object) => {
             seen.fetch_max(version(object), Ordering::SeqCst);
         }
-        Event::Init => *listing = 0,
+        Event::Init => *listing = written,
         Event::InitApply(object) => *listing = (*listing).max(version(object)),
         Event::InitDone => {
             seen.fetch_max(*listing, Ordering::SeqCst);
@@ -185,8 +187,9 @@ impl RbacCache {
         stream
             .map(move |event| match event {
                 Ok(event) => {
-                    follow(&cache.seen[kind], &mut listing, &event);
+                    // Dated first: a pass that finds its write held must not be given a snapshot from before it.
                     cache.changed();
+                    follow(&cache.seen[kind], &mut listing, cache.written[kind].load(Ordering::SeqCst), &event);
                 }
                 Err(error) => tracing::warn!(kind = KINDS[kind], %error, "watching RBAC objects"),
             })
@@ -299,15 +302,26 @@ mod tests {
     #[test]
     fn a_store_holds_what_its_events_brought_a_relist_once_it_is_done() {
         let (seen, mut listing) = (AtomicU64::new(0), 0);
-        follow(&seen, &mut listing, &Event::Apply(role("7")));
+        follow(&seen, &mut listing, 0, &Event::Apply(role("7")));
         assert_eq!(seen.load(Ordering::SeqCst), 7);
-        follow(&seen, &mut listing, &Event::<Role>::Init);
-        follow(&seen, &mut listing, &Event::InitApply(role("12")));
+        follow(&seen, &mut listing, 0, &Event::<Role>::Init);
+        follow(&seen, &mut listing, 0, &Event::InitApply(role("12")));
         assert_eq!(seen.load(Ordering::SeqCst), 7, "a relist's objects are the store's only at its end");
-        follow(&seen, &mut listing, &Event::<Role>::InitDone);
+        follow(&seen, &mut listing, 0, &Event::<Role>::InitDone);
         assert_eq!(seen.load(Ordering::SeqCst), 12);
-        follow(&seen, &mut listing, &Event::Delete(role("15")));
+        follow(&seen, &mut listing, 0, &Event::Delete(role("15")));
         assert_eq!(seen.load(Ordering::SeqCst), 15);
+    }
+
+    #[test]
+    fn a_relist_holds_what_was_written_before_it_though_the_object_is_gone() {
+        // Written at 40, then deleted while the watch was down: the relist lists nothing as new, yet holds it.
+        let (seen, mut listing) = (AtomicU64::new(30), 0);
+        follow(&seen, &mut listing, 40, &Event::<Role>::Init);
+        follow(&seen, &mut listing, 41, &Event::InitApply(role("35")));
+        assert_eq!(seen.load(Ordering::SeqCst), 30);
+        follow(&seen, &mut listing, 41, &Event::<Role>::InitDone);
+        assert_eq!(seen.load(Ordering::SeqCst), 40, "not 41: that write may have come after the list");
     }
 
     #[tokio::test]
