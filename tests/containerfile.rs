@@ -57,19 +57,14 @@ fn the_image_runs_the_binary_it_builds_as_a_non_root_user_from_distroless() {
     assert_eq!(exec_form(argument(&stage, "ENTRYPOINT")), [destination]);
     let user = argument(&stage, "USER");
     assert!(!user.starts_with('0') && !user.starts_with("root"), "{user}");
-    // The build is locked, in the profile the benchmarks measure, and the binary copied is the one it built.
+    // The build is locked, in the workspace's production profile, and the binary copied is the one it built (that
+    // the benchmarks measure this profile is checked beside them, in olmv2-e2e's `project`).
     let build = containerfile();
     let command = "cargo build --profile production --locked -p olmv2 --bin olmv2";
     assert!(build.contains(command), "the build is the locked production profile");
     assert!(copied.contains("target/production/olmv2"), "{copied}");
     let manifest = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml")).expect("manifest");
     assert!(manifest.contains("[profile.production]"), "the profile is the workspace's");
-    let project = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("e2e/src/project.rs"))
-        .expect("the benchmarks' build");
-    assert!(
-        project.contains(r#"unwrap_or_else(|_| "production".into())"#),
-        "the benchmarks measure what the image ships"
-    );
 }
 
 #[test]

@@ -207,12 +207,16 @@ pub async fn report_rollouts(client: &kube::Client, namespace: &str) -> Result<(
     Ok(())
 }
 
-/// Builds the controller's binary as the image ships it (the `production` profile, or `OLMV2_BENCH_PROFILE`'s:
-/// heaptrack keeps up with `release` better) and answers its path, from cargo's own report (wherever the target
-/// directory is, `CARGO_TARGET_DIR` included): for the benchmarks, which run the controller as its own process and
-/// so measure what a cluster would run.
+/// The cargo profile the image builds the controller in (`Containerfile`; a test keeps them in step), which the
+/// benchmarks measure unless told otherwise.
+pub const IMAGE_PROFILE: &str = "production";
+
+/// Builds the controller's binary as the image ships it (in [`IMAGE_PROFILE`], or `OLMV2_BENCH_PROFILE`'s: heaptrack
+/// keeps up with `release` better) and answers its path, from cargo's own report (wherever the target directory is,
+/// `CARGO_TARGET_DIR` included): for the benchmarks, which run the controller as its own process and so measure what
+/// a cluster would run.
 pub fn build_controller(cargo: &str) -> Result<std::path::PathBuf, String> {
-    let profile = std::env::var("OLMV2_BENCH_PROFILE").unwrap_or_else(|_| "production".into());
+    let profile = std::env::var("OLMV2_BENCH_PROFILE").unwrap_or_else(|_| IMAGE_PROFILE.into());
     let output = std::process::Command::new(cargo)
         .args([
             "build",
@@ -236,4 +240,17 @@ pub fn build_controller(cargo: &str) -> Result<std::path::PathBuf, String> {
         .filter(|message| message["target"]["name"] == "olmv2")
         .find_map(|message| message["executable"].as_str().map(std::path::PathBuf::from))
         .ok_or_else(|| "cargo names no olmv2 executable".into())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_benchmarks_build_the_controller_as_the_image_does() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../Containerfile");
+        let containerfile = std::fs::read_to_string(path).unwrap_or_default();
+        let build = format!("cargo build --profile {} --locked -p olmv2 --bin olmv2", super::IMAGE_PROFILE);
+        assert!(containerfile.contains(&build), "the image builds with `{build}`");
+        let copied = format!("target/{}/olmv2", super::IMAGE_PROFILE);
+        assert!(containerfile.contains(&copied), "the image copies {copied}");
+    }
 }

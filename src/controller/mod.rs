@@ -9,6 +9,7 @@
 pub mod client;
 pub mod conditions;
 pub mod events;
+pub mod impersonation;
 pub mod leader;
 pub mod rbac_cache;
 pub mod runner;

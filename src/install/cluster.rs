@@ -29,6 +29,7 @@ use crate::api::v2alpha1::{
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::events::Events;
+use crate::controller::impersonation;
 use crate::controller::rbac_cache::{CacheError, RbacCache};
 use crate::legacy::membership::COPIED_FROM_LABEL;
 use crate::rbac::{KindIndex, RbacObjects, RbacSnapshot};
@@ -451,16 +452,22 @@ fn mentions_webhook(message: &str) -> bool {
     message.contains("webhook")
 }
 
-/// Clients impersonating ServiceAccounts, built from the controller's configuration and kept per account. No groups
-/// are named: the API server then gives the account its own groups, as it would to a token of the account.
+/// Clients impersonating ServiceAccounts, kept per account, all sending through one client of the controller's
+/// configuration (`controller::impersonation`: one connection pool rather than one per account). No groups are
+/// named: the API server then gives the account its own groups, as it would to a token of the account.
 struct Impersonation {
     config: kube::Config,
+    carrier: Mutex<Option<kube::Client>>,
     clients: Mutex<HashMap<String, ControllerClient>>,
 }
 
 impl Impersonation {
     fn new(config: kube::Config) -> Self {
-        Self { config, clients: Mutex::new(HashMap::new()) }
+        Self {
+            config: impersonation::carrier_config(config),
+            carrier: Mutex::new(None),
+            clients: Mutex::new(HashMap::new()),
+        }
     }
 
     fn client_for(&self, account: &ServiceAccountReference) -> Result<ControllerClient, ClusterError> {
@@ -468,18 +475,27 @@ impl Impersonation {
         if let Some(client) = self.clients.lock().ok().and_then(|clients| clients.get(&user).cloned()) {
             return Ok(client);
         }
-        let mut config = self.config.clone();
-        config.auth_info.impersonate = Some(user.clone());
-        config.auth_info.impersonate_groups = None;
-        // Only the user is impersonated: nothing of the controller's own configuration rides along.
-        config.auth_info.impersonate_uid = None;
-        config.auth_info.impersonate_user_extra = None;
-        let client = kube::Client::try_from(config)
-            .map_err(|source| ClusterError::Impersonate { user: user.clone(), source })?;
+        let carrier = self.carrier()?;
+        let client = impersonation::impersonating(&carrier, &user).map_err(|source| ClusterError::Impersonate {
+            user: user.clone(),
+            source: kube::Error::HttpError(source.into()),
+        })?;
         let client = ControllerClient::new(client, FIELD_MANAGER);
         if let Ok(mut clients) = self.clients.lock() {
             clients.insert(user, client.clone());
         }
+        Ok(client)
+    }
+
+    /// The client that carries every account's requests, built on first use (it needs the async runtime).
+    fn carrier(&self) -> Result<kube::Client, ClusterError> {
+        let mut carrier = self.carrier.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(client) = carrier.as_ref() {
+            return Ok(client.clone());
+        }
+        let client = kube::Client::try_from(self.config.clone())
+            .map_err(|source| ClusterError::Impersonate { user: "(any account)".into(), source })?;
+        *carrier = Some(client.clone());
         Ok(client)
     }
 }

@@ -1,5 +1,6 @@
 //! Attacks through accounts and grants: an Install named after an existing account, content taking over existing
-//! objects, an OperatorGroup's account lent to creators who may not use it, orphaned grants.
+//! objects, an OperatorGroup's account lent to creators who may not use it, orphaned grants, and accounts whose
+//! requests share the controller's one connection pool.
 
 use super::*;
 
@@ -163,4 +164,55 @@ async fn orphaned_grants_and_accounts_are_never_inherited() {
         .count();
     assert_eq!(by_new, 0, "the new account wrote nothing before an approval");
     controller_healthy(&harness, "after-orphans").await;
+}
+
+/// Every Install's account sends through one client of the controller (`controller::impersonation`): one pool of
+/// connections for all. Six Installs at once, half approved: each approved one's content is written acting as its
+/// own account and no other, and nothing of an unapproved one is written by anyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn accounts_sharing_one_connection_pool_each_act_as_themselves() {
+    let harness = start("attack-shared-pool").await;
+    let names: Vec<String> = (0..6).map(|i| format!("shared-{i}")).collect();
+    for name in &names {
+        apply(&harness, &harness.plane.kubeconfig(), &raw_install(name, &config_map(name, "v"), "operators"));
+    }
+    let mut accounts = std::collections::BTreeMap::new();
+    for name in &names {
+        let pending = wait_state(&harness, name, InstallState::PendingApproval).await;
+        let account = pending.status.unwrap().service_account_ref.unwrap();
+        accounts.insert(name.clone(), format!("system:serviceaccount:{}:{}", account.namespace, account.name));
+    }
+    let approved: Vec<&String> = names.iter().step_by(2).collect();
+    for name in &approved {
+        let patched =
+            harness.admin_kubectl(&["patch", "install", name, "--type", "merge", "-p", approve_patch()], None);
+        assert!(patched.status.success(), "{}", text(&patched));
+    }
+    for name in &approved {
+        wait_state(&harness, name, InstallState::Installed).await;
+    }
+
+    let records = harness.plane.api.audit.records();
+    for name in &approved {
+        let writes: Vec<_> = records
+            .iter()
+            .filter(|r| r.resource == "configmaps" && r.name == **name && r.code < 300)
+            .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch"))
+            .collect();
+        assert!(!writes.is_empty(), "{name} was never written");
+        for write in writes {
+            assert_eq!(write.acting_user(), accounts[*name], "{name} written as another: {write:?}");
+            assert_eq!(write.user, CONTROLLER_USER, "{write:?}");
+        }
+    }
+    // Every request made as an account names the account alone, and each account acted only on its own content.
+    for record in records.iter().filter(|r| r.resource == "configmaps" && r.name.starts_with("shared-")) {
+        if let Some(acting) = &record.impersonated_user {
+            assert_eq!(acting, &accounts[&record.name], "{record:?}");
+        }
+    }
+    for name in names.iter().skip(1).step_by(2) {
+        never_written(&harness, "configmaps", name);
+    }
+    controller_healthy(&harness, "after-shared-pool").await;
 }

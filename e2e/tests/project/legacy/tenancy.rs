@@ -13,7 +13,7 @@ use kube::api::Api;
 use kube::ResourceExt;
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 
-use super::{apply, bound_to, csv, csv_writer, kubectl, start, wait_phase, CRD, GLOBAL_GROUP};
+use super::{apply, bound_to, csv, csv_writer, installed_globally, kubectl, start, wait_phase, CRD, GLOBAL_GROUP};
 use crate::support::harness::Harness;
 
 /// The metadata of object `name` of `ops`, labelled and owned as OLM v0's InstallPlan makes them for CSV `uid`.
@@ -245,4 +245,23 @@ async fn roles_planted_with_the_csvs_labels_are_not_lifted_for_the_planter() {
     };
     assert_eq!(as_mallory("list", "secrets"), "no", "mallory reads Secrets everywhere");
     assert_eq!(can_i(&harness, "create", "pods", "team-b"), "no", "the account got more than its CSV declares");
+}
+
+/// A Role and RoleBinding labelled as the CSV's, made after it Succeeded, are lifted at once: they wake the CSV as
+/// its Deployment does. The CSV succeeds on an unlabelled Role of `ops`, so that its passes settle with nothing to
+/// lift, and the resync here is ten minutes: no later pass would come for them otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn rbac_labelled_as_the_csvs_made_after_it_succeeded_is_lifted_at_once() {
+    let namespaces = ["ops", "team-a", "team-b"];
+    let harness = Harness::start("legacy", "late-rbac", &namespaces, Duration::from_secs(600)).await;
+    let csv = installed_globally(&harness).await;
+    assert_eq!(can_i(&harness, "list", "configmaps", "team-b"), "no", "nothing lifted yet");
+
+    let account = "[{kind: ServiceAccount, name: plumbus, namespace: ops}]";
+    let rules = r#"[{apiGroups: [""], resources: [configmaps], verbs: [get, list]}]"#;
+    let uid = csv.uid().unwrap();
+    apply(&harness, &role_and_binding(&uid, "plumbus-late", rules, "plumbus-late-binding", account));
+    let bindings = Api::<ClusterRoleBinding>::all(harness.admin.clone());
+    let lifted = harness.wait_for(&bindings, "plumbus-late-binding", "lifted at once", |_| true).await;
+    assert_eq!((lifted.role_ref.kind.as_str(), lifted.role_ref.name.as_str()), ("ClusterRole", "plumbus-late"));
 }
