@@ -167,19 +167,22 @@ fn selector() -> impl Strategy<Value = serde_json::Value> {
     ]
 }
 
-/// A ClusterRole labelled with any of x, y and z; aggregating by one or more selectors, or plain; holding rules
-/// either way (an aggregated role holds what its aggregation controller last copied, or what its author wrote):
+/// A ClusterRole labelled with any of x, y and z, or not labelled; aggregating by one or more selectors, or plain;
+/// holding rules, or none set, either way (an aggregated role holds what its aggregation controller last copied, or what its author wrote):
 /// chains and cycles of aggregation happen.
 fn cluster_role() -> impl Strategy<Value = ClusterRole> {
     let name = proptest::sample::select(ROLE_NAMES);
     let labels = subsequence(LABELS, 0..=LABELS.len());
     let selectors = proptest::option::of(proptest::collection::vec(selector(), 1..3));
-    (name, labels, selectors, proptest::collection::vec(rule(), 0..3)).prop_map(|(name, labels, selectors, rules)| {
+    let rules = proptest::option::of(proptest::collection::vec(rule(), 0..3));
+    (name, labels, selectors, rules).prop_map(|(name, labels, selectors, rules)| {
         let mut role: ClusterRole = serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
-        role.metadata.labels = Some(labels.iter().map(|label| (label_key(label), "true".into())).collect());
+        // No labels at all, or none set: an apply leaves others' either way.
+        role.metadata.labels = Some(labels.iter().map(|label| (label_key(label), "true".into())).collect())
+            .filter(|labels: &std::collections::BTreeMap<String, String>| !labels.is_empty());
         role.aggregation_rule = selectors
             .map(|selectors| serde_json::from_value(serde_json::json!({"clusterRoleSelectors": selectors})).unwrap());
-        role.rules = Some(rules.iter().map(Into::into).collect());
+        role.rules = rules.map(|rules| rules.iter().map(Into::into).collect());
         role
     })
 }
@@ -206,17 +209,28 @@ fn distinct<T: kube::Resource>(roles: Vec<T>) -> Vec<T> {
     roles.into_iter().filter(|role| seen.insert((role.meta().namespace.clone(), role.meta().name.clone()))).collect()
 }
 
-/// `role` server-side applied over `existing`: labels and an aggregationRule it does not set stay (the reference
-/// takes another field manager to have set them); rules, an atomic list, are replaced.
+/// What `role` applied over `existing` may grant: labels and an aggregationRule it does not set stay (another field
+/// manager may have set them), and the rules `existing` holds stay beside its own (granted until it is applied, and
+/// an aggregated role's are the aggregation controller's).
 fn applied_over(role: &ClusterRole, existing: Option<&ClusterRole>) -> ClusterRole {
+    let Some(existing) = existing else { return role.clone() };
     let mut applied = role.clone();
-    if let Some(existing) = existing {
-        let mut labels = existing.metadata.labels.clone().unwrap_or_default();
-        labels.extend(role.metadata.labels.clone().unwrap_or_default());
-        applied.metadata.labels = Some(labels).filter(|labels| !labels.is_empty());
-        applied.aggregation_rule = role.aggregation_rule.clone().or_else(|| existing.aggregation_rule.clone());
-    }
+    let mut labels = existing.metadata.labels.clone().unwrap_or_default();
+    labels.extend(role.metadata.labels.clone().unwrap_or_default());
+    applied.metadata.labels = Some(labels);
+    applied.aggregation_rule = role.aggregation_rule.clone().or_else(|| existing.aggregation_rule.clone());
+    applied.rules = Some(union(role.rules.clone().unwrap_or_default(), existing.rules.iter().flatten()));
     applied
+}
+
+/// `first`, then each of `then` it does not hold yet.
+fn union<'a, T: Clone + PartialEq + 'a>(mut first: Vec<T>, then: impl IntoIterator<Item = &'a T>) -> Vec<T> {
+    for item in then {
+        if !first.contains(item) {
+            first.push(item.clone());
+        }
+    }
+    first
 }
 
 proptest! {
@@ -240,9 +254,14 @@ proptest! {
         }
         let mut applied_roles = cluster_roles.clone();
         for role in &content_roles {
-            applied_roles.retain(|existing| (&existing.metadata.namespace, &existing.metadata.name)
-                != (&role.metadata.namespace, &role.metadata.name));
-            applied_roles.push(role.clone());
+            let same = |existing: &Role| (&existing.metadata.namespace, &existing.metadata.name)
+                == (&role.metadata.namespace, &role.metadata.name);
+            let mut applied = role.clone();
+            if let Some(existing) = applied_roles.iter().find(|existing| same(existing)) {
+                applied.rules = Some(union(role.rules.clone().unwrap_or_default(), existing.rules.iter().flatten()));
+            }
+            applied_roles.retain(|existing| !same(existing));
+            applied_roles.push(applied);
         }
         let anew = Roles::new(&applied_roles, &applied);
         for name in ROLE_NAMES {

@@ -222,6 +222,7 @@ pub fn build_controller(cargo: &str) -> Result<std::path::PathBuf, String> {
             "build",
             "--profile",
             &profile,
+            "--locked",
             "-p",
             "olmv2",
             "--bin",
@@ -243,11 +244,12 @@ pub fn build_controller(cargo: &str) -> Result<std::path::PathBuf, String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used)] // test code fails loudly by design
 mod tests {
     #[test]
     fn the_benchmarks_build_the_controller_as_the_image_does() {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../Containerfile");
-        let containerfile = std::fs::read_to_string(path).unwrap_or_default();
+        let containerfile = std::fs::read_to_string(path).expect("the workspace's Containerfile");
         let build = format!("cargo build --profile {} --locked -p olmv2 --bin olmv2", super::IMAGE_PROFILE);
         assert!(containerfile.contains(&build), "the image builds with `{build}`");
         let copied = format!("target/{}/olmv2", super::IMAGE_PROFILE);

@@ -144,6 +144,9 @@ impl RbacCache {
     /// Watches the four kinds into the stores for as long as the future runs. Every event dates the snapshots, the
     /// end of a relist included (its objects replace a store's only then).
     pub fn watch(self: &Arc<Self>, client: kube::Client, writers: RbacWriters) -> BoxFuture<'static, ()> {
+        // The default: a list then a watch, the list a consistent read made when the stream is polled after `Init`,
+        // which `follow` relies on to count every write made before `Init` as held once the relist is done. A
+        // streaming list (`Init` after its request) or `ListSemantic::Any` (a cached list) would not allow that.
         let config = watcher::Config::default;
         let streams = [
             self.followed(

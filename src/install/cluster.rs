@@ -48,6 +48,8 @@ pub enum ClusterError {
         #[source]
         source: kube::Error,
     },
+    #[error("failed to build the client that carries the Install accounts' requests")]
+    Carrier(#[source] kube::Error),
     #[error("failed to list {what}")]
     List {
         what: &'static str,
@@ -110,7 +112,7 @@ impl Categorized for ClusterError {
     fn category(&self) -> &'static str {
         match self {
             Self::Discover(_) => "DiscoveryFailed",
-            Self::Impersonate { .. } => "ImpersonationFailed",
+            Self::Impersonate { .. } | Self::Carrier(_) => "ImpersonationFailed",
             Self::List { .. } => "ListFailed",
             Self::EnsureServiceAccount { .. } => "ServiceAccountCreateFailed",
             Self::ServiceAccountTaken { .. } => "ServiceAccountNameTaken",
@@ -493,8 +495,7 @@ impl Impersonation {
         if let Some(client) = carrier.as_ref() {
             return Ok(client.clone());
         }
-        let client = kube::Client::try_from(self.config.clone())
-            .map_err(|source| ClusterError::Impersonate { user: "(any account)".into(), source })?;
+        let client = kube::Client::try_from(self.config.clone()).map_err(ClusterError::Carrier)?;
         *carrier = Some(client.clone());
         Ok(client)
     }

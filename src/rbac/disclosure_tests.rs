@@ -369,6 +369,35 @@ fn a_cluster_role_applied_over_one_labelled_aggregate_to_admin_still_extends_adm
 }
 
 #[test]
+fn a_binding_to_a_cycle_the_content_applies_again_shows_the_rules_the_cycle_keeps() {
+    // The cluster's ring holds a rule from a plain role since deleted; the content applies the ring again, without
+    // rules (the aggregation controller's to set), and binds it: the rule stays round the ring, so it is shown.
+    let ring = |name: &str, selects: &str, rules: Value| {
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": {format!("example.com/{name}"): "true"}},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {format!("example.com/{selects}"): "true"}}]},
+            "rules": rules,
+        })
+    };
+    let kept = json!([{"verbs": ["get"], "apiGroups": [""], "resources": ["secrets"]}]);
+    let cluster_roles = [cluster_role(ring("a", "b", kept.clone())), cluster_role(ring("b", "a", kept))];
+    let mut unfilled = [ring("a", "b", Value::Null), ring("b", "a", Value::Null)];
+    for role in &mut unfilled {
+        role.as_object_mut().expect("object").remove("rules");
+    }
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "a-reader"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "a"},
+        "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "reader"}],
+    });
+    let objects = [unfilled[0].clone(), unfilled[1].clone(), binding];
+    let disclosure = disclose(&objects, &Roles::new(&[], &cluster_roles)).expect("valid content");
+    assert_eq!(disclosure.bindings.len(), 1);
+    assert_eq!(disclosure.bindings[0].rules, [rule(&["get"], &[""], &["secrets"])]);
+}
+
+#[test]
 fn an_aggregate_to_view_label_reaches_edit_and_admin_through_the_chain() {
     let objects = [json!({
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",

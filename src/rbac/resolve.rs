@@ -56,13 +56,21 @@ impl Roles {
         }
     }
 
-    /// These roles with `roles` and `cluster_roles` applied over any of the same name: what the cluster will hold
-    /// once content bringing them is applied. Equal to the roles read anew with them; aggregation is resolved again
+    /// These roles with `roles` and `cluster_roles` applied over any of the same name: what bindings to them may grant
+    /// while and once content bringing them is applied (a role replaced is taken to keep its rules too, see
+    /// [`applied_over`]). Equal to the roles read anew so applied; aggregation is resolved again
     /// only when an added ClusterRole aggregates, or an aggregating ClusterRole selects its labels or those of the one
     /// it replaces: otherwise no other ClusterRole's rules can change, and the cluster's stay shared.
     pub fn overlay(&self, roles: &[Role], cluster_roles: &[ClusterRole]) -> Self {
         let mut overlaid = self.clone();
-        insert_roles(&mut overlaid.added_roles, roles);
+        for role in roles {
+            let key =
+                (role.metadata.namespace.clone().unwrap_or_default(), role.metadata.name.clone().unwrap_or_default());
+            let mut rules: Vec<Rule> = role.rules.iter().flatten().map(Rule::from).collect();
+            // Until the content's Role is applied, a binding applied before it grants what the Role holds now.
+            add_missing(&mut rules, self.role_rules(&key.0, &key.1).unwrap_or_default());
+            overlaid.added_roles.insert(key, rules);
+        }
         let mut aggregate_again = false;
         for role in cluster_roles {
             let replaced: Vec<Arc<ClusterRole>> =
@@ -267,10 +275,12 @@ pub fn applies_to(user: &UserInfo, subject: &Subject, binding_namespace: &str) -
     }
 }
 
-/// `role` as a server-side apply of it over `existing` leaves it, as far as aggregation and rules go: labels and an
+/// `role` as applying it over `existing` may leave it, for what it grants and how it aggregates: labels and an
 /// aggregationRule that another field manager set stay unless the apply sets them (which of them this apply's manager
 /// set before is not known here, so all are taken to stay: an aggregation shown or required that may not happen,
-/// never one missed); `rules` is an atomic list, replaced.
+/// never one missed); and the rules it holds now stay with the content's: a binding applied before the role grants
+/// them meanwhile, an aggregated role's rules are the aggregation controller's (an apply without them leaves them,
+/// and round a cycle they never leave).
 fn applied_over(role: &ClusterRole, existing: Option<&ClusterRole>) -> ClusterRole {
     let mut applied = role.clone();
     if let Some(existing) = existing {
@@ -280,8 +290,24 @@ fn applied_over(role: &ClusterRole, existing: Option<&ClusterRole>) -> ClusterRo
         if applied.aggregation_rule.is_none() {
             applied.aggregation_rule = existing.aggregation_rule.clone();
         }
+        let mut rules = applied.rules.take().unwrap_or_default();
+        for rule in existing.rules.iter().flatten() {
+            if !rules.contains(rule) {
+                rules.push(rule.clone());
+            }
+        }
+        applied.rules = (!rules.is_empty() || role.rules.is_some()).then_some(rules);
     }
     applied
+}
+
+/// Adds to `rules` those of `more` it lacks.
+fn add_missing(rules: &mut Vec<Rule>, more: &[Rule]) {
+    for rule in more {
+        if !rules.contains(rule) {
+            rules.push(rule.clone());
+        }
+    }
 }
 
 /// Whether two ClusterRoles have one name, as resolution keys them (no name is the empty one).
@@ -329,9 +355,11 @@ fn aggregate_cluster_roles(cluster_roles: &[Arc<ClusterRole>]) -> HashMap<String
         .collect()
 }
 
-/// The rules an aggregated ClusterRole grants now or will once Kubernetes' aggregation controller has run: the rules
-/// every role reachable from it through selectors holds now, its own included, each rule once, in the order met
-/// (depth first, roles in `all`'s order).
+/// The rules an aggregated ClusterRole grants now or will once Kubernetes' aggregation controller has run on what the
+/// cluster holds now: the rules every role reachable from it through selectors holds now, its own included, each rule
+/// once, in the order met (depth first, roles in `all`'s order). (That controller reads roles from its cache: a rule
+/// removed a moment ago may still be copied, and round a cycle kept; this sees the cluster as the controller's own
+/// cache does once it has caught up.)
 ///
 /// The controller sets an aggregated role's rules to those the roles it selects hold as it runs, aggregated ones
 /// included. So the role ends with the rules of every plain role it reaches; until it runs, the authorizer grants

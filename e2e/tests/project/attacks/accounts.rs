@@ -182,6 +182,8 @@ async fn accounts_sharing_one_connection_pool_each_act_as_themselves() {
         let account = pending.status.unwrap().service_account_ref.unwrap();
         accounts.insert(name.clone(), format!("system:serviceaccount:{}:{}", account.namespace, account.name));
     }
+    let distinct: std::collections::BTreeSet<&String> = accounts.values().collect();
+    assert_eq!(distinct.len(), names.len(), "each Install has its own account: {accounts:?}");
     let approved: Vec<&String> = names.iter().step_by(2).collect();
     for name in &approved {
         let patched =
