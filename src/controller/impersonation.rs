@@ -32,6 +32,16 @@ pub fn carrier_config(mut config: kube::Config) -> kube::Config {
     config
 }
 
+/// Whether `config` impersonates anyone of its own: if not, a client of it may carry others' requests as it is.
+pub fn impersonates(config: &kube::Config) -> bool {
+    let info = &config.auth_info;
+    info.impersonate.is_some()
+        || info.impersonate_groups.is_some()
+        || info.impersonate_uid.is_some()
+        || info.impersonate_user_extra.is_some()
+        || config.headers.iter().any(|(name, _)| name.as_str().starts_with(IMPERSONATE))
+}
+
 /// A client acting as `user`, its requests sent by `carrier` (a client of [`carrier_config`]).
 pub fn impersonating(carrier: &kube::Client, user: &str) -> Result<kube::Client, http::header::InvalidHeaderValue> {
     let service = Impersonate { carrier: carrier.clone(), user: HeaderValue::from_str(user)? };
@@ -150,7 +160,12 @@ mod tests {
             (HeaderName::from_static("impersonate-group"), HeaderValue::from_static("system:masters")),
             (HeaderName::from_static("x-trace"), HeaderValue::from_static("1")),
         ];
+        let mut by_header_only = carrier_config(config.clone());
+        by_header_only.headers.push((HeaderName::from_static("impersonate-uid"), HeaderValue::from_static("1")));
+        assert!(impersonates(&by_header_only), "a header alone impersonates");
+        assert!(impersonates(&config));
         let carrier = carrier_config(config);
+        assert!(!impersonates(&carrier));
         assert_eq!(carrier.auth_info.impersonate, None);
         assert_eq!(carrier.auth_info.impersonate_groups, None);
         assert_eq!(carrier.auth_info.impersonate_uid, None);

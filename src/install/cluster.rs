@@ -165,9 +165,9 @@ impl Cluster {
     pub fn new(client: kube::Client, config: kube::Config, rbac: Arc<RbacCache>) -> Self {
         Self {
             events: Events::new(client.clone(), "olmv2-install-controller"),
+            impersonation: Impersonation::new(&client, config),
             client: ControllerClient::new(client, FIELD_MANAGER),
             discovery: tokio::sync::Mutex::new(None),
-            impersonation: Impersonation::new(config),
             rbac,
         }
     }
@@ -464,10 +464,13 @@ struct Impersonation {
 }
 
 impl Impersonation {
-    fn new(config: kube::Config) -> Self {
+    /// The controller's own client carries the accounts' requests too, one pool for all, unless its configuration
+    /// impersonates someone of its own (then a carrier without that is built on first use).
+    fn new(client: &kube::Client, config: kube::Config) -> Self {
+        let carrier = (!impersonation::impersonates(&config)).then(|| client.clone());
         Self {
             config: impersonation::carrier_config(config),
-            carrier: Mutex::new(None),
+            carrier: Mutex::new(carrier),
             clients: Mutex::new(HashMap::new()),
         }
     }

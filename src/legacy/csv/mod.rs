@@ -231,12 +231,22 @@ where
     watches::metadata::<K>(client.clone(), watcher::Config::default().labels(OWNED_BY_CSV)).touched_objects()
 }
 
+/// Keeps of a namespace's metadata what [`Context::live_namespaces`] reads.
+fn name_and_deletion_only(namespace: &mut PartialObjectMeta<Namespace>) {
+    namespace.metadata.labels = None;
+    namespace.metadata.annotations = None;
+}
+
 /// Starts the CSV loop.
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
+    // Names and deletion only: every global OperatorGroup labels every namespace, and a thousand namespaces' labels
+    // kept here as well as in the namespace loop's store grew the process with the namespace count.
     let (namespaces, writer) = kube::runtime::reflector::store::<PartialObjectMeta<Namespace>>();
-    let namespace_changes =
-        kube::runtime::reflector(writer, watches::metadata::<Namespace>(client.clone(), watcher::Config::default()));
+    let namespace_changes = kube::runtime::reflector(
+        writer,
+        watches::metadata::<Namespace>(client.clone(), watcher::Config::default()).modify(name_and_deletion_only),
+    );
     // The cluster's RBAC, held once by the process for the permission checks (a change wakes no CSV: a CSV waiting
     // on RBAC looks again after the retry interval, as OLM's does).
     let rbac = process.rbac.clone();
