@@ -77,6 +77,16 @@ fn can_i(harness: &Harness, secret: &str) -> String {
     String::from_utf8_lossy(&answer.stdout).trim().to_owned()
 }
 
+/// Waits until `ring-reader` may get Secret `secret`: the authorizer reads roles as an informer would, and may answer
+/// from a moment before.
+async fn gets(harness: &Harness, secret: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while can_i(harness, secret) != "yes" {
+        assert!(std::time::Instant::now() < deadline, "ring-reader never got {secret}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_approver_sees_every_rule_a_binding_gets_through_an_aggregation_cycle() {
     let harness = start("attack-ring").await;
@@ -114,13 +124,7 @@ async fn the_approver_sees_every_rule_a_binding_gets_through_an_aggregation_cycl
                 role.rules.as_ref().is_some_and(|rules| !rules.is_empty())
             })
             .await;
-        // The authorizer reads roles as an informer would: it may answer from a moment before.
-        let secret = format!("ring-{i}");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while can_i(&harness, &secret) != "yes" {
-            assert!(std::time::Instant::now() < deadline, "ring-reader never got {secret}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        gets(&harness, &format!("ring-{i}")).await;
     }
     assert_eq!(can_i(&harness, "elsewhere"), "no");
     controller_healthy(&harness, "after-rings").await;
@@ -175,12 +179,7 @@ async fn a_binding_to_a_cycle_of_the_cluster_requires_every_rule_the_cycle_holds
     assert!(approved.status.success(), "{}", text(&approved));
     wait_state(&harness, "ring-bindings", InstallState::Installed).await;
     for i in 0..RINGS {
-        let secret = format!("ring-{i}");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        while can_i(&harness, &secret) != "yes" {
-            assert!(std::time::Instant::now() < deadline, "ring-reader never got {secret}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        gets(&harness, &format!("ring-{i}")).await;
     }
     assert_eq!(can_i(&harness, "elsewhere"), "no");
     controller_healthy(&harness, "after-ring-bindings").await;
