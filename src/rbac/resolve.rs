@@ -75,8 +75,7 @@ impl Roles {
         for role in cluster_roles {
             let replaced: Vec<Arc<ClusterRole>> =
                 overlaid.raw_cluster_roles.iter().filter(|existing| same_name(existing, role)).cloned().collect();
-            let role = applied_over(role, replaced.last().map(AsRef::as_ref));
-            let role = &role;
+            let role = &applied_over(role, replaced.last().map(AsRef::as_ref));
             overlaid.raw_cluster_roles.retain(|existing| !same_name(existing, role));
             overlaid.raw_cluster_roles.push(Arc::new(role.clone()));
             // An aggregating role's rules are others'; a selected one's, or the replaced one's, are part of others'.
@@ -291,18 +290,14 @@ fn applied_over(role: &ClusterRole, existing: Option<&ClusterRole>) -> ClusterRo
             applied.aggregation_rule = existing.aggregation_rule.clone();
         }
         let mut rules = applied.rules.take().unwrap_or_default();
-        for rule in existing.rules.iter().flatten() {
-            if !rules.contains(rule) {
-                rules.push(rule.clone());
-            }
-        }
+        add_missing(&mut rules, existing.rules.as_deref().unwrap_or_default());
         applied.rules = (!rules.is_empty() || role.rules.is_some()).then_some(rules);
     }
     applied
 }
 
 /// Adds to `rules` those of `more` it lacks.
-fn add_missing(rules: &mut Vec<Rule>, more: &[Rule]) {
+fn add_missing<T: Clone + PartialEq>(rules: &mut Vec<T>, more: &[T]) {
     for rule in more {
         if !rules.contains(rule) {
             rules.push(rule.clone());

@@ -49,6 +49,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 
 use super::copies::DISABLED_COPIED_CSVS;
+use super::roles::{OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 use crate::api::v1::{OLMConfig, OperatorGroup};
 use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::category::Categorized;
@@ -215,7 +216,7 @@ const OWNED_BY_CSV: &str = "olm.owner.kind=ClusterServiceVersion";
 
 /// The CSV an object's `olm.owner` labels name.
 fn owner_csv(labels: &std::collections::BTreeMap<String, String>) -> Option<ObjectRef<ClusterServiceVersion>> {
-    match (labels.get("olm.owner"), labels.get("olm.owner.namespace")) {
+    match (labels.get(OWNER_LABEL), labels.get(OWNER_NAMESPACE_LABEL)) {
         (Some(name), Some(namespace)) => Some(ObjectRef::new(name).within(namespace)),
         _ => None,
     }
@@ -240,8 +241,8 @@ fn name_and_deletion_only(namespace: &mut PartialObjectMeta<Namespace>) {
 /// Starts the CSV loop.
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
-    // Names and deletion only: every global OperatorGroup labels every namespace, and a thousand namespaces' labels
-    // kept here as well as in the namespace loop's store grew the process with the namespace count.
+    // Names and deletion only: every global OperatorGroup labels every namespace, and the namespace loop's store
+    // holds those labels already; a second copy here is not needed.
     let (namespaces, writer) = kube::runtime::reflector::store::<PartialObjectMeta<Namespace>>();
     let namespace_changes = kube::runtime::reflector(
         writer,
