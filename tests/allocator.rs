@@ -20,7 +20,7 @@ fn the_binary_runs_on_jemalloc_with_its_options_built_in() {
         .lines()
         .find(|line| line.contains("--with-malloc-conf"))
         .unwrap_or_else(|| panic!("jemalloc did not report its configuration; is it the global allocator? {stderr}"));
-    for option in ["background_thread:true", "dirty_decay_ms:1000", "muzzy_decay_ms:0"] {
+    for option in ["background_thread:true", "dirty_decay_ms:1000", "muzzy_decay_ms:0", "narenas:1"] {
         assert!(built_in.contains(option), "{option} not built in: {built_in}");
     }
 }

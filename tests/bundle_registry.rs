@@ -1,8 +1,9 @@
 //! Bundle images against a real registry (Debian's docker-registry on loopback): push, pull by tag and by digest,
 //! unpack, and compare every file; the cache fetches each image once; image indexes resolve to this platform; Docker
 //! media types work; hostile layers are refused through the whole pull path; credentials come from a docker config;
-//! plain HTTP is used only for registries marked insecure; the test registry itself counts as started only when it
-//! answers HTTP, and one that exits while starting says why.
+//! plain HTTP is used only for registries marked insecure; a registry that never answers fails the pull rather than
+//! holding it; the test registry itself counts as started only when it answers HTTP, and one that exits while
+//! starting says why.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
@@ -42,10 +43,7 @@ fn files(root: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 fn client(registry: &Registry) -> ImageClient {
-    ImageClient::new(RegistryOptions {
-        insecure_registries: vec![registry.host.clone()],
-        credentials: DockerCredentials::default(),
-    })
+    ImageClient::new(RegistryOptions { insecure_registries: vec![registry.host.clone()], ..RegistryOptions::default() })
 }
 
 fn cache(name: &str) -> PathBuf {
@@ -309,6 +307,7 @@ async fn credentials_come_from_a_docker_config() {
     let with_login = ImageClient::new(RegistryOptions {
         insecure_registries: vec![registry.host.clone()],
         credentials: DockerCredentials::from_config_json(config.as_bytes()).expect("config"),
+        ..RegistryOptions::default()
     });
     let reference = registry.reference("private:1");
     with_login.push_bundle(&sample("grumbo/1.0.0"), &reference, false).await.expect("push with credentials");
@@ -371,4 +370,32 @@ async fn a_test_registry_that_exits_while_starting_is_reported_with_its_log() {
     let pulled = client(&registry).pull(&reference, &cache("exits"), UnpackLimits::default()).await.expect("pull");
     assert_eq!(files(&pulled.root), files(&sample("grumbo/1.0.0")));
     let _ = std::fs::remove_dir_all(cache("exits"));
+}
+
+/// A registry that takes the connection and never answers (overloaded, half down) fails the pull after the read
+/// timeout: a pass waiting on it for ever would hold one of the few passes a controller runs at once.
+#[tokio::test]
+async fn a_registry_that_never_answers_fails_the_pull_rather_than_holding_it() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let host = listener.local_addr().expect("address").to_string();
+    let held = tokio::spawn(async move {
+        let mut connections = Vec::new();
+        while let Ok((connection, _)) = listener.accept().await {
+            connections.push(connection);
+        }
+    });
+    let client = ImageClient::new(RegistryOptions {
+        insecure_registries: vec![host.clone()],
+        read_timeout: std::time::Duration::from_secs(1),
+        ..RegistryOptions::default()
+    });
+    let reference = format!("{host}/stalled:1");
+    let pulled = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        client.pull(&reference, &cache("stalled"), UnpackLimits::default()),
+    )
+    .await;
+    let error = pulled.expect("the pull ends by itself").expect_err("nothing to pull");
+    assert!(matches!(error, PullError::Resolve { .. }), "{error:?}");
+    held.abort();
 }

@@ -84,7 +84,7 @@ fn known_edges_of_the_testdata_catalogs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_testdata_catalog_image_reads_back_through_a_catalog_source() {
     let registry = Registry::start("catalog-testdata").expect("docker-registry starts");
-    let options = RegistryOptions { insecure_registries: vec![registry.host.clone()], credentials: Default::default() };
+    let options = RegistryOptions { insecure_registries: vec![registry.host.clone()], ..RegistryOptions::default() };
     let images = Arc::new(ImageClient::new(options));
     let dir = fbc_dirs().into_iter().find(|d| d.ends_with("trident-operator")).expect("trident");
     let reference = registry.reference("trident-catalog:latest");

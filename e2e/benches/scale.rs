@@ -231,7 +231,7 @@ async fn main() {
     let registry = Registry::start("scale-bench").expect("docker-registry starts");
     let images = ImageClient::new(RegistryOptions {
         insecure_registries: vec![registry.host.clone()],
-        credentials: Default::default(),
+        ..RegistryOptions::default()
     });
     let bundles: Vec<String> = futures_util::stream::iter(0..operators)
         .map(|index| push_operator_bundle(&images, &registry, &dir, index))

@@ -144,7 +144,10 @@ pub fn controller_options(
             cert_dir: None,
             disabled: false,
         },
-        registry: olmv2::bundle::image::RegistryOptions { insecure_registries, credentials: Default::default() },
+        registry: olmv2::bundle::image::RegistryOptions {
+            insecure_registries,
+            ..olmv2::bundle::image::RegistryOptions::default()
+        },
         cache,
         resync,
         retry: Duration::from_secs(1),

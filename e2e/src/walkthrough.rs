@@ -69,7 +69,7 @@ async fn approve_and_roll_out(admin: &kube::Client, name: &str) -> Result<(), Wa
 async fn push(registry: &Registry, bundle: &Path, image: &str) -> Result<(), WalkthroughError> {
     let options = olmv2::bundle::image::RegistryOptions {
         insecure_registries: vec![registry.host.clone()],
-        credentials: Default::default(),
+        ..olmv2::bundle::image::RegistryOptions::default()
     };
     olmv2::bundle::image::ImageClient::new(options)
         .push_bundle(bundle, image, false)

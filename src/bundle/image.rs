@@ -26,11 +26,33 @@ const DOCKER_LAYER_GZIP: &str = "application/vnd.docker.image.rootfs.diff.tar.gz
 const DOCKER_LAYER_TAR: &str = "application/vnd.docker.image.rootfs.diff.tar";
 
 /// How to reach registries.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct RegistryOptions {
     /// Registries (`host:port`) reached over plain HTTP. Every other registry is HTTPS only.
     pub insecure_registries: Vec<String>,
     pub credentials: DockerCredentials,
+    /// How long connecting to a registry may take.
+    pub connect_timeout: std::time::Duration,
+    /// How long a registry may leave a request without a byte of answer (each read's wait, not the whole
+    /// download's: a large layer coming slowly is no stall).
+    pub read_timeout: std::time::Duration,
+}
+
+/// A registry that accepts a connection and never answers (overloaded, or half down behind its load balancer) must
+/// fail the pull, not hold it: an Install's or a catalog's pass waits on the pull, and a controller runs a bounded
+/// number of passes at once, so a few stalled pulls would stop every Install. A pass that fails is retried.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+pub const READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        Self {
+            insecure_registries: Vec::new(),
+            credentials: DockerCredentials::default(),
+            connect_timeout: CONNECT_TIMEOUT,
+            read_timeout: READ_TIMEOUT,
+        }
+    }
 }
 
 /// A pulled bundle image.
@@ -194,6 +216,8 @@ impl ImageClient {
             } else {
                 ClientProtocol::HttpsExcept(options.insecure_registries.clone())
             },
+            connect_timeout: Some(options.connect_timeout),
+            read_timeout: Some(options.read_timeout),
             ..ClientConfig::default()
         };
         Self { client: Client::new(config), options }

@@ -36,7 +36,11 @@ pub fn registry_options(args: &RegistryArgs) -> Result<RegistryOptions, Error> {
         credentials =
             DockerCredentials::from_config_json(&bytes).map_err(|source| Error::Credentials { path, source })?;
     }
-    Ok(RegistryOptions { insecure_registries: args.insecure_registries.clone(), credentials })
+    Ok(RegistryOptions {
+        insecure_registries: args.insecure_registries.clone(),
+        credentials,
+        ..RegistryOptions::default()
+    })
 }
 
 /// The bundle cache: `--cache`, else `olmv2/bundles` in the user's cache directory.

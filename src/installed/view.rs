@@ -26,8 +26,12 @@ pub const NAMESPACES: &str = "namespaces";
 /// The part of the composite version that counts the view's changes (not a resource: it names the state exactly).
 pub const CHANGES: &str = "changes";
 
-/// How many changes the log keeps for resuming watches.
-pub const DEFAULT_HISTORY: usize = 4096;
+/// How many changes the log keeps for resuming watches. Each holds the Installed objects it changed (an operator's
+/// object carries its whole CSV: a few KiB), so the log is most of this API's memory once it is full, as it is on any
+/// cluster that has run a while. kube-apiserver's watch cache reaches back about 75 seconds of a resource's events
+/// (at least 100), and every client lists again after a `410 Gone`: a thousand updates reach back further at a
+/// bounded cost.
+pub const DEFAULT_HISTORY: usize = 1024;
 
 /// One installed operator as the API shows it.
 #[derive(Clone, Debug, PartialEq)]

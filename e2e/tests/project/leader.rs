@@ -1,6 +1,7 @@
 //! Leader election (`--leader-elect`, `controller::leader`): two replicas of the controller against one control
 //! plane, as `deploy/` runs them. Only the replica holding the Lease reconciles (the other's reconcile counters stay
-//! at zero while both run); when the leader stops, the other takes the Lease and installs what comes next.
+//! at zero while both run); when the leader stops, the other takes the Lease and installs what comes next; a leader
+//! that loses its Lease stops at once, even while it is stopping and waiting for its running passes.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
@@ -141,4 +142,59 @@ async fn a_leader_that_loses_its_lease_stops_reconciling_until_it_holds_it_again
     crate::support::installs::wait_state(&harness, "waiting", olmv2::api::v2alpha1::InstallState::PendingApproval)
         .await;
     assert_eq!(metrics.leader.get(), 1);
+}
+
+/// A registry that takes connections and never answers; each connection accepted is reported.
+async fn stalled_registry() -> (String, tokio::sync::mpsc::UnboundedReceiver<()>, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let host = listener.local_addr().unwrap().to_string();
+    let (accepted, reported) = tokio::sync::mpsc::unbounded_channel();
+    let held = tokio::spawn(async move {
+        let mut connections = Vec::new();
+        while let Ok((connection, _)) = listener.accept().await {
+            connections.push(connection);
+            let _ = accepted.send(());
+        }
+    });
+    (host, reported, held)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopping_leader_that_loses_its_lease_aborts_its_running_passes_at_once() {
+    // An Install's pass pulls from a registry that never answers: it runs until the registry read timeout (30 s),
+    // longer than a stopping controller waits for its passes (10 s).
+    let (stalled, mut accepted, held) = stalled_registry().await;
+    let host = stalled.clone();
+    let configure = Box::new(move |options: &mut olmv2::controller::ControllerOptions, _: &std::path::Path| {
+        options.leader = leader_options("replica-a");
+        options.registry.insecure_registries.push(host.clone());
+    });
+    let mut harness =
+        Harness::start_configured("leader", "stopping-fence", &["operators"], Duration::from_secs(1), configure).await;
+    wait_holder(&harness, "replica-a").await;
+    let install = crate::support::installs::install_yaml("stalled", &format!("{stalled}/stalled-bundle:1"));
+    assert!(harness.admin_kubectl(&["apply", "-f", "-"], Some(&install)).status.success());
+    let pulling = tokio::time::timeout(Duration::from_secs(30), accepted.recv()).await;
+    assert!(pulling.is_ok_and(|accepted| accepted.is_some()), "the Install's pass never reached the registry");
+
+    // Asked to stop, replica a lets its running pass go on while the Lease is its own...
+    let controllers = harness.take_controllers().expect("replica a runs");
+    let metrics = controllers.metrics.clone();
+    let stopping = tokio::spawn(controllers.stop());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!stopping.is_finished(), "the stop waits for the running pass");
+    assert_eq!(metrics.leader.get(), 1, "still leading while it stops");
+
+    // ...until someone else holds it: then it aborts the pass and stops, rather than waiting out its grace.
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let taken = serde_json::json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 30,
+        "acquireTime": now.to_string(), "renewTime": now.to_string()}});
+    patch_lease(&harness, &taken);
+    let start = Instant::now();
+    let stopped = tokio::time::timeout(Duration::from_secs(5), stopping).await;
+    assert!(stopped.is_ok(), "replica a was still stopping 5 s after it lost the Lease");
+    assert_eq!(metrics.leader.get(), 0);
+    assert_eq!(holder(&harness).await.as_deref(), Some("intruder"), "it left the intruder's Lease alone");
+    println!("stopped {:?} after losing the Lease", start.elapsed());
+    held.abort();
 }

@@ -99,6 +99,11 @@ impl Harness {
         drop(self.controllers.take());
     }
 
+    /// The running controllers, handed over (to be stopped cleanly, as a process asked to stop).
+    pub fn take_controllers(&mut self) -> Option<olmv2::process::Controllers> {
+        self.controllers.take()
+    }
+
     /// What the running controllers recorded (reconciles per controller).
     pub fn metrics(&self) -> Option<std::sync::Arc<olmv2::metrics::Metrics>> {
         self.controllers.as_ref().map(|c| c.metrics.clone())
@@ -117,7 +122,7 @@ impl Harness {
     pub fn images(&self) -> ImageClient {
         ImageClient::new(RegistryOptions {
             insecure_registries: vec![self.registry.host.clone()],
-            credentials: Default::default(),
+            ..RegistryOptions::default()
         })
     }
 
