@@ -9,7 +9,8 @@
 //!
 //! Run with `cargo bench -p olmv2-e2e --bench scale`. Environment (defaults in brackets): `OLMV2_BENCH_OPERATORS`
 //! [100], `OLMV2_BENCH_CSVS` [100], `OLMV2_BENCH_NAMESPACES` counts [100,500,1000], `OLMV2_BENCH_IDLE_SECONDS`
-//! [120], `OLMV2_BENCH_CHANGES` [200], `OLMV2_BENCH_RESYNC_SECONDS` [600, `olmv2 run`'s default],
+//! [120], `OLMV2_BENCH_QUIET_SECONDS` more idle time before the RSS is read again [0], `OLMV2_BENCH_CHANGES` [200],
+//! `OLMV2_BENCH_RESYNC_SECONDS` [600, `olmv2 run`'s default],
 //! `OLMV2_BENCH_HEAPTRACK` a file prefix for heap profiles, `<prefix>-<n>.zst` per controller start [unset],
 //! `OLMV2_BENCH_PROFILE` the controller's cargo profile [production; heaptrack keeps up with `release` better].
 
@@ -215,6 +216,7 @@ async fn main() {
     let counts = env_namespace_counts();
     let idle = Duration::from_secs(env_number("OLMV2_BENCH_IDLE_SECONDS", 120));
     let changes = env_number("OLMV2_BENCH_CHANGES", 200) as usize;
+    let quiet = Duration::from_secs(env_number("OLMV2_BENCH_QUIET_SECONDS", 0));
     let resync = env_number("OLMV2_BENCH_RESYNC_SECONDS", 600);
     println!("scale: {operators} Operators, {csvs} CSVs (copied CSVs disabled), namespaces {counts:?}; {GOALS}");
     let binary = project::build_controller(env!("CARGO")).expect("the olmv2 binary");
@@ -293,6 +295,11 @@ async fn main() {
     println!("idle: {} controller writes in {} s = {per_minute:.1} per idle minute", idle_writes.len(), idle.as_secs());
     print_requests("idle writes", &idle_writes);
     print_rss("after idle", &child);
+    if quiet > Duration::ZERO {
+        // Longer still: what the process keeps for a while after a busy spell (kube's event recorder, 6 minutes).
+        tokio::time::sleep(quiet).await;
+        print_rss(&format!("after {} s more", quiet.as_secs()), &child);
+    }
 
     // Change -> status: a component of an Operator changes; its status shows the new resourceVersion.
     let reconciles = |health| metric(health, "olmv2_reconciles_total{controller=\"operator\"}");

@@ -3,7 +3,7 @@
 //!
 //! kube's recorder remembers every event it published for 6 minutes, so that a repeat within them counts in the
 //! first one's series rather than making another Event; it forgets them only when it publishes again. After a busy
-//! start (a few thousand events) that was megabytes held until the next event, on a quiet cluster for ever. So the
+//! start (a few thousand events) that was megabytes held until the next event, however long that is. So the
 //! recorder is let go once 6 minutes have passed without a publish, when everything it remembers has expired by its
 //! own rule, and a fresh one is made for the next event.
 
@@ -27,7 +27,6 @@ pub struct Events {
     client: kube::Client,
     reporter: Reporter,
     recent: Arc<Mutex<Recent>>,
-    remembered: Duration,
 }
 
 /// The recorder of the events published lately, if any were.
@@ -47,12 +46,8 @@ fn lock(recent: &Mutex<Recent>) -> std::sync::MutexGuard<'_, Recent> {
 impl Events {
     /// Events reported by `controller` (`olmv2-install-controller`).
     pub fn new(client: kube::Client, controller: &str) -> Self {
-        Self::remembering(client, controller, REMEMBERED)
-    }
-
-    fn remembering(client: kube::Client, controller: &str, remembered: Duration) -> Self {
         let reporter = Reporter { controller: controller.into(), instance: None };
-        Self { client, reporter, recent: Arc::default(), remembered }
+        Self { client, reporter, recent: Arc::default() }
     }
 
     /// Logs and records one event per transition; a failure to record one is logged, never fatal: the status says
@@ -84,31 +79,32 @@ impl Events {
         recent.last = Some(Instant::now());
         if !recent.forgetting {
             recent.forgetting = true;
-            tokio::spawn(forget_when_quiet(Arc::downgrade(&self.recent), self.remembered));
+            tokio::spawn(forget_when_quiet(Arc::downgrade(&self.recent)));
         }
         recent.recorder.get_or_insert_with(|| Recorder::new(self.client.clone(), self.reporter.clone())).clone()
     }
 
     /// Whether a recorder is kept (events were published less than 6 minutes ago).
-    pub fn remembers(&self) -> bool {
+    #[cfg(test)]
+    fn remembers(&self) -> bool {
         lock(&self.recent).recorder.is_some()
     }
 }
 
-/// Lets the recorder go once `remembered` has passed since the last publish started. A publish still running then
+/// Lets the recorder go once [`REMEMBERED`] has passed since the last publish started. A publish still running then
 /// keeps its own handle: its event is remembered by a recorder no longer used, so a repeat of it makes a new Event.
-async fn forget_when_quiet(recent: Weak<Mutex<Recent>>, remembered: Duration) {
+async fn forget_when_quiet(recent: Weak<Mutex<Recent>>) {
     loop {
         let wait = {
             let Some(recent) = recent.upgrade() else { return };
             let mut recent = lock(&recent);
-            let quiet = recent.last.map_or(remembered, |last| last.elapsed());
-            if quiet >= remembered {
+            let quiet = recent.last.map_or(REMEMBERED, |last| last.elapsed());
+            if quiet >= REMEMBERED {
                 recent.recorder = None;
                 recent.forgetting = false;
                 return;
             }
-            remembered - quiet
+            REMEMBERED - quiet
         };
         tokio::time::sleep(wait).await;
     }
