@@ -33,7 +33,8 @@ pub struct Events {
 #[derive(Default)]
 struct Recent {
     recorder: Option<Recorder>,
-    /// When the last publish started: kube's recorder dates what it remembers from then.
+    /// When the last publish started, and again when it ended: kube's recorder dates what it remembers from each
+    /// event's publish, within those.
     last: Option<Instant>,
     /// Whether a task waits to let the recorder go.
     forgetting: bool,
@@ -71,6 +72,8 @@ impl Events {
                 tracing::warn!(%error, "failed to record an event");
             }
         }
+        // kube dates each event it remembers from its own publish: the last of them counts from now.
+        lock(&self.recent).last = Some(Instant::now());
     }
 
     /// The recorder of recent events (a fresh one after a quiet spell), the publish about to start noted.

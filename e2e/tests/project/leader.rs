@@ -180,6 +180,7 @@ async fn a_stopping_leader_that_loses_its_lease_aborts_its_running_passes_at_onc
     // Asked to stop, replica a lets its running pass go on while the Lease is its own...
     let controllers = harness.take_controllers().expect("replica a runs");
     let metrics = controllers.metrics.clone();
+    let asked = Instant::now();
     let stopping = tokio::spawn(controllers.stop());
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!stopping.is_finished(), "the stop waits for the running pass");
@@ -190,11 +191,15 @@ async fn a_stopping_leader_that_loses_its_lease_aborts_its_running_passes_at_onc
     let taken = serde_json::json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 30,
         "acquireTime": now.to_string(), "renewTime": now.to_string()}});
     patch_lease(&harness, &taken);
-    let start = Instant::now();
-    let stopped = tokio::time::timeout(Duration::from_secs(5), stopping).await;
-    assert!(stopped.is_ok(), "replica a was still stopping 5 s after it lost the Lease");
+    let lost = Instant::now();
+    let stopped = tokio::time::timeout(Duration::from_secs(30), stopping).await;
+    stopped.expect("replica a stops").expect("the stop did not panic");
+    // Without the fence it would have waited out the grace (10 s from the stop asked for).
+    let (since_asked, since_lost) = (asked.elapsed(), lost.elapsed());
+    assert!(since_asked < Duration::from_secs(8), "stopped {since_asked:?} after asked, {since_lost:?} after the loss");
     assert_eq!(metrics.leader.get(), 0);
+    // Nor did it release the Lease on its way out: that would clear the new holder's.
     assert_eq!(holder(&harness).await.as_deref(), Some("intruder"), "it left the intruder's Lease alone");
-    println!("stopped {:?} after losing the Lease", start.elapsed());
+    println!("stopped {since_lost:?} after losing the Lease");
     held.abort();
 }
