@@ -158,9 +158,13 @@ async fn a_subscription_installs_with_its_dependency_through_one_plan_once_a_per
     );
     apply(&harness, &configured);
 
-    // One plan, as OLM makes it.
-    let plan = the_plan(&harness, "waiting for approval", |p| {
-        installed_condition(p).is_some_and(|(_, reason, _)| reason == "InstallPendingApproval")
+    // One plan, as OLM makes it. It waits for approval as soon as one Install does; wait for both (the other may
+    // still be pulling its bundle, "is installing").
+    let plan = the_plan(&harness, "waiting for approval of both Installs", |p| {
+        installed_condition(p).is_some_and(|(_, reason, message)| {
+            reason == "InstallPendingApproval"
+                && ["plumbus.ops", "grumbo.ops"].iter().all(|i| message.contains(&format!("approve {i}")))
+        })
     })
     .await;
     let name = plan.metadata.name.clone().unwrap();
