@@ -186,21 +186,16 @@ async fn lead(process: Process) {
                 () = &mut stopped => {
                     let _ = end_term.send(());
                     // The running reconciles finish only while the Lease is still this replica's.
-                    let lost = tokio::select! {
-                        () = async { while controllers.join_next().await.is_some() {} } => false,
-                        _ = leader::until(&mut election.leading, false) => true,
-                        () = &mut fence => true,
-                    };
+                    tokio::select! {
+                        () = async { while controllers.join_next().await.is_some() {} } => {},
+                        _ = leader::until(&mut election.leading, false) => {},
+                        () = &mut fence => {},
+                    }
                     controllers.abort_all();
                     while controllers.join_next().await.is_some() {}
                     process.metrics.leader.set(0);
-                    if lost {
-                        // Another may hold the Lease now, and the lease manager releases the Lease it last saw as its
-                        // own without a precondition: leaving would clear the new holder's. It is left as it is.
-                        drop(election);
-                    } else {
-                        election.leave().await;
-                    }
+                    // Released only if still ours (another may hold it now: `Election::leave`).
+                    election.leave().await;
                     break 'election;
                 }
                 _ = leader::until(&mut election.leading, false) => {}

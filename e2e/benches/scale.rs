@@ -18,6 +18,8 @@
 
 #[path = "support/scale.rs"]
 mod scale;
+#[path = "support/timeline.rs"]
+mod timeline;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -287,13 +289,17 @@ async fn main() {
     }
 
     // Idle: what the controller writes when nothing changes.
-    let before = writes(&controller_records(&plane)).len();
+    let (before, requests_before) = (writes(&controller_records(&plane)).len(), controller_records(&plane).len());
     tokio::time::sleep(idle).await;
     let records = controller_records(&plane);
     let idle_writes: Vec<&Record> = writes(&records).into_iter().skip(before).collect();
     let per_minute = idle_writes.len() as f64 * 60.0 / idle.as_secs_f64();
     println!("idle: {} controller writes in {} s = {per_minute:.1} per idle minute", idle_writes.len(), idle.as_secs());
     print_requests("idle writes", &idle_writes);
+    // Reads too: passes that write nothing still load the API server (and the controller).
+    let idle_requests: Vec<&Record> = records.iter().skip(requests_before).collect();
+    println!("  idle: {} controller requests in all", idle_requests.len());
+    print_requests("idle requests", &idle_requests);
     print_rss("after idle", &child);
     if quiet > Duration::ZERO {
         // Longer still: what the process keeps for a while after a busy spell (kube's event recorder, 6 minutes).
@@ -307,6 +313,7 @@ async fn main() {
     let mut watch = watcher::watcher(operators_api.clone(), watcher::Config::default()).applied_objects().boxed();
     let deployments = Api::<Deployment>::namespaced(admin.clone(), "operators");
     let mut latencies = Vec::with_capacity(changes);
+    let mut windows = Vec::with_capacity(changes);
     for change in 0..changes {
         let index = change % operators;
         let (name, deployment) = (format!("grumbo{index}"), format!("grumbo{index}-operator"));
@@ -317,6 +324,7 @@ async fn main() {
         let version = changed.metadata.resource_version.clone();
         scale::until_status_shows(&mut watch, &name, &deployment, version.as_ref()).await;
         latencies.push(started.elapsed());
+        windows.push(timeline::Window { started, ended: Instant::now() });
     }
     latencies.sort();
     let records = controller_records(&plane);
@@ -332,6 +340,13 @@ async fn main() {
     println!(
         "API requests: {requests} for {reconciled} Operator reconciles = {:.2} per reconcile",
         requests as f64 / reconciled
+    );
+    timeline::print(
+        &plane.api.audit.records(),
+        &windows,
+        |r| r.verb == "patch" && r.resource == "deployments" && r.acting_user() != CONTROLLER_USER,
+        |r| r.verb == "patch" && r.resource == "operators" && r.subresource == "status",
+        |r| r.user == CONTROLLER_USER,
     );
 
     // A restart: the new process reads everything again and writes what it must.

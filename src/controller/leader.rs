@@ -4,7 +4,8 @@
 //! module turns its "am I the leader" channel into terms during which the controllers run, and fences each term
 //! with a renew deadline of its own ([`watch_term`]): the crate's channel stays true while the API cannot be
 //! reached, and a leader that cannot confirm its Lease must stop before another may take it, as client-go's
-//! leader election does.
+//! leader election does. Leaving releases the Lease with a write of its own, conditioned on the version read
+//! ([`Election::leave`]): the crate's release is not conditioned.
 
 use std::time::{Duration, Instant};
 
@@ -92,21 +93,28 @@ pub struct Election {
     pub identity: String,
     /// The lease manager's task; `None` once left.
     task: Option<JoinHandle<Result<LeaseManager, LeaseManagerError>>>,
+    leases: Api<Lease>,
+    lease_name: String,
 }
 
 impl Election {
-    /// Leaves the election: the lease manager releases the Lease (if held) before this returns, or gives up after a
-    /// few seconds (the Lease then expires as a killed replica's would).
+    /// Leaves the election: the lease manager stops, and the Lease is released if it is still this replica's,
+    /// before this returns or within a few seconds (the Lease otherwise expires as a killed replica's would).
+    ///
+    /// The lease manager's own release (when its channel closes) patches the Lease it last saw as its own without a
+    /// precondition, so a replica that left just after another took the Lease would clear the new holder's: the
+    /// manager is stopped without releasing, and the release is a write on the version read ([`release_patch`]).
     pub async fn leave(mut self) {
         let Some(task) = self.task.take() else { return };
-        // The lease manager releases the Lease once every receiver of its channel is gone.
-        let (_, closed) = watch::channel(false);
-        drop(std::mem::replace(&mut self.leading, closed));
+        task.abort();
+        let _ = task.await;
         let identity = self.identity.clone();
-        match tokio::time::timeout(LEAVE_TIMEOUT, task).await {
-            Ok(Ok(Ok(_))) => tracing::info!(%identity, "left the leader election"),
-            Ok(Ok(Err(error))) => tracing::warn!(%identity, %error, "the Lease could not be released"),
-            Ok(Err(error)) => tracing::warn!(%identity, %error, "the leader election task failed"),
+        match tokio::time::timeout(LEAVE_TIMEOUT, release(&self.leases, &self.lease_name, &identity)).await {
+            Ok(Ok(Released::Released)) => tracing::info!(%identity, "left the leader election; the Lease released"),
+            Ok(Ok(Released::NotOurs)) => {
+                tracing::info!(%identity, "left the leader election; the Lease is not ours, left as it is");
+            }
+            Ok(Err(error)) => tracing::warn!(%identity, %error, "the Lease could not be released; it expires"),
             Err(_) => tracing::warn!(%identity, "the Lease was not released in time; it expires"),
         }
     }
@@ -114,12 +122,45 @@ impl Election {
 
 impl Drop for Election {
     /// Dropped without leaving (the replica's task aborted where it was, as in a killed process): the lease manager
-    /// stops too, without releasing the Lease, which expires.
+    /// stops too, without releasing the Lease, which expires. (The abort is asked before the manager's channel
+    /// closes, so it never runs its release.)
     fn drop(&mut self) {
         if let Some(task) = &self.task {
             task.abort();
         }
     }
+}
+
+/// What leaving did to the Lease.
+#[derive(Debug, PartialEq, Eq)]
+enum Released {
+    Released,
+    /// Held by another replica (or by none, or gone): nothing written.
+    NotOurs,
+}
+
+/// The merge patch that releases the Lease `identity` holds, as the lease manager releases it (holder, times and
+/// duration cleared, so the other replicas' managers see it free at once), naming the `resourceVersion` read so
+/// that it fails if another replica took the Lease since; `None` when it is not `identity`'s.
+pub fn release_patch(lease: &Lease, identity: &str) -> Option<serde_json::Value> {
+    let spec = lease.spec.as_ref()?;
+    if spec.holder_identity.as_deref() != Some(identity) {
+        return None;
+    }
+    let version = lease.metadata.resource_version.as_deref()?;
+    Some(serde_json::json!({
+        "metadata": {"resourceVersion": version},
+        "spec": {"holderIdentity": null, "acquireTime": null, "renewTime": null, "leaseDurationSeconds": null},
+    }))
+}
+
+/// Releases the Lease if it is `identity`'s, on the version read (a `409 Conflict` when it changed meanwhile). A
+/// patch, as the lease manager's writes: the controller's role may patch its Lease, not update it.
+async fn release(leases: &Api<Lease>, name: &str, identity: &str) -> Result<Released, kube::Error> {
+    let Some(lease) = leases.get_opt(name).await? else { return Ok(Released::NotOurs) };
+    let Some(patch) = release_patch(&lease, identity) else { return Ok(Released::NotOurs) };
+    leases.patch(name, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch)).await?;
+    Ok(Released::Released)
 }
 
 /// How long leaving waits for the Lease to be released.
@@ -151,6 +192,7 @@ pub async fn elect(
 ) -> Result<Election, LeaseManagerError> {
     let identity = identity(options);
     let (duration, grace) = timing(options);
+    let leases = Api::<Lease>::namespaced(client.clone(), namespace);
     let manager = LeaseManagerBuilder::new(client, options.lease_name.clone())
         .with_namespace(namespace)
         .with_identity(identity.clone())
@@ -159,7 +201,7 @@ pub async fn elect(
         .build()
         .await?;
     let (leading, task) = manager.watch().await;
-    Ok(Election { leading, identity, task: Some(task) })
+    Ok(Election { leading, identity, task: Some(task), leases, lease_name: options.lease_name.clone() })
 }
 
 /// What one read of the Lease says about this replica's term.
@@ -307,5 +349,25 @@ mod tests {
         assert!(!term_goes_on(Observed::NotOurs, Duration::ZERO, deadline));
         assert!(term_goes_on(Observed::Unreadable, Duration::from_secs(9), deadline));
         assert!(!term_goes_on(Observed::Unreadable, Duration::from_secs(11), deadline), "before another may take it");
+    }
+
+    #[test]
+    fn only_our_own_lease_is_released_and_on_the_version_read() {
+        let now: Timestamp = "2026-11-26T10:00:00Z".parse().unwrap();
+        let mut ours = lease("a", now, 15);
+        ours.metadata.resource_version = Some("42".into());
+        let patch = release_patch(&ours, "a").expect("ours");
+        assert_eq!(
+            patch,
+            serde_json::json!({
+                "metadata": {"resourceVersion": "42"},
+                "spec": {"holderIdentity": null, "acquireTime": null, "renewTime": null, "leaseDurationSeconds": null},
+            }),
+            "cleared as the lease manager clears it (its transitions kept), and only on the version read"
+        );
+        let mut theirs = lease("b", now, 15);
+        theirs.metadata.resource_version = Some("43".into());
+        assert!(release_patch(&theirs, "a").is_none(), "another's is left alone");
+        assert!(release_patch(&Lease::default(), "a").is_none(), "a free Lease is left alone");
     }
 }

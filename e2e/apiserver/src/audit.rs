@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 const CAPACITY: usize = 200_000;
 
@@ -24,6 +25,10 @@ pub struct Record {
     pub user_agent: String,
     /// The HTTP status code of the answer.
     pub code: u16,
+    /// When the request arrived (an audit event's `requestReceivedTimestamp`, on this process's monotonic clock).
+    pub received: Option<Instant>,
+    /// How long it took to answer (to an audit event's `ResponseComplete` stage; a watch's until its headers).
+    pub took: Duration,
 }
 
 impl Record {

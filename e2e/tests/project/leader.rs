@@ -1,7 +1,8 @@
 //! Leader election (`--leader-elect`, `controller::leader`): two replicas of the controller against one control
 //! plane, as `deploy/` runs them. Only the replica holding the Lease reconciles (the other's reconcile counters stay
 //! at zero while both run); when the leader stops, the other takes the Lease and installs what comes next; a leader
-//! that loses its Lease stops at once, even while it is stopping and waiting for its running passes.
+//! that loses its Lease stops at once, even while it is stopping and waiting for its running passes; a leader asked
+//! to stop releases its Lease, and only if it is still its own.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
@@ -202,4 +203,44 @@ async fn a_stopping_leader_that_loses_its_lease_aborts_its_running_passes_at_onc
     assert_eq!(holder(&harness).await.as_deref(), Some("intruder"), "it left the intruder's Lease alone");
     println!("stopped {since_lost:?} after losing the Lease");
     held.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leader_asked_to_stop_releases_its_lease_but_never_one_another_took() {
+    let configure = Box::new(|options: &mut olmv2::controller::ControllerOptions, _: &std::path::Path| {
+        options.leader = leader_options("replica-a");
+    });
+    let mut harness =
+        Harness::start_configured("leader", "release", &["operators"], Duration::from_secs(1), configure).await;
+    wait_holder(&harness, "replica-a").await;
+    let config = project::controller_config(&harness.plane).await.expect("controller identity");
+    let mut options =
+        project::controller_options(vec![harness.registry.host.clone()], harness.dir.join("cache-b"), harness_resync());
+    options.leader = leader_options("replica-b");
+    let second = project::start_controllers(&harness.plane, config, options).await.expect("replica b starts");
+
+    // Replica a, asked to stop, hands the Lease back as it goes: not left to expire as a killed replica's.
+    let first = harness.take_controllers().expect("replica a runs");
+    tokio::time::timeout(Duration::from_secs(30), first.stop()).await.expect("replica a stops");
+    assert_ne!(holder(&harness).await.as_deref(), Some("replica-a"), "released when it stopped");
+    wait_holder(&harness, "replica-b").await;
+    for _ in 0..100 {
+        if second.metrics.leader.get() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(second.metrics.leader.get(), 1, "replica b leads");
+
+    // Someone else takes the Lease, and replica b is asked to stop before it noticed: it must not release the Lease it
+    // last saw as its own, which would clear the new holder's.
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let taken = serde_json::json!({"spec": {"holderIdentity": "intruder", "leaseDurationSeconds": 30,
+        "acquireTime": now.to_string(), "renewTime": now.to_string()}});
+    patch_lease(&harness, &taken);
+    tokio::time::timeout(Duration::from_secs(30), second.stop()).await.expect("replica b stops");
+    let leases = Api::<Lease>::namespaced(harness.admin.clone(), project::CONTROLLER_NAMESPACE);
+    let spec = leases.get("olmv2-controller").await.unwrap().spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("intruder"), "it left the intruder's Lease alone");
+    assert_eq!(spec.lease_duration_seconds, Some(30));
 }

@@ -49,6 +49,7 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let received = std::time::Instant::now();
     let query: Query = serde_urlencoded::from_str(uri.query().unwrap_or_default()).unwrap_or_default();
     let path = uri.path().to_owned();
     tracing::debug!(%method, %path, "request");
@@ -70,12 +71,14 @@ async fn handle(
         name: attributes.name.clone(),
         path: path.clone(),
         user_agent,
+        received: Some(received),
         ..audit::Record::default()
     };
     if api.faults.is_cut_off(&record.user_agent) {
         // Nothing of the request reaches the server: no user is known, nothing is routed.
         let response = fault_unavailable();
         record.code = response.status().as_u16();
+        record.took = received.elapsed();
         api.audit.record(record);
         return response;
     }
@@ -106,6 +109,7 @@ async fn handle(
     };
     let response = negotiate(&headers, watching, response).await;
     record.code = response.status().as_u16();
+    record.took = received.elapsed();
     api.audit.record(record);
     response
 }
