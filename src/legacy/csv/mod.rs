@@ -238,6 +238,16 @@ fn name_and_deletion_only(namespace: &mut PartialObjectMeta<Namespace>) {
     namespace.metadata.annotations = None;
 }
 
+/// What of a namespace a change must touch to concern the CSVs: its coming (a uid first seen) and its going (its
+/// deletion started).
+pub(crate) fn arrival_or_deletion(namespace: &PartialObjectMeta<Namespace>) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    namespace.metadata.uid.hash(&mut hasher);
+    namespace.metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 /// Starts the CSV loop.
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
@@ -298,8 +308,12 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         .watches(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default(), move |_| by_group())
         // Copies on or off.
         .watches(Api::<OLMConfig>::all(client.clone()), watcher::Config::default(), move |_| by_config())
-        // A new namespace needs the copies of every global group's operators.
-        .watches_stream(namespace_changes.applied_objects(), move |_| by_namespace())
+        // A new namespace needs the copies of every global group's operators (its labels, which the namespace loop
+        // writes to every namespace, wake nobody: a thousand namespaces labelled were a thousand sweeps).
+        .watches_stream(
+            namespace_changes.applied_objects().predicate_filter(arrival_or_deletion, Default::default()),
+            move |_| by_namespace(),
+        )
         // A copy deleted by hand is made again by its original's pass (metadata only, deletions only).
         .watches_stream(super::copied::deletions(client.clone(), super::membership::COPIED_FROM_LABEL), |copy| {
             let origin = copy.labels().get(super::membership::COPIED_FROM_LABEL).cloned()?;

@@ -492,3 +492,21 @@ fn a_failed_csv_is_replaced_only_with_fail_forward_and_owner_conflicts_fail() {
 
 #[path = "components_phase_tests.rs"]
 mod components;
+
+#[test]
+fn only_a_namespace_coming_or_going_wakes_the_csvs() {
+    use k8s_openapi::api::core::v1::Namespace;
+    use kube::api::PartialObjectMeta;
+    let namespace = |uid: &str, labels: &[(&str, &str)], deleting: bool| {
+        let mut namespace = PartialObjectMeta::<Namespace>::default();
+        namespace.metadata.name = Some("team-a".into());
+        namespace.metadata.uid = Some(uid.into());
+        namespace.metadata.labels = Some(labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect());
+        namespace.metadata.deletion_timestamp = deleting.then(|| now(0));
+        super::arrival_or_deletion(&namespace)
+    };
+    let first = namespace("uid-1", &[], false);
+    assert_eq!(first, namespace("uid-1", &[("olm.operatorgroup.uid/g", "")], false), "a label is no news to a CSV");
+    assert_ne!(first, namespace("uid-1", &[], true), "its deletion started");
+    assert_ne!(first, namespace("uid-2", &[], false), "a namespace of the same name made again");
+}
