@@ -51,6 +51,11 @@ fn controller_records(plane: &ControlPlane) -> Vec<Record> {
     plane.api.audit.records().into_iter().filter(|r| r.acting_user() == CONTROLLER_USER).collect()
 }
 
+/// How many writes the controller made so far.
+fn controller_writes(plane: &ControlPlane) -> usize {
+    plane.api.audit.count(|r| r.acting_user() == CONTROLLER_USER && WRITE_VERBS.contains(&r.verb.as_str()))
+}
+
 fn writes(records: &[Record]) -> Vec<&Record> {
     records.iter().filter(|r| WRITE_VERBS.contains(&r.verb.as_str())).collect()
 }
@@ -134,10 +139,10 @@ fn print_requests(label: &str, requests: &[&Record]) {
 /// Waits until the controller's writes stop for `quiet`; answers when they did.
 async fn settle(plane: &ControlPlane, quiet: Duration) -> Duration {
     let started = Instant::now();
-    let (mut count, mut last) = (writes(&controller_records(plane)).len(), Instant::now());
+    let (mut count, mut last) = (controller_writes(plane), Instant::now());
     while last.elapsed() < quiet && started.elapsed() < Duration::from_secs(300) {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = writes(&controller_records(plane)).len();
+        let now = controller_writes(plane);
         if now != count {
             (count, last) = (now, Instant::now());
         }
@@ -290,7 +295,14 @@ async fn main() {
 
     // Idle: what the controller writes when nothing changes.
     let (before, requests_before) = (writes(&controller_records(&plane)).len(), controller_records(&plane).len());
+    let all_before = plane.api.audit.records().len();
     tokio::time::sleep(idle).await;
+    // What else changed meanwhile: each change may wake the controller's passes.
+    let others: Vec<Record> = plane.api.audit.records().into_iter().skip(all_before).collect();
+    let other_writes: Vec<&Record> =
+        writes(&others).into_iter().filter(|r| r.acting_user() != CONTROLLER_USER).collect();
+    println!("  idle: {} writes by others", other_writes.len());
+    print_requests("idle writes by others", &other_writes);
     let records = controller_records(&plane);
     let idle_writes: Vec<&Record> = writes(&records).into_iter().skip(before).collect();
     let per_minute = idle_writes.len() as f64 * 60.0 / idle.as_secs_f64();

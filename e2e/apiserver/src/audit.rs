@@ -52,6 +52,11 @@ impl AuditLog {
         records.push_back(record);
     }
 
+    /// How many records so far `matches` takes (without copying the log, which a poller would do often).
+    pub fn count(&self, matches: impl Fn(&Record) -> bool) -> usize {
+        self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().filter(|r| matches(r)).count()
+    }
+
     /// Every record so far, oldest first.
     pub fn records(&self) -> Vec<Record> {
         self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter().cloned().collect()

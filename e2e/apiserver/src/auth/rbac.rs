@@ -138,45 +138,66 @@ fn subject_label(subject: &Value) -> String {
 
 fn role_rules(store: &Store, role_ref: &Value, namespace: &str) -> Option<(Vec<Rule>, String)> {
     let name = role_ref["name"].as_str()?;
-    let (object, label) = match role_ref["kind"].as_str()? {
-        "ClusterRole" => {
-            (store.get(&ResourceId::new(RBAC, "clusterroles"), "", name).ok()?, format!("ClusterRole \"{name}\""))
+    let rules = |object: &Value| object["rules"].as_array().into_iter().flatten().map(Rule::from_json).collect();
+    match role_ref["kind"].as_str()? {
+        "ClusterRole" => Some((
+            store.read(&ResourceId::new(RBAC, "clusterroles"), "", name, rules)?,
+            format!("ClusterRole \"{name}\""),
+        )),
+        "Role" => {
+            Some((store.read(&ResourceId::new(RBAC, "roles"), namespace, name, rules)?, format!("Role \"{name}\"")))
         }
-        "Role" => (store.get(&ResourceId::new(RBAC, "roles"), namespace, name).ok()?, format!("Role \"{name}\"")),
-        _ => return None,
-    };
-    Some((object["rules"].as_array().into_iter().flatten().map(Rule::from_json).collect(), label))
+        _ => None,
+    }
 }
 
-/// Every rule `user` holds in `namespace` (cluster-wide ones included; only cluster-wide ones for `""`), with its
-/// source, in the order kube-apiserver visits them: ClusterRoleBindings, then the namespace's RoleBindings.
-pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<(Rule, Source)> {
-    let mut found = Vec::new();
-    let mut visit = |binding: &Value, binding_label: String, binding_namespace: &str| {
+/// Visits every rule `user` holds in `namespace` (cluster-wide ones included; only cluster-wide ones for `""`),
+/// with its source, in the order kube-apiserver visits them: ClusterRoleBindings, then the namespace's
+/// RoleBindings; stops when `visitor` answers false (as the authorizer stops at the first rule that allows).
+fn visit_rules(store: &Store, user: &UserInfo, namespace: &str, mut visitor: impl FnMut(Rule, &Source) -> bool) {
+    let mut visit = |binding: &Value, binding_label: String, binding_namespace: &str| -> bool {
         let Some(subject) =
             binding["subjects"].as_array().into_iter().flatten().find(|s| subject_matches(s, binding_namespace, user))
         else {
-            return;
+            return true;
         };
-        let Some((rules, role)) = role_rules(store, &binding["roleRef"], binding_namespace) else { return };
+        let Some((rules, role)) = role_rules(store, &binding["roleRef"], binding_namespace) else { return true };
         let source = Source { binding: binding_label, role, subject: subject_label(subject) };
-        found.extend(rules.into_iter().map(|rule| (rule, source.clone())));
+        rules.into_iter().all(|rule| visitor(rule, &source))
     };
-    for binding in store.all(&ResourceId::new(RBAC, "clusterrolebindings")) {
+    // Only the bindings that name the user are copied out of the store (the visit finds the same subject again):
+    // kube-apiserver reads them from its informers' caches, and each request looks at every binding.
+    let names_user = |binding: &Value, binding_namespace: &str| {
+        binding["subjects"].as_array().into_iter().flatten().any(|s| subject_matches(s, binding_namespace, user))
+    };
+    let cluster_bindings = store.matching(&ResourceId::new(RBAC, "clusterrolebindings"), |_, _, b| names_user(b, ""));
+    for binding in cluster_bindings {
         let label = format!("ClusterRoleBinding \"{}\"", binding["metadata"]["name"].as_str().unwrap_or_default());
-        visit(&binding, label, "");
-    }
-    if !namespace.is_empty() {
-        for binding in store
-            .all(&ResourceId::new(RBAC, "rolebindings"))
-            .into_iter()
-            .filter(|b| b["metadata"]["namespace"] == namespace)
-        {
-            let label =
-                format!("RoleBinding \"{}/{namespace}\"", binding["metadata"]["name"].as_str().unwrap_or_default());
-            visit(&binding, label, namespace);
+        if !visit(&binding, label, "") {
+            return;
         }
     }
+    if !namespace.is_empty() {
+        let bindings = store.matching(&ResourceId::new(RBAC, "rolebindings"), |binding_namespace, _, b| {
+            binding_namespace == namespace && names_user(b, namespace)
+        });
+        for binding in bindings {
+            let label =
+                format!("RoleBinding \"{}/{namespace}\"", binding["metadata"]["name"].as_str().unwrap_or_default());
+            if !visit(&binding, label, namespace) {
+                return;
+            }
+        }
+    }
+}
+
+/// Every rule `user` holds in `namespace`, with its source, in the order [`visit_rules`] visits them.
+pub fn rules_for(store: &Store, user: &UserInfo, namespace: &str) -> Vec<(Rule, Source)> {
+    let mut found = Vec::new();
+    visit_rules(store, user, namespace, |rule, source| {
+        found.push((rule, source.clone()));
+        true
+    });
     found
 }
 
@@ -191,10 +212,15 @@ pub fn authorize(store: &Store, user: &UserInfo, attributes: &Attributes) -> Dec
     if user.is_superuser() {
         return Decision::Allow(String::new());
     }
-    rules_for(store, user, &attributes.namespace)
-        .into_iter()
-        .find(|(rule, _)| rule_allows(rule, attributes))
-        .map_or(Decision::Deny, |(_, source)| Decision::Allow(source.reason()))
+    let mut decision = Decision::Deny;
+    visit_rules(store, user, &attributes.namespace, |rule, source| {
+        if rule_allows(&rule, attributes) {
+            decision = Decision::Allow(source.reason());
+            return false;
+        }
+        true
+    });
+    decision
 }
 
 /// kube-apiserver's forbidden message for a denied request.

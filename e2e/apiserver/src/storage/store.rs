@@ -202,7 +202,36 @@ impl Store {
 
     /// Every object of a resource, in (namespace, name) order.
     pub fn all(&self, resource: &ResourceId) -> Vec<Value> {
-        self.lock().objects.get(resource).map(|objects| objects.values().cloned().collect()).unwrap_or_default()
+        self.matching(resource, |_, _, _| true)
+    }
+
+    /// What `read` makes of one stored object, without copying the object; `None` when there is none.
+    pub fn read<T>(
+        &self,
+        resource: &ResourceId,
+        namespace: &str,
+        name: &str,
+        read: impl FnOnce(&Value) -> T,
+    ) -> Option<T> {
+        let inner = self.lock();
+        let object = inner.objects.get(resource)?.get(&(namespace.to_owned(), name.to_owned()))?;
+        Some(read(object))
+    }
+
+    /// The objects of `resource` that `keep` takes (given each one's namespace, name and content), cloned: only
+    /// those are copied (an authorization looks at every binding for each request, and takes a few).
+    pub fn matching(&self, resource: &ResourceId, keep: impl Fn(&str, &str, &Value) -> bool) -> Vec<Value> {
+        self.lock()
+            .objects
+            .get(resource)
+            .map(|objects| {
+                objects
+                    .iter()
+                    .filter(|((namespace, name), object)| keep(namespace, name, object))
+                    .map(|(_, object)| object.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// A receiver of every change, for the emulator's controllers.
