@@ -252,7 +252,7 @@ pub fn cluster_roles_id() -> ResourceId {
 /// The aggregation controller: writes the rules of each aggregated ClusterRole that changed, until none does
 /// (an aggregated role can select another: edit is aggregated into admin).
 pub fn aggregate(store: &Store) {
-    let roles = store.all(&cluster_roles_id()).len();
+    let roles = store.count(&cluster_roles_id());
     for _ in 0..=roles {
         let all = store.all(&cluster_roles_id());
         let mut changed = false;

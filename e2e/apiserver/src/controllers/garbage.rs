@@ -22,10 +22,12 @@ pub(super) async fn garbage_collect(api: &ApiServer) {
     let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
     for id in api.store.resource_ids() {
         let Some(resource) = resource_type(api, &id) else { continue };
-        for object in api.store.all(&id) {
-            if let Some(uid) = object["metadata"]["uid"].as_str() {
-                nodes.insert(uid.to_owned(), Node { resource: resource.clone(), object: object.clone() });
-            }
+        let read = api.store.map(&id, |_, _, object| {
+            let uid = object["metadata"]["uid"].as_str()?.to_owned();
+            Some((uid, as_node(object)))
+        });
+        for (uid, object) in read {
+            nodes.insert(uid, Node { resource: resource.clone(), object });
         }
     }
     // Dependents by owner uid.
@@ -56,6 +58,22 @@ pub(super) async fn garbage_collect(api: &ApiServer) {
         }
         collect_if_orphaned(api, node, &nodes).await;
     }
+}
+
+/// What the collector keeps of an object: the whole of one it may write (a dependent, or one being deleted), and
+/// of the others (owners, or neither) the metadata an owner is checked by.
+fn as_node(object: &Value) -> Value {
+    let metadata = &object["metadata"];
+    if !metadata["ownerReferences"].is_null() || !metadata["deletionTimestamp"].is_null() {
+        return object.clone();
+    }
+    let mut kept = serde_json::Map::new();
+    for field in ["name", "namespace", "uid", "deletionTimestamp", "finalizers"] {
+        if !metadata[field].is_null() {
+            kept.insert(field.to_owned(), metadata[field].clone());
+        }
+    }
+    serde_json::json!({"metadata": kept})
 }
 
 fn reference_to<'a>(object: &'a Value, owner_uid: &str) -> Option<&'a Value> {

@@ -221,17 +221,20 @@ impl Store {
     /// The objects of `resource` that `keep` takes (given each one's namespace, name and content), cloned: only
     /// those are copied (an authorization looks at every binding for each request, and takes a few).
     pub fn matching(&self, resource: &ResourceId, keep: impl Fn(&str, &str, &Value) -> bool) -> Vec<Value> {
-        self.lock()
-            .objects
-            .get(resource)
-            .map(|objects| {
-                objects
-                    .iter()
-                    .filter(|((namespace, name), object)| keep(namespace, name, object))
-                    .map(|(_, object)| object.clone())
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.map(resource, |namespace, name, object| keep(namespace, name, object).then(|| object.clone()))
+    }
+
+    /// What `read` makes of each object of `resource` it takes, in key order, without copying the others: the
+    /// controllers' passes read every object of the cluster each second, and need little of most.
+    pub fn map<T>(&self, resource: &ResourceId, mut read: impl FnMut(&str, &str, &Value) -> Option<T>) -> Vec<T> {
+        let inner = self.lock();
+        let Some(objects) = inner.objects.get(resource) else { return Vec::new() };
+        objects.iter().filter_map(|((namespace, name), object)| read(namespace, name, object)).collect()
+    }
+
+    /// How many objects of `resource` are stored.
+    pub fn count(&self, resource: &ResourceId) -> usize {
+        self.lock().objects.get(resource).map_or(0, BTreeMap::len)
     }
 
     /// A receiver of every change, for the emulator's controllers.
