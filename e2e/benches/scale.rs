@@ -4,8 +4,9 @@
 //! production build) with `deploy/`'s identity; a stand-in reports Deployments rolled out. Prints: the cold start (from
 //! the objects' creation to every Operator Installed and every CSV Succeeded), the controller's RSS at each namespace
 //! count, its API writes per idle minute (from the control plane's audit log, listed by object), the time from a
-//! component change to the Operator's status showing it (median, p99), the API requests per Operator reconcile, and a
-//! restart until its writes settle. It prints figures and the goals beside them; it asserts no timing.
+//! component change to the Operator's status showing it (median, p99) and where that time goes (`timeline`), the API
+//! requests per Operator reconcile, and a restart until its writes settle. It prints figures and the goals beside
+//! them; it asserts no timing.
 //!
 //! Run with `cargo bench -p olmv2-e2e --bench scale`. Environment (defaults in brackets): `OLMV2_BENCH_OPERATORS`
 //! [100], `OLMV2_BENCH_CSVS` [100], `OLMV2_BENCH_NAMESPACES` counts [100,500,1000], `OLMV2_BENCH_IDLE_SECONDS`
