@@ -337,7 +337,7 @@ async fn main() {
         let version = changed.metadata.resource_version.clone();
         scale::until_status_shows(&mut watch, &name, &deployment, version.as_ref()).await;
         latencies.push(started.elapsed());
-        windows.push(timeline::Window { started, ended: Instant::now() });
+        windows.push(timeline::Window { started, ended: Instant::now(), operator: name.clone() });
     }
     latencies.sort();
     let records = controller_records(&plane);
@@ -354,6 +354,12 @@ async fn main() {
         "API requests: {requests} for {reconciled} Operator reconciles = {:.2} per reconcile",
         requests as f64 / reconciled
     );
+    let held = plane.api.audit.count(|_| true);
+    if held >= kube_emulator::audit::CAPACITY {
+        println!(
+            "  the audit log is full ({held} records, the oldest dropped): the counts above are not to be trusted"
+        );
+    }
     timeline::print(
         &plane.api.audit.records(),
         &windows,

@@ -140,8 +140,9 @@ enum Released {
 }
 
 /// The merge patch that releases the Lease `identity` holds, as the lease manager releases it (holder, times and
-/// duration cleared, so the other replicas' managers see it free at once), naming the `resourceVersion` read so
-/// that it fails if another replica took the Lease since; `None` when it is not `identity`'s.
+/// duration cleared: the other replicas' managers, which read it again when they expect it to expire, find it free
+/// and take it without forcing it), naming the `resourceVersion` read so that it fails if another replica took the
+/// Lease since; `None` when it is not `identity`'s.
 pub fn release_patch(lease: &Lease, identity: &str) -> Option<serde_json::Value> {
     let spec = lease.spec.as_ref()?;
     if spec.holder_identity.as_deref() != Some(identity) {

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-const CAPACITY: usize = 200_000;
+pub const CAPACITY: usize = 200_000;
 
 /// One request, as an audit event records it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use kube_emulator::audit::Record;
 
-/// One change as the bench saw it: when it started writing, and when it saw the status.
+/// One change as the bench saw it: when it started writing, when it saw the status, and whose status.
 pub struct Window {
     pub started: Instant,
     pub ended: Instant,
+    pub operator: String,
 }
 
 /// The phases of one change, when the audit log holds both its component write and the controller's status write.
@@ -39,16 +40,20 @@ fn phases(
     status: impl Fn(&Record) -> bool,
     controller: impl Fn(&Record) -> bool,
 ) -> Option<Phases> {
-    let inside: Vec<&Record> = records
+    // By arrival: the log is in the order requests were answered.
+    let mut inside: Vec<&Record> = records
         .iter()
         .copied()
         .filter(|r| r.received.is_some_and(|at| at >= window.started && at <= window.ended))
         .collect();
+    inside.sort_by_key(|r| received(r));
     let write = inside.iter().find(|r| component(r))?;
     let written = received(write) + write.took;
-    let ours: Vec<&Record> = inside.iter().copied().filter(|r| controller(r) && received(r) >= written).collect();
+    // From the write's arrival: the controller may hear of it before its answer is sent.
+    let ours: Vec<&Record> =
+        inside.iter().copied().filter(|r| controller(r) && received(r) >= received(write)).collect();
     let first = ours.first()?;
-    let status = ours.iter().rev().find(|r| status(r))?;
+    let status = ours.iter().rev().find(|r| status(r) && r.name == window.operator)?;
     let status_written = received(status) + status.took;
     Some(Phases {
         write: write.took,
@@ -94,13 +99,16 @@ pub fn print(
     let mut requests: Vec<usize> = all.iter().map(|p| p.requests).collect();
     requests.sort_unstable();
     println!(
-        "    controller requests until the status write: {}, {}",
+        "    controller requests until the status write (median, max): {}, {}",
         requests[requests.len() / 2],
         requests[requests.len() - 1]
     );
     let slowest = windows.iter().max_by_key(|w| w.ended - w.started).expect("a change");
     println!("  the slowest change ({:.1?}), every request in it:", slowest.ended - slowest.started);
-    for record in records.iter().filter(|r| received(r) >= slowest.started && received(r) <= slowest.ended) {
+    let mut listed: Vec<&&Record> =
+        records.iter().filter(|r| received(r) >= slowest.started && received(r) <= slowest.ended).collect();
+    listed.sort_by_key(|r| received(r));
+    for record in listed {
         println!(
             "    +{:>7.1?} {:>7.1?} {} {} {}/{} {} {} {}",
             received(record) - slowest.started,
