@@ -1,6 +1,7 @@
 //! Prometheus metrics shared by the controllers: reconcile counts, failures by error category, durations by result
 //! and reconciles in flight;
-//! whether this replica leads; Installs by state; bundle image pulls and cache hits (docs/operations.md).
+//! whether this replica leads; Installs by state; bundle image pulls and cache hits; the allocator's view of the
+//! process's memory (docs/operations.md).
 
 use std::time::Instant;
 
@@ -61,6 +62,16 @@ pub struct Metrics {
     pub installs: Family<StateLabels, Gauge>,
     /// Bundle image pulls by result.
     pub bundle_pulls: Family<PullLabels, Counter>,
+    /// The allocator's statistics, read again at each scrape.
+    allocator: Family<AllocatorLabels, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AllocatorLabels {
+    /// jemalloc's statistic: `allocated` (what the program holds), `active` (the pages of the allocator's runs that
+    /// hold something: the allocated bytes and the free space between them), `metadata` (the allocator's own), and
+    /// `resident` (every page it maps that is in memory: active, metadata, and freed pages not handed back yet).
+    pub statistic: &'static str,
 }
 
 impl Default for Metrics {
@@ -101,7 +112,26 @@ impl Default for Metrics {
             bundle_pulls.clone(),
         );
 
-        Self { registry, reconciles, reconcile_failures, reconcile_duration, in_flight, leader, installs, bundle_pulls }
+        let allocator = Family::<AllocatorLabels, Gauge>::default();
+        registry.register_with_unit(
+            "allocator",
+            "Heap memory as the allocator counts it, by statistic (the process's resident memory adds its code, \
+             thread stacks and what the C library maps)",
+            prometheus_client::registry::Unit::Bytes,
+            allocator.clone(),
+        );
+
+        Self {
+            registry,
+            reconciles,
+            reconcile_failures,
+            reconcile_duration,
+            in_flight,
+            leader,
+            installs,
+            bundle_pulls,
+            allocator,
+        }
     }
 }
 
@@ -139,12 +169,39 @@ impl Metrics {
         }
     }
 
-    /// The OpenMetrics text exposition of every metric.
+    /// The OpenMetrics text exposition of every metric, the allocator's statistics read now.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        for (statistic, bytes) in allocator_statistics() {
+            self.allocator.get_or_create(&AllocatorLabels { statistic }).set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        }
         let mut text = String::new();
         encode(&mut text, &self.registry)?;
         Ok(text)
     }
+}
+
+/// jemalloc's statistics of the heap, as of now (its counters are refreshed by advancing its epoch). None where
+/// jemalloc is not the allocator's library (musl, other systems), or if a read fails: the metric is then absent.
+#[cfg(all(target_os = "linux", not(target_env = "musl")))]
+fn allocator_statistics() -> Vec<(&'static str, usize)> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    if epoch::advance().is_err() {
+        return Vec::new();
+    }
+    [
+        ("allocated", stats::allocated::read()),
+        ("active", stats::active::read()),
+        ("metadata", stats::metadata::read()),
+        ("resident", stats::resident::read()),
+    ]
+    .into_iter()
+    .filter_map(|(statistic, read)| read.ok().map(|bytes| (statistic, bytes)))
+    .collect()
+}
+
+#[cfg(not(all(target_os = "linux", not(target_env = "musl"))))]
+fn allocator_statistics() -> Vec<(&'static str, usize)> {
+    Vec::new()
 }
 
 /// Records the duration of one reconcile, by result, when dropped.
@@ -218,5 +275,24 @@ mod tests {
         let text = metrics.encode().expect("encode");
         assert!(text.contains("olmv2_installs{state=\"PendingApproval\"} 2"), "{text}");
         assert!(text.contains("olmv2_bundle_pulls_total{result=\"cached\"} 2"), "{text}");
+    }
+
+    /// Where jemalloc is the allocator's library: its statistics, read at the scrape, in the order they contain each
+    /// other (what is resident holds the active pages and metadata; active pages hold what is allocated).
+    #[cfg(all(target_os = "linux", not(target_env = "musl")))]
+    #[test]
+    fn the_allocators_statistics_are_read_at_each_scrape() {
+        let metrics = Metrics::default();
+        let text = metrics.encode().expect("encode");
+        let read = |statistic: &str| -> i64 {
+            let prefix = format!("olmv2_allocator_bytes{{statistic=\"{statistic}\"}} ");
+            let line = text.lines().find_map(|line| line.strip_prefix(&prefix));
+            line.unwrap_or_else(|| panic!("{statistic} in {text}")).parse().expect("a number")
+        };
+        let (allocated, active, metadata, resident) =
+            (read("allocated"), read("active"), read("metadata"), read("resident"));
+        assert!(metadata > 0, "{text}");
+        assert!(allocated <= active && active <= resident && metadata <= resident, "{text}");
+        assert!(text.contains("# UNIT olmv2_allocator_bytes bytes"), "{text}");
     }
 }

@@ -199,8 +199,9 @@ fn percentile(sorted: &[Duration], fraction: f64) -> Duration {
 }
 
 /// Prints the controller's RSS, its peak, and what the RSS is made of: anonymous memory (the heap, stacks) and
-/// mapped files (the binary's code as far as it was run).
-fn print_rss(label: &str, child: &std::process::Child) {
+/// mapped files (the binary's code as far as it was run); then the heap as the allocator counts it (its metrics at
+/// `health`): what the program holds, the pages that hold it, the allocator's metadata, and all it keeps resident.
+fn print_rss(label: &str, child: &std::process::Child, health: std::net::SocketAddr) {
     let (peak, now) = rss_kib(child);
     let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
     let field = |name: &str| {
@@ -214,6 +215,17 @@ fn print_rss(label: &str, child: &std::process::Child) {
         mib(field("RssAnon:")),
         mib(field("RssFile:")),
         mib(peak)
+    );
+    let heap = |statistic: &str| {
+        let bytes = metric(health, &format!("olmv2_allocator_bytes{{statistic=\"{statistic}\"}}"));
+        format!("{:.1}", bytes / 1024.0 / 1024.0)
+    };
+    println!(
+        "    heap: allocated {} MiB in {} MiB of pages, metadata {} MiB; allocator resident {} MiB",
+        heap("allocated"),
+        heap("active"),
+        heap("metadata"),
+        heap("resident")
     );
 }
 
@@ -278,7 +290,7 @@ async fn main() {
         "cold start: {operators} Operators Installed and {csvs} CSVs (and the Operators' CSV records) Succeeded \
          {ready:.1?} after their creation"
     );
-    print_rss(&format!("{} namespaces", counts[0] + 1), &child);
+    print_rss(&format!("{} namespaces", counts[0] + 1), &child, controller.health);
     let _ = settled;
     print_rbac_sizes(&admin).await;
 
@@ -291,7 +303,7 @@ async fn main() {
         create_all(&plane, added).await;
         present = count;
         settle(&plane, Duration::from_secs(10)).await;
-        print_rss(&format!("{count} namespaces"), &child);
+        print_rss(&format!("{count} namespaces"), &child, controller.health);
     }
 
     // Idle: what the controller writes when nothing changes.
@@ -313,11 +325,11 @@ async fn main() {
     let idle_requests: Vec<&Record> = records.iter().skip(requests_before).collect();
     println!("  idle: {} controller requests in all", idle_requests.len());
     print_requests("idle requests", &idle_requests);
-    print_rss("after idle", &child);
+    print_rss("after idle", &child, controller.health);
     if quiet > Duration::ZERO {
         // Longer still: what the process keeps for a while after a busy spell (kube's event recorder, 6 minutes).
         tokio::time::sleep(quiet).await;
-        print_rss(&format!("after {} s more", quiet.as_secs()), &child);
+        print_rss(&format!("after {} s more", quiet.as_secs()), &child, controller.health);
     }
 
     // Change -> status: a component of an Operator changes; its status shows the new resourceVersion.
@@ -391,7 +403,7 @@ async fn main() {
     );
     print_requests("restart writes", &restart_writes);
     print_status_changes(&before_restart, &statuses(&admin).await);
-    print_rss(&format!("restarted, {present} namespaces"), &child);
+    print_rss(&format!("restarted, {present} namespaces"), &child, controller.health);
 
     stand_in.abort();
     let _ = child.kill();
