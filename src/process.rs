@@ -70,7 +70,7 @@ pub async fn start(
     if let Some(agent) = user_agent(&identity) {
         config.headers.push((axum::http::header::USER_AGENT, agent));
     }
-    let client = kube::Client::try_from(config.clone()).map_err(WebhookError::Identify)?;
+    let client = crate::controller::connect::client(config.clone()).map_err(WebhookError::Identify)?;
     let webhook = crate::webhook::server::start(client.clone(), &options.webhook, &options.namespace).await?;
     let (stop, stopped) = oneshot::channel::<()>();
     let process = Process::new(config, client, options, health.metrics.clone(), stopped);

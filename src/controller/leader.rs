@@ -181,7 +181,7 @@ fn timing(options: &LeaderOptions) -> (u64, u64) {
 pub fn election_client(config: &kube::Config) -> Result<kube::Client, kube::Error> {
     let mut config = config.clone();
     config.default_retry = false;
-    kube::Client::try_from(config)
+    super::connect::client(config)
 }
 
 /// Joins the election. Each replica applies the Lease with a field manager of its own, so that taking it is a

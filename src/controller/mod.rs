@@ -1,5 +1,5 @@
 //! The controller pattern every reconciler follows. `runner` drives a reconciler (metrics, error policy, logs,
-//! shutdown); `client` is the reads and writes they all make; `conditions` the Kubernetes condition conventions and
+//! shutdown); `connect` builds the client of the API server; `client` is the reads and writes they all make; `conditions` the Kubernetes condition conventions and
 //! the events their transitions make, which `events` publishes; `watches` the watches whose objects are held,
 //! trimmed; `rbac_cache` the cluster's RBAC objects watched once for all; [`Process`] what every controller is
 //! built from.
@@ -8,6 +8,7 @@
 
 pub mod client;
 pub mod conditions;
+pub mod connect;
 pub mod events;
 pub mod impersonation;
 pub mod leader;

@@ -498,7 +498,7 @@ impl Impersonation {
         if let Some(client) = carrier.as_ref() {
             return Ok(client.clone());
         }
-        let client = kube::Client::try_from(self.config.clone()).map_err(ClusterError::Carrier)?;
+        let client = crate::controller::connect::client(self.config.clone()).map_err(ClusterError::Carrier)?;
         *carrier = Some(client.clone());
         Ok(client)
     }

@@ -1,0 +1,104 @@
+//! The controller's client of the API server: kube's own stack (TLS and credentials from the configuration, its
+//! base URL, authentication, extra headers and retry of 429/503/504), over a hyper client whose HTTP/1.1
+//! connections keep small read buffers.
+//!
+//! Why not `kube::Client::try_from`: it builds hyper's client with hyper's defaults, under which a connection's read
+//! buffer grows to the largest read it has seen, up to about 400 KB, and keeps that size for the connection's life.
+//! kube speaks HTTP/1.1, one connection per request in flight, and every watch holds one for good: the controller
+//! keeps about 110 connections open (a watch per component kind for the Operator loop, the Install, CSV, RBAC and
+//! Installed API watches). At the scale bench their buffers held about 10 MB of the heap. A read buffer capped at
+//! [`READ_BUFFER`] reads a large list or event in more pieces (the body is streamed, never held whole by hyper),
+//! and holds at most that much per connection. kube has no setting for it, hence this builder.
+//!
+//! What kube's builder does and this one does not: the HTTP tracing spans (debug level), gzip (kube's feature is
+//! off here) and proxies (the controller talks to its API server directly); a client whose exec-plugin certificate
+//! expires is not rebuilt (kube keeps that date private), and the controller's identity is a token or a
+//! certificate file.
+
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use kube::client::retry::RetryPolicy;
+use kube::client::ConfigExt;
+use tower::ServiceBuilder;
+
+/// The most a connection's read buffer holds: hyper's smallest allowed is 8 KiB, its default about 400 KB.
+pub const READ_BUFFER: usize = 16 * 1024;
+
+/// A client of the cluster `config` describes, its connections' read buffers at most [`READ_BUFFER`].
+pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    let https = config.rustls_https_connector_with_connector(http)?;
+    let mut connector = hyper_timeout::TimeoutConnector::new(https);
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_read_timeout(config.read_timeout);
+    connector.set_write_timeout(config.write_timeout);
+    connector.set_reset_reader_on_write(config.reset_reader_on_write);
+    let hyper =
+        hyper_util::client::legacy::Builder::new(TokioExecutor::new()).http1_max_buf_size(READ_BUFFER).build(connector);
+    let retry = config.default_retry.then(|| tower::retry::RetryLayer::new(RetryPolicy::server_retry()));
+    let service = ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(retry)
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(hyper);
+    Ok(kube::Client::new(service, config.default_namespace))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    use super::*;
+
+    /// What a request carried: its credentials and its user agent.
+    type Seen = Arc<Mutex<Vec<(Option<String>, Option<String>)>>>;
+
+    /// An API server that answers its first request with a 503 and later ones with a ConfigMap far larger than a
+    /// read buffer, noting each request's headers.
+    async fn server(seen: Seen) -> String {
+        let data = "x".repeat(1024 * 1024);
+        let answer = move |headers: HeaderMap| {
+            let seen = seen.clone();
+            let data = data.clone();
+            async move {
+                let header = |name| headers.get(name).and_then(|value| value.to_str().ok()).map(str::to_owned);
+                let mut seen = seen.lock().expect("lock");
+                seen.push((header("authorization"), header("user-agent")));
+                if seen.len() == 1 {
+                    return StatusCode::SERVICE_UNAVAILABLE.into_response();
+                }
+                axum::Json(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": "big", "namespace": "default"}, "data": {"blob": data}}))
+                .into_response()
+            }
+        };
+        let router = axum::Router::new().route("/api/v1/namespaces/default/configmaps/big", axum::routing::get(answer));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        format!("http://{address}")
+    }
+
+    #[tokio::test]
+    async fn the_client_sends_credentials_and_headers_retries_a_503_and_reads_a_body_larger_than_its_buffer() {
+        let seen = Seen::default();
+        let url = server(seen.clone()).await;
+        let mut config = kube::Config::new(url.parse().expect("url"));
+        config.auth_info = serde_json::from_value(serde_json::json!({"token": "t0ken"})).expect("auth info");
+        config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static("olmv2/test")));
+        let client = client(config).expect("client");
+        let big = kube::Api::<ConfigMap>::default_namespaced(client).get("big").await.expect("read after a retry");
+        let blob = big.data.and_then(|mut data| data.remove("blob")).unwrap_or_default();
+        assert_eq!(blob.len(), 1024 * 1024);
+        assert!(blob.len() > READ_BUFFER * 60);
+        let expected = (Some("Bearer t0ken".to_owned()), Some("olmv2/test".to_owned()));
+        assert_eq!(*seen.lock().expect("lock"), [expected.clone(), expected]);
+    }
+}
