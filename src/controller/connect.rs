@@ -1,19 +1,21 @@
 //! The controller's client of the API server: kube's own stack (TLS and credentials from the configuration, its
-//! base URL, authentication, extra headers and retry of 429/503/504), over a hyper client whose HTTP/1.1
-//! connections keep small read buffers.
+//! base URL, authentication, extra headers, retry of 429/503/504 and HTTP tracing), over a hyper client whose
+//! HTTP/1.1 connections keep small read buffers.
 //!
 //! Why not `kube::Client::try_from`: it builds hyper's client with hyper's defaults, under which a connection's read
 //! buffer grows to the largest read it has seen, up to about 400 KB, and keeps that size for the connection's life.
 //! kube speaks HTTP/1.1, one connection per request in flight, and every watch holds one for good: the controller
-//! keeps about 110 connections open (a watch per component kind for the Operator loop, the Install, CSV, RBAC and
+//! keeps about 100 connections open (a watch per component kind for the Operator loop, the Install, CSV, RBAC and
 //! Installed API watches). A read buffer capped at [`READ_BUFFER`] reads a large list or event in more pieces (the
-//! body is streamed, never held whole by hyper) and holds at most that much per connection: 3 to 4 MiB less RSS at
-//! the scale bench. kube has no setting for it, hence this builder.
+//! body is streamed, never held whole by hyper) and holds at most that much per connection: 2.7 to 3.8 MiB less RSS
+//! at the scale bench. The cap also bounds a response's head (status line and headers): kube-apiserver's are a few
+//! KiB. kube has no setting for it, hence this builder.
 //!
-//! What kube's builder does and this one does not: the HTTP tracing spans (debug level), gzip (kube's feature is
-//! off here) and proxies (refused, as kube refuses them without its proxy feature); a client whose exec-plugin
-//! certificate expires is not rebuilt (kube keeps that date private): the controller's identity is a token or a
-//! certificate file.
+//! What differs from kube's builder: its tracing spans carry the request's method and URL and its errors say
+//! "failed with status"; tower-http's default spans and error lines here carry the same facts in their own words.
+//! No gzip (kube's feature is off here). A proxy is refused, as kube refuses one without its proxy features. The
+//! expiry of an exec plugin's client certificate is not recorded on the client (kube keeps it private, and nothing
+//! reads it): the controller's identity is a token or a certificate file.
 
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -21,14 +23,19 @@ use kube::client::retry::RetryPolicy;
 use kube::client::ConfigExt;
 use tower::ServiceBuilder;
 
-/// The most a connection's read buffer holds: hyper's smallest allowed is 8 KiB, its default about 400 KB.
+/// The most a connection reads at once (its buffer may hold a little of the last read besides): hyper's smallest
+/// allowed is 8 KiB, its default about 400 KB.
 pub const READ_BUFFER: usize = 16 * 1024;
 
 /// A client of the cluster `config` describes, its connections' read buffers at most [`READ_BUFFER`].
 pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
-    // kube refuses a proxy too: its proxy support is a feature this build leaves out.
     if let Some(proxy_url) = config.proxy_url {
-        return Err(kube::Error::ProxyProtocolUnsupported { proxy_url: Box::new(proxy_url) });
+        return Err(refused_proxy(proxy_url));
+    }
+    // As kube does: TLS with aws-lc-rs unless the process chose a provider already.
+    if tokio_rustls::rustls::crypto::CryptoProvider::get_default().is_none() {
+        // The only error is another thread installing one meanwhile: then that one is used.
+        let _ = tokio_rustls::rustls::crypto::aws_lc_rs::default_provider().install_default();
     }
     let mut http = HttpConnector::new();
     http.enforce_http(false);
@@ -46,9 +53,20 @@ pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
         .option_layer(retry)
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
+        .layer(tower_http::trace::TraceLayer::new_for_http())
         .map_err(tower::BoxError::from)
         .service(hyper);
     Ok(kube::Client::new(service, config.default_namespace))
+}
+
+/// The error kube's builder gives for `proxy_url` without its proxy features.
+fn refused_proxy(proxy_url: http::Uri) -> kube::Error {
+    let proxy_url = Box::new(proxy_url);
+    match proxy_url.scheme_str() {
+        Some("http" | "https") => kube::Error::ProxyProtocolDisabled { proxy_url, protocol_feature: "kube/http-proxy" },
+        Some("socks5") => kube::Error::ProxyProtocolDisabled { proxy_url, protocol_feature: "kube/socks5" },
+        _ => kube::Error::ProxyProtocolUnsupported { proxy_url },
+    }
 }
 
 #[cfg(test)]
@@ -107,9 +125,37 @@ mod tests {
     }
 
     #[test]
-    fn a_proxy_is_refused_as_kube_refuses_it() {
-        let mut config = kube::Config::new("https://cluster.example:6443".parse().expect("url"));
-        config.proxy_url = Some("http://proxy.example:3128".parse().expect("proxy"));
-        assert!(matches!(client(config), Err(kube::Error::ProxyProtocolUnsupported { .. })));
+    fn a_proxy_is_refused_as_kube_refuses_it_without_its_proxy_features() {
+        let refused = |proxy: &str| {
+            let mut config = kube::Config::new("https://cluster.example:6443".parse().expect("url"));
+            config.proxy_url = Some(proxy.parse().expect("proxy"));
+            client(config).err().map(|error| error.to_string()).unwrap_or_default()
+        };
+        assert!(refused("http://proxy.example:3128").contains("kube/http-proxy"));
+        assert!(refused("socks5://proxy.example:1080").contains("kube/socks5"));
+        assert!(refused("ftp://proxy.example").contains("unsupported protocol"));
+    }
+
+    #[tokio::test]
+    async fn a_body_is_read_in_pieces_no_larger_than_the_read_buffer() {
+        use http_body_util::BodyExt;
+        let seen = Seen::default();
+        seen.lock().expect("lock").push((None, None)); // no 503 first
+        let url = server(seen).await;
+        let client = client(kube::Config::new(url.parse().expect("url"))).expect("client");
+        let request = http::Request::get("/api/v1/namespaces/default/configmaps/big")
+            .body(kube::client::Body::empty())
+            .expect("request");
+        let mut body = client.send(request).await.expect("answered").into_body();
+        let (mut pieces, mut largest, mut total) = (0, 0, 0);
+        while let Some(frame) = body.frame().await {
+            if let Ok(data) = frame.expect("a frame").into_data() {
+                (pieces, largest, total) = (pieces + 1, largest.max(data.len()), total + data.len());
+            }
+        }
+        assert!(total > 1024 * 1024, "{total}");
+        // hyper reads at most READ_BUFFER more into a buffer that may hold a piece of the last read still: below
+        // twice the cap, where its default reads pieces of up to about 400 KB.
+        assert!(largest < 2 * READ_BUFFER, "a piece of {largest} bytes in {pieces}");
     }
 }

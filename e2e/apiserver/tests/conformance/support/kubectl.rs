@@ -20,9 +20,16 @@ impl Kubectl {
         Self { kubeconfig: path }
     }
 
+    /// kubectl with this kubeconfig and a cache of discovery and HTTP answers of its own, beside the kubeconfig:
+    /// the shared cache is keyed by host and port, and a port another test's control plane used before would have
+    /// kubectl revalidate that plane's answers (a 304 where a test expects the document fetched).
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new("kubectl");
-        command.args(args).env("KUBECONFIG", &self.kubeconfig).env_remove("KUBERNETES_SERVICE_HOST");
+        command
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECACHEDIR", self.kubeconfig.with_extension("cache"))
+            .env_remove("KUBERNETES_SERVICE_HOST");
         command
     }
 
