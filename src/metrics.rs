@@ -181,7 +181,9 @@ impl Metrics {
 }
 
 /// jemalloc's statistics of the heap, as of now (its counters are refreshed by advancing its epoch). None where
-/// jemalloc is not the allocator's library (musl, other systems), or if a read fails: the metric is then absent.
+/// jemalloc is not built (musl, other systems): the metric is then absent; a read that fails leaves the value of the
+/// last scrape. jemalloc is the `olmv2` binary's global allocator; where the library runs in another process (its
+/// unit tests, the e2e suites' in-process controllers), these are jemalloc's own nearly empty heap.
 #[cfg(all(target_os = "linux", not(target_env = "musl")))]
 fn allocator_statistics() -> Vec<(&'static str, usize)> {
     use tikv_jemalloc_ctl::{epoch, stats};

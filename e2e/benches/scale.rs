@@ -327,7 +327,7 @@ async fn main() {
     print_requests("idle requests", &idle_requests);
     print_rss("after idle", &child, controller.health);
     if quiet > Duration::ZERO {
-        // Longer still: what the process keeps for a while after a busy spell (kube's event recorder, 6 minutes).
+        // Longer still: what the process keeps for a while after a busy spell (the events remembered for repeats, 6 minutes).
         tokio::time::sleep(quiet).await;
         print_rss(&format!("after {} s more", quiet.as_secs()), &child, controller.health);
     }

@@ -9,7 +9,8 @@
 //! Installed API watches). A read buffer capped at [`READ_BUFFER`] reads a large list or event in more pieces (the
 //! body is streamed, never held whole by hyper) and holds at most that much per connection: 2.7 to 3.8 MiB less RSS
 //! at the scale bench. The cap also bounds a response's head (status line and headers): kube-apiserver's are a few
-//! KiB. kube has no setting for it, hence this builder.
+//! KiB. kube has no setting for it, hence this builder. The cap is measured by the scale bench's RSS: on loopback
+//! a unit test sees hyper read in small pieces with or without it.
 //!
 //! What differs from kube's builder: its tracing spans carry the request's method and URL and its errors say
 //! "failed with status"; tower-http's default spans and error lines here carry the same facts in their own words.
@@ -134,28 +135,5 @@ mod tests {
         assert!(refused("http://proxy.example:3128").contains("kube/http-proxy"));
         assert!(refused("socks5://proxy.example:1080").contains("kube/socks5"));
         assert!(refused("ftp://proxy.example").contains("unsupported protocol"));
-    }
-
-    #[tokio::test]
-    async fn a_body_is_read_in_pieces_no_larger_than_the_read_buffer() {
-        use http_body_util::BodyExt;
-        let seen = Seen::default();
-        seen.lock().expect("lock").push((None, None)); // no 503 first
-        let url = server(seen).await;
-        let client = client(kube::Config::new(url.parse().expect("url"))).expect("client");
-        let request = http::Request::get("/api/v1/namespaces/default/configmaps/big")
-            .body(kube::client::Body::empty())
-            .expect("request");
-        let mut body = client.send(request).await.expect("answered").into_body();
-        let (mut pieces, mut largest, mut total) = (0, 0, 0);
-        while let Some(frame) = body.frame().await {
-            if let Ok(data) = frame.expect("a frame").into_data() {
-                (pieces, largest, total) = (pieces + 1, largest.max(data.len()), total + data.len());
-            }
-        }
-        assert!(total > 1024 * 1024, "{total}");
-        // hyper reads at most READ_BUFFER more into a buffer that may hold a piece of the last read still: below
-        // twice the cap, where its default reads pieces of up to about 400 KB.
-        assert!(largest < 2 * READ_BUFFER, "a piece of {largest} bytes in {pieces}");
     }
 }
