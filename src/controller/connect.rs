@@ -28,6 +28,13 @@ use tower::ServiceBuilder;
 /// allowed is 8 KiB, its default about 400 KB.
 pub const READ_BUFFER: usize = 16 * 1024;
 
+/// The most connections kept open without a request, for the next ones (kube's builder keeps every one, for 90 s).
+/// A burst of reconciles opens as many connections as it has requests in flight, and each one kept holds its buffers
+/// and TLS state (about 40 KiB): the scale bench's cold start left some 50 besides the watches'. Beyond these, a
+/// request that finds none free opens one (client-go's HTTP/1.1 transport keeps 25; its HTTP/2 one, a single
+/// connection).
+pub const IDLE_CONNECTIONS: usize = 8;
+
 /// A client of the cluster `config` describes, its connections' read buffers at most [`READ_BUFFER`].
 pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
     if let Some(proxy_url) = config.proxy_url {
@@ -46,8 +53,10 @@ pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
     connector.set_read_timeout(config.read_timeout);
     connector.set_write_timeout(config.write_timeout);
     connector.set_reset_reader_on_write(config.reset_reader_on_write);
-    let hyper =
-        hyper_util::client::legacy::Builder::new(TokioExecutor::new()).http1_max_buf_size(READ_BUFFER).build(connector);
+    let hyper = hyper_util::client::legacy::Builder::new(TokioExecutor::new())
+        .http1_max_buf_size(READ_BUFFER)
+        .pool_max_idle_per_host(IDLE_CONNECTIONS)
+        .build(connector);
     let retry = config.default_retry.then(|| tower::retry::RetryLayer::new(RetryPolicy::server_retry()));
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
@@ -123,6 +132,63 @@ mod tests {
         assert!(blob.len() > READ_BUFFER * 60);
         let expected = (Some("Bearer t0ken".to_owned()), Some("olmv2/test".to_owned()));
         assert_eq!(*seen.lock().expect("lock"), [expected.clone(), expected]);
+    }
+
+    /// An API server that answers `GET /` only once `together` requests are in flight at once (so each came on a
+    /// connection of its own), counting the connections open.
+    async fn counting_server(together: usize) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let open = Arc::new(AtomicUsize::new(0));
+        let barrier = Arc::new(tokio::sync::Barrier::new(together));
+        let router = axum::Router::new().route(
+            "/",
+            axum::routing::get(move || {
+                let barrier = barrier.clone();
+                async move {
+                    barrier.wait().await;
+                    "ok"
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let counted = open.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (open, router) = (counted.clone(), router.clone());
+                open.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let service = hyper_util::service::TowerToHyperService::new(router);
+                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let _ = builder.serve_connection(hyper_util::rt::TokioIo::new(stream), service).await;
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        (format!("http://{address}"), open)
+    }
+
+    #[tokio::test]
+    async fn connections_beyond_the_idle_few_are_closed_once_their_requests_are_answered() {
+        use std::sync::atomic::Ordering;
+        let together = IDLE_CONNECTIONS * 3;
+        let (url, open) = counting_server(together).await;
+        let client = client(kube::Config::new(url.parse().expect("url"))).expect("client");
+        let requests = (0..together).map(|_| {
+            let client = client.clone();
+            async move {
+                let request = http::Request::get("/").body(Vec::new()).expect("request");
+                client.request_text(request).await.expect("answered")
+            }
+        });
+        let answers = futures_util::future::join_all(requests).await;
+        assert_eq!(answers.len(), together);
+        let mut waited = 0;
+        while open.load(Ordering::SeqCst) > IDLE_CONNECTIONS && waited < 100 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            waited += 1;
+        }
+        assert_eq!(open.load(Ordering::SeqCst), IDLE_CONNECTIONS, "the idle connections kept");
     }
 
     #[test]

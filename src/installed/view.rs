@@ -29,9 +29,10 @@ pub const CHANGES: &str = "changes";
 /// How many changes the log keeps for resuming watches. Each holds the Installed objects it changed (an operator's
 /// object carries its whole CSV: a few KiB), so the log is most of this API's memory once it is full, as it is on any
 /// cluster that has run a while. kube-apiserver's watch cache reaches back about 75 seconds of a resource's events
-/// (at least 100), and every client lists again after a `410 Gone`: a thousand updates reach back further at a
-/// bounded cost.
-pub const DEFAULT_HISTORY: usize = 1024;
+/// (at least 100), and every client lists again after a `410 Gone`: 256 updates reach back further than that at a
+/// bounded cost. A full log of 1,024 held about 5 MiB at the scale bench (a hundred operators' objects several times
+/// over, from the cold start's phases); this one about a quarter of it.
+pub const DEFAULT_HISTORY: usize = 256;
 
 /// One installed operator as the API shows it.
 #[derive(Clone, Debug, PartialEq)]
