@@ -64,6 +64,9 @@ pub struct Context {
     retry: Duration,
 }
 
+/// How long a pass waits for the OperatorGroups to be listed before it tries again later.
+const GROUPS_LISTED: Duration = Duration::from_secs(2);
+
 #[derive(Debug, thiserror::Error)]
 #[error("failed to write the OperatorGroup labels of namespace {namespace}")]
 pub struct LabelError {
@@ -85,8 +88,10 @@ impl Reconciler for Context {
 
     async fn reconcile(self: Arc<Self>, namespace: Arc<PartialObjectMeta<Namespace>>) -> Result<Action, LabelError> {
         let name = namespace.name_any();
-        // Until every group has been read, a missing one would look deleted and its labels would be removed.
-        if self.groups.wait_until_ready().await.is_err() {
+        // Until every group has been read, a missing one would look deleted and its labels would be removed. The
+        // wait is bounded: a stopping controller no longer polls the watch that lists them, and a pass waiting for
+        // ever held the stop for its whole grace.
+        if !matches!(tokio::time::timeout(GROUPS_LISTED, self.groups.wait_until_ready()).await, Ok(Ok(()))) {
             return Ok(Action::requeue(self.retry));
         }
         let groups = self.groups.state();
@@ -164,6 +169,28 @@ mod tests {
                 Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         }
         group
+    }
+
+    /// A pass while the groups are not listed yet (their watch stopped, as in a stopping controller) comes back
+    /// after its retry interval rather than waiting for them, and writes nothing.
+    #[tokio::test(start_paused = true)]
+    async fn a_pass_before_the_groups_are_listed_is_tried_again_rather_than_waiting() {
+        let (groups, _writer) = kube::runtime::reflector::store::<OperatorGroup>();
+        // Nothing answers at this address: a write would fail the pass.
+        let client =
+            kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().expect("url"))).expect("client");
+        let retry = Duration::from_secs(30);
+        let context = Arc::new(Context {
+            client: ControllerClient::new(client, "test"),
+            groups,
+            metrics: Arc::new(Metrics::default()),
+            retry,
+        });
+        let mut namespace = PartialObjectMeta::<Namespace>::default();
+        namespace.metadata.name = Some("ops".into());
+        let pass = tokio::time::timeout(Duration::from_secs(60), context.reconcile(Arc::new(namespace))).await;
+        let action = pass.expect("the pass ends while the groups are unlisted").expect("no write failed");
+        assert_eq!(action, Action::requeue(retry));
     }
 
     #[test]
