@@ -24,8 +24,18 @@ use tokio::time::Instant;
 
 use super::conditions::Transition;
 
-/// What the API server keeps of an event's note.
-const NOTE_LIMIT: usize = 1000;
+/// The longest note the API server accepts, in bytes (events.k8s.io/v1's validation: a longer one is refused).
+const NOTE_LIMIT: usize = 1024;
+
+/// `note` cut to at most [`NOTE_LIMIT`] bytes, at a character's boundary (a message naming a long list of objects
+/// would otherwise lose its event to a 422).
+fn within_limit(note: &str) -> String {
+    let mut end = note.len().min(NOTE_LIMIT);
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    note[..end].to_owned()
+}
 
 /// How long after its last occurrence a repeat still joins an event's series (kube's recorder's `CACHE_TTL`).
 const REMEMBERED: Duration = Duration::from_secs(6 * 60);
@@ -117,7 +127,7 @@ fn new_event(controller: &str, transition: &Transition, reference: &ObjectRefere
         event_time: Some(MicroTime(now)),
         action: Some(ACTION.into()),
         reason: Some(transition.reason.clone()),
-        note: Some(transition.note.chars().take(NOTE_LIMIT).collect()),
+        note: Some(within_limit(&transition.note)),
         regarding: Some(reference.clone()),
         reporting_controller: Some(controller.into()),
         reporting_instance: Some(controller.into()),
@@ -222,6 +232,22 @@ mod tests {
     type Request = (String, String, serde_json::Value);
 
     /// A client whose API server answers each write with the object it was sent, and records each request.
+    #[test]
+    fn a_note_is_cut_to_the_api_servers_limit_in_bytes_at_a_character_boundary() {
+        assert_eq!(within_limit("short"), "short");
+        assert_eq!(within_limit(&"a".repeat(2000)).len(), NOTE_LIMIT);
+        // 'é' is two bytes: 512 of them fill the limit exactly.
+        let accented = "é".repeat(600);
+        let cut = within_limit(&accented);
+        assert_eq!(cut.len(), NOTE_LIMIT);
+        assert!(accented.starts_with(&cut));
+        // After "ab", '€' (three bytes) puts the limit inside a character: the cut falls before that one.
+        let mixed = format!("ab{}", "€".repeat(400));
+        let cut = within_limit(&mixed);
+        assert_eq!(cut.len(), 2 + 3 * 340);
+        assert!(mixed.starts_with(&cut));
+    }
+
     fn recording_client() -> (kube::Client, Arc<Mutex<Vec<Request>>>) {
         let requests = Arc::new(Mutex::new(Vec::new()));
         let recorded = requests.clone();

@@ -18,8 +18,10 @@ use crate::api::v1alpha1::{ClusterServiceVersion, Subscription};
 use crate::controller::watches::{metadata, trimmed};
 use crate::legacy::membership::COPIED_FROM_LABEL;
 
-/// How many updates a slow client's watch may fall behind before it is ended (it lists again, as after a 410).
-const CHANNEL: usize = 1024;
+/// How many updates a slow client's watch may fall behind before it is ended (it lists again, as after a 410): as
+/// many as the log keeps, which a watch resuming could not reach back past either. The broadcast holds as many
+/// updates alive for a slow watch, so a longer one would undo the log's bound.
+const CHANNEL: usize = DEFAULT_HISTORY;
 
 /// The view, its broadcast of changes, and which watches have listed once.
 pub struct Cache {

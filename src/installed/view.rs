@@ -31,14 +31,14 @@ pub const CHANGES: &str = "changes";
 /// cluster that has run a while. kube-apiserver's watch cache reaches back about 75 seconds of a resource's events
 /// (at least 100), and every client lists again after a `410 Gone`: 256 updates reach back further than that at a
 /// bounded cost. A full log of 1,024 held about 5 MiB at the scale bench (a hundred operators' objects several times
-/// over, from the cold start's phases); this one about a quarter of it.
+/// over, from the cold start's phases); this one should hold about a quarter of that (not measured apart).
 pub const DEFAULT_HISTORY: usize = 256;
 
 /// One installed operator as the API shows it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
     /// The Installed object without namespace and resourceVersion (those of the request and the change), as JSON
-    /// text: the log keeps thousands of entries, and a parsed object (a map and a string per field) takes several
+    /// text: the log keeps hundreds of entries, and a parsed object (a map and a string per field) takes several
     /// times the room of its text. It is parsed when served.
     object: Box<str>,
     /// Its metadata, parsed: what selectors, Table rows and ordering read.

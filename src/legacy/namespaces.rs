@@ -186,8 +186,10 @@ mod tests {
             metrics: Arc::new(Metrics::default()),
             retry,
         });
+        // Labelled for a group: with the groups taken as read (none), the pass would remove the label.
         let mut namespace = PartialObjectMeta::<Namespace>::default();
         namespace.metadata.name = Some("ops".into());
+        namespace.metadata.labels = Some(BTreeMap::from([(format!("{GROUP_LABEL_PREFIX}x"), String::new())]));
         let pass = tokio::time::timeout(Duration::from_secs(60), context.reconcile(Arc::new(namespace))).await;
         let action = pass.expect("the pass ends while the groups are unlisted").expect("no write failed");
         assert_eq!(action, Action::requeue(retry));
