@@ -137,6 +137,9 @@ pub fn fold_string_data(object: &mut Value) {
 }
 
 /// Kind-specific validation the project relies on (beyond metadata).
+/// The longest event note kube-apiserver accepts, in bytes (Go's `len`, though its message says characters).
+const EVENT_NOTE_LIMIT: usize = 1024;
+
 pub fn validate(group: &str, kind: &str, object: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errors = Vec::new();
     match (group, kind) {
@@ -198,6 +201,20 @@ pub fn validate(group: &str, kind: &str, object: &Value, old: Option<&Value>) ->
                         format!("{}: cannot change roleRef", compact_go(role_ref)),
                     ));
                 }
+            }
+        }
+        ("" | "events.k8s.io", "Event") => {
+            // kube-apiserver's event validation, for an event with an eventTime (one recorded the events.k8s.io way,
+            // through either API): the note (core `message`), at most 1,024 bytes, reported under its internal
+            // name with an empty value.
+            let note = if group == "events.k8s.io" { &object["note"] } else { &object["message"] };
+            let new_style = object["eventTime"].as_str().is_some_and(|time| !time.is_empty());
+            if new_style && note.as_str().is_some_and(|note| note.len() > EVENT_NOTE_LIMIT) {
+                errors.push(error(
+                    "message",
+                    ErrorType::Invalid,
+                    format!("\"\": can have at most {EVENT_NOTE_LIMIT} characters"),
+                ));
             }
         }
         ("apps", "Deployment" | "ReplicaSet") => {
@@ -338,6 +355,26 @@ mod tests {
         .expect("built-in")
         .is_err());
         assert!(decode("example.com", "Thing", &sent).is_none());
+    }
+
+    #[test]
+    fn an_events_note_over_1024_bytes_is_refused_when_it_has_an_event_time() {
+        let event = |group: &str, note: String, event_time: Value| {
+            let field = if group == "events.k8s.io" { "note" } else { "message" };
+            let mut event = json!({"metadata": {"name": "e", "namespace": "default"}, "reason": "R"});
+            event[field] = json!(note);
+            event["eventTime"] = event_time;
+            validate(group, "Event", &event, None)
+        };
+        let now = json!("2026-11-27T12:00:00.000000Z");
+        let refused = error("message", ErrorType::Invalid, "\"\": can have at most 1024 characters");
+        // 1,024 bytes pass; 513 two-byte characters (1,026 bytes, fewer than 1,024 characters) do not.
+        for group in ["events.k8s.io", ""] {
+            assert!(event(group, "a".repeat(1024), now.clone()).is_empty(), "{group}");
+            assert_eq!(event(group, "é".repeat(513), now.clone()), [refused.clone()], "{group}");
+            // An old-style event (no eventTime) is not held to it.
+            assert!(event(group, "a".repeat(2000), Value::Null).is_empty(), "{group}");
+        }
     }
 
     #[test]
