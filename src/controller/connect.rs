@@ -30,9 +30,9 @@ pub const READ_BUFFER: usize = 16 * 1024;
 
 /// The most connections kept open without a request, for the next ones (kube's builder keeps every one, for 90 s).
 /// A burst of reconciles opens as many connections as it has requests in flight, and each one kept holds its buffers
-/// and TLS state (about 40 KiB): the scale bench's cold start left some 50 besides the watches'. Beyond these, a
-/// request that finds none free opens one (client-go's HTTP/1.1 transport keeps 25; its HTTP/2 one, a single
-/// connection).
+/// and TLS state (about 45 KiB): the scale bench's cold start left 111 open, about 60 of them watches' by a count of
+/// the watches in the code. Beyond these, a request that finds none free opens one (client-go's HTTP/1.1 transport
+/// keeps 25; its HTTP/2 one, a single connection).
 pub const IDLE_CONNECTIONS: usize = 8;
 
 /// A client of the cluster `config` describes, its connections' read buffers at most [`READ_BUFFER`].
