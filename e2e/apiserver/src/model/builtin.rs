@@ -371,7 +371,7 @@ mod tests {
         // 1,024 bytes pass; 513 two-byte characters (1,026 bytes, fewer than 1,024 characters) do not.
         for group in ["events.k8s.io", ""] {
             assert!(event(group, "a".repeat(1024), now.clone()).is_empty(), "{group}");
-            assert_eq!(event(group, "é".repeat(513), now.clone()), [refused.clone()], "{group}");
+            assert_eq!(event(group, "é".repeat(513), now.clone()), std::slice::from_ref(&refused), "{group}");
             // An old-style event (no eventTime) is not held to it.
             assert!(event(group, "a".repeat(2000), Value::Null).is_empty(), "{group}");
         }
