@@ -48,11 +48,67 @@ where
     Controller::for_stream(reflector(writer, trimmed(api, config)).applied_objects(), reader)
 }
 
+/// [`controller`], woken only when what `changed` hashes differs from the object's last event (the store still
+/// takes every event, so a pass reads the newest object). A controller's own status write moves an object's
+/// resourceVersion but none of what others change; woken by it, a pass finds nothing to do.
+pub fn controller_of_changes<K>(api: Api<K>, config: watcher::Config, changed: fn(&K) -> Option<u64>) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let objects = reflector(writer, trimmed(api, config))
+        .applied_objects()
+        .predicate_filter(changed, kube::runtime::PredicateConfig::default());
+    Controller::for_stream(objects, reader)
+}
+
+/// What others change on an object with a status subresource: its spec (`generation`), labels, annotations,
+/// finalizers and deletion; not its status, nor the resourceVersion a status write moves.
+pub fn changed_by_others<K: Resource>(object: &K) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let metadata = object.meta();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    metadata.generation.hash(&mut hasher);
+    metadata.labels.hash(&mut hasher);
+    metadata.annotations.hash(&mut hasher);
+    metadata.finalizers.hash(&mut hasher);
+    metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    Some(hasher.finish())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Namespace;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
+    #[test]
+    fn a_status_or_resource_version_change_is_not_a_change_by_others_and_the_rest_is() {
+        let mut base = Namespace::default();
+        base.metadata.name = Some("ops".into());
+        base.metadata.generation = Some(1);
+        base.metadata.resource_version = Some("10".into());
+        let hash = |namespace: &Namespace| changed_by_others(namespace).expect("hashed");
+        let mut status_written = base.clone();
+        status_written.metadata.resource_version = Some("11".into());
+        status_written.status = Some(Default::default());
+        assert_eq!(hash(&status_written), hash(&base));
+        let changes: [fn(&mut Namespace); 5] = [
+            |n| n.metadata.generation = Some(2),
+            |n| n.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into()),
+            |n| n.metadata.annotations = Some([("a".to_owned(), "b".to_owned())].into()),
+            |n| n.metadata.finalizers = Some(vec!["f".into()]),
+            |n| {
+                n.metadata.deletion_timestamp =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH))
+            },
+        ];
+        for (index, change) in changes.iter().enumerate() {
+            let mut changed = base.clone();
+            change(&mut changed);
+            assert_ne!(hash(&changed), hash(&base), "change {index}");
+        }
+    }
 
     #[test]
     fn trimming_drops_managed_fields_and_keeps_the_rest() {

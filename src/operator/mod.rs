@@ -51,8 +51,11 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         metrics: process.metrics.clone(),
     });
     let triggers = watch::component_triggers(client.clone(), context.index.clone());
-    let controller =
-        watches::controller(Api::<Operator>::all(client), watcher::Config::default()).reconcile_on(triggers);
+    // Not woken by its own status writes: every component change made two passes, the second finding nothing to do.
+    // Its components, Install and dependencies wake it through the triggers.
+    let operators = Api::<Operator>::all(client);
+    let controller = watches::controller_of_changes(operators, watcher::Config::default(), watches::changed_by_others)
+        .reconcile_on(triggers);
     runner::run(controller, context, process.shutdown()).boxed()
 }
 
