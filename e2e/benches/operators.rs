@@ -106,7 +106,8 @@ async fn main() {
     let (health, webhook) = (free_address(), free_address());
     plane.api.endpoints.set("olmv2-system", "olmv2-webhook", webhook);
     let mut child = Command::new(binary)
-        .args(["run", "--health-address", &health.to_string(), "--webhook-address", &webhook.to_string()])
+        .args(["run", "--enable-v2alpha1", "--health-address", &health.to_string()])
+        .args(["--webhook-address", &webhook.to_string()])
         .args(["--cache", &dir.join("cache").display().to_string()])
         .env("KUBECONFIG", &kubeconfig)
         .env("RUST_LOG", "warn")
