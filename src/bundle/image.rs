@@ -19,6 +19,7 @@ use crate::category::Categorized;
 
 use super::credentials::DockerCredentials;
 use super::model::{Bundle, BundleError};
+use super::refused::{Refusal, Refusals};
 use super::unpack::{hex, unpack_layer, Compression, Totals, UnpackError, UnpackLimits};
 
 const OCI_LAYER_TAR: &str = "application/vnd.oci.image.layer.v1.tar";
@@ -124,6 +125,24 @@ pub enum PullError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{reference} ({digest}) was refused before and is not pulled again until it points elsewhere: {reason}")]
+    Refused { reference: String, digest: String, category: &'static str, reason: String },
+}
+
+impl PullError {
+    /// Whether the error comes from what the image's digest holds, so that pulling it again can only fail again: a
+    /// layer refused by the unpacker's limits or path rules, a layer or config the format refuses, no image for
+    /// this platform. Not a download, a digest mismatch, a truncated stream or the local cache: those may heal.
+    pub fn for_good(&self) -> bool {
+        match self {
+            Self::NoMatchingPlatform { .. } | Self::UnsupportedLayer { .. } | Self::InvalidConfig { .. } => true,
+            Self::Unpack { source, .. } => !matches!(
+                source,
+                UnpackError::DigestMismatch { .. } | UnpackError::Malformed(_) | UnpackError::Write { .. }
+            ),
+            _ => false,
+        }
+    }
 }
 
 impl Categorized for PullError {
@@ -136,6 +155,7 @@ impl Categorized for PullError {
             Self::InvalidConfig { .. } => "ImageConfigInvalid",
             Self::Unpack { source, .. } => source.category(),
             Self::Cache { .. } => "BundleCacheFailed",
+            Self::Refused { category, .. } => category,
         }
     }
 }
@@ -175,6 +195,7 @@ impl Categorized for PushError {
 pub struct ImageClient {
     client: Client,
     options: RegistryOptions,
+    refused: Refusals,
 }
 
 fn parse_reference(reference: &str) -> Result<Reference, String> {
@@ -220,7 +241,7 @@ impl ImageClient {
             read_timeout: Some(options.read_timeout),
             ..ClientConfig::default()
         };
-        Self { client: Client::new(config), options }
+        Self { client: Client::new(config), options, refused: Refusals::default() }
     }
 
     fn auth(&self, reference: &Reference) -> oci_client::secrets::RegistryAuth {
@@ -242,9 +263,36 @@ impl ImageClient {
         Ok((parsed, digest))
     }
 
-    /// Pulls and unpacks `reference` into `cache` (once per digest) and returns where it is.
+    /// Pulls and unpacks `reference` into `cache` (once per digest) and returns where it is. A digest refused for
+    /// what it holds is refused again without a pull, until the reference resolves to another digest.
     pub async fn pull(&self, reference: &str, cache: &Path, limits: UnpackLimits) -> Result<PulledImage, PullError> {
         let (parsed, digest) = self.resolve(reference).await?;
+        if let Some(refusal) = self.refused.get(&digest, limits) {
+            return Err(PullError::Refused {
+                reference: reference.to_owned(),
+                digest,
+                category: refusal.category,
+                reason: refusal.reason,
+            });
+        }
+        let result = self.pull_resolved(reference, parsed, digest.clone(), cache, limits).await;
+        if let Err(error) = &result {
+            if error.for_good() {
+                let refusal = Refusal { category: error.category(), reason: crate::error::report(error) };
+                self.refused.remember(&digest, limits, refusal);
+            }
+        }
+        result
+    }
+
+    async fn pull_resolved(
+        &self,
+        reference: &str,
+        parsed: Reference,
+        digest: String,
+        cache: &Path,
+        limits: UnpackLimits,
+    ) -> Result<PulledImage, PullError> {
         let pinned_reference = parsed.clone_with_digest(digest.clone());
         let pinned = pinned_reference.whole();
         let entry = cache.join(digest.replace(':', "-"));

@@ -14,6 +14,7 @@ pub mod model;
 pub mod names;
 pub mod permissions;
 pub mod reference;
+pub mod refused;
 pub mod unpack;
 pub mod webhooks;
 

@@ -1,14 +1,17 @@
 //! The one way every controller runs. A controller's context implements [`Reconciler`] (what it reconciles, one
 //! pass, its name); its module builds a kube-runtime `Controller` with the watches that wake it and hands both to
 //! [`run`], which adds what every controller shares: the reconcile counted and timed, failures counted by their
-//! static category and retried, a log span naming the controller, and a clean stop.
+//! static category and retried (backing off exponentially while an object keeps failing: an error that will not
+//! heal by itself must not cost the API server a pass a second for ever), a log span naming the controller, and a
+//! clean stop.
 //!
 //! kube-runtime already wraps each reconcile, and the error policy after it, in a span naming the object
 //! (`reconciling object`, with `object.ref` and `object.reason`): the runner adds none of its own per reconcile.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -30,6 +33,45 @@ const CONCURRENT_RECONCILES: u16 = 16;
 /// How soon a reconcile that only lost a race with a change of its object runs again: the change is there to be
 /// seen at once.
 const CONFLICT_RETRY: Duration = Duration::from_millis(200);
+
+/// The longest wait between two tries of an object that keeps failing: client-go's work queues back off to about 17
+/// minutes; five keep a fixed cluster from waiting long for the next try.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// How soon an object that failed `failures` times in a row is tried again: the retry interval, doubled for each
+/// failure after the first, at most [`MAX_BACKOFF`].
+fn backoff(retry: Duration, failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    retry.saturating_mul(1 << doublings).min(MAX_BACKOFF.max(retry))
+}
+
+/// A reconciler, with how many times in a row each object failed (forgotten at its first success).
+struct Runner<R> {
+    reconciler: Arc<R>,
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl<R> Runner<R> {
+    fn failed(&self, key: String) -> u32 {
+        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = failures.entry(key).or_default();
+        *count = count.saturating_add(1);
+        *count
+    }
+
+    fn succeeded(&self, key: &str) {
+        let mut failures = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        if !failures.is_empty() {
+            failures.remove(key);
+        }
+    }
+}
+
+/// The key an object's failures are counted under.
+fn key<K: Resource>(object: &K) -> String {
+    let meta = object.meta();
+    format!("{}/{}", meta.namespace.as_deref().unwrap_or_default(), meta.name.as_deref().unwrap_or_default())
+}
 
 /// One controller's reconciliation, implemented by its context.
 pub trait Reconciler: Send + Sync + 'static {
@@ -66,7 +108,7 @@ pub async fn run<R: Reconciler>(
     let running = controller
         .with_config(kube::runtime::controller::Config::default().concurrency(CONCURRENT_RECONCILES))
         .graceful_shutdown_on(shutdown.clone())
-        .run(reconcile, error_policy, reconciler)
+        .run(reconcile, error_policy, Arc::new(Runner { reconciler, failures: Mutex::default() }))
         .for_each(|result| async move {
             if let Err(error) = result {
                 tracing::debug!(%error, "controller event");
@@ -88,24 +130,31 @@ pub async fn run<R: Reconciler>(
 /// How long a stopping controller lets its running reconciles finish.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
-async fn reconcile<R: Reconciler>(object: Arc<R::Object>, reconciler: Arc<R>) -> Result<Action, R::Error> {
+async fn reconcile<R: Reconciler>(object: Arc<R::Object>, runner: Arc<Runner<R>>) -> Result<Action, R::Error> {
+    let key = key(object.as_ref());
+    let reconciler = &runner.reconciler;
     let timer = reconciler.metrics().reconcile(R::NAME);
-    let answer = reconciler.reconcile(object).await;
+    let answer = reconciler.clone().reconcile(object).await;
     timer.finished(answer.is_ok());
+    if answer.is_ok() {
+        runner.succeeded(&key);
+    }
     answer
 }
 
 /// Counts the failure and retries: at once when the object only changed under the pass, after the controller's
-/// retry interval otherwise.
-fn error_policy<R: Reconciler>(_object: Arc<R::Object>, error: &R::Error, reconciler: Arc<R>) -> Action {
+/// retry interval otherwise, doubled for each failure of the object in a row.
+fn error_policy<R: Reconciler>(object: Arc<R::Object>, error: &R::Error, runner: Arc<Runner<R>>) -> Action {
     let category = error.category();
-    reconciler.metrics().reconcile_failed(R::NAME, category);
+    runner.reconciler.metrics().reconcile_failed(R::NAME, category);
     if error.is_conflict() {
         tracing::info!(category, "{error}");
         return Action::requeue(CONFLICT_RETRY);
     }
-    tracing::warn!(category, "{}", report(error));
-    Action::requeue(reconciler.retry())
+    let failures = runner.failed(key(object.as_ref()));
+    let delay = backoff(runner.reconciler.retry(), failures);
+    tracing::warn!(category, failures, retry_seconds = delay.as_secs_f64(), "{}", report(error));
+    Action::requeue(delay)
 }
 
 #[cfg(test)]
@@ -167,15 +216,19 @@ mod tests {
         Arc::new(object)
     }
 
+    fn runner() -> Arc<Runner<Counting>> {
+        Arc::new(Runner { reconciler: Arc::new(Counting::default()), failures: Mutex::default() })
+    }
+
     #[tokio::test]
     async fn every_pass_is_counted_and_timed_and_failures_are_counted_by_category() {
-        let reconciler = Arc::new(Counting::default());
+        let runner = runner();
         for name in ["fine", "changed", "failed"] {
-            if let Err(error) = reconcile(named(name), reconciler.clone()).await {
-                error_policy(named(name), &error, reconciler.clone());
+            if let Err(error) = reconcile(named(name), runner.clone()).await {
+                error_policy(named(name), &error, runner.clone());
             }
         }
-        let text = reconciler.metrics.encode().expect("encode");
+        let text = runner.reconciler.metrics.encode().expect("encode");
         assert!(text.contains("olmv2_reconciles_total{controller=\"counting\"} 3"), "{text}");
         for (result, count) in [("success", 1), ("error", 2)] {
             let line = format!(
@@ -191,10 +244,41 @@ mod tests {
 
     #[test]
     fn a_conflict_is_retried_at_once_and_other_failures_after_the_retry_interval() {
-        let reconciler = Arc::new(Counting::default());
-        let changed = error_policy(named("changed"), &PassError::Changed, reconciler.clone());
+        let runner = runner();
+        let changed = error_policy(named("changed"), &PassError::Changed, runner.clone());
         assert_eq!(changed, Action::requeue(CONFLICT_RETRY));
-        let failed = error_policy(named("failed"), &PassError::Failed, reconciler);
+        let failed = error_policy(named("failed"), &PassError::Failed, runner);
         assert_eq!(failed, Action::requeue(Duration::from_secs(10)));
+    }
+
+    #[tokio::test]
+    async fn an_object_failing_again_and_again_is_tried_ever_less_often_until_it_succeeds() {
+        let runner = runner();
+        let delays: Vec<Action> =
+            (0..8).map(|_| error_policy(named("failed"), &PassError::Failed, runner.clone())).collect();
+        let seconds = [10, 20, 40, 80, 160, 300, 300, 300];
+        assert_eq!(delays, seconds.map(|s| Action::requeue(Duration::from_secs(s))));
+        // Another object's failures are its own; a conflict neither counts nor resets.
+        assert_eq!(
+            error_policy(named("other"), &PassError::Failed, runner.clone()),
+            Action::requeue(Duration::from_secs(10))
+        );
+        error_policy(named("failed"), &PassError::Changed, runner.clone());
+        assert_eq!(
+            error_policy(named("failed"), &PassError::Failed, runner.clone()),
+            Action::requeue(Duration::from_secs(300))
+        );
+        // A success of the object forgets its failures (the object here is one whose pass succeeds).
+        error_policy(named("fine"), &PassError::Failed, runner.clone());
+        error_policy(named("fine"), &PassError::Failed, runner.clone());
+        assert!(reconcile(named("fine"), runner.clone()).await.is_ok());
+        assert_eq!(error_policy(named("fine"), &PassError::Failed, runner), Action::requeue(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn the_backoff_never_overflows_and_never_undercuts_the_retry() {
+        assert_eq!(backoff(Duration::from_secs(1), 0), Duration::from_secs(1));
+        assert_eq!(backoff(Duration::from_secs(1), u32::MAX), MAX_BACKOFF);
+        assert_eq!(backoff(Duration::from_secs(600), 3), Duration::from_secs(600), "a retry longer than the cap");
     }
 }

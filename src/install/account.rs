@@ -5,14 +5,17 @@
 //! can take (`olmv2-controller`, `default`, the name of an Install deleted with `--cascade=orphan`) ever designates
 //! an account that already exists; the controller only ever creates it, and uses it only when it carries the
 //! Install's uid as its controlling owner. An OperatorGroup's account lends its existing rights only where the
-//! Install's creator may use that account themselves.
+//! Install's creator may use that account themselves, and only where whoever named it in the group could run as it:
+//! writing an OperatorGroup must not lend an account its author could not use (an admin's, bound to cluster-admin).
 
 use k8s_openapi::api::core::v1::ServiceAccount;
 use sha2::{Digest, Sha256};
 
+use kube::ResourceExt;
+
 use crate::access::AccessCheck;
-use crate::api::v1::OperatorGroup;
-use crate::api::v2alpha1::ServiceAccountReference;
+use crate::api::v1::{OperatorGroup, ACCOUNT_NAMED_BY_ANNOTATION};
+use crate::api::v2alpha1::{Requester, ServiceAccountReference};
 
 /// Which ServiceAccount an Install runs as.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -98,6 +101,31 @@ pub fn operator_group_use_checks(account: &ServiceAccountReference) -> [AccessCh
     [
         AccessCheck::resource(Some(&account.namespace), "create", "operators.coreos.com", "subscriptions", ""),
         AccessCheck::resource(Some(&account.namespace), "impersonate", "", "serviceaccounts", &account.name),
+    ]
+}
+
+/// Who named `account` in `group` (the webhook's record), when `group` names that account and the record is there.
+/// A group no longer there, naming another account now, or written before the record existed has nobody: its account
+/// lends nothing.
+pub fn account_namer(group: Option<&OperatorGroup>, account: &ServiceAccountReference) -> Option<Requester> {
+    let group = group?;
+    let names_it = group.namespace().as_deref() == Some(account.namespace.as_str())
+        && group.spec.service_account_name.as_deref() == Some(account.name.as_str());
+    if !names_it {
+        return None;
+    }
+    serde_json::from_str::<Requester>(group.annotations().get(ACCOUNT_NAMED_BY_ANNOTATION)?)
+        .ok()
+        .filter(|namer| !namer.username.is_empty())
+}
+
+/// The access checks of which whoever named an OperatorGroup's account must pass one for it to lend its rights:
+/// Kubernetes' own test of who may use an account, the power to run as it (`impersonate` on it, or `create pods` in
+/// its namespace, which runs a pod as any account there).
+pub fn account_namer_checks(account: &ServiceAccountReference) -> [AccessCheck; 2] {
+    [
+        AccessCheck::resource(Some(&account.namespace), "impersonate", "", "serviceaccounts", &account.name),
+        AccessCheck::resource(Some(&account.namespace), "create", "", "pods", ""),
     ]
 }
 
@@ -200,5 +228,36 @@ mod tests {
         assert_eq!(subscriptions.group, "operators.coreos.com");
         assert_eq!((impersonate.verb.as_str(), impersonate.name.as_str()), ("impersonate", "robot"));
         assert_eq!(impersonate.resource, "serviceaccounts");
+    }
+
+    #[test]
+    fn an_operator_groups_account_is_named_by_whom_the_webhook_recorded_and_only_for_that_account() {
+        let mallory = Requester { username: "mallory".into(), ..Requester::default() };
+        let mut named = group("og", Some("robot"));
+        assert_eq!(account_namer(Some(&named), &reference("operators", "robot")), None, "no record: nobody");
+        named.metadata.annotations =
+            Some([(ACCOUNT_NAMED_BY_ANNOTATION.to_owned(), serde_json::to_string(&mallory).expect("json"))].into());
+        assert_eq!(account_namer(Some(&named), &reference("operators", "robot")), Some(mallory.clone()));
+        assert_eq!(account_namer(Some(&named), &reference("operators", "other")), None, "names another account");
+        assert_eq!(account_namer(Some(&named), &reference("elsewhere", "robot")), None, "another namespace");
+        assert_eq!(account_namer(None, &reference("operators", "robot")), None, "the group is gone");
+        named.metadata.annotations =
+            Some([(ACCOUNT_NAMED_BY_ANNOTATION.to_owned(), "{\"username\":\"\"}".to_owned())].into());
+        assert_eq!(account_namer(Some(&named), &reference("operators", "robot")), None, "an empty name is nobody");
+    }
+
+    #[test]
+    fn naming_an_account_lends_it_only_for_who_may_run_as_it() {
+        let [impersonate, pods] = account_namer_checks(&reference("operators", "robot"));
+        assert_eq!(
+            (impersonate.namespace.as_deref(), impersonate.verb.as_str(), impersonate.resource.as_str()),
+            (Some("operators"), "impersonate", "serviceaccounts")
+        );
+        assert_eq!((impersonate.group.as_str(), impersonate.name.as_str()), ("", "robot"));
+        assert_eq!(
+            (pods.namespace.as_deref(), pods.verb.as_str(), pods.resource.as_str()),
+            (Some("operators"), "create", "pods")
+        );
+        assert_eq!((pods.group.as_str(), pods.name.as_str()), ("", ""));
     }
 }

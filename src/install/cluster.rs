@@ -15,7 +15,7 @@ use kube::api::{Api, ListParams, ObjectMeta, PartialObjectMeta, Patch, PatchPara
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
-use super::account::{created_for, operator_group_use_checks};
+use super::account::{account_namer, account_namer_checks, created_for, operator_group_use_checks};
 use super::apply::{service_account_user, FIELD_MANAGER};
 use super::grants::INSTALL_ANNOTATION;
 use super::takeover::{taken_csv, TakenCsv, Takeover};
@@ -72,6 +72,13 @@ pub enum ClusterError {
         #[source]
         source: kube::Error,
     },
+    #[error("failed to review whether whoever named ServiceAccount {account} in OperatorGroup {group} may use it")]
+    ReviewAccountNamer {
+        group: String,
+        account: String,
+        #[source]
+        source: kube::Error,
+    },
     #[error("failed to clear the content-change mark of Install {name}")]
     ClearContentChange {
         name: String,
@@ -116,6 +123,7 @@ impl Categorized for ClusterError {
             Self::EnsureServiceAccount { .. } => "ServiceAccountCreateFailed",
             Self::ServiceAccountTaken { .. } => "ServiceAccountNameTaken",
             Self::ReviewCreator { .. } => "CreatorReviewFailed",
+            Self::ReviewAccountNamer { .. } => "AccountNamerReviewFailed",
             Self::ClearContentChange { .. } => "ContentChangeClearFailed",
             Self::ReadWebhookConfiguration(_) => "WebhookConfigurationReadFailed",
             Self::ProbeWebhook { .. } => "WebhookProbeFailed",
@@ -236,6 +244,29 @@ impl Cluster {
             let allowed = crate::access::allowed(self.client.kube(), &creator, &check).await.map_err(|source| {
                 ClusterError::ReviewCreator {
                     install: install.name_any(),
+                    account: format!("{}/{}", account.namespace, account.name),
+                    source,
+                }
+            })?;
+            if allowed {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether whoever named `account` in the OperatorGroup `group` could run as it themselves (one of
+    /// [`account_namer_checks`]); a group with no record of who named it (or gone) lends nothing.
+    pub async fn namer_may_use(
+        &self,
+        group: Option<&OperatorGroup>,
+        account: &ServiceAccountReference,
+    ) -> Result<bool, ClusterError> {
+        let Some(namer) = account_namer(group, account) else { return Ok(false) };
+        for check in account_namer_checks(account) {
+            let allowed = crate::access::allowed(self.client.kube(), &namer, &check).await.map_err(|source| {
+                ClusterError::ReviewAccountNamer {
+                    group: group.map(ResourceExt::name_any).unwrap_or_default(),
                     account: format!("{}/{}", account.namespace, account.name),
                     source,
                 }

@@ -32,6 +32,8 @@ use kube::ResourceExt;
 use crate::api::v2alpha1::{Install, InstallPolicy};
 use crate::bundle::image::ImageClient;
 use crate::bundle::unpack::UnpackLimits;
+use crate::category::Categorized;
+use crate::controller::conditions::Transition;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::controller::Process;
@@ -132,7 +134,15 @@ impl Reconciler for Context {
     const NAME: &'static str = "install";
 
     async fn reconcile(self: Arc<Self>, install: Arc<Install>) -> Result<Action, ReconcileError> {
-        reconcile::reconcile(install, self).await
+        let answer = reconcile::reconcile(install.clone(), self.clone()).await;
+        if let Some(error) = answer.as_ref().err().filter(|error| !error.is_conflict()) {
+            // A pass that fails before it can say why in the status (the status write itself may be what fails: an
+            // Install too large for the webhook to review) says it in an event; the runner backs off meanwhile.
+            let why =
+                Transition { warning: true, reason: error.category().to_owned(), note: crate::error::report(error) };
+            self.cluster.events.publish(install.as_ref(), &[why]).await;
+        }
+        answer
     }
 
     fn metrics(&self) -> &Metrics {

@@ -164,10 +164,14 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
             Err(error) => return Err(error.into()),
         }
     }
-    // An OperatorGroup's account lends what it held before only where the Install's creator may use it; otherwise,
-    // like the Install's own account, only what was granted for this Install's uid counts as approved.
+    // An OperatorGroup's account lends what it held before only where the Install's creator may use it, and whoever
+    // named it in the group could run as it; otherwise, like the Install's own account, only what was granted for
+    // this Install's uid counts as approved.
     let lends_existing_rights = match &assignment {
-        Assignment::OperatorGroup { account, .. } => ctx.cluster.creator_may_use(&install, account).await?,
+        Assignment::OperatorGroup { account, group } => {
+            let group = groups.iter().find(|candidate| candidate.name_any() == *group);
+            ctx.cluster.creator_may_use(&install, account).await? && ctx.cluster.namer_may_use(group, account).await?
+        }
         Assignment::Eponymous(_) => false,
     };
     let user = service_account_user(&account);
@@ -192,6 +196,19 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     decorate(&mut objects, &Decoration { install: &name, uid: &uid, component_label: label.as_deref() });
     sort_for_apply(&mut objects);
 
+    // Content defines only new APIs: a CRD naming a resource the cluster serves with no CRD behind it (a built-in,
+    // an aggregated API) is refused, before anything counts the rules on that resource as the content's own.
+    for reference in crd_safety::crds_naming_served_apis(&objects, &kinds, &previous.applied) {
+        if apply::get(&ctx.cluster.client, &kinds, &reference).await?.is_none() {
+            let message = format!(
+                "CustomResourceDefinition {} names a resource the API server already serves (a built-in or aggregated API): content may define only new APIs",
+                reference.name
+            );
+            let outcome = Outcome::Invalid { reason: "CrdNamesServedApi", message };
+            report(&ctx, &install, status, &outcome, None).await?;
+            return Ok(Action::requeue(ctx.options.resync));
+        }
+    }
     let mut kinds = kinds;
     kinds.add_crds(objects.iter());
     if objects.iter().any(|object| !known(&kinds, object)) {

@@ -3,6 +3,9 @@
 //! Coverage is `rbac`'s, the API server's own semantics.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::rbac::v1::ClusterRole;
 
 use crate::api::v2alpha1::{Ceiling, PendingPermission, PermissionScope};
 use crate::install::grants::INSTALL_ANNOTATION;
@@ -75,11 +78,30 @@ impl CeilingRules {
 }
 
 /// The ClusterRoles ceilings are read from: the cluster's, but those an Install applied or granted (they carry its
-/// annotation). A ClusterRole in some content, labelled to aggregate into a ceiling role, must not widen the ceiling
-/// that content (or any other) is measured against.
+/// annotation, or an owner reference to an Install). A ClusterRole in some content, labelled to aggregate into a
+/// ceiling role, must not widen the ceiling that content (or any other) is measured against; and since Kubernetes'
+/// aggregation controller has already copied such a role's rules into the aggregating role it matches (whenever
+/// that content was approved, by whom, and before or after the policy), an aggregating role's own stored rules are
+/// never read: its rules are gathered anew from the roles it selects that remain.
 pub fn ceiling_roles(rbac: &RbacObjects) -> Roles {
-    let theirs = rbac.without_annotated(INSTALL_ANNOTATION);
-    Roles::shared::<k8s_openapi::api::rbac::v1::Role>(&[], theirs.cluster_roles)
+    let by_install = |role: &ClusterRole| {
+        role.metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|owner| owner.kind == "Install" && owner.api_version.starts_with("operators.coreos.com/"))
+    };
+    let theirs: Vec<Arc<ClusterRole>> = rbac
+        .without_annotated(INSTALL_ANNOTATION)
+        .cluster_roles
+        .into_iter()
+        .filter(|role| !by_install(role))
+        .map(|role| match role.aggregation_rule {
+            Some(_) => Arc::new(ClusterRole { rules: None, ..role.as_ref().clone() }),
+            None => role,
+        })
+        .collect();
+    Roles::shared::<k8s_openapi::api::rbac::v1::Role>(&[], theirs)
 }
 
 /// Every verb on the resources of the content's own CustomResourceDefinitions (and the subresources a CRD can
@@ -248,7 +270,8 @@ mod tests {
 
     #[test]
     fn aggregation_is_resolved_in_the_ceiling() {
-        let mut aggregated = role("aggregated-ceiling", &[]);
+        // Kubernetes' aggregation controller has copied the Install's role's rules into the ceiling role already.
+        let mut aggregated = role("aggregated-ceiling", &[(&["*"], &["*"], &["*"])]);
         aggregated.aggregation_rule = Some(k8s_openapi::api::rbac::v1::AggregationRule {
             cluster_role_selectors: Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
                 match_labels: Some([("ceiling".to_owned(), "true".to_owned())].into()),
@@ -284,7 +307,8 @@ mod tests {
 
     #[test]
     fn a_role_an_install_applied_never_widens_a_ceiling_by_aggregation() {
-        let mut aggregated = role("aggregated-ceiling", &[]);
+        // Kubernetes' aggregation controller has copied the Install's role's rules into the ceiling role already.
+        let mut aggregated = role("aggregated-ceiling", &[(&["*"], &["*"], &["*"])]);
         aggregated.aggregation_rule = Some(k8s_openapi::api::rbac::v1::AggregationRule {
             cluster_role_selectors: Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
                 match_labels: Some([("ceiling".to_owned(), "true".to_owned())].into()),
@@ -294,13 +318,28 @@ mod tests {
         let mut widen = role("widen", &[(&["*"], &["*"], &["*"])]);
         widen.metadata.labels = Some([("ceiling".to_owned(), "true".to_owned())].into());
         widen.metadata.annotations = Some([(INSTALL_ANNOTATION.to_owned(), "grab".to_owned())].into());
+        // Another role an Install applied, known by its owner reference alone (its annotation removed).
+        let mut owned = role("owned", &[(&["*"], &["*"], &["*"])]);
+        owned.metadata.labels = Some([("ceiling".to_owned(), "true".to_owned())].into());
+        owned.metadata.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+            api_version: "operators.coreos.com/v2alpha1".into(),
+            kind: "Install".into(),
+            name: "grab".into(),
+            uid: "u".into(),
+            ..Default::default()
+        }]);
+        // An admin's plain role selected too: its rules stay in the ceiling.
+        let mut admins = role("admins", &[(&["get"], &[""], &["configmaps"])]);
+        admins.metadata.labels = Some([("ceiling".to_owned(), "true".to_owned())].into());
         let rbac = RbacObjects {
-            cluster_roles: vec![std::sync::Arc::new(aggregated), std::sync::Arc::new(widen)],
+            cluster_roles: vec![Arc::new(aggregated), Arc::new(widen), Arc::new(owned), Arc::new(admins)],
             ..RbacObjects::default()
         };
         let rules = CeilingRules::new(&ceiling(&["aggregated-ceiling"], &[]), &ceiling_roles(&rbac), &[]);
         let everything = permission(PermissionScope::Cluster, &[], &["*"], "*", &["*"]);
         assert_eq!(rules.over(std::slice::from_ref(&everything), &KindIndex::kubernetes()), vec![everything.clone()]);
+        let config_maps = permission(PermissionScope::Cluster, &[], &["get"], "", &["configmaps"]);
+        assert!(rules.over(&[config_maps], &KindIndex::kubernetes()).is_empty(), "the admin's role still counts");
         // Read with every role, the aggregation would have let it through: the filter is what stops it.
         let all = Roles::shared::<k8s_openapi::api::rbac::v1::Role>(&[], rbac.cluster_roles.clone());
         let widened = CeilingRules::new(&ceiling(&["aggregated-ceiling"], &[]), &all, &[]);

@@ -18,6 +18,8 @@ pub const MUTATE_OPERATOR_PATH: &str = "/mutate-operator";
 pub const MUTATE_CSV_PATH: &str = "/mutate-csv";
 /// Records a Subscription's author as a CSV's: the creator, then whoever last changed its spec.
 pub const MUTATE_SUBSCRIPTION_PATH: &str = "/mutate-subscription";
+/// Records who named an OperatorGroup's ServiceAccount.
+pub const MUTATE_OPERATOR_GROUP_PATH: &str = "/mutate-operatorgroup";
 
 /// A CA and a certificate it signs for the Service's DNS names (`service.namespace.svc` and its other forms).
 pub fn generate(service: &str, namespace: &str) -> Result<ServingCertificate, CertificateError> {
@@ -82,6 +84,13 @@ pub fn identity_configuration(namespace: &str, service: &str, port: i32, ca_pem:
                 "identity.subscriptions.operators.coreos.com",
                 ("v1alpha1", "subscriptions", "Namespaced"),
                 MUTATE_SUBSCRIPTION_PATH,
+            ),
+            // Who named an OperatorGroup's account: it lends its rights to Installs only where that person could
+            // run as it.
+            webhook(
+                "identity.operatorgroups.operators.coreos.com",
+                ("v1", "operatorgroups", "Namespaced"),
+                MUTATE_OPERATOR_GROUP_PATH,
             ),
         ],
     })
@@ -215,12 +224,11 @@ mod tests {
     }
 
     #[test]
-    fn the_identity_configuration_mutates_creates_and_updates_of_installs_operators_csvs_and_subscriptions_and_fails_closed(
-    ) {
+    fn the_identity_configuration_mutates_creates_and_updates_of_installs_operators_csvs_subscriptions_and_groups() {
         let value = identity_configuration("olmv2-system", "olmv2-webhook", 443, Some("CA"));
         assert_eq!(value["kind"], "MutatingWebhookConfiguration");
         let webhooks = value["webhooks"].as_array().expect("webhooks");
-        assert_eq!(webhooks.len(), 4);
+        assert_eq!(webhooks.len(), 5);
         assert_eq!(webhooks[2]["rules"][0]["apiVersions"], json!(["v1alpha1"]));
         assert_eq!(webhooks[2]["rules"][0]["scope"], "Namespaced");
         for (webhook, resource, path) in [
@@ -228,6 +236,7 @@ mod tests {
             (&webhooks[1], "operators", MUTATE_OPERATOR_PATH),
             (&webhooks[2], "clusterserviceversions", MUTATE_CSV_PATH),
             (&webhooks[3], "subscriptions", MUTATE_SUBSCRIPTION_PATH),
+            (&webhooks[4], "operatorgroups", MUTATE_OPERATOR_GROUP_PATH),
         ] {
             assert_eq!(webhook["failurePolicy"], "Fail");
             assert_eq!(webhook["rules"][0]["resources"], json!([resource]), "status writes are the controller's");

@@ -2,12 +2,18 @@
 //! installs a hand-applied CSV's Deployments only when its author may create them (`legacy::csv`), so that writing
 //! a CSV never does more than its author could do by hand. The author is the creator, and then whoever last changed
 //! the spec; the controller's own writes (annotations, status, copies) keep the author they carry.
+//!
+//! The same record for an OperatorGroup's `spec.serviceAccountName`: whoever named the account. Installs in the
+//! group's namespace run as that account, so it lends its rights only where the person who chose it could run as it
+//! (`install::account`); without this record, anyone who may write OperatorGroups could lend any account of their
+//! namespace, an admin's included.
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use super::identity::{creator_value, Mutation};
+use crate::api::v1::ACCOUNT_NAMED_BY_ANNOTATION;
 use crate::api::v2alpha1::{Requester, CREATOR_ANNOTATION};
 
 /// The author recorded on a CSV (`v2alpha1.operators.coreos.com/creator`), when there is one.
@@ -28,6 +34,30 @@ pub fn author_mutation(requester: &Requester, controller_username: &str, old: Op
         _ => Some(creator_value(requester)),
     };
     Mutation { annotations: [(CREATOR_ANNOTATION, author)].into(), unapprove: false }
+}
+
+/// The record a write of an OperatorGroup by `requester` leaves of who named its account: the requester when the
+/// write names an account the group did not name before (a create, a change); what the group carried when the
+/// account stays the same (whatever the request claims); nothing when it names none. The controller never writes a
+/// group's account, and never stands as the one who named it.
+pub fn account_namer_mutation(
+    requester: &Requester,
+    controller_username: &str,
+    old: Option<&Value>,
+    new: &Value,
+) -> Mutation {
+    fn account(group: &Value) -> Option<&str> {
+        group["spec"]["serviceAccountName"].as_str().filter(|name| !name.is_empty())
+    }
+    let carried =
+        |group: &Value| group["metadata"]["annotations"][ACCOUNT_NAMED_BY_ANNOTATION].as_str().map(str::to_owned);
+    let namer = match (old, account(new)) {
+        (_, None) => None,
+        (Some(old), Some(named)) if account(old) == Some(named) => carried(old),
+        _ if requester.username == controller_username => None,
+        _ => Some(creator_value(requester)),
+    };
+    Mutation { annotations: [(ACCOUNT_NAMED_BY_ANNOTATION, namer)].into(), unapprove: false }
 }
 
 #[cfg(test)]
@@ -87,5 +117,51 @@ mod tests {
         assert_eq!(recorded_author(&empty), None);
         let alice: BTreeMap<String, String> = [(CREATOR_ANNOTATION.to_owned(), creator_value(&user("alice")))].into();
         assert_eq!(recorded_author(&alice), Some(user("alice")));
+    }
+
+    fn group(account: Option<&str>, namer: Option<&Requester>) -> Value {
+        let mut group = json!({"metadata": {"name": "og", "annotations": {}}, "spec": {}});
+        if let Some(account) = account {
+            group["spec"]["serviceAccountName"] = json!(account);
+        }
+        if let Some(namer) = namer {
+            group["metadata"]["annotations"][ACCOUNT_NAMED_BY_ANNOTATION] = json!(creator_value(namer));
+        }
+        group
+    }
+
+    fn namer_of(mutation: &Mutation) -> Option<Requester> {
+        let value = mutation.annotations.get(ACCOUNT_NAMED_BY_ANNOTATION)?.clone()?;
+        serde_json::from_str(&value).ok()
+    }
+
+    #[test]
+    fn whoever_names_an_operator_groups_account_is_recorded_whatever_they_claim() {
+        let forged = group(Some("admin-robot"), Some(&user("admin")));
+        assert_eq!(namer_of(&account_namer_mutation(&user("mallory"), "ctl", None, &forged)), Some(user("mallory")));
+        // Renaming the account of an admin's group makes the renamer its namer.
+        let admins = group(Some("robot"), Some(&user("admin")));
+        let renamed = group(Some("admin-robot"), Some(&user("admin")));
+        let mutation = account_namer_mutation(&user("mallory"), "ctl", Some(&admins), &renamed);
+        assert_eq!(namer_of(&mutation), Some(user("mallory")));
+        // Setting an account on a group that named none.
+        let mutation = account_namer_mutation(&user("mallory"), "ctl", Some(&group(None, None)), &renamed);
+        assert_eq!(namer_of(&mutation), Some(user("mallory")));
+    }
+
+    #[test]
+    fn other_writes_keep_who_named_the_account_and_a_group_naming_none_records_nobody() {
+        let admins = group(Some("robot"), Some(&user("admin")));
+        let relabelled = group(Some("robot"), Some(&user("mallory")));
+        let mutation = account_namer_mutation(&user("mallory"), "ctl", Some(&admins), &relabelled);
+        assert_eq!(namer_of(&mutation), Some(user("admin")), "the request's claim is overwritten");
+        let claimed = group(None, Some(&user("admin")));
+        let mutation = account_namer_mutation(&user("mallory"), "ctl", None, &claimed);
+        assert_eq!(mutation.annotations.get(ACCOUNT_NAMED_BY_ANNOTATION), Some(&None), "removed");
+        // The controller's writes (annotations, status) keep the record; it never stands as a namer itself.
+        let mutation = account_namer_mutation(&user("ctl"), "ctl", Some(&admins), &admins);
+        assert_eq!(namer_of(&mutation), Some(user("admin")));
+        let mutation = account_namer_mutation(&user("ctl"), "ctl", None, &relabelled);
+        assert_eq!(namer_of(&mutation), None);
     }
 }

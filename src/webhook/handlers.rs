@@ -16,10 +16,10 @@ use serde_json::Value;
 
 use super::approval::{denial, judge, Verdict};
 use super::catalog_use::{catalog_use_check, catalog_use_denial};
-use super::csv_author::author_mutation;
+use super::csv_author::{account_namer_mutation, author_mutation};
 use super::identity::{
     borrowable, content_change, marked, mutation, operator_creator_only, operator_source_change, owned_install,
-    patch_operations, record_violation, ContentChange,
+    patch_operations, record_violation, ContentChange, Mutation,
 };
 use super::sources::source_denial;
 use crate::access::{allowed, lacking};
@@ -257,18 +257,34 @@ pub async fn mutate_csv(
     State(checker): State<Arc<Checker>>,
     Json(review): Json<AdmissionReview<DynamicObject>>,
 ) -> Json<AdmissionReview<DynamicObject>> {
+    Json(record(&checker, review, author_mutation))
+}
+
+/// Records who named an OperatorGroup's account (`csv_author`); never refuses.
+pub async fn mutate_operator_group(
+    State(checker): State<Arc<Checker>>,
+    Json(review): Json<AdmissionReview<DynamicObject>>,
+) -> Json<AdmissionReview<DynamicObject>> {
+    Json(record(&checker, review, account_namer_mutation))
+}
+
+/// The review of a write whose only mutation is a record `decide` makes of who did it.
+fn record(
+    checker: &Checker,
+    review: AdmissionReview<DynamicObject>,
+    decide: fn(&Requester, &str, Option<&Value>, &Value) -> Mutation,
+) -> AdmissionReview<DynamicObject> {
     let Decoded { request, response, old, new } = match decode(review) {
         Ok(decoded) => decoded,
-        Err(message) => return Json(AdmissionResponse::invalid(message).into_review()),
+        Err(message) => return AdmissionResponse::invalid(message).into_review(),
     };
-    let Some(new) = new else { return Json(response.into_review()) };
+    let Some(new) = new else { return response.into_review() };
     let user = requester(&request.user_info);
-    let wanted = author_mutation(&user, &checker.controller_username, old.as_ref(), &new);
-    let operations = patch_operations(&new, &wanted);
+    let operations = patch_operations(&new, &decide(&user, &checker.controller_username, old.as_ref(), &new));
     if operations.is_empty() {
-        return Json(response.into_review());
+        return response.into_review();
     }
-    Json(with_records(response, operations))
+    with_records(response, operations)
 }
 
 pub async fn mutate_operator(

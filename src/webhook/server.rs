@@ -13,9 +13,11 @@ use kube::Client;
 
 use super::configuration::{
     self, APPROVAL_PATH, CATALOG_USE_PATH, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME, MUTATE_CSV_PATH,
-    MUTATE_INSTALL_PATH, MUTATE_OPERATOR_PATH, MUTATE_SUBSCRIPTION_PATH,
+    MUTATE_INSTALL_PATH, MUTATE_OPERATOR_GROUP_PATH, MUTATE_OPERATOR_PATH, MUTATE_SUBSCRIPTION_PATH,
 };
-use super::handlers::{mutate_csv, mutate_install, mutate_operator, review_install, review_operator, Checker};
+use super::handlers::{
+    mutate_csv, mutate_install, mutate_operator, mutate_operator_group, review_install, review_operator, Checker,
+};
 use super::{WebhookError, WebhookOptions};
 use crate::tls::{HttpsServer, ServingCertificate};
 
@@ -65,6 +67,7 @@ pub async fn start(
         .route(MUTATE_OPERATOR_PATH, post(mutate_operator))
         .route(MUTATE_CSV_PATH, post(mutate_csv))
         .route(MUTATE_SUBSCRIPTION_PATH, post(mutate_csv))
+        .route(MUTATE_OPERATOR_GROUP_PATH, post(mutate_operator_group))
         .with_state(checker);
     let server =
         HttpsServer::start("webhook", options.address, &certificate, router).await.map_err(WebhookError::Serve)?;

@@ -17,6 +17,10 @@ pub const OPERATOR_NAMESPACE_ANNOTATION: &str = "olm.operatorNamespace";
 pub const TARGET_NAMESPACES_ANNOTATION: &str = "olm.targetNamespaces";
 /// Annotation on an OperatorGroup: the APIs its operators provide, as `Kind.version.group`, sorted, comma-joined.
 pub const PROVIDED_APIS_ANNOTATION: &str = "olm.providedAPIs";
+/// Annotation on an OperatorGroup: who named its `spec.serviceAccountName` (the user as the API server authenticated
+/// them, JSON), written by the controller's mutating webhook only. The account lends its rights to Installs only
+/// where that person could run as it themselves (`docs/security.md`, invariant 3).
+pub const ACCOUNT_NAMED_BY_ANNOTATION: &str = "v2alpha1.operators.coreos.com/service-account-named-by";
 
 /// Desired state of an OperatorGroup.
 #[skip_serializing_none]

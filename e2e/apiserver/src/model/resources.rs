@@ -2,7 +2,7 @@
 //! and the resources of available aggregated API servers, by group, version and plural (`Resources`, shared as
 //! `Served`). The discovery documents that describe them to clients are `discovery`'s.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
@@ -211,12 +211,17 @@ pub struct CrdError(pub String);
 #[derive(Clone, Debug)]
 pub struct Resources {
     types: BTreeMap<(String, String, String), ResourceType>,
+    /// The built-in types' keys: kube-apiserver serves its own resources before any CustomResourceDefinition (the
+    /// extensions server is its delegate), so a CRD naming one (`clusterroles.rbac.authorization.k8s.io`) never
+    /// replaces it.
+    builtin: BTreeSet<(String, String, String)>,
 }
 
 impl Default for Resources {
     fn default() -> Self {
-        let mut resources = Self { types: BTreeMap::new() };
+        let mut resources = Self { types: BTreeMap::new(), builtin: BTreeSet::new() };
         for resource in builtins() {
+            resources.builtin.insert((resource.group.clone(), resource.version.clone(), resource.plural.clone()));
             resources.insert(resource);
         }
         resources
@@ -317,7 +322,10 @@ impl Resources {
         let served = Self::of_crd(crd)?;
         self.unregister_crd(crd);
         for resource in served {
-            self.insert(resource);
+            let key = (resource.group.clone(), resource.version.clone(), resource.plural.clone());
+            if !self.builtin.contains(&key) {
+                self.insert(resource);
+            }
         }
         Ok(())
     }
@@ -366,7 +374,8 @@ impl Resources {
         else {
             return;
         };
-        self.types.retain(|(g, _, p), _| !(g == group && p == plural));
+        let builtin = &self.builtin;
+        self.types.retain(|key, _| !(key.0 == group && key.2 == plural) || builtin.contains(key));
     }
 }
 
@@ -402,5 +411,19 @@ mod tests {
     #[test]
     fn an_incomplete_crd_is_an_error() {
         assert_eq!(Resources::of_crd(&json!({"spec": {}})), Err(CrdError("spec.group is missing".into())));
+    }
+
+    #[test]
+    fn a_crd_naming_a_built_in_resource_never_replaces_it() {
+        let mut resources = Resources::default();
+        let builtin = resources.lookup("rbac.authorization.k8s.io", "v1", "clusterroles").cloned();
+        assert!(builtin.as_ref().is_some_and(|r| r.schema.is_none()), "{builtin:?}");
+        let crd = json!({"spec": {"group": "rbac.authorization.k8s.io", "scope": "Cluster",
+            "names": {"kind": "ClusterRole", "plural": "clusterroles"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        resources.register_crd(&crd).expect("registered");
+        assert_eq!(resources.lookup("rbac.authorization.k8s.io", "v1", "clusterroles").cloned(), builtin);
+        resources.unregister_crd(&crd);
+        assert_eq!(resources.lookup("rbac.authorization.k8s.io", "v1", "clusterroles").cloned(), builtin, "kept");
     }
 }

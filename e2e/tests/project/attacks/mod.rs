@@ -125,3 +125,4 @@ async fn approve_and_roll_out(harness: &Harness, name: &str) -> Install {
 mod accounts;
 mod aggregation;
 mod content;
+mod gate;
