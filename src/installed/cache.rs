@@ -1,7 +1,8 @@
-//! The Installed API's cache kept current: three watches (CSVs without the `olm.copiedFrom` label, so copies are
-//! never cached; Subscriptions; namespace metadata) feed the [`View`], and every change it records is broadcast to
-//! the open watches of clients. Recording and broadcasting happen under one lock, so a client that reads the view
-//! and subscribes under it misses nothing and sees nothing twice.
+//! The Installed API's cache kept current: five watches (CSVs without the `olm.copiedFrom` label, so copies are
+//! never cached; Subscriptions; OperatorGroups and Installs, whose status says where an operator is listed;
+//! namespace metadata) feed the [`View`], and every change it records is broadcast to the open watches of clients.
+//! Recording and broadcasting happen under one lock, so a client that reads the view and subscribes under it misses
+//! nothing and sees nothing twice.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -10,11 +11,14 @@ use futures_util::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
 use kube::{Client, ResourceExt};
 use tokio::sync::{broadcast, watch};
 
 use super::view::{Logged, Update, View, DEFAULT_HISTORY};
+use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::{ClusterServiceVersion, Subscription};
+use crate::api::v2alpha1::{Install, InstallStatus};
 use crate::controller::watches::{metadata, trimmed};
 use crate::legacy::membership::COPIED_FROM_LABEL;
 
@@ -30,11 +34,14 @@ pub struct Cache {
     synced: watch::Sender<u8>,
 }
 
-/// Each watch's bit in `synced`; the cache is synced when all three have listed.
+/// Each watch's bit in `synced`; the cache is synced when all five have listed (before the groups and Installs are
+/// listed, every operator would be shown in its own namespace only).
 const CSVS_LISTED: u8 = 1;
 const SUBSCRIPTIONS_LISTED: u8 = 2;
 const NAMESPACES_LISTED: u8 = 4;
-const ALL_LISTED: u8 = CSVS_LISTED | SUBSCRIPTIONS_LISTED | NAMESPACES_LISTED;
+const GROUPS_LISTED: u8 = 8;
+const INSTALLS_LISTED: u8 = 16;
+const ALL_LISTED: u8 = CSVS_LISTED | SUBSCRIPTIONS_LISTED | NAMESPACES_LISTED | GROUPS_LISTED | INSTALLS_LISTED;
 
 impl Default for Cache {
     fn default() -> Self {
@@ -71,6 +78,8 @@ impl Cache {
             Update::CsvsListed(_) => CSVS_LISTED,
             Update::SubscriptionsListed(_) => SUBSCRIPTIONS_LISTED,
             Update::NamespacesListed(_) => NAMESPACES_LISTED,
+            Update::OperatorGroupsListed(_) => GROUPS_LISTED,
+            Update::InstallsListed(_) => INSTALLS_LISTED,
             _ => 0,
         };
         let mut view = self.view();
@@ -97,6 +106,10 @@ impl Cache {
             watcher::Config::default().labels(&format!("!{COPIED_FROM_LABEL}")),
         );
         let subscriptions = trimmed(Api::<Subscription>::all(client.clone()), watcher::Config::default());
+        let groups = trimmed(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default());
+        // An Install's status holds its pending rules, grants and conditions: only what it applied is read here, and
+        // only that is kept from the moment it arrives (a re-list holds every Install until it is complete).
+        let installs = trimmed(Api::<Install>::all(client.clone()), watcher::Config::default()).modify(keep_applied);
         let namespaces = metadata::<Namespace>(client, watcher::Config::default());
         tokio::join!(
             feed(self.clone(), csvs, Update::Csv, Update::CsvDeleted, Update::CsvsListed),
@@ -107,6 +120,14 @@ impl Cache {
                 Update::SubscriptionDeleted,
                 Update::SubscriptionsListed
             ),
+            feed(
+                self.clone(),
+                groups,
+                Update::OperatorGroup,
+                Update::OperatorGroupDeleted,
+                Update::OperatorGroupsListed
+            ),
+            feed(self.clone(), installs, Update::Install, Update::InstallDeleted, Update::InstallsListed),
             feed(
                 self.clone(),
                 namespaces,
@@ -124,6 +145,17 @@ impl Cache {
             ),
         );
     }
+}
+
+/// Drops from an Install what the view does not read: its content, annotations and status but what it applied.
+fn keep_applied(install: &mut Install) {
+    install.metadata.annotations = None;
+    install.metadata.labels = None;
+    install.spec.content.clear();
+    install.spec.namespaces.clear();
+    let applied = install.status.take().map(|status| status.applied).unwrap_or_default();
+    let applied = applied.into_iter().filter(|object| object.kind == "ClusterServiceVersion").collect();
+    install.status = Some(InstallStatus { applied, ..InstallStatus::default() });
 }
 
 /// Feeds one watch into the cache: each applied or deleted object, and each complete list.

@@ -1,7 +1,9 @@
 //! The Installed API of seed 002 (`installed.packages.operators.coreos.com/v2alpha1`, `docs/installed.md`): a
 //! read-only, namespaced resource that exists in a namespace exactly when an installed operator watches it, named
-//! after its CSV, synthesized on request from the CSVs, Subscriptions and namespaces the cluster holds, never
-//! stored and never copied per namespace, served by an aggregated API server inside the binary.
+//! after its CSV, synthesized on request from the CSVs, Subscriptions, OperatorGroups, Installs and namespaces the
+//! cluster holds (where an operator is listed only from what the controller writes: its group's or its Install's
+//! status, never its CSV's annotations), never stored and never copied per namespace, served by an aggregated API
+//! server inside the binary.
 //!
 //! Pure: `synthesize` decides what a namespace holds, `table` how `kubectl get` shows it and the composite
 //! resourceVersion, `view` the cache's per-operator entries and the log watches resume from, `selector` the

@@ -319,10 +319,14 @@ mod tests {
         .unwrap()
     }
 
-    /// Two global operators, `a.v1` and `b.v1`, watching namespace `team`.
+    /// Two global operators, `a.v1` and `b.v1` (their group in `ops` targets every namespace), watching namespace
+    /// `team`.
     fn cache() -> Arc<Cache> {
         let cache = Arc::new(Cache::new(16));
         cache.apply(Update::NamespacesListed(vec![("team".into(), "1".into()), ("ops".into(), "1".into())]));
+        let group = json!({"metadata": {"name": "og", "namespace": "ops", "resourceVersion": "2"}, "spec": {},
+                           "status": {"namespaces": [""]}});
+        cache.apply(Update::OperatorGroupsListed(vec![serde_json::from_value(group).unwrap()]));
         cache.apply(Update::CsvsListed(vec![csv("ops", "a.v1", "5"), csv("ops", "b.v1", "6")]));
         cache.apply(Update::SubscriptionsListed(Vec::new()));
         cache

@@ -1,19 +1,25 @@
-//! What the Installed API holds (seed 002, 'The `Installed` Resource'), decided from the cluster's CSVs and
-//! Subscriptions: each operator installed (an original CSV: an Install's record, or a CSV OLM v0 or a person
-//! installed; never a copy) is listed in every namespace it watches (its `olm.targetNamespaces`, all namespaces when
-//! empty; its own namespace when it names none), named after its CSV, with the Subscription that installed it (the
-//! one of its namespace whose `installedCSV` it is) and the CSV sanitized (no `olm.targetNamespaces`, no client or
-//! author records) in its status, and the labels `operators.coreos.com/csv` and `operators.coreos.com/sub`. What a
-//! request builds is all there is: nothing is stored per namespace. Pure functions.
+//! What the Installed API holds (seed 002, 'The `Installed` Resource'), decided from the cluster's CSVs,
+//! Subscriptions, OperatorGroups and Installs: each operator installed (an original CSV: an Install's record, or a CSV
+//! OLM v0 or a person installed; never a copy) is listed in every namespace it watches, named after its CSV, with the
+//! Subscription that installed it (the one of its namespace whose `installedCSV` it is) and the CSV sanitized (no
+//! `olm.targetNamespaces`, no client or author records) in its status, and the labels `operators.coreos.com/csv` and
+//! `operators.coreos.com/sub`. What a request builds is all there is: nothing is stored per namespace. Pure functions.
+//!
+//! Where an operator is listed is read only from what the controller writes, never from the CSV, which whoever may
+//! write CSVs in its namespace writes whole (forged `olm.targetNamespaces` would list a CSV in
+//! namespaces its author holds no rights in). The `status.namespaces` of the one OperatorGroup of its namespace
+//! (OLM v0's rule: several groups are none); without one, its own namespace, except for an Install's record that
+//! the Install's status lists as applied, which watches what the Install decided without a group.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
-use crate::api::v1::TARGET_NAMESPACES_ANNOTATION;
+use crate::api::v1::{OperatorGroup, TARGET_NAMESPACES_ANNOTATION};
 use crate::api::v1alpha1::{ClusterServiceVersion, Subscription};
-use crate::api::v2alpha1::CREATOR_ANNOTATION;
+use crate::api::v2alpha1::{Install, CREATOR_ANNOTATION};
+use crate::install::content::target_namespaces;
 use crate::legacy::membership::is_copied;
 
 /// The group, version and kind served.
@@ -54,18 +60,100 @@ pub struct Tracked<'a> {
     pub watches: Watches,
 }
 
-/// The namespaces a CSV watches, from its `olm.targetNamespaces` (comma-separated; empty means all namespaces); a CSV
-/// without the annotation (no group placed it) watches its own namespace.
-pub fn watches(csv: &ClusterServiceVersion) -> Watches {
-    match csv.annotations().get(TARGET_NAMESPACES_ANNOTATION) {
-        Some(targets) if targets.split(',').all(str::is_empty) => Watches::All,
-        Some(targets) => Watches::Namespaces(targets.split(',').filter(|t| !t.is_empty()).map(str::to_owned).collect()),
-        None => Watches::Namespaces(csv.namespace().into_iter().collect()),
+/// The OperatorGroups as the Installed API keeps them, by (namespace, name): each one's `status.namespaces`, which
+/// only the controller's OperatorGroup loop (or OLM v0's) writes; `[""]` means all namespaces, as in OLM v0. The
+/// group's spec is not kept: whoever may write the group writes it, and it is the status that says what the
+/// controller made of it.
+pub type Groups = BTreeMap<(String, String), Vec<String>>;
+
+/// What an Install's status says it applied, as the Installed API keeps it: the Install's uid and the CSVs among
+/// what it applied, as (namespace, name). Only the controller writes an Install's status.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    pub uid: String,
+    pub csvs: BTreeSet<(String, String)>,
+}
+
+impl Applied {
+    pub fn of(install: &Install) -> Self {
+        let csvs = install
+            .status
+            .iter()
+            .flat_map(|status| &status.applied)
+            .filter(|object| object.kind == "ClusterServiceVersion" && is_olm(&object.api_version))
+            .filter_map(|object| Some((object.namespace.clone()?, object.name.clone())))
+            .collect();
+        Self { uid: install.metadata.uid.clone().unwrap_or_default(), csvs }
     }
 }
 
-/// Every installed operator: the original CSVs, each with the Subscription of its namespace installing it.
-pub fn tracked<'a>(csvs: &'a [ClusterServiceVersion], subscriptions: &'a [Subscription]) -> Vec<Tracked<'a>> {
+/// The Installs as the Installed API keeps them, by name (Installs are cluster-scoped).
+pub type Installs = BTreeMap<String, Applied>;
+
+fn is_olm(api_version: &str) -> bool {
+    api_version.split_once('/').is_some_and(|(group, _)| group == "operators.coreos.com")
+}
+
+/// The targets the status of `group` names (none while the controller has not written them).
+pub fn group_targets(group: &OperatorGroup) -> Vec<String> {
+    group.status.as_ref().map(|status| status.namespaces.clone()).unwrap_or_default()
+}
+
+/// What, beside its CSV, says where an operator is listed: only objects and fields the controller writes.
+#[derive(Clone, Copy, Debug)]
+pub struct Reach<'a> {
+    pub groups: &'a Groups,
+    pub installs: &'a Installs,
+}
+
+/// Which namespaces an operator watches, as its CSV's namespace decides and never as the CSV says: the
+/// `status.namespaces` of the OperatorGroup of its namespace when there is exactly one (none yet: its own); with
+/// none, or several (which OLM v0 fails as `TooManyOperatorGroups`), its own namespace, except for an Install's
+/// record, which watches what the Install decides without one group (`install::content::target_namespaces`: all
+/// namespaces when the CSV supports `AllNamespaces`). A CSV's `olm.targetNamespaces` and `olm.operatorGroup` are
+/// never read: whoever may write a CSV writes them.
+pub fn watches(csv: &ClusterServiceVersion, reach: Reach<'_>) -> Watches {
+    let namespace = csv.namespace().unwrap_or_default();
+    let mut groups = reach
+        .groups
+        .range((namespace.clone(), String::new())..)
+        .take_while(|((group_namespace, _), _)| *group_namespace == namespace);
+    if let (Some((_, targets)), None) = (groups.next(), groups.next()) {
+        return if targets.is_empty() { Watches::Namespaces(BTreeSet::from([namespace])) } else { of_targets(targets) };
+    }
+    if applied_by_install(csv, reach.installs) {
+        return of_targets(&target_namespaces(csv, &namespace, &[]));
+    }
+    Watches::Namespaces(BTreeSet::from([namespace]))
+}
+
+/// Targets as OperatorGroups and Installs write them: `""` among them means all namespaces.
+fn of_targets(targets: &[String]) -> Watches {
+    if targets.iter().any(String::is_empty) {
+        Watches::All
+    } else {
+        Watches::Namespaces(targets.iter().cloned().collect())
+    }
+}
+
+/// Whether `csv` is a record an Install applied: it names an Install as its owner, and that Install (the same
+/// uid) lists it, in its status, among what it applied. The record annotation and owner references are the CSV's,
+/// which whoever may write CSVs in the namespace writes; the Install's status is the controller's, and there is one
+/// CSV of a name in a namespace: the one the Install applied (kept so by its drift checks).
+fn applied_by_install(csv: &ClusterServiceVersion, installs: &Installs) -> bool {
+    let key = (csv.namespace().unwrap_or_default(), csv.name_any());
+    csv.owner_references().iter().filter(|owner| owner.kind == "Install" && is_olm(&owner.api_version)).any(|owner| {
+        installs.get(&owner.name).is_some_and(|applied| applied.uid == owner.uid && applied.csvs.contains(&key))
+    })
+}
+
+/// Every installed operator: the original CSVs, each with the Subscription of its namespace installing it and the
+/// namespaces it watches.
+pub fn tracked<'a>(
+    csvs: &'a [ClusterServiceVersion],
+    subscriptions: &'a [Subscription],
+    reach: Reach<'_>,
+) -> Vec<Tracked<'a>> {
     let mut tracked: Vec<Tracked<'a>> = csvs
         .iter()
         .filter(|csv| !is_copied(csv))
@@ -76,7 +164,7 @@ pub fn tracked<'a>(csvs: &'a [ClusterServiceVersion], subscriptions: &'a [Subscr
                     && subscription.status.as_ref().and_then(|s| s.installed_csv.as_deref())
                         == Some(csv.name_any().as_str())
             }),
-            watches: watches(csv),
+            watches: watches(csv, reach),
         })
         .collect();
     tracked.sort_by_key(|t| (t.csv.name_any(), t.csv.namespace()));

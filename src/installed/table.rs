@@ -143,7 +143,7 @@ impl CompositeVersion {
 mod tests {
     use super::*;
     use crate::api::v1alpha1::{ClusterServiceVersion, Subscription};
-    use crate::installed::synthesize::{installed, row, tracked as tracked_of, Tracked};
+    use crate::installed::synthesize::{installed, row, tracked as tracked_of, Groups, Installs, Reach, Tracked};
 
     /// The rows of the operators of `tracked` that watch `namespace`, as the server lists them.
     fn rows(tracked: &[Tracked<'_>], csvs: &[ClusterServiceVersion], namespace: &str) -> Vec<([String; 6], Value)> {
@@ -171,7 +171,9 @@ mod tests {
     #[test]
     fn the_table_has_seed_002s_columns_and_a_row_per_operator_with_its_metadata() {
         let (csvs, subscriptions) = (vec![csv()], vec![subscription()]);
-        let tracked = tracked_of(&csvs, &subscriptions);
+        // The one group of `operators` targets every namespace.
+        let groups: Groups = [(("operators".to_owned(), "global".to_owned()), vec![String::new()])].into();
+        let tracked = tracked_of(&csvs, &subscriptions, Reach { groups: &groups, installs: &Installs::new() });
         let table = table(rows(&tracked, &csvs, "default"), IncludeObject::Metadata, "clusterserviceversions:7");
         assert_eq!((table["kind"].as_str(), table["apiVersion"].as_str()), (Some("Table"), Some("meta.k8s.io/v1")));
         let headers: Vec<String> = table["columnDefinitions"]

@@ -1,12 +1,13 @@
 //! The Installed API's one cache and its history (pure). The server keeps the CSVs (never copies), Subscriptions and
-//! namespace names it watches, and per installed operator — not per namespace — the Installed object it shows
-//! (its namespace left to the request), the namespaces it watches and its row. What each update changes is recorded,
-//! with the composite resourceVersion of seed 002's 'Watching' (`clusterserviceversions:RV,namespaces:RV,
-//! subscriptions:RV`, plus `changes:<epoch>-<count>` naming the state exactly) it brought the view to, in a bounded
-//! log: a watch resumes from any version this view gave whose updates the log still holds, and any other is answered
-//! `410 Gone`. Memory is
-//! the cache plus one entry per operator and the log (which holds operators' entries, never namespace lists), flat
-//! in the number of namespaces.
+//! namespace names it watches, the OperatorGroups' target namespaces and the CSVs each Install applied (what says
+//! where an operator is listed: `synthesize::watches`), and per installed operator — not per namespace — the
+//! Installed object it shows (its namespace left to the request), the namespaces it watches and its row. What each
+//! update changes is recorded, with the composite resourceVersion of seed 002's 'Watching'
+//! (`clusterserviceversions:RV,installs:RV,namespaces:RV,operatorgroups:RV,subscriptions:RV`, plus
+//! `changes:<epoch>-<count>` naming the state exactly) it brought the view to, in a bounded log: a watch resumes from
+//! any version this view gave whose updates the log still holds, and any other is answered `410 Gone`. Memory is the
+//! cache plus one entry per operator and the log (which holds operators' entries, never namespace lists), flat in the
+//! number of namespaces.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -14,15 +15,19 @@ use std::sync::Arc;
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
-use super::synthesize::{installed, row, tracked, Watches};
+use super::synthesize::{group_targets, installed, row, tracked, Applied, Groups, Installs, Reach, Watches};
 use super::table::CompositeVersion;
+use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::{ClusterServiceVersion, Subscription};
+use crate::api::v2alpha1::Install;
 use crate::legacy::membership::is_copied;
 
 /// The resources tracked, as they are named in the composite resourceVersion.
 pub const CSVS: &str = "clusterserviceversions";
 pub const SUBSCRIPTIONS: &str = "subscriptions";
 pub const NAMESPACES: &str = "namespaces";
+pub const OPERATOR_GROUPS: &str = "operatorgroups";
+pub const INSTALLS: &str = "installs";
 /// The part of the composite version that counts the view's changes (not a resource: it names the state exactly).
 pub const CHANGES: &str = "changes";
 
@@ -109,6 +114,10 @@ pub enum Update {
     CsvDeleted(ClusterServiceVersion),
     Subscription(Subscription),
     SubscriptionDeleted(Subscription),
+    OperatorGroup(OperatorGroup),
+    OperatorGroupDeleted(OperatorGroup),
+    Install(Install),
+    InstallDeleted(Install),
     Namespace {
         name: String,
         resource_version: String,
@@ -120,6 +129,8 @@ pub enum Update {
     /// A watch listed its resource again (at start, or after its own 410): what the list held.
     CsvsListed(Vec<ClusterServiceVersion>),
     SubscriptionsListed(Vec<Subscription>),
+    OperatorGroupsListed(Vec<OperatorGroup>),
+    InstallsListed(Vec<Install>),
     NamespacesListed(Vec<(String, String)>),
 }
 
@@ -150,6 +161,10 @@ type Key = (String, String);
 pub struct View {
     csvs: BTreeMap<Key, ClusterServiceVersion>,
     subscriptions: BTreeMap<Key, Subscription>,
+    /// Each OperatorGroup's `status.namespaces`, nothing else of it.
+    groups: Groups,
+    /// The CSVs each Install applied, by its status; nothing else of it.
+    installs: Installs,
     namespaces: Arc<BTreeSet<String>>,
     versions: CompositeVersion,
     entries: BTreeMap<Key, Arc<Entry>>,
@@ -181,12 +196,14 @@ impl View {
     /// An empty view keeping `history` updates, named `epoch` (unique per process: its start time).
     pub fn new(history: usize, epoch: &str) -> Self {
         let mut versions = CompositeVersion::default();
-        for resource in [CSVS, NAMESPACES, SUBSCRIPTIONS] {
+        for resource in [CSVS, INSTALLS, NAMESPACES, OPERATOR_GROUPS, SUBSCRIPTIONS] {
             versions.0.insert(resource.to_owned(), "0".to_owned());
         }
         Self {
             csvs: BTreeMap::new(),
             subscriptions: BTreeMap::new(),
+            groups: BTreeMap::new(),
+            installs: BTreeMap::new(),
             namespaces: Arc::new(BTreeSet::new()),
             versions,
             entries: BTreeMap::new(),
@@ -244,6 +261,64 @@ impl View {
                 self.bump(SUBSCRIPTIONS, version_of(&subscription));
                 touched.insert(subscription.namespace().unwrap_or_default());
                 self.subscriptions.remove(&key_of(&subscription));
+            }
+            // A group's targets decide where the operators of its namespace are listed: they are synthesized again
+            // when the targets change (an update that moves only `lastUpdated` or the spec changes nothing shown).
+            Update::OperatorGroup(group) => {
+                self.bump(OPERATOR_GROUPS, version_of(&group));
+                let targets = group_targets(&group);
+                if self.groups.get(&key_of(&group)) != Some(&targets) {
+                    touched.insert(group.namespace().unwrap_or_default());
+                    self.groups.insert(key_of(&group), targets);
+                }
+            }
+            Update::OperatorGroupDeleted(group) => {
+                self.bump(OPERATOR_GROUPS, version_of(&group));
+                touched.insert(group.namespace().unwrap_or_default());
+                self.groups.remove(&key_of(&group));
+            }
+            // An Install decides where its records are listed: the namespaces of the CSVs it applied, before and
+            // after, are synthesized again when that list (or its uid) changes, not on every status write.
+            Update::Install(install) => {
+                self.bump(INSTALLS, version_of(&install));
+                let applied = Applied::of(&install);
+                let before = self.installs.insert(install.name_any(), applied.clone());
+                if before.as_ref() != Some(&applied) {
+                    touched.extend(record_namespaces(before.as_ref()));
+                    touched.extend(record_namespaces(Some(&applied)));
+                }
+            }
+            Update::InstallDeleted(install) => {
+                self.bump(INSTALLS, version_of(&install));
+                touched.extend(record_namespaces(self.installs.remove(&install.name_any()).as_ref()));
+            }
+            Update::OperatorGroupsListed(groups) => {
+                if let Some(version) = newest(groups.iter().map(version_of)) {
+                    self.bump(OPERATOR_GROUPS, version);
+                }
+                let listed: Groups = groups.iter().map(|group| (key_of(group), group_targets(group))).collect();
+                let keys: BTreeSet<&Key> = self.groups.keys().chain(listed.keys()).collect();
+                touched.extend(
+                    keys.into_iter()
+                        .filter(|key| self.groups.get(*key) != listed.get(*key))
+                        .map(|(namespace, _)| namespace.clone()),
+                );
+                self.groups = listed;
+            }
+            Update::InstallsListed(installs) => {
+                if let Some(version) = newest(installs.iter().map(version_of)) {
+                    self.bump(INSTALLS, version);
+                }
+                let listed: Installs =
+                    installs.iter().map(|install| (install.name_any(), Applied::of(install))).collect();
+                for name in self.installs.keys().chain(listed.keys()) {
+                    let (before, after) = (self.installs.get(name), listed.get(name));
+                    if before != after {
+                        touched.extend(record_namespaces(before));
+                        touched.extend(record_namespaces(after));
+                    }
+                }
+                self.installs = listed;
             }
             Update::CsvsListed(csvs) => {
                 if let Some(version) = newest(csvs.iter().map(version_of)) {
@@ -318,8 +393,9 @@ impl View {
         Some(Change::Namespace { name: name.to_owned(), exists, entries })
     }
 
-    /// Synthesizes the operators of one namespace again (an operator's object depends on its CSV, the other CSVs
-    /// and the Subscriptions of its namespace only); records what differs.
+    /// Synthesizes the operators of one namespace again (an operator's object depends on its CSV, the other CSVs,
+    /// the Subscriptions and the OperatorGroups of its namespace, and the Install that applied it, only); records
+    /// what differs.
     fn recompute(&mut self, namespace: &str) -> Vec<Change> {
         let range = (namespace.to_owned(), String::new())..;
         let csvs: Vec<ClusterServiceVersion> =
@@ -332,7 +408,8 @@ impl View {
             .collect();
         let version = self.version();
         let mut fresh: BTreeMap<Key, Entry> = BTreeMap::new();
-        for operator in tracked(&csvs, &subscriptions) {
+        let reach = Reach { groups: &self.groups, installs: &self.installs };
+        for operator in tracked(&csvs, &subscriptions, reach) {
             let mut object = installed(&operator, "");
             if let Some(metadata) = object["metadata"].as_object_mut() {
                 metadata.remove("namespace");
@@ -409,6 +486,11 @@ impl View {
         }
         Ok(self.log.iter().filter(|(logged, _)| *logged > count).map(|(_, logged)| logged.clone()).collect())
     }
+}
+
+/// The namespaces of the CSVs an Install applied.
+fn record_namespaces(applied: Option<&Applied>) -> impl Iterator<Item = String> + '_ {
+    applied.into_iter().flat_map(|applied| applied.csvs.iter().map(|(namespace, _)| namespace.clone()))
 }
 
 /// A watch event: its type, the operator and the namespace of its Installed object, and the version it happened at.

@@ -275,7 +275,8 @@ async fn the_server_trusts_identity_headers_only_from_the_aggregation_layer_and_
     assert_eq!(listed["kind"], "InstalledList");
 }
 
-/// An operator an Install installed is listed as an OLM v0-installed one is: its CSV record names where it watches.
+/// An operator an Install installed is listed where the Install decided it watches (its CSV record's
+/// `olm.targetNamespaces` says where), its Install's status vouching for the record.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_operator_an_install_installed_is_listed_where_it_watches() {
     use crate::support::installs::{approve_patch, install_yaml, push, wait_state};
@@ -294,9 +295,99 @@ async fn an_operator_an_install_installed_is_listed_where_it_watches() {
     let targets = record.metadata.annotations.unwrap_or_default().get("olm.targetNamespaces").cloned().unwrap();
     let listed = wait_listed(&harness, &["-n", "operators", "-o", "name"], "plumbus.v2.0.0-alpha").await;
     assert_eq!(listed.trim(), "installed.packages.operators.coreos.com/plumbus.v2.0.0-alpha");
+    // Where the record says it watches, and only there: the Install's status vouches for its record, which the
+    // cache may take in a moment after the record itself.
+    let watches_team_a = targets.is_empty() || targets.split(',').any(|t| t == "team-a");
+    if watches_team_a {
+        wait_listed(&harness, &["-n", "team-a", "-o", "name"], "plumbus.v2.0.0-alpha").await;
+    }
     let elsewhere = harness.admin_kubectl(&["get", "installed", "-n", "team-a", "-o", "name"], None);
     let elsewhere = String::from_utf8_lossy(&elsewhere.stdout).into_owned();
-    // Where the record says it watches, and only there.
-    let watches_team_a = targets.is_empty() || targets.split(',').any(|t| t == "team-a");
     assert_eq!(elsewhere.contains("plumbus.v2.0.0-alpha"), watches_team_a, "targets {targets:?}: {elsewhere}");
+}
+
+/// A CSV `name` in namespace `mallet` supporting `mode`, with `annotations` (YAML flow mapping).
+fn mallets_csv(name: &str, mode: &str, annotations: &str) -> String {
+    format!(
+        "apiVersion: operators.coreos.com/v1alpha1\nkind: ClusterServiceVersion\n\
+         metadata: {{name: {name}, namespace: mallet, annotations: {annotations}}}\n\
+         spec:\n  displayName: Spoof\n  version: 1.0.0\n  installModes: [{{type: {mode}, supported: true}}]\n\
+         \x20 install: {{strategy: deployment, spec: {{deployments: []}}}}\n"
+    )
+}
+
+/// The names the admin's `kubectl get installed -n <namespace> -o name` lists.
+fn listed_in(harness: &Harness, namespace: &str) -> String {
+    let output = harness.admin_kubectl(&["get", "installed", "-n", namespace, "-o", "name"], None);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A user who may write CSVs in their own namespace only, and no OperatorGroup anywhere, forges
+/// `olm.targetNamespaces` and `olm.operatorGroup` (or relies on an AllNamespaces install mode) to have their CSV
+/// listed in namespaces they hold no rights in. Where a CSV is listed comes only from the `status.namespaces` of the
+/// one OperatorGroup of its namespace, which only the controller writes: the admin's lists of `victim` and `default`
+/// hold none of them; `mallet`'s does. An OperatorGroup an admin makes in `mallet` then moves them, and deleting it
+/// takes them back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_author_cannot_list_their_csv_in_namespaces_no_operator_group_targets() {
+    let harness = Harness::start("installed", "spoof", &["mallet", "victim"], Duration::from_secs(30)).await;
+    apply(&harness, COPIES_OFF);
+    let role = "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: csv-writer, namespace: mallet}\n\
+        rules: [{apiGroups: [operators.coreos.com], resources: [clusterserviceversions], verbs: [get, list, create, update, patch]}]\n---\n\
+        apiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata: {name: mallet, namespace: mallet}\n\
+        roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: csv-writer}\n\
+        subjects: [{kind: User, apiGroup: rbac.authorization.k8s.io, name: mallet}]\n";
+    apply(&harness, role);
+    let mallet = harness.plane.user_kubeconfig("mallet", &[]);
+    for manifest in [
+        mallets_csv("spoof-victim.v1", "SingleNamespace", "{olm.targetNamespaces: victim, olm.operatorGroup: x}"),
+        mallets_csv("spoof-all.v1", "AllNamespaces", "{olm.targetNamespaces: '', olm.operatorGroup: x}"),
+        mallets_csv("plain-all.v1", "AllNamespaces", "{}"),
+    ] {
+        let applied = harness.kubectl(&mallet, &["apply", "-f", "-"], Some(&manifest));
+        assert!(applied.status.success(), "{}", String::from_utf8_lossy(&applied.stderr));
+    }
+    let forbidden = harness.kubectl(
+        &mallet,
+        &["apply", "-f", "-"],
+        Some(&mallets_csv("x.v1", "AllNamespaces", "{}").replace("namespace: mallet", "namespace: victim")),
+    );
+    assert!(!forbidden.status.success(), "mallet may write CSVs in mallet only");
+
+    // The last one applied is listed in its own namespace: the cache has taken in all three.
+    wait_listed(&harness, &["-n", "mallet", "-o", "name"], "plain-all.v1").await;
+    for namespace in ["victim", "default"] {
+        let listed = listed_in(&harness, namespace);
+        assert!(!listed.contains("spoof") && !listed.contains("plain"), "listed in {namespace}: {listed}");
+    }
+    let own = listed_in(&harness, "mallet");
+    assert!(["spoof-victim.v1", "spoof-all.v1", "plain-all.v1"].iter().all(|name| own.contains(name)), "{own}");
+    let everywhere = json(&harness, &["get", "installed", "-A", "-o", "json"]);
+    let places: Vec<String> = everywhere["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            format!("{}/{}", i["metadata"]["namespace"].as_str().unwrap(), i["metadata"]["name"].as_str().unwrap())
+        })
+        .collect();
+    assert!(places.iter().all(|place| place.starts_with("mallet/")), "{places:?}");
+
+    // An OperatorGroup an admin makes in mallet, targeting victim: its status (the controller's) moves them there.
+    apply(
+        &harness,
+        "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og, namespace: mallet}\nspec: {targetNamespaces: [victim]}\n",
+    );
+    wait_listed(&harness, &["-n", "victim", "-o", "name"], "plain-all.v1").await;
+    assert!(!listed_in(&harness, "default").contains("spoof-all.v1"), "the group targets victim only");
+    kubectl(&harness, &["delete", "operatorgroup", "og", "-n", "mallet"]);
+    for _ in 0..300 {
+        if !listed_in(&harness, "victim").contains(".v1") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(listed_in(&harness, "victim"), "", "no group: back to their own namespace only");
+    assert!(listed_in(&harness, "mallet").contains("spoof-victim.v1"));
 }
