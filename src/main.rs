@@ -44,6 +44,9 @@ enum Command {
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// How long the runtime's blocking threads get to finish once the command has returned.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let log_format = cli.log_format;
@@ -55,7 +58,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(dispatch(cli.command)) {
+    let result = runtime.block_on(dispatch(cli.command));
+    // Dropping the runtime would wait without bound for its blocking threads (an image being inflated, a file
+    // being written): a stopped process must exit. What still runs after the grace is abandoned, as in a kill.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             // Log pipelines read JSON lines; a person at a terminal reads one plain message.

@@ -42,6 +42,9 @@ struct RunCommand {
     options: olmv2::cmd::run::RunOptions,
 }
 
+/// How long the runtime's blocking threads get to finish once the command has returned.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     olmv2::telemetry::init(olmv2::telemetry::LogFormat::Text);
@@ -52,7 +55,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(start(cli)) {
+    let result = runtime.block_on(start(cli));
+    // Dropping the runtime would wait without bound for its blocking threads (an image being inflated, a file
+    // being written): a stopped process must exit. What still runs after the grace is abandoned, as in a kill.
+    runtime.shutdown_timeout(SHUTDOWN_GRACE);
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("error: {message}");

@@ -565,3 +565,7 @@ fn go_arch() -> &'static str {
         other => other,
     }
 }
+
+#[cfg(test)]
+#[path = "image_tests.rs"]
+mod tests;

@@ -202,3 +202,53 @@ async fn a_clusterrole_an_install_applied_never_widens_an_aggregated_ceiling() {
     wait_state(&harness, "fits", InstallState::PendingApproval).await;
     controller_healthy(&harness, "after-widen").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_install_that_cannot_succeed_is_tried_ever_less_often_and_says_why_in_an_event() {
+    let harness = start("attack-hopeless").await;
+    // Ten thousand entries: created, but too large for the webhook to review once it has a status beside it (an
+    // update's review carries the object twice), so that every status write of the controller fails.
+    let content: Vec<Value> =
+        (0..10_000).map(|n| json!({"type": "Raw", "raw": config_map(&format!("setting-{n}"), "x")})).collect();
+    let install: Install = serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "hopeless"},
+        "spec": {"namespaces": [{"from": "default", "to": "operators"}], "content": content},
+    }))
+    .unwrap();
+    installs(&harness).create(&Default::default(), &install).await.expect("created");
+    let failed_writes = || {
+        harness
+            .plane
+            .api
+            .audit
+            .records()
+            .into_iter()
+            .filter(|r| r.resource == "installs" && r.name == "hopeless" && r.subresource == "status")
+            .filter(|r| r.user == CONTROLLER_USER && r.code >= 400)
+            .count()
+    };
+    let first = tokio::time::Instant::now();
+    while failed_writes() == 0 {
+        assert!(first.elapsed() < Duration::from_secs(120), "the controller never tried to write the status");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    // Retried every 2 s, that would be about twenty tries; backing off from 2 s (2, 4, 8, 16, 32): at most six.
+    let tries = failed_writes();
+    assert!((2..=6).contains(&tries), "{tries} failed status writes in 40 s");
+    // Why it fails is an event on the Install, since its status cannot say it.
+    let events = harness.admin_kubectl(
+        &["get", "events", "-n", "default", "--field-selector", "involvedObject.name=hopeless", "-o", "json"],
+        None,
+    );
+    let events: Value = serde_json::from_str(&text(&events)).expect("events");
+    let warnings: Vec<&Value> = events["items"].as_array().unwrap().iter().filter(|e| e["type"] == "Warning").collect();
+    assert!(
+        warnings.iter().any(
+            |e| e["reason"] == "StatusWriteFailed" && e["message"].as_str().is_some_and(|m| m.contains("hopeless"))
+        ),
+        "{warnings:#?}"
+    );
+    installs(&harness).delete("hopeless", &DeleteParams::default()).await.unwrap();
+    controller_healthy(&harness, "after-hopeless").await;
+}
