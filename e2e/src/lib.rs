@@ -1,6 +1,8 @@
 //! The project on the test control plane: its CRDs, RBAC and controllers installed on the Kubernetes API emulator
-//! (`kube-emulator`), a real OCI registry, and the walkthrough the `olmv2-control-plane` binary runs.
+//! (`kube-emulator`), a real OCI registry, and the walkthrough the `olmv2-control-plane` binary runs; and a real
+//! Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) to check the emulator against.
 
+pub mod kubernetes;
 pub mod project;
 pub mod registry;
 pub mod walkthrough;

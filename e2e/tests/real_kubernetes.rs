@@ -1,0 +1,207 @@
+//! The real control plane (`olmv2_e2e::kubernetes`): etcd, kube-apiserver and kube-controller-manager start, kubectl
+//! and the project's CRDs work on them, the controller-manager's controllers run, and RBAC refusals reach the audit
+//! log. One control plane for the whole file, started by the first test that needs it.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
+
+use std::future::Future;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use olmv2_e2e::kubernetes::RealControlPlane;
+use serde_json::json;
+use tokio::sync::OnceCell;
+
+static PLANE: OnceCell<RealControlPlane> = OnceCell::const_new();
+
+/// The file's control plane. Being in a `static`, it is never dropped: its reaper stops it when the test process
+/// exits, and removes its directory unless a test panicked while holding [`RealControlPlane::keep_logs_on_panic`].
+async fn plane() -> &'static RealControlPlane {
+    PLANE
+        .get_or_init(|| async {
+            let plane = RealControlPlane::start("tests").await.expect("the real control plane starts");
+            eprintln!(
+                "real control plane (Kubernetes {}, etcd {}) ready at {} in {:.1?}",
+                plane.binaries.kubernetes_version, plane.binaries.etcd_version, plane.url, plane.start_time
+            );
+            plane
+        })
+        .await
+}
+
+/// Runs kubectl with `kubeconfig`, its discovery cache in the control plane's directory; stdout, or the failure.
+fn kubectl(plane: &RealControlPlane, kubeconfig: &Path, args: &[&str]) -> Result<String, String> {
+    let output = Command::new("kubectl")
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg(format!("--cache-dir={}", plane.dir().join("kubectl-cache").display()))
+        .args(args)
+        .output()
+        .map_err(|error| format!("kubectl does not run: {error}"))?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(format!("kubectl {args:?}: {}", String::from_utf8_lossy(&output.stderr)))
+    }
+}
+
+/// Polls `check` every 100 ms until it answers `Some`, for at most `timeout`; the answer and how long it took.
+async fn eventually<T, F, Fut>(timeout: Duration, mut check: F) -> Option<(T, Duration)>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let started = Instant::now();
+    loop {
+        if let Some(answer) = check().await {
+            return Some((answer, started.elapsed()));
+        }
+        if started.elapsed() > timeout {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn kubectl_lists_namespaces_and_api_resources() {
+    let plane = plane().await;
+    let _keep = plane.keep_logs_on_panic();
+    let admin = plane.admin_kubeconfig();
+    let namespaces = kubectl(plane, &admin, &["get", "ns", "-o", "name"]).expect("get ns");
+    for namespace in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(namespaces.contains(&format!("namespace/{namespace}\n")), "{namespace} missing: {namespaces}");
+    }
+    let resources = kubectl(plane, &admin, &["api-resources", "-o", "name"]).expect("api-resources");
+    for resource in ["pods", "deployments.apps", "customresourcedefinitions.apiextensions.k8s.io"] {
+        assert!(resources.lines().any(|line| line == resource), "{resource} missing: {resources}");
+    }
+    eprintln!("kubectl api-resources: {} resources", resources.lines().count());
+}
+
+#[tokio::test]
+async fn the_projects_crds_are_established_and_served() {
+    let plane = plane().await;
+    let _keep = plane.keep_logs_on_panic();
+    let crds: Api<CustomResourceDefinition> = Api::all(plane.client().await.expect("admin client"));
+    let generated = olmv2::crdgen::all_crds();
+    for crd in &generated {
+        let name = crd.metadata.name.clone().expect("named");
+        crds.patch(&name, &PatchParams::apply("olmv2-e2e").force(), &Patch::Apply(crd)).await.expect("applied");
+    }
+    for crd in &generated {
+        let name = crd.metadata.name.clone().expect("named");
+        let established = eventually(Duration::from_secs(30), || async {
+            let crd = crds.get(&name).await.ok()?;
+            let conditions = crd.status?.conditions?;
+            conditions.iter().any(|c| c.type_ == "Established" && c.status == "True").then_some(())
+        })
+        .await;
+        assert!(established.is_some(), "{name} is not Established");
+    }
+    // Discovery may lag the Established condition: kubectl is given a few seconds to see the new resources.
+    let admin = plane.admin_kubeconfig();
+    let served = eventually(Duration::from_secs(15), || async {
+        kubectl(plane, &admin, &["get", "installs,operators,csv", "-A"]).ok()
+    })
+    .await;
+    let (_, took) = served.expect("kubectl get installs,operators,csv -A succeeds");
+    eprintln!("{} CRDs applied; kubectl served them {took:.1?} after they were Established", generated.len());
+}
+
+#[tokio::test]
+async fn the_controller_manager_fills_namespaces_and_aggregates_roles() {
+    let plane = plane().await;
+    let _keep = plane.keep_logs_on_panic();
+    let client = plane.client().await.expect("admin client");
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespace: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "controller-manager-check"}})).unwrap();
+    let created = Instant::now();
+    namespaces.create(&PostParams::default(), &namespace).await.expect("namespace created");
+
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), "controller-manager-check");
+    let account = eventually(Duration::from_secs(30), || async { accounts.get_opt("default").await.ok()? }).await;
+    assert!(account.is_some(), "no default ServiceAccount; see {}", plane.log("kube-controller-manager").display());
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), "controller-manager-check");
+    let root_ca = eventually(Duration::from_secs(30), || async { config_maps.get_opt("kube-root-ca.crt").await.ok()? })
+        .await
+        .expect("kube-root-ca.crt published");
+    let ca = std::fs::read_to_string(plane.dir().join("ca.crt")).unwrap();
+    assert_eq!(root_ca.0.data.unwrap_or_default().get("ca.crt"), Some(&ca), "the cluster CA is published");
+    eprintln!("default ServiceAccount and kube-root-ca.crt within {:.1?}", created.elapsed());
+
+    let roles: Api<ClusterRole> = Api::all(client);
+    let aggregated: ClusterRole = serde_json::from_value(json!({
+        "metadata": {"name": "olmv2-e2e-widgets-view",
+                     "labels": {"rbac.authorization.k8s.io/aggregate-to-view": "true"}},
+        "rules": [{"apiGroups": ["widgets.olmv2.example"], "resources": ["widgets"], "verbs": ["get", "list"]}],
+    }))
+    .unwrap();
+    roles.create(&PostParams::default(), &aggregated).await.expect("ClusterRole created");
+    let view = eventually(Duration::from_secs(30), || async {
+        let view = roles.get("view").await.ok()?;
+        view.rules?.iter().any(|rule| rule.resources.as_deref() == Some(&["widgets".to_owned()][..])).then_some(())
+    })
+    .await;
+    let (_, took) = view.expect("the aggregate-to-view rules are aggregated into view");
+    eprintln!("aggregated into view in {took:.1?}");
+}
+
+#[tokio::test]
+async fn a_refused_user_is_in_the_audit_log() {
+    let plane = plane().await;
+    let _keep = plane.keep_logs_on_panic();
+    let mallory = plane.user_client("mallory").await.expect("mallory's client");
+    let secrets: Api<Secret> = Api::namespaced(mallory, "kube-system");
+    match secrets.list(&ListParams::default()).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
+        other => panic!("mallory listed secrets: {other:?}"),
+    }
+    let kubeconfig = plane.user_kubeconfig("mallory").expect("mallory's kubeconfig");
+    let refused = kubectl(plane, &kubeconfig, &["get", "secrets", "-n", "kube-system"]).expect_err("refused");
+    assert!(refused.contains("Forbidden") && refused.contains(r#"User "mallory""#), "{refused}");
+    assert!(plane.user_kubeconfig("nobody").is_err(), "users are fixed at start");
+
+    let recorded = eventually(Duration::from_secs(10), || async {
+        let records = plane.audit_records().expect("audit log readable");
+        let refusals: Vec<_> = records
+            .into_iter()
+            .filter(|r| r.user == "mallory" && r.verb == "list" && r.resource.as_deref() == Some("secrets"))
+            .collect();
+        (refusals.len() >= 2).then_some(refusals)
+    })
+    .await;
+    let (refusals, _) = recorded.expect("both refusals audited");
+    for refusal in refusals {
+        assert_eq!(refusal.code, Some(403));
+        assert_eq!(refusal.namespace.as_deref(), Some("kube-system"));
+        assert_eq!(refusal.impersonated_user, None);
+    }
+}
+
+#[tokio::test]
+async fn a_dropped_control_plane_stops_its_processes_and_removes_its_directory() {
+    let plane = RealControlPlane::start_with_users("dropped", &["zed"]).await.expect("a second control plane starts");
+    eprintln!("second control plane ready in {:.1?}", plane.start_time);
+    let dir = plane.dir().to_owned();
+    let processes = plane.processes();
+    let names: Vec<&str> = processes.iter().map(|(name, _)| *name).collect();
+    assert_eq!(names, ["etcd", "kube-apiserver", "kube-controller-manager"]);
+    let zed = plane.user_client("zed").await.expect("zed's client");
+    let review = kube::Api::<Namespace>::all(zed).list(&ListParams::default()).await.expect_err("zed is refused");
+    assert!(matches!(review, kube::Error::Api(ref status) if status.code == 403), "{review:?}");
+    assert!(plane.user_kubeconfig("alice").is_err(), "only the users given at start");
+
+    let stopping = Instant::now();
+    drop(plane);
+    eprintln!("stopped in {:.1?}", stopping.elapsed());
+    assert!(!dir.exists(), "{} is removed", dir.display());
+    for (name, pid) in processes {
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "{name} ({pid}) still runs");
+    }
+}
