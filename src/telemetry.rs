@@ -23,3 +23,14 @@ pub fn init(format: LogFormat) {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
 }
+
+/// Installs the global subscriber as [`init`] does, writing to `file` (without terminal colours) instead of standard
+/// error: for a process whose standard output is meant for a reader, the log kept apart.
+pub fn init_to_file(format: LogFormat, file: std::fs::File) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = fmt().with_env_filter(filter).with_ansi(false).with_writer(std::sync::Mutex::new(file));
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}

@@ -350,6 +350,13 @@ impl RealControlPlane {
         Ok(path)
     }
 
+    /// A kubeconfig authenticating with `token` (a ServiceAccount's, from a TokenRequest), written as `NAME.kubeconfig`.
+    pub fn token_kubeconfig(&self, name: &str, token: &str) -> Result<PathBuf, RealError> {
+        let path = self.path(&format!("{name}.kubeconfig"));
+        self.write_kubeconfig(&path, json!({"token": token}))?;
+        Ok(path)
+    }
+
     /// A client as the administrator. Each call builds a new one, bound to the calling runtime.
     pub async fn client(&self) -> Result<kube::Client, RealError> {
         client_from(&self.admin_kubeconfig()).await
@@ -659,13 +666,18 @@ impl Authority {
     }
 }
 
-async fn client_from(path: &Path) -> Result<kube::Client, RealError> {
+/// The client configuration of the kubeconfig at `path`.
+pub async fn config_from(path: &Path) -> Result<kube::Config, RealError> {
     let failed = |message: String| RealError::BuildClient { path: path.to_owned(), message };
     let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|e| failed(e.to_string()))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+    kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
         .await
-        .map_err(|e| failed(e.to_string()))?;
-    kube::Client::try_from(config).map_err(|e| failed(e.to_string()))
+        .map_err(|e| failed(e.to_string()))
+}
+
+async fn client_from(path: &Path) -> Result<kube::Client, RealError> {
+    let config = config_from(path).await?;
+    kube::Client::try_from(config).map_err(|e| RealError::BuildClient { path: path.to_owned(), message: e.to_string() })
 }
 
 /// A plain HTTP/1.1 GET on loopback, the whole answer (etcd's `/health`); blocking, for at most 2 s.

@@ -4,5 +4,6 @@
 
 pub mod kubernetes;
 pub mod project;
+pub mod real;
 pub mod registry;
 pub mod walkthrough;

@@ -85,25 +85,40 @@ pub async fn controller_config(plane: &ControlPlane) -> Result<kube::Config, Pro
 
 /// [`controller_config`] as a kubeconfig file's text, for a controller run as its own process.
 pub async fn controller_kubeconfig(plane: &ControlPlane) -> Result<String, ProjectError> {
-    for text in [DEPLOY_NAMESPACE, DEPLOY_RBAC, DEPLOY_CONTROLLER] {
-        for document in serde_yaml_ng::Deserializer::from_str(text) {
-            let value: Value =
-                serde::Deserialize::deserialize(document).map_err(|e| ProjectError::Manifest(e.to_string()))?;
-            // Of the controller's manifest, its Services (the aggregation layer reaches the API through one); its
-            // Deployment is the in-process controllers.
-            let workload = text == DEPLOY_CONTROLLER && value["kind"] != "Service";
-            if !value.is_null() && !workload {
-                match create(plane, &value).await {
-                    // A controller started again finds its namespace and RBAC in place.
-                    Err(ProjectError::Api(message)) if message.contains("already exists") => {}
-                    other => {
-                        other?;
-                    }
-                }
+    for value in deploy_objects()? {
+        match create(plane, &value).await {
+            // A controller started again finds its namespace and RBAC in place.
+            Err(ProjectError::Api(message)) if message.contains("already exists") => {}
+            other => {
+                other?;
             }
         }
     }
     let admin = plane.client().await.map_err(|e| ProjectError::Config(e.to_string()))?;
+    Ok(plane.token_kubeconfig(&controller_token(admin).await?))
+}
+
+/// What the test control plane takes from `deploy/`: the controller's namespace, its RBAC, and of the controller's
+/// manifest its Services (the aggregation layer reaches the API through one); its Deployment is the in-process
+/// controllers.
+pub fn deploy_objects() -> Result<Vec<Value>, ProjectError> {
+    let mut objects = Vec::new();
+    for text in [DEPLOY_NAMESPACE, DEPLOY_RBAC, DEPLOY_CONTROLLER] {
+        for document in serde_yaml_ng::Deserializer::from_str(text) {
+            let value: Value =
+                serde::Deserialize::deserialize(document).map_err(|e| ProjectError::Manifest(e.to_string()))?;
+            let workload = text == DEPLOY_CONTROLLER && value["kind"] != "Service";
+            if !value.is_null() && !workload {
+                objects.push(value);
+            }
+        }
+    }
+    Ok(objects)
+}
+
+/// A token for the controller's ServiceAccount (a TokenRequest by `admin`, valid for a day), as the Deployment's pod
+/// would be given.
+pub async fn controller_token(admin: kube::Client) -> Result<String, ProjectError> {
     let accounts = kube::Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(admin, CONTROLLER_NAMESPACE);
     let request = k8s_openapi::api::authentication::v1::TokenRequest {
         spec: k8s_openapi::api::authentication::v1::TokenRequestSpec {
@@ -116,8 +131,7 @@ pub async fn controller_kubeconfig(plane: &ControlPlane) -> Result<String, Proje
         .create_token_request(CONTROLLER_ACCOUNT, &kube::api::PostParams::default(), &request)
         .await
         .map_err(|e| ProjectError::Api(e.to_string()))?;
-    let token = answer.status.map(|s| s.token).unwrap_or_default();
-    Ok(plane.token_kubeconfig(&token))
+    Ok(answer.status.map(|s| s.token).unwrap_or_default())
 }
 
 /// The controllers' options on the test control plane: the webhook on a loopback port, registries on loopback

@@ -52,8 +52,20 @@ where
     Err(WalkthroughError::Timeout(name.to_owned(), wanted))
 }
 
-/// Approves Install `name` as the admin, then, once its content is applied, reports its rollouts done.
-async fn approve_and_roll_out(admin: &kube::Client, name: &str) -> Result<(), WalkthroughError> {
+/// How the Deployments of the walkthrough's Installs become Available.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rollouts {
+    /// Reported by the walkthrough once the content is applied ([`crate::project::report_rollouts`]): the emulator
+    /// runs no Deployment controller.
+    Reported,
+    /// By the cluster's own Deployment and ReplicaSet controllers, from pods something marks Ready (on the real
+    /// control plane, [`crate::real::spawn_kubelet`]).
+    ByTheCluster,
+}
+
+/// Approves Install `name` as the admin, then, once its content is applied, reports its rollouts done when the
+/// cluster does not.
+async fn approve_and_roll_out(admin: &kube::Client, name: &str, rollouts: Rollouts) -> Result<(), WalkthroughError> {
     let installs = Api::<Install>::all(admin.clone());
     installs
         .patch(name, &PatchParams::default(), &Patch::Merge(&json!({"spec": {"approval": "Approved"}})))
@@ -63,6 +75,9 @@ async fn approve_and_roll_out(admin: &kube::Client, name: &str) -> Result<(), Wa
         matches!(state(i), Some(InstallState::Applying | InstallState::Installed))
     })
     .await?;
+    if rollouts == Rollouts::ByTheCluster {
+        return Ok(());
+    }
     crate::project::report_rollouts(admin, "operators").await.map_err(api("marking the Deployments available"))
 }
 
@@ -83,9 +98,19 @@ fn state(install: &Install) -> Option<InstallState> {
 }
 
 /// Runs the walkthrough as `admin` with `registry` (which the controller may reach); the registry is handed back
-/// to keep serving for the reader's own Installs.
-pub async fn run(admin: kube::Client, bundles: &Path, registry: Registry) -> Result<Registry, WalkthroughError> {
+/// to keep serving for the reader's own Installs. `controller_log`, when given, is where the controller's log lines
+/// go (named first, and kept out of the steps).
+pub async fn run(
+    admin: kube::Client,
+    bundles: &Path,
+    registry: Registry,
+    rollouts: Rollouts,
+    controller_log: Option<&Path>,
+) -> Result<Registry, WalkthroughError> {
     say("== Walkthrough: installing the sample plumbus operator ==\n");
+    if let Some(log) = controller_log {
+        say(&format!("The controller's log lines go to {} (tail -f it beside these steps).\n", log.display()));
+    }
     let image = registry.reference("plumbus-bundle:v2.0.0-alpha");
     push(&registry, &bundles.join("plumbus/2.0.0-alpha"), &image).await?;
     say(&format!("1. A local registry serves the sample bundle: {image}\n   (olmv2 bundle build bundles/plumbus/2.0.0-alpha --push {image} --insecure-registry {})\n", registry.host));
@@ -115,7 +140,7 @@ pub async fn run(admin: kube::Client, bundles: &Path, registry: Registry) -> Res
 
     say("4. The cluster admin, who holds all of these, approves (kubectl patch install plumbus --type merge -p '{\"spec\":{\"approval\":\"Approved\"}}').");
     say("   The webhook checks each rule with a SubjectAccessReview for the admin; a user lacking any would be refused.\n");
-    approve_and_roll_out(&admin, "plumbus").await?;
+    approve_and_roll_out(&admin, "plumbus", rollouts).await?;
     let installed = wait_for(&installs, "plumbus", "Installed", |i| state(i) == Some(InstallState::Installed)).await?;
     say("5. The grants were created, then the content was applied as the ServiceAccount (kubectl get olm,deploy,sa,role,rolebinding -n operators):\n");
     let status = installed.status.unwrap_or_default();
@@ -128,13 +153,18 @@ pub async fn run(admin: kube::Client, bundles: &Path, registry: Registry) -> Res
     for condition in &status.conditions {
         say(&format!("   {:<20} {:<8} {}", condition.type_, condition.status, condition.reason));
     }
-    operator(&admin, bundles, &registry).await?;
+    operator(&admin, bundles, &registry, rollouts).await?;
     say("\nExplore with kubectl (see the KUBECONFIG line above): kubectl get operators,installs; kubectl describe install plumbus\n(its events at the end); kubectl get operator grumbo -o yaml; kubectl get events -n default.\nThe registry stays up while this runs.\n");
     Ok(registry)
 }
 
 /// The single entry point: an Operator for the grumbo bundle, approved through its Install, and its status.
-async fn operator(admin: &kube::Client, bundles: &Path, registry: &Registry) -> Result<(), WalkthroughError> {
+async fn operator(
+    admin: &kube::Client,
+    bundles: &Path,
+    registry: &Registry,
+    rollouts: Rollouts,
+) -> Result<(), WalkthroughError> {
     let image = registry.reference("grumbo-bundle:v1.0.0");
     push(registry, &bundles.join("grumbo/1.0.0"), &image).await?;
     let operators = Api::<Operator>::all(admin.clone());
@@ -154,7 +184,7 @@ async fn operator(admin: &kube::Client, bundles: &Path, registry: &Registry) -> 
         wait_for(&installs, "grumbo", "PendingApproval", |i| state(i) == Some(InstallState::PendingApproval)).await?;
     say("7. It made an Install of the same name, which waits for approval like any other (kubectl get operator grumbo shows\n   InstallPendingApproval; olmv2 approve grumbo):\n");
     say(&olmv2::cmd::approve::describe_pending(&pending));
-    approve_and_roll_out(admin, "grumbo").await?;
+    approve_and_roll_out(admin, "grumbo", rollouts).await?;
     let installed =
         wait_for(&operators, "grumbo", "Installed", |o| operator_state(o) == Some(OperatorState::Installed)).await?;
     let status = installed.status.unwrap_or_default();

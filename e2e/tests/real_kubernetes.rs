@@ -1,6 +1,8 @@
 //! The real control plane (`olmv2_e2e::kubernetes`): etcd, kube-apiserver and kube-controller-manager start, kubectl
 //! and the project's CRDs work on them, the controller-manager's controllers run, and RBAC refusals reach the audit
-//! log. One control plane for the whole file, started by the first test that needs it.
+//! log; and the README's walkthrough runs on it, the controller in-process as `deploy/`'s ServiceAccount, with its
+//! webhooks and aggregated API reached by kube-apiserver through their Services. One control plane for the whole file,
+//! started by the first test that needs it.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // test code fails loudly by design
 
@@ -13,7 +15,11 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use olmv2::api::v2alpha1::{Install, InstallState, Operator, OperatorState};
 use olmv2_e2e::kubernetes::RealControlPlane;
+use olmv2_e2e::real::{self, ServicePorts};
+use olmv2_e2e::registry::Registry;
+use olmv2_e2e::walkthrough::{self, Rollouts};
 use serde_json::json;
 use tokio::sync::OnceCell;
 
@@ -204,4 +210,118 @@ async fn a_dropped_control_plane_stops_its_processes_and_removes_its_directory()
     for (name, pid) in processes {
         assert!(!Path::new(&format!("/proc/{pid}")).exists(), "{name} ({pid}) still runs");
     }
+}
+
+/// The walkthrough of `olmv2-control-plane --kubernetes real`: the controller's ServiceAccount and token, `deploy/`'s
+/// Services as ExternalName Services of the controller's loopback ports, and a stand-in kubelet. What kube-apiserver
+/// did is checked afterwards: the mutating webhook recorded the creator, the aggregation layer serves the Installed
+/// API, the real Deployment controller made the Deployments Available, and the approval webhook refuses a user
+/// lacking the pending rules.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_walkthrough_installs_plumbus_and_the_grumbo_operator_on_real_kubernetes() {
+    let plane = plane().await;
+    let _keep = plane.keep_logs_on_panic();
+    let admin = plane.client().await.expect("admin client");
+    let registry = Registry::start("walkthrough-real").expect("docker-registry starts");
+    let started = Instant::now();
+    real::install_crds(&admin).await.expect("the project's CRDs are established");
+    let ports = ServicePorts::free().expect("free ports");
+    let config = real::controller_config(plane, &admin, &ports).await.expect("deploy/ applied, a token issued");
+    let mut options = olmv2_e2e::project::controller_options(
+        vec![registry.host.clone()],
+        plane.dir().join("bundle-cache"),
+        Duration::from_secs(30),
+    );
+    options.webhook.address = ([127, 0, 0, 1], ports.webhook).into();
+    options.webhook.service_port = i32::from(ports.webhook);
+    options.api.address = ([127, 0, 0, 1], ports.api).into();
+    options.api.service_port = i32::from(ports.api);
+    let health = std::sync::Arc::new(olmv2::server::Health::default());
+    let controllers = olmv2::process::start(config, options, health).await.expect("the controllers start");
+    let kubelet = real::spawn_kubelet(admin.clone(), "operators");
+    let set_up = started.elapsed();
+    let bundles = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles");
+    let registry = walkthrough::run(admin.clone(), &bundles, registry, Rollouts::ByTheCluster, None)
+        .await
+        .expect("the walkthrough runs to its end");
+    eprintln!("set up in {set_up:.1?}; walkthrough done {:.1?} after the start", started.elapsed());
+
+    let installs: Api<Install> = Api::all(admin.clone());
+    let plumbus = installs.get("plumbus").await.unwrap();
+    assert_eq!(plumbus.status.as_ref().and_then(|s| s.state), Some(InstallState::Installed));
+    let creator = plumbus.metadata.annotations.unwrap_or_default();
+    let creator = creator.get(olmv2::api::v2alpha1::CREATOR_ANNOTATION).expect("the mutating webhook ran");
+    assert!(creator.contains(r#""username":"admin""#), "{creator}");
+    let grumbo = Api::<Operator>::all(admin.clone()).get("grumbo").await.unwrap();
+    let status = grumbo.status.unwrap();
+    assert_eq!(status.state, Some(OperatorState::Installed));
+    let kinds: Vec<String> = status.components.unwrap().refs.into_iter().map(|r| r.kind).collect();
+    for kind in ["Install", "ClusterServiceVersion", "Deployment", "CustomResourceDefinition"] {
+        assert!(kinds.iter().any(|k| k == kind), "no {kind} among {kinds:?}");
+    }
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(admin.clone(), "operators");
+    for name in ["plumbus-operator", "grumbo-operator"] {
+        let deployment = deployments.get(name).await.unwrap();
+        assert_eq!(deployment.status.and_then(|s| s.available_replicas), Some(1), "{name} is available");
+    }
+    let replica_sets: Api<k8s_openapi::api::apps::v1::ReplicaSet> = Api::namespaced(admin.clone(), "operators");
+    let owners: Vec<String> = replica_sets
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .flat_map(|rs| rs.metadata.owner_references.unwrap_or_default())
+        .map(|owner| owner.name)
+        .collect();
+    assert!(owners.iter().any(|o| o == "grumbo-operator"), "the Deployment controller made ReplicaSets: {owners:?}");
+    let installed = kubectl(plane, &plane.admin_kubeconfig(), &["get", "installed"]).expect("the Installed API");
+    assert!(installed.contains("grumbo.v1.0.0") && installed.contains("plumbus.v2.0.0-alpha"), "{installed}");
+
+    // An Install of its own, pending; mallory may patch Installs but holds none of the pending rules.
+    let namespaces: Api<Namespace> = Api::all(admin.clone());
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": "refused"}})).unwrap();
+    namespaces.create(&PostParams::default(), &namespace).await.expect("namespace refused");
+    let image = registry.reference("grumbo-bundle:v1.0.0");
+    let body = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "refused"},
+        "spec": {"namespaces": [{"from": "default", "to": "refused"}],
+                 "content": [{"type": "ManifestImage", "manifestImage": image}]}});
+    installs.patch("refused", &PatchParams::apply("olmv2-e2e"), &Patch::Apply(&body)).await.expect("Install created");
+    let pending = eventually(Duration::from_secs(60), || async {
+        let install = installs.get("refused").await.ok()?;
+        let status = install.status?;
+        (status.state == Some(InstallState::PendingApproval)).then_some(())
+    })
+    .await;
+    assert!(pending.is_some(), "Install refused is pending: {:?}", installs.get("refused").await.unwrap().status);
+    let roles: Api<ClusterRole> = Api::all(admin.clone());
+    let role: ClusterRole = serde_json::from_value(json!({"metadata": {"name": "olmv2-e2e-install-patcher"},
+        "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["installs"], "verbs": ["get", "patch"]}]}))
+    .unwrap();
+    roles.create(&PostParams::default(), &role).await.expect("ClusterRole created");
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(admin.clone());
+    let binding = serde_json::from_value(json!({"metadata": {"name": "olmv2-e2e-install-patcher"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "olmv2-e2e-install-patcher"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "mallory"}]}))
+    .unwrap();
+    bindings.create(&PostParams::default(), &binding).await.expect("ClusterRoleBinding created");
+    let mallory: Api<Install> = Api::all(plane.user_client("mallory").await.expect("mallory's client"));
+    let approve = json!({"spec": {"approval": "Approved"}});
+    // RBAC may take a moment to let mallory patch at all; the webhook's refusal is what is waited for.
+    let refused = eventually(Duration::from_secs(10), || async {
+        match mallory.patch("refused", &PatchParams::default(), &Patch::Merge(&approve)).await {
+            Err(kube::Error::Api(status)) if status.message.contains("may not approve Install refused") => Some(status),
+            Err(_) => None,
+            Ok(_) => panic!("mallory approved Install refused"),
+        }
+    })
+    .await;
+    let (status, _) = refused.expect("the approval webhook refuses mallory");
+    assert!(status.message.contains(r#"user "mallory""#), "{status:?}");
+    let refused = installs.get("refused").await.unwrap();
+    assert_ne!(format!("{:?}", refused.spec.approval), "Approved", "the approval was not stored");
+
+    kubelet.abort();
+    controllers.stop().await;
+    drop(registry);
 }

@@ -11,6 +11,7 @@ use crate::support;
 use kube::api::Api;
 use olmv2::api::v2alpha1::{Install, InstallState, Operator, OperatorState};
 use olmv2_e2e::registry::Registry;
+use olmv2_e2e::walkthrough::Rollouts;
 use support::emulator::kubectl::text;
 use support::harness::Harness;
 
@@ -27,7 +28,9 @@ async fn the_walkthrough_installs_plumbus_and_the_grumbo_operator() {
     )
     .await;
     let bundles = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles");
-    let _registry = olmv2_e2e::walkthrough::run(harness.admin.clone(), &bundles, registry).await.expect("walkthrough");
+    let _registry = olmv2_e2e::walkthrough::run(harness.admin.clone(), &bundles, registry, Rollouts::Reported, None)
+        .await
+        .expect("walkthrough");
 
     let plumbus = Api::<Install>::all(harness.admin.clone()).get("plumbus").await.unwrap();
     assert_eq!(plumbus.status.unwrap().state, Some(InstallState::Installed));
