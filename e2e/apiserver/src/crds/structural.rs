@@ -96,6 +96,55 @@ pub fn validate_crd(crd: &Value) -> Vec<FieldError> {
     errors
 }
 
+/// The annotation kube-apiserver requires on a CustomResourceDefinition of a protected group (`k8s.io`,
+/// `kubernetes.io` and their subdomains): a URL to the API's approval, or a value starting `unapproved`.
+const API_APPROVAL_ANNOTATION: &str = "api-approved.kubernetes.io";
+
+/// What kube-apiserver's API approval policy says of a CRD (`validateAPIApproval`): nothing for groups outside the
+/// protected ones, nothing when the approval state is the one `old` had; otherwise a missing annotation is required
+/// and one that is neither a URL nor `unapproved…` is invalid. Without this, a CRD naming a built-in resource of
+/// `rbac.authorization.k8s.io` was accepted here as written and refused by kube-apiserver.
+pub fn validate_api_approval(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let group = crd.pointer("/spec/group").and_then(Value::as_str).unwrap_or_default();
+    let protected =
+        ["k8s.io", "kubernetes.io"].iter().any(|domain| group == *domain || group.ends_with(&format!(".{domain}")));
+    if !protected {
+        return Vec::new();
+    }
+    let state = |object: &Value| -> ApprovalState {
+        match object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(API_APPROVAL_ANNOTATION))
+            .and_then(Value::as_str)
+        {
+            None => ApprovalState::Missing,
+            Some(value) if value.starts_with("unapproved") => ApprovalState::Bypassed,
+            Some(value) if value.starts_with("http://") || value.starts_with("https://") => ApprovalState::Approved,
+            Some(_) => ApprovalState::Invalid,
+        }
+    };
+    let new = state(crd);
+    if old.map(state) == Some(new) {
+        return Vec::new();
+    }
+    let field = format!("metadata.annotations[{API_APPROVAL_ANNOTATION}]");
+    match new {
+        ApprovalState::Missing => {
+            vec![error(&field, ErrorType::Required, "protected groups must have approval annotation")]
+        }
+        ApprovalState::Invalid => vec![error(&field, ErrorType::Invalid, "not a url")],
+        ApprovalState::Approved | ApprovalState::Bypassed => Vec::new(),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ApprovalState {
+    Missing,
+    Invalid,
+    Approved,
+    Bypassed,
+}
+
 fn validate_names(names: &Value, errors: &mut Vec<FieldError>) {
     for field in ["plural", "singular"] {
         if let Some(value) = names.get(field).and_then(Value::as_str) {

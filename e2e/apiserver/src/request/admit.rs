@@ -117,6 +117,7 @@ fn validate(target: &Target, old: Option<&Value>, object: &Value) -> Result<(), 
     }
     if resource.group == "apiextensions.k8s.io" && resource.kind == "CustomResourceDefinition" {
         errors.extend(structural::validate_crd(object));
+        errors.extend(structural::validate_api_approval(object, old));
         if let Some(old) = old {
             errors.extend(lifecycle::validate_update(object, old));
         }

@@ -92,6 +92,8 @@ const BUILTIN_CRD_AND_ESCALATE: &str = "apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
   name: clusterroles.rbac.authorization.k8s.io
+  annotations:
+    api-approved.kubernetes.io: unapproved, an attack
 spec:
   group: rbac.authorization.k8s.io
   scope: Cluster

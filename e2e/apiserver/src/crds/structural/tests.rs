@@ -149,3 +149,41 @@ fn dns1035_labels() {
     assert!(!is_dns1035_label("a-"));
     assert!(!is_dns1035_label(""));
 }
+
+#[test]
+fn a_crd_of_a_protected_group_needs_the_api_approval_annotation_as_kube_apiserver_asks() {
+    let crd = |group: &str, approval: Option<&str>| {
+        let mut crd = crd_with_schema(json!({"type": "object"}));
+        crd["spec"]["group"] = json!(group);
+        crd["metadata"]["name"] = json!(format!("widgets.{group}"));
+        if let Some(approval) = approval {
+            crd["metadata"]["annotations"] = json!({"api-approved.kubernetes.io": approval});
+        }
+        crd
+    };
+    let shown = |errors: Vec<FieldError>| errors.iter().map(ToString::to_string).collect::<Vec<_>>();
+    // The message kube-apiserver v1.37 answered for such a CRD.
+    assert_eq!(
+        shown(validate_api_approval(&crd("rbac.authorization.k8s.io", None), None)),
+        ["metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation"]
+    );
+    for protected in ["k8s.io", "x.kubernetes.io", "kubernetes.io"] {
+        assert_eq!(validate_api_approval(&crd(protected, None), None).len(), 1, "{protected}");
+    }
+    assert!(validate_api_approval(&crd("example.com", None), None).is_empty(), "not protected");
+    assert!(validate_api_approval(&crd("notk8s.io", None), None).is_empty(), "only the domain and its subdomains");
+    assert!(validate_api_approval(&crd("x.k8s.io", Some("unapproved, testing")), None).is_empty());
+    assert!(validate_api_approval(
+        &crd("x.k8s.io", Some("https://github.com/kubernetes/enhancements/pull/1111")),
+        None
+    )
+    .is_empty());
+    assert_eq!(
+        validate_api_approval(&crd("x.k8s.io", Some("approved")), None).len(),
+        1,
+        "neither a URL nor unapproved"
+    );
+    // An update keeping the state it had is never refused for it.
+    let missing = crd("x.k8s.io", None);
+    assert!(validate_api_approval(&missing, Some(&missing)).is_empty());
+}
