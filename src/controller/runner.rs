@@ -1,9 +1,9 @@
 //! The one way every controller runs. A controller's context implements [`Reconciler`] (what it reconciles, one
 //! pass, its name); its module builds a kube-runtime `Controller` with the watches that wake it and hands both to
 //! [`run`], which adds what every controller shares: the reconcile counted and timed, failures counted by their
-//! static category and retried (backing off exponentially while an object keeps failing: an error that will not
-//! heal by itself must not cost the API server a pass a second for ever), a log span naming the controller, and a
-//! clean stop.
+//! static category and retried (for a loop that asks it, backing off exponentially while an object keeps failing: an
+//! error that will not heal by itself must not cost the API server a pass a second for ever), a log span naming the
+//! controller, and a clean stop.
 //!
 //! kube-runtime already wraps each reconcile, and the error policy after it, in a span naming the object
 //! (`reconciling object`, with `object.ref` and `object.reason`): the runner adds none of its own per reconcile.
@@ -83,6 +83,12 @@ pub trait Reconciler: Send + Sync + 'static {
     /// The controller's name: the `controller` label of its metrics and field of its logs.
     const NAME: &'static str;
 
+    /// Whether an object that keeps failing is tried ever less often (the retry interval doubled for each failure in
+    /// a row). For a loop whose failures may be hopeless and costly (an Install too large to write, a bundle that
+    /// never unpacks); a loop whose passes fail while it waits for something no watch of it announces (OLM v0's CSV
+    /// loop waiting on RBAC it does not watch) keeps its steady retry, or it would learn of it minutes late.
+    const BACKS_OFF: bool = false;
+
     /// One pass over `object`: read, decide (the pure functions of the controller's modules), write.
     fn reconcile(
         self: Arc<Self>,
@@ -151,8 +157,13 @@ fn error_policy<R: Reconciler>(object: Arc<R::Object>, error: &R::Error, runner:
         tracing::info!(category, "{error}");
         return Action::requeue(CONFLICT_RETRY);
     }
-    let failures = runner.failed(key(object.as_ref()));
-    let delay = backoff(runner.reconciler.retry(), failures);
+    let (failures, delay) = match R::BACKS_OFF {
+        true => {
+            let failures = runner.failed(key(object.as_ref()));
+            (failures, backoff(runner.reconciler.retry(), failures))
+        }
+        false => (1, runner.reconciler.retry()),
+    };
     tracing::warn!(category, failures, retry_seconds = delay.as_secs_f64(), "{}", report(error));
     Action::requeue(delay)
 }
@@ -184,14 +195,15 @@ mod tests {
     }
 
     #[derive(Default)]
-    struct Counting {
+    struct Counting<const BACKS: bool> {
         metrics: Metrics,
     }
 
-    impl Reconciler for Counting {
+    impl<const BACKS: bool> Reconciler for Counting<BACKS> {
         type Object = ConfigMap;
         type Error = PassError;
         const NAME: &'static str = "counting";
+        const BACKS_OFF: bool = BACKS;
 
         async fn reconcile(self: Arc<Self>, object: Arc<ConfigMap>) -> Result<Action, PassError> {
             match object.metadata.name.as_deref() {
@@ -216,13 +228,13 @@ mod tests {
         Arc::new(object)
     }
 
-    fn runner() -> Arc<Runner<Counting>> {
+    fn runner<const BACKS: bool>() -> Arc<Runner<Counting<BACKS>>> {
         Arc::new(Runner { reconciler: Arc::new(Counting::default()), failures: Mutex::default() })
     }
 
     #[tokio::test]
     async fn every_pass_is_counted_and_timed_and_failures_are_counted_by_category() {
-        let runner = runner();
+        let runner = runner::<true>();
         for name in ["fine", "changed", "failed"] {
             if let Err(error) = reconcile(named(name), runner.clone()).await {
                 error_policy(named(name), &error, runner.clone());
@@ -244,7 +256,7 @@ mod tests {
 
     #[test]
     fn a_conflict_is_retried_at_once_and_other_failures_after_the_retry_interval() {
-        let runner = runner();
+        let runner = runner::<true>();
         let changed = error_policy(named("changed"), &PassError::Changed, runner.clone());
         assert_eq!(changed, Action::requeue(CONFLICT_RETRY));
         let failed = error_policy(named("failed"), &PassError::Failed, runner);
@@ -253,7 +265,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_object_failing_again_and_again_is_tried_ever_less_often_until_it_succeeds() {
-        let runner = runner();
+        let runner = runner::<true>();
         let delays: Vec<Action> =
             (0..8).map(|_| error_policy(named("failed"), &PassError::Failed, runner.clone())).collect();
         let seconds = [10, 20, 40, 80, 160, 300, 300, 300];
@@ -273,6 +285,15 @@ mod tests {
         error_policy(named("fine"), &PassError::Failed, runner.clone());
         assert!(reconcile(named("fine"), runner.clone()).await.is_ok());
         assert_eq!(error_policy(named("fine"), &PassError::Failed, runner), Action::requeue(Duration::from_secs(10)));
+    }
+
+    #[test]
+    fn a_loop_that_does_not_back_off_keeps_its_retry_interval() {
+        let runner = runner::<false>();
+        for _ in 0..5 {
+            let failed = error_policy(named("failed"), &PassError::Failed, runner.clone());
+            assert_eq!(failed, Action::requeue(Duration::from_secs(10)));
+        }
     }
 
     #[test]

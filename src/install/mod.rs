@@ -132,6 +132,9 @@ impl Reconciler for Context {
     type Object = Install;
     type Error = ReconcileError;
     const NAME: &'static str = "install";
+    // An Install no pass can finish (too large to write, a bundle that never unpacks) must not cost a pass a retry
+    // interval for ever; everything an Install waits for wakes it (its own changes, its Deployments, policies).
+    const BACKS_OFF: bool = true;
 
     async fn reconcile(self: Arc<Self>, install: Arc<Install>) -> Result<Action, ReconcileError> {
         let answer = reconcile::reconcile(install.clone(), self.clone()).await;
