@@ -1,7 +1,8 @@
 //! Unpacking of image layers (tar, optionally gzip) into a directory, streaming and in bounded memory, safe against
-//! hostile images: limits on total size, file count, file size and compression ratio; no absolute paths, no `..`,
-//! no links leaving the root, no device files, no writing through links; whiteouts applied across layers; the
-//! layer's digest verified.
+//! hostile images: limits on total size, file count, file size and compression ratio, and on the compressed bytes
+//! of all layers (which never legitimately exceed what they inflate to by more than the framing); no absolute
+//! paths, no `..`, no links leaving the root, no device files, no writing through links; whiteouts applied across
+//! layers; the layer's digest verified.
 
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -60,6 +61,8 @@ pub enum UnpackError {
     TooManyEntries { limit: u64 },
     #[error("the layer inflates more than {limit} times its compressed size")]
     CompressionRatio { limit: u64 },
+    #[error("the image's layers are more than {limit} bytes compressed")]
+    CompressedTooLarge { limit: u64 },
     #[error("the layer's digest is {actual}, not {expected}")]
     DigestMismatch { expected: String, actual: String },
     #[error("the layer is not a valid tar stream")]
@@ -83,7 +86,8 @@ impl Categorized for UnpackError {
             Self::FileTooLarge { .. }
             | Self::TooLarge { .. }
             | Self::TooManyEntries { .. }
-            | Self::CompressionRatio { .. } => "LayerOverLimit",
+            | Self::CompressionRatio { .. }
+            | Self::CompressedTooLarge { .. } => "LayerOverLimit",
             Self::DigestMismatch { .. } => "LayerDigestMismatch",
             Self::Malformed(_) => "LayerMalformed",
             Self::Write { .. } => "LayerWriteFailed",
@@ -96,6 +100,16 @@ impl Categorized for UnpackError {
 pub struct Totals {
     bytes: u64,
     entries: u64,
+    /// Compressed bytes of the layers before this one.
+    compressed: u64,
+}
+
+/// The most compressed bytes an image's layers may hold under `limits`: what they may inflate to (content and tar
+/// framing), and a MiB for gzip's headers and blocks. Compressed data is never legitimately larger than that; a
+/// gzip stream of empty blocks is (it inflates to nothing while the download and the inflater run on), and the
+/// limits on inflated bytes and the ratio never see it.
+pub fn max_compressed_bytes(limits: UnpackLimits) -> u64 {
+    limits.max_total_bytes.saturating_add(limits.max_entries.saturating_mul(2048)).saturating_add(1 << 20)
 }
 
 /// Counts the bytes read through it and hashes them.
@@ -148,18 +162,26 @@ enum LimitHit {
     Total,
     #[error("compression ratio limit")]
     Ratio,
+    #[error("compressed size limit")]
+    Compressed,
 }
 
-/// Counts compressed bytes into a shared cell, for the ratio check.
+/// Counts compressed bytes into a shared cell, for the ratio check, and stops at the image's compressed limit
+/// (`before`: the layers before this one).
 struct CountInto<R> {
     inner: R,
     count: std::rc::Rc<std::cell::Cell<u64>>,
+    before: u64,
+    limit: u64,
 }
 
 impl<R: Read> Read for CountInto<R> {
     fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
         let read = self.inner.read(buffer)?;
         self.count.set(self.count.get() + read as u64);
+        if self.before.saturating_add(self.count.get()) > self.limit {
+            return Err(io::Error::other(LimitHit::Compressed));
+        }
         Ok(read)
     }
 }
@@ -243,12 +265,17 @@ pub fn unpack_layer(
     let compressed = std::rc::Rc::new(std::cell::Cell::new(0));
     let mut measured = Measured { inner: blob, count: 0, hasher: expected_digest.map(|_| Sha256::new()) };
     {
-        let counted = CountInto { inner: &mut measured, count: compressed.clone() };
+        let counted = CountInto {
+            inner: &mut measured,
+            count: compressed.clone(),
+            before: totals.compressed,
+            limit: max_compressed_bytes(limits),
+        };
         let decompressed: Box<dyn Read + '_> = match compression {
             Compression::Gzip => Box::new(GzDecoder::new(counted)),
             Compression::None => Box::new(counted),
         };
-        let inflated = Inflated { inner: decompressed, count: 0, limits, compressed };
+        let inflated = Inflated { inner: decompressed, count: 0, limits, compressed: compressed.clone() };
         let mut archive = tar::Archive::new(inflated);
         let entries = archive.entries().map_err(classify(limits))?;
         let mut created_here: HashSet<PathBuf> = HashSet::new();
@@ -260,6 +287,7 @@ pub fn unpack_layer(
         let mut rest = archive.into_inner();
         io::copy(&mut rest, &mut io::sink()).map_err(classify(limits))?;
     }
+    totals.compressed = totals.compressed.saturating_add(compressed.get());
     if let (Some(expected), Some(hasher)) = (expected_digest, measured.hasher.take()) {
         let actual = format!("sha256:{}", hex(&hasher.finalize()));
         if actual != expected {
@@ -271,11 +299,28 @@ pub fn unpack_layer(
 
 /// Turns a read error into the limit it signals, or a malformed stream.
 fn classify(limits: UnpackLimits) -> impl Fn(io::Error) -> UnpackError {
-    move |error| match error.get_ref().and_then(|inner| inner.downcast_ref::<LimitHit>()) {
+    move |error| match limit_hit(&error) {
         Some(LimitHit::Ratio) => UnpackError::CompressionRatio { limit: limits.max_compression_ratio },
         Some(LimitHit::Total) => UnpackError::TooLarge { limit: limits.max_total_bytes },
+        Some(LimitHit::Compressed) => UnpackError::CompressedTooLarge { limit: max_compressed_bytes(limits) },
         None => UnpackError::Malformed(error),
     }
+}
+
+/// The limit a read error signals, wherever in its chain: the inflater and the tar reader may wrap the error of the
+/// reader beneath them.
+fn limit_hit(error: &io::Error) -> Option<&LimitHit> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = error.get_ref().map(|inner| inner as _);
+    while let Some(inner) = cause {
+        if let Some(hit) = inner.downcast_ref::<LimitHit>() {
+            return Some(hit);
+        }
+        cause = match inner.downcast_ref::<io::Error>() {
+            Some(io) => io.get_ref().map(|inner| inner as _),
+            None => inner.source(),
+        };
+    }
+    None
 }
 
 pub fn hex(bytes: &[u8]) -> String {
@@ -381,4 +426,75 @@ fn unpack_entry<R: Read>(
     }
     created_here.insert(relative);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gzip layer holding one small file, led by `padding` empty deflate blocks (five bytes each, inflating to
+    /// nothing), written by hand: a compressor makes no such stream.
+    fn padded_layer(padding: usize) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_size(5);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, "file", b"hello".as_slice()).expect("tar");
+        let tar = tar.into_inner().expect("tar");
+        let length = u16::try_from(tar.len()).expect("one stored block");
+        let mut gzip = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+        for _ in 0..padding {
+            // Not final, stored, aligned; length 0 and its complement.
+            gzip.extend_from_slice(&[0, 0, 0, 0xff, 0xff]);
+        }
+        gzip.push(1);
+        gzip.extend_from_slice(&length.to_le_bytes());
+        gzip.extend_from_slice(&(!length).to_le_bytes());
+        gzip.extend_from_slice(&tar);
+        let mut crc = flate2::Crc::new();
+        crc.update(&tar);
+        gzip.extend_from_slice(&crc.sum().to_le_bytes());
+        gzip.extend_from_slice(&(tar.len() as u32).to_le_bytes());
+        gzip
+    }
+
+    fn unpack(layer: &[u8], limits: UnpackLimits) -> Result<(), UnpackError> {
+        let root = std::env::temp_dir().join(format!("olmv2-unpack-padded-{}-{}", std::process::id(), layer.len()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(&root).expect("root");
+        let result = unpack_layer(layer, Compression::Gzip, None, &root, limits, &mut Totals::default());
+        let _ = fs::remove_dir_all(&root);
+        result
+    }
+
+    #[test]
+    fn a_layer_padded_with_empty_deflate_blocks_stops_at_the_compressed_limit() {
+        let limits =
+            UnpackLimits { max_total_bytes: 4096, max_entries: 4, max_file_bytes: 4096, max_compression_ratio: 200 };
+        let limit = max_compressed_bytes(limits);
+        assert_eq!(limit, 4096 + 4 * 2048 + (1 << 20));
+        unpack(&padded_layer(1000), limits).expect("a little padding passes");
+        let layer = padded_layer(300_000);
+        assert!(layer.len() as u64 > limit, "{} bytes", layer.len());
+        let error = unpack(&layer, limits).expect_err("refused");
+        assert!(matches!(error, UnpackError::CompressedTooLarge { limit: l } if l == limit), "{error:?}");
+        assert_eq!(error.category(), "LayerOverLimit");
+    }
+
+    #[test]
+    fn the_compressed_limit_counts_every_layer_of_the_image() {
+        let limits =
+            UnpackLimits { max_total_bytes: 4096, max_entries: 8, max_file_bytes: 4096, max_compression_ratio: 200 };
+        let layer = padded_layer(150_000);
+        assert!((layer.len() as u64) < max_compressed_bytes(limits));
+        let root = std::env::temp_dir().join(format!("olmv2-unpack-layers-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&root);
+        fs::create_dir_all(&root).expect("root");
+        let mut totals = Totals::default();
+        unpack_layer(layer.as_slice(), Compression::Gzip, None, &root, limits, &mut totals).expect("one passes");
+        let second = unpack_layer(layer.as_slice(), Compression::Gzip, None, &root, limits, &mut totals);
+        let _ = fs::remove_dir_all(&root);
+        assert!(matches!(second, Err(UnpackError::CompressedTooLarge { .. })), "{second:?}");
+    }
 }

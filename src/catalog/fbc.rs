@@ -5,6 +5,12 @@
 //! Beside what resolution reads, a package keeps what the PackageManifest API shows (`description`): its
 //! `olm.package` blob's description and icon, and the CSV description of each bundle heading one of its channels
 //! (the only bundles a PackageManifest describes; the others' CSVs are not kept, so a cached catalog stays small).
+//!
+//! A catalog is read as a stream (`blobs`): one file at a time, one blob at a time, each turned into the compact
+//! model before the next is read, and counted against the catalog's limits as it is added (`limits`), so that a
+//! load holds the model and one blob, and a catalog over a limit stops at the blob that passed it. The heads'
+//! descriptions are read last, each from its own blob read again: which bundle heads a channel is known only once
+//! every bundle's version is.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -13,9 +19,11 @@ use semver::Version;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::blobs::{self, Next};
 use super::description::{BundleDescription, Icon, Sources};
+use super::limits::{CatalogLimits, OverLimit, Tally};
 use super::properties::{self, Dependency, Gvk, Read};
-use super::resolve;
+use super::{resolve, weight};
 use crate::category::Categorized;
 
 /// A catalog: every package it holds, by name.
@@ -104,6 +112,31 @@ pub enum CatalogError {
     InvalidBlob { path: PathBuf, schema: String, name: String, reason: String },
     #[error("the catalog holds no package (no olm.package blob under {path})")]
     Empty { path: PathBuf },
+    /// Over one of the catalog's limits, at the blob that passed it.
+    #[error("catalog file {path}: {limit}")]
+    OverLimit { path: PathBuf, limit: OverLimit },
+}
+
+impl CatalogError {
+    /// Whether the error comes from what the catalog holds, so that reading the same content again can only fail
+    /// again: all but a failure to read a file.
+    pub fn for_good(&self) -> bool {
+        !matches!(self, Self::Read { .. })
+    }
+
+    /// The error with its file named from `root` (an image's root, not where this process keeps it).
+    pub fn within(self, root: &Path) -> Self {
+        let from_root = |path: PathBuf| path.strip_prefix(root).map(Path::to_path_buf).unwrap_or(path);
+        match self {
+            Self::Read { path, source } => Self::Read { path: from_root(path), source },
+            Self::Parse { path, reason } => Self::Parse { path: from_root(path), reason },
+            Self::InvalidBlob { path, schema, name, reason } => {
+                Self::InvalidBlob { path: from_root(path), schema, name, reason }
+            }
+            Self::Empty { path } => Self::Empty { path: from_root(path) },
+            Self::OverLimit { path, limit } => Self::OverLimit { path: from_root(path), limit },
+        }
+    }
 }
 
 impl Categorized for CatalogError {
@@ -112,6 +145,7 @@ impl Categorized for CatalogError {
             Self::Read { .. } => "CatalogReadFailed",
             Self::Parse { .. } | Self::InvalidBlob { .. } => "InvalidCatalog",
             Self::Empty { .. } => "EmptyCatalog",
+            Self::OverLimit { .. } => "CatalogOverLimit",
         }
     }
 }
@@ -180,107 +214,225 @@ struct PropertyBlob {
 }
 
 impl Catalog {
-    /// Loads every `.yaml`, `.yml` and `.json` file under `root`, in path order.
+    /// Loads every `.yaml`, `.yml` and `.json` file under `root`, in path order, within the default limits.
     pub fn load_dir(root: &Path) -> Result<Self, CatalogError> {
+        Self::load_dir_within(root, &CatalogLimits::default())
+    }
+
+    /// Loads every `.yaml`, `.yml` and `.json` file under `root`, in path order, one file at a time and each blob by
+    /// blob (`blobs`): what is held is the model being built and one blob, never a file's text or its values. Which
+    /// bundles head a channel is known once every blob was read, so the heads' descriptions are read afterwards,
+    /// each from its own blob read again.
+    pub fn load_dir_within(root: &Path, limits: &CatalogLimits) -> Result<Self, CatalogError> {
         let mut files = Vec::new();
         collect_catalog_files(root, &mut files)?;
         files.sort();
-        let mut blobs = Vec::new();
-        for path in files {
-            let text =
-                std::fs::read_to_string(&path).map_err(|source| CatalogError::Read { path: path.clone(), source })?;
-            for blob in parse_blobs(&path, &text)? {
-                blobs.push((path.clone(), blob));
+        let mut builder = Builder::new(limits);
+        for path in &files {
+            blobs::read(path, 0, limits.max_blob_bytes, |offset, blob| {
+                builder.add(path, blob, offset)?;
+                Ok(Next::Continue)
+            })?;
+        }
+        let mut assembled = builder.finish()?;
+        let mut heads = std::mem::take(&mut assembled.heads);
+        // Read in file order, each file front to back.
+        heads.sort_by(|a, b| (&a.path, a.at).cmp(&(&b.path, b.at)));
+        for head in heads {
+            if let Some(blob) = blobs::read_at(&head.path, head.at, limits.max_blob_bytes)? {
+                assembled.describe(&head, blob)?;
             }
         }
-        let catalog = Self::from_blobs(blobs)?;
-        if catalog.packages.is_empty() {
+        if assembled.catalog.packages.is_empty() {
             return Err(CatalogError::Empty { path: root.to_owned() });
         }
-        Ok(catalog)
+        Ok(assembled.catalog)
     }
 
-    /// Assembles packages from blobs, each with the file it came from (for errors).
+    /// Assembles packages from blobs, each with the file it came from (for errors), within the default limits.
     pub fn from_blobs(blobs: Vec<(PathBuf, Value)>) -> Result<Self, CatalogError> {
-        let mut catalog = Self::default();
-        let mut channels = Vec::new();
-        let mut bundles = Vec::new();
-        let mut deprecations = Vec::new();
-        for (path, blob) in blobs {
-            let schema = blob.get("schema").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let name = blob.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
-            let invalid = |reason: String| CatalogError::InvalidBlob {
-                path: path.clone(),
-                schema: schema.clone(),
-                name: name.clone(),
-                reason,
-            };
-            match schema.as_str() {
-                "olm.package" => {
-                    let package: PackageBlob =
-                        serde_json::from_value(blob).map_err(|error| invalid(error.to_string()))?;
-                    let entry = catalog.packages.entry(package.name.clone()).or_default();
-                    entry.name = package.name;
-                    entry.default_channel = package.default_channel;
-                    entry.description = package.description.as_str().map(str::to_owned);
-                    entry.icon = Icon::of_package(&package.icon);
-                }
-                "olm.channel" => {
-                    let channel: ChannelBlob =
-                        serde_json::from_value(blob).map_err(|error| invalid(error.to_string()))?;
-                    channels.push((path, channel));
-                }
-                "olm.bundle" => {
-                    let mut bundle: BundleBlob =
-                        serde_json::from_value(blob).map_err(|error| invalid(error.to_string()))?;
-                    let version = bundle_version(&bundle).map_err(&invalid)?;
-                    let dependencies = bundle_dependencies(&bundle);
-                    let sources = description_sources(&mut bundle);
-                    bundles.push((path, bundle, version, dependencies, sources));
-                }
-                "olm.deprecations" => {
-                    let blob: DeprecationsBlob =
-                        serde_json::from_value(blob).map_err(|error| invalid(error.to_string()))?;
-                    deprecations.push((path, blob));
-                }
-                _ => {}
+        Self::from_blobs_within(blobs, &CatalogLimits::default())
+    }
+
+    /// Assembles packages from blobs held in memory (a ConfigMap's, which the API server bounds), within `limits`.
+    pub fn from_blobs_within(blobs: Vec<(PathBuf, Value)>, limits: &CatalogLimits) -> Result<Self, CatalogError> {
+        let mut builder = Builder::new(limits);
+        // Bundle blobs are kept for their heads' descriptions, as a file would be read again.
+        let mut bundles = Vec::with_capacity(blobs.len());
+        for (index, (path, blob)) in blobs.into_iter().enumerate() {
+            let bundle = (blob.get("schema").and_then(Value::as_str) == Some("olm.bundle")).then(|| blob.clone());
+            builder.add(&path, blob, index as u64)?;
+            bundles.push(bundle);
+        }
+        let mut assembled = builder.finish()?;
+        for head in std::mem::take(&mut assembled.heads) {
+            let blob = usize::try_from(head.at).ok().and_then(|index| bundles.get_mut(index)).and_then(Option::take);
+            if let Some(blob) = blob {
+                assembled.describe(&head, blob)?;
             }
         }
-        for (path, blob) in channels {
+        Ok(assembled.catalog)
+    }
+
+    /// The model's estimated size in memory (`weight`): what a loaded catalog costs.
+    pub fn weight(&self) -> u64 {
+        self.packages.values().map(weight::package_all).sum()
+    }
+}
+
+/// A bundle heading a channel, and where its blob is (a file and an offset, or an index among blobs in memory).
+struct Head {
+    package: String,
+    bundle: String,
+    path: PathBuf,
+    at: u64,
+}
+
+/// A catalog being assembled blob by blob: packages as their blobs come, and channels, bundles and deprecations
+/// set aside until every package is known (a blob may come before its package's). Each blob is counted as it is
+/// added, so that a catalog over a limit stops at the blob that passed it.
+struct Builder<'a> {
+    limits: &'a CatalogLimits,
+    tally: Tally,
+    packages: BTreeMap<String, Package>,
+    /// The files blobs came from, each once: the pending blobs name theirs by index.
+    paths: Vec<PathBuf>,
+    channels: Vec<(usize, ChannelBlob)>,
+    bundles: Vec<(usize, u64, CatalogBundle)>,
+    deprecations: Vec<(usize, DeprecationsBlob)>,
+}
+
+/// A catalog whose blobs were all read: its model without descriptions, the heads to describe, and its tally.
+struct Assembled<'a> {
+    limits: &'a CatalogLimits,
+    tally: Tally,
+    catalog: Catalog,
+    heads: Vec<Head>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(limits: &'a CatalogLimits) -> Self {
+        Self {
+            limits,
+            tally: Tally::default(),
+            packages: BTreeMap::new(),
+            paths: Vec::new(),
+            channels: Vec::new(),
+            bundles: Vec::new(),
+            deprecations: Vec::new(),
+        }
+    }
+
+    fn file(&mut self, path: &Path) -> usize {
+        if self.paths.last().is_some_and(|last| last == path) {
+            return self.paths.len() - 1;
+        }
+        self.paths.push(path.to_owned());
+        self.paths.len() - 1
+    }
+
+    fn count(&mut self, path: &Path, more: Tally) -> Result<(), CatalogError> {
+        self.tally.add(self.limits, more).map_err(|limit| CatalogError::OverLimit { path: path.to_owned(), limit })
+    }
+
+    /// Adds one blob, found at `at` of `path`. Blobs of other schemas are passed over.
+    fn add(&mut self, path: &Path, blob: Value, at: u64) -> Result<(), CatalogError> {
+        let schema = blob.get("schema").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let name = blob.get("name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let invalid = |reason: String| CatalogError::InvalidBlob {
+            path: path.to_owned(),
+            schema: schema.clone(),
+            name: name.clone(),
+            reason,
+        };
+        match schema.as_str() {
+            "olm.package" => {
+                let package = PackageBlob::deserialize(blob).map_err(|error| invalid(error.to_string()))?;
+                let description = package.description.as_str().map(str::to_owned);
+                let icon = Icon::of_package(&package.icon);
+                let more = weight::package(&package.name, description.as_deref(), icon.as_ref());
+                self.count(path, Tally { packages: 1, bytes: more, ..Tally::default() })?;
+                let entry = self.packages.entry(package.name.clone()).or_default();
+                entry.name = package.name;
+                entry.default_channel = package.default_channel;
+                entry.description = description;
+                entry.icon = icon;
+            }
+            "olm.channel" => {
+                let channel = ChannelBlob::deserialize(blob).map_err(|error| invalid(error.to_string()))?;
+                let more = Tally {
+                    channel_entries: channel.channel.entries.len() as u64,
+                    bytes: weight::channel(&channel.channel),
+                    ..Tally::default()
+                };
+                self.count(path, more)?;
+                let file = self.file(path);
+                self.channels.push((file, channel));
+            }
+            "olm.bundle" => {
+                let bundle = BundleBlob::deserialize(blob).map_err(|error| invalid(error.to_string()))?;
+                let version = bundle_version(&bundle).map_err(&invalid)?;
+                let read = bundle_dependencies(&bundle);
+                let bundle = CatalogBundle {
+                    name: bundle.name,
+                    package: bundle.package,
+                    image: bundle.image,
+                    version,
+                    provides: read.provides,
+                    requires: read.requires,
+                    unreadable: read.unreadable,
+                    labels: read.labels,
+                    deprecated: read.deprecated,
+                };
+                self.count(path, Tally { bundles: 1, bytes: weight::bundle(&bundle), ..Tally::default() })?;
+                let file = self.file(path);
+                self.bundles.push((file, at, bundle));
+            }
+            "olm.deprecations" => {
+                let deprecations = DeprecationsBlob::deserialize(blob).map_err(|error| invalid(error.to_string()))?;
+                let more = deprecations
+                    .entries
+                    .iter()
+                    .map(|entry| weight::deprecation(&entry.reference.name, &entry.message))
+                    .sum();
+                self.count(path, Tally { bytes: more, ..Tally::default() })?;
+                let file = self.file(path);
+                self.deprecations.push((file, deprecations));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Puts channels, bundles and deprecations into their packages, and finds each channel's head.
+    fn finish(self) -> Result<Assembled<'a>, CatalogError> {
+        let Self { limits, tally, packages, paths, channels, bundles, deprecations } = self;
+        let mut catalog = Catalog { packages };
+        let path = |file: usize| paths.get(file).cloned().unwrap_or_default();
+        for (file, blob) in channels {
             let package = catalog.packages.get_mut(&blob.package).ok_or_else(|| CatalogError::InvalidBlob {
-                path,
+                path: path(file),
                 schema: "olm.channel".into(),
                 name: blob.channel.name.clone(),
                 reason: format!("package {:?} has no olm.package blob", blob.package),
             })?;
             package.channels.insert(blob.channel.name.clone(), blob.channel);
         }
-        // The description sources of every bundle, by package and bundle, until the channel heads are known.
-        let mut sources: HashMap<(String, String), Sources> = HashMap::new();
-        for (path, blob, version, read, bundle_sources) in bundles {
-            let package = catalog.packages.get_mut(&blob.package).ok_or_else(|| CatalogError::InvalidBlob {
-                path,
+        // Where each bundle's blob is, until the heads are known (the last of a name wins, as its bundle does).
+        let mut places: HashMap<(String, String), (usize, u64)> = HashMap::new();
+        for (file, at, bundle) in bundles {
+            let package = catalog.packages.get_mut(&bundle.package).ok_or_else(|| CatalogError::InvalidBlob {
+                path: path(file),
                 schema: "olm.bundle".into(),
-                name: blob.name.clone(),
-                reason: format!("package {:?} has no olm.package blob", blob.package),
+                name: bundle.name.clone(),
+                reason: format!("package {:?} has no olm.package blob", bundle.package),
             })?;
-            let bundle = CatalogBundle {
-                name: blob.name,
-                package: blob.package,
-                image: blob.image,
-                version,
-                provides: read.provides,
-                requires: read.requires,
-                unreadable: read.unreadable,
-                labels: read.labels,
-                deprecated: read.deprecated,
-            };
-            sources.insert((bundle.package.clone(), bundle.name.clone()), bundle_sources);
+            places.insert((bundle.package.clone(), bundle.name.clone()), (file, at));
             package.bundles.insert(bundle.name.clone(), bundle);
         }
-        for (path, blob) in deprecations {
+        for (file, blob) in deprecations {
             let package = catalog.packages.get_mut(&blob.package).ok_or_else(|| CatalogError::InvalidBlob {
-                path: path.clone(),
+                path: path(file),
                 schema: "olm.deprecations".into(),
                 name: String::new(),
                 reason: format!("package {:?} has no olm.package blob", blob.package),
@@ -297,7 +449,7 @@ impl Catalog {
                     }
                     other => {
                         return Err(CatalogError::InvalidBlob {
-                            path,
+                            path: path(file),
                             schema: "olm.deprecations".into(),
                             name: String::new(),
                             reason: format!(
@@ -309,10 +461,48 @@ impl Catalog {
                 }
             }
         }
-        for package in catalog.packages.values_mut() {
-            describe_heads(package, &mut sources);
+        let mut heads = Vec::new();
+        for package in catalog.packages.values() {
+            let names: BTreeSet<&str> = package
+                .channels
+                .values()
+                .filter_map(|channel| resolve::head(package, channel).ok())
+                .map(|entry| entry.name.as_str())
+                .collect();
+            for name in names {
+                if let Some((file, at)) = places.get(&(package.name.clone(), name.to_owned())) {
+                    heads.push(Head {
+                        package: package.name.clone(),
+                        bundle: name.to_owned(),
+                        path: path(*file),
+                        at: *at,
+                    });
+                }
+            }
         }
-        Ok(catalog)
+        Ok(Assembled { limits, tally, catalog, heads })
+    }
+}
+
+impl Assembled<'_> {
+    /// Reads the description of `head` from its blob; a head whose CSV does not read gets none (OLM leaves its
+    /// channel out of the PackageManifest).
+    fn describe(&mut self, head: &Head, blob: Value) -> Result<(), CatalogError> {
+        let Ok(mut bundle) = BundleBlob::deserialize(blob) else { return Ok(()) };
+        let Some(package) = self.catalog.packages.get_mut(&head.package) else { return Ok(()) };
+        let Some(version) = package.bundles.get(&head.bundle).map(|bundle| bundle.version.clone()) else {
+            return Ok(());
+        };
+        if bundle.name != head.bundle || bundle.package != head.package {
+            return Ok(());
+        }
+        let Ok(description) = description_sources(&mut bundle).read(&bundle.name, &version) else { return Ok(()) };
+        let more = Tally { bytes: weight::description(&description), ..Tally::default() };
+        self.tally
+            .add(self.limits, more)
+            .map_err(|limit| CatalogError::OverLimit { path: head.path.clone(), limit })?;
+        package.descriptions.insert(head.bundle.clone(), description);
+        Ok(())
     }
 }
 
@@ -323,27 +513,6 @@ fn description_sources(bundle: &mut BundleBlob) -> Sources {
         sources.offer(&property.type_, &mut property.value);
     }
     sources
-}
-
-/// Reads the description of each bundle heading one of the package's channels; a head whose CSV does not read gets
-/// none (OLM leaves its channel out of the PackageManifest).
-fn describe_heads(package: &mut Package, sources: &mut HashMap<(String, String), Sources>) {
-    let heads: BTreeSet<String> = package
-        .channels
-        .values()
-        .filter_map(|channel| resolve::head(package, channel).ok())
-        .map(|entry| entry.name.clone())
-        .collect();
-    for head in heads {
-        let (Some(bundle), Some(bundle_sources)) =
-            (package.bundles.get(&head), sources.remove(&(package.name.clone(), head.clone())))
-        else {
-            continue;
-        };
-        if let Ok(description) = bundle_sources.read(&bundle.name, &bundle.version) {
-            package.descriptions.insert(head, description);
-        }
-    }
 }
 
 /// The version of a bundle, from its `olm.package` property.
@@ -367,6 +536,10 @@ struct DependencyProperties {
     deprecated: bool,
 }
 
+/// How much of why a property could not be read is kept: the reason quotes the value, which may be large, and the
+/// bundle keeps it as long as the catalog is loaded.
+const UNREADABLE_KEPT: usize = 1024;
+
 /// What a bundle provides and requires, from its properties, and why a property could not be read.
 fn bundle_dependencies(bundle: &BundleBlob) -> DependencyProperties {
     let mut read = DependencyProperties::default();
@@ -377,30 +550,23 @@ fn bundle_dependencies(bundle: &BundleBlob) -> DependencyProperties {
             Ok(Read::Label(label)) => read.labels.push(label),
             Ok(Read::Deprecated) => read.deprecated = true,
             Ok(Read::Other) => {}
-            Err(error) => read.unreadable = read.unreadable.or(Some(error.to_string())),
+            Err(error) => read.unreadable = read.unreadable.or_else(|| Some(cut(error.to_string(), UNREADABLE_KEPT))),
         }
     }
     read
 }
 
-/// The blobs of one catalog file: a YAML stream, or a JSON stream of objects.
-fn parse_blobs(path: &Path, text: &str) -> Result<Vec<Value>, CatalogError> {
-    let parse_error = |reason: String| CatalogError::Parse { path: path.to_owned(), reason };
-    let is_json = path.extension().is_some_and(|extension| extension == "json");
-    let mut blobs = Vec::new();
-    if is_json {
-        for blob in serde_json::Deserializer::from_str(text).into_iter::<Value>() {
-            blobs.push(blob.map_err(|error| parse_error(error.to_string()))?);
+/// `text` cut to at most `limit` bytes at a character boundary, with `...` when cut.
+fn cut(mut text: String, limit: usize) -> String {
+    if text.len() > limit {
+        let mut end = limit;
+        while !text.is_char_boundary(end) {
+            end -= 1;
         }
-    } else {
-        for document in serde_yaml_ng::Deserializer::from_str(text) {
-            let blob = Value::deserialize(document).map_err(|error| parse_error(error.to_string()))?;
-            if !blob.is_null() {
-                blobs.push(blob);
-            }
-        }
+        text.truncate(end);
+        text.push_str("...");
     }
-    Ok(blobs)
+    text
 }
 
 fn collect_catalog_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), CatalogError> {
@@ -420,156 +586,5 @@ fn collect_catalog_files(dir: &Path, files: &mut Vec<PathBuf>) -> Result<(), Cat
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn blobs(values: Vec<Value>) -> Vec<(PathBuf, Value)> {
-        values.into_iter().map(|value| (PathBuf::from("catalog.yaml"), value)).collect()
-    }
-
-    fn bundle(name: &str, version: &str) -> Value {
-        json!({"schema": "olm.bundle", "name": name, "package": "plumbus", "image": format!("registry.example/{name}"),
-               "properties": [{"type": "olm.package", "value": {"packageName": "plumbus", "version": version}}]})
-    }
-
-    #[test]
-    fn packages_gather_their_channels_and_bundles_whatever_the_blob_order() {
-        let catalog = Catalog::from_blobs(blobs(vec![
-            bundle("plumbus.v1.0.0", "1.0.0"),
-            json!({"schema": "olm.channel", "name": "stable", "package": "plumbus",
-                   "entries": [{"name": "plumbus.v1.0.0", "skipRange": "<1.0.0"}]}),
-            json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable"}),
-            json!({"schema": "olm.deprecations", "package": "plumbus"}),
-        ]))
-        .expect("loads");
-        let package = &catalog.packages["plumbus"];
-        assert_eq!(package.default_channel.as_deref(), Some("stable"));
-        assert_eq!(package.channels["stable"].entries[0].skip_range.as_deref(), Some("<1.0.0"));
-        assert_eq!(package.bundles["plumbus.v1.0.0"].version, Version::new(1, 0, 0));
-        assert_eq!(package.bundles["plumbus.v1.0.0"].image, "registry.example/plumbus.v1.0.0");
-    }
-
-    #[test]
-    fn deprecations_are_read_for_the_package_its_channels_and_its_bundles() {
-        let catalog = Catalog::from_blobs(blobs(vec![
-            json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable"}),
-            bundle("plumbus.v1.0.0", "1.0.0"),
-            json!({"schema": "olm.deprecations", "package": "plumbus", "entries": [
-                {"reference": {"schema": "olm.package"}, "message": "use fleeb"},
-                {"reference": {"schema": "olm.channel", "name": "alpha"}, "message": "alpha is over"},
-                {"reference": {"schema": "olm.bundle", "name": "plumbus.v1.0.0"}, "message": "1.0.0 leaks"}]}),
-        ]))
-        .expect("loads");
-        let deprecations = &catalog.packages["plumbus"].deprecations;
-        assert_eq!(deprecations.package.as_deref(), Some("use fleeb"));
-        assert_eq!(deprecations.channels["alpha"], "alpha is over");
-        assert_eq!(deprecations.bundles["plumbus.v1.0.0"], "1.0.0 leaks");
-        assert!(!catalog.packages["plumbus"].bundles["plumbus.v1.0.0"].deprecated, "still resolved");
-        let odd = Catalog::from_blobs(blobs(vec![
-            json!({"schema": "olm.package", "name": "plumbus"}),
-            json!({"schema": "olm.deprecations", "package": "plumbus",
-                   "entries": [{"reference": {"schema": "olm.thing"}, "message": "?"}]}),
-        ]))
-        .expect_err("refused");
-        assert!(odd.to_string().contains("olm.thing") || format!("{odd:?}").contains("olm.thing"), "{odd:?}");
-    }
-
-    #[test]
-    fn only_channel_heads_keep_a_description_beside_the_packages_description_and_icon() {
-        let described = |name: &str, version: &str| {
-            let mut blob = bundle(name, version);
-            blob["properties"]
-                .as_array_mut()
-                .expect("properties")
-                .push(json!({"type": "olm.csv.metadata", "value": {"displayName": format!("Plumbus {version}")}}));
-            blob
-        };
-        let catalog = Catalog::from_blobs(blobs(vec![
-            json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable",
-                   "description": "Plumbus.", "icon": {"base64data": "PHN2Zy8+", "mediatype": "image/svg+xml"}}),
-            json!({"schema": "olm.channel", "name": "stable", "package": "plumbus", "entries": [
-                {"name": "plumbus.v1.0.0"}, {"name": "plumbus.v1.1.0", "replaces": "plumbus.v1.0.0"}]}),
-            json!({"schema": "olm.channel", "name": "old", "package": "plumbus", "entries": [
-                {"name": "plumbus.v1.0.0"}]}),
-            described("plumbus.v1.0.0", "1.0.0"),
-            described("plumbus.v1.1.0", "1.1.0"),
-        ]))
-        .expect("loads");
-        let package = &catalog.packages["plumbus"];
-        assert_eq!(package.description.as_deref(), Some("Plumbus."));
-        assert_eq!(package.icon.as_ref().map(|icon| icon.data.as_slice()), Some(b"<svg/>".as_slice()));
-        assert_eq!(
-            package.descriptions.keys().collect::<Vec<_>>(),
-            ["plumbus.v1.0.0", "plumbus.v1.1.0"],
-            "the heads of old and stable"
-        );
-        assert_eq!(package.descriptions["plumbus.v1.1.0"].shown.display_name, "Plumbus 1.1.0");
-        let only_stable = Catalog::from_blobs(blobs(vec![
-            json!({"schema": "olm.package", "name": "plumbus"}),
-            json!({"schema": "olm.channel", "name": "stable", "package": "plumbus", "entries": [
-                {"name": "plumbus.v1.0.0"}, {"name": "plumbus.v1.1.0", "replaces": "plumbus.v1.0.0"}]}),
-            described("plumbus.v1.0.0", "1.0.0"),
-            described("plumbus.v1.1.0", "1.1.0"),
-        ]))
-        .expect("loads");
-        assert_eq!(
-            only_stable.packages["plumbus"].descriptions.keys().collect::<Vec<_>>(),
-            ["plumbus.v1.1.0"],
-            "a bundle heading no channel keeps none"
-        );
-    }
-
-    #[test]
-    fn what_only_package_manifests_show_never_keeps_a_catalog_from_loading() {
-        let mut odd_bundle = bundle("plumbus.v1.0.0", "1.0.0");
-        odd_bundle["relatedImages"] = json!("not a list");
-        odd_bundle["properties"].as_array_mut().expect("properties").extend([
-            json!({"type": "olm.bundle.object", "value": {"data": "not base64!"}}),
-            json!({"type": "olm.csv.metadata", "value": {"displayName": 7}}),
-        ]);
-        let catalog = Catalog::from_blobs(blobs(vec![
-            json!({"schema": "olm.package", "name": "plumbus", "description": {"not": "text"},
-                   "icon": {"base64data": "not base64!"}}),
-            json!({"schema": "olm.channel", "name": "stable", "package": "plumbus",
-                   "entries": [{"name": "plumbus.v1.0.0"}]}),
-            odd_bundle,
-        ]))
-        .expect("loads");
-        let package = &catalog.packages["plumbus"];
-        assert_eq!((&package.description, &package.icon), (&None, &None));
-        assert!(package.descriptions.is_empty(), "an unreadable head has no description");
-        assert_eq!(package.bundles.len(), 1);
-    }
-
-    #[test]
-    fn a_bundle_without_a_semver_version_is_named_in_the_error() {
-        let error = Catalog::from_blobs(blobs(vec![
-            json!({"schema": "olm.package", "name": "plumbus"}),
-            bundle("plumbus.v1", "1"),
-        ]))
-        .expect_err("refused");
-        assert_eq!(error.category(), "InvalidCatalog");
-        assert!(error.to_string().contains("plumbus.v1") && error.to_string().contains("not semver"), "{error}");
-    }
-
-    #[test]
-    fn a_channel_of_an_unknown_package_is_an_error() {
-        let error = Catalog::from_blobs(blobs(vec![
-            json!({"schema": "olm.channel", "name": "stable", "package": "ghost", "entries": []}),
-        ]))
-        .expect_err("refused");
-        assert!(error.to_string().contains("ghost"), "{error}");
-    }
-
-    #[test]
-    fn json_streams_and_yaml_streams_both_parse() {
-        let path = Path::new("index.json");
-        let text = r#"{"schema":"olm.package","name":"a"}
-{"schema":"olm.package","name":"b"}"#;
-        assert_eq!(parse_blobs(path, text).expect("json stream").len(), 2);
-        let yaml = "---\nschema: olm.package\nname: a\n---\n---\nschema: olm.package\nname: b\n";
-        assert_eq!(parse_blobs(Path::new("index.yaml"), yaml).expect("yaml stream").len(), 2);
-        assert_eq!(parse_blobs(path, "{").expect_err("broken").category(), "InvalidCatalog");
-    }
-}
+#[path = "fbc_tests.rs"]
+mod tests;

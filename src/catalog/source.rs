@@ -4,9 +4,16 @@
 //! A tag is looked up again at most once per poll interval, so many Operators reconciling against one catalog cost
 //! the registry one digest request per interval, not one per reconcile; the CatalogSource loop asks for a lookup
 //! when the source's `registryPoll` is due.
+//!
+//! What catalogs cost is bounded (`limits`): an image unpacks within the catalog's unpack limits and is read within
+//! its model limits; one catalog is parsed at a time (on a blocking thread, so a long parse holds no worker of the
+//! runtime); and a catalog is kept only if the models of all catalogs fit the budget, catalogs nobody asked for in
+//! a while being dropped to make room. A digest refused for what it holds is remembered, so that retries (every
+//! pass of every loop asking for it) neither pull nor parse it again; one refused for want of room is not parsed
+//! again either while there is none (its model's size is remembered by digest).
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,10 +22,11 @@ use kube::ResourceExt;
 
 use super::configmap::{self, ConfigMapCatalogError};
 use super::fbc::{Catalog, CatalogError};
+use super::limits::{self, mib, Admission, CatalogLimits, Held, DEFAULT_BUDGET_BYTES, EVICTABLE_AFTER};
 use super::poll::registry_poll;
 use crate::api::v1alpha1::{CatalogSource, SourceType};
 use crate::bundle::image::{ImageClient, PullError, CATALOG_CONFIGS_LABEL};
-use crate::bundle::unpack::UnpackLimits;
+use crate::bundle::refused::{Refusal, Refusals};
 use crate::category::Categorized;
 
 /// Why a CatalogSource's catalog is not available.
@@ -70,6 +78,14 @@ pub enum CatalogSourceError {
         #[source]
         source: CatalogError,
     },
+    /// What the image holds is not served (over a limit, or not a catalog); the same words every time.
+    #[error("catalog image {image} ({digest}) is refused, and not read again until it points elsewhere: {reason}")]
+    Refused { image: String, digest: String, category: &'static str, reason: String },
+    #[error(
+        "catalog {image} would hold about {} once loaded, and the catalogs loaded hold {} of the {} all catalogs \
+         may hold together: not loaded", mib(*.needed), mib(*.held), mib(*.budget)
+    )]
+    OverBudget { image: String, needed: u64, held: u64, budget: u64 },
 }
 
 impl Categorized for CatalogSourceError {
@@ -80,7 +96,8 @@ impl Categorized for CatalogSourceError {
             Self::Pull { .. } => "CatalogImagePullFailed",
             Self::Load { .. } | Self::ConfigMapNotCatalog { .. } | Self::LoadConfigMap { .. } => "InvalidCatalog",
             Self::ReadConfigMap { .. } => "CatalogConfigMapUnreadable",
-            Self::RecentlyFailed { category, .. } => category,
+            Self::RecentlyFailed { category, .. } | Self::Refused { category, .. } => category,
+            Self::OverBudget { .. } => "CatalogBudgetExceeded",
         }
     }
 }
@@ -152,8 +169,13 @@ pub fn source_type_name(source_type: SourceType) -> &'static str {
 }
 
 struct Entry {
+    /// When its tag was last looked up.
     checked: Instant,
+    /// When it was last asked for: catalogs idle longest are dropped first to make room.
+    used: Instant,
     loaded: LoadedCatalog,
+    /// Its model's estimated size, counted against the budget.
+    weight: u64,
 }
 
 /// Loaded catalogs by image reference, or by ConfigMap.
@@ -162,14 +184,28 @@ pub struct CatalogCache {
     client: kube::Client,
     cache_dir: PathBuf,
     default_poll: Duration,
+    limits: CatalogLimits,
+    /// What the models of all loaded catalogs may hold together.
+    budget: u64,
     entries: Mutex<HashMap<String, Entry>>,
     /// The last failure per image: every loop asking for a catalog that cannot be pulled (each Subscription pass of
     /// every namespace, for a global one) costs the registry one attempt per backoff, not one per pass.
     failures: Mutex<HashMap<String, (Instant, &'static str, String)>>,
+    /// One catalog is parsed at a time: the peak is the loaded models plus one load, however many CatalogSources
+    /// ask at once.
+    parsing: Arc<tokio::sync::Semaphore>,
+    /// Digests whose content was refused.
+    refused: Refusals,
+    /// The model size of digests read before, so that a catalog refused for want of room is not parsed again to
+    /// learn it is still too large. Bounded (`WEIGHTS_REMEMBERED`).
+    weights: Mutex<HashMap<String, u64>>,
 }
 
 /// How long a failed pull is answered from memory.
 const FAILURE_BACKOFF: Duration = Duration::from_secs(5);
+
+/// How many digests' model sizes are remembered; a forgotten one is parsed again when asked for.
+const WEIGHTS_REMEMBERED: usize = 256;
 
 impl CatalogCache {
     pub fn new(images: Arc<ImageClient>, client: kube::Client, cache_dir: PathBuf, default_poll: Duration) -> Self {
@@ -178,9 +214,19 @@ impl CatalogCache {
             client,
             cache_dir,
             default_poll,
+            limits: CatalogLimits::default(),
+            budget: DEFAULT_BUDGET_BYTES,
             entries: Mutex::new(HashMap::new()),
             failures: Mutex::default(),
+            parsing: Arc::new(tokio::sync::Semaphore::new(1)),
+            refused: Refusals::default(),
+            weights: Mutex::default(),
         }
+    }
+
+    /// The same cache, with other limits on one catalog and another budget for all of them.
+    pub fn with_limits(self, limits: CatalogLimits, budget: u64) -> Self {
+        Self { limits, budget, ..self }
     }
 
     /// The catalog a CatalogSource serves now.
@@ -197,7 +243,15 @@ impl CatalogCache {
         } else {
             source.spec.image.clone().filter(|image| !image.is_empty())?
         };
-        self.lock().get(&key).map(|entry| entry.loaded.clone())
+        let mut entries = self.lock();
+        let entry = entries.get_mut(&key)?;
+        entry.used = Instant::now();
+        Some(entry.loaded.clone())
+    }
+
+    /// The estimated bytes the loaded catalogs hold, against the budget.
+    pub fn held(&self) -> (u64, u64) {
+        (self.lock().values().map(|entry| entry.weight).sum(), self.budget)
     }
 
     /// The catalog a CatalogSource serves, its image tag looked up again whatever the last lookup's age: a
@@ -236,6 +290,8 @@ impl CatalogCache {
                 failures.remove(&image);
             }
             Err(error) => {
+                // Only recent failures are answered from here: older ones go, so the map stays small.
+                failures.retain(|_, (at, ..)| at.elapsed() < FAILURE_BACKOFF);
                 failures.insert(image, (Instant::now(), error.category(), crate::error::report(error)));
             }
         }
@@ -248,7 +304,7 @@ impl CatalogCache {
         Some(CatalogSourceError::RecentlyFailed { category, message: message.clone() })
     }
 
-    /// Looks the image's tag up and loads a digest not loaded yet.
+    /// Looks the image's tag up and loads a digest not loaded yet, within the limits and the budget.
     async fn pull(&self, image: &str) -> Result<LoadedCatalog, CatalogSourceError> {
         let image = image.to_owned();
         let pull_error = |source| CatalogSourceError::Pull { image: image.clone(), source };
@@ -256,14 +312,125 @@ impl CatalogCache {
         if let Some(same) = self.same_digest(&image, &digest) {
             return Ok(same);
         }
-        let pulled = self.images.pull(&image, &self.cache_dir, UnpackLimits::default()).await.map_err(pull_error)?;
+        if let Some(refused) = self.refused_before(&image, &digest) {
+            return Err(refused);
+        }
+        if let Some(needed) = self.known_weight(&digest) {
+            self.room_for(&image, needed).map_err(|held| self.over_budget(&image, needed, held))?;
+        }
+        let pulled = self.images.pull(&image, &self.cache_dir, self.limits.unpack).await.map_err(pull_error)?;
+        let permit = self.parsing.clone().acquire_owned().await.map_err(|closed| CatalogSourceError::Load {
+            image: image.clone(),
+            source: CatalogError::Read { path: pulled.root.clone(), source: std::io::Error::other(closed) },
+        })?;
+        // Another pass may have loaded or refused this digest while this one waited for its turn.
+        if let Some(same) = self.same_digest(&image, &digest) {
+            return Ok(same);
+        }
+        if let Some(refused) = self.refused_before(&image, &digest) {
+            return Err(refused);
+        }
         let configs = pulled.labels.get(CATALOG_CONFIGS_LABEL).map_or("configs", |dir| dir.trim_start_matches('/'));
-        let catalog = Catalog::load_dir(&pulled.root.join(configs))
-            .map_err(|source| CatalogSourceError::Load { image: image.clone(), source })?;
+        let (root, configs, limits) = (pulled.root.clone(), pulled.root.join(configs), self.limits);
+        // The permit goes with the parse: a pass abandoned meanwhile does not let another parse start beside it.
+        let parsed = tokio::task::spawn_blocking(move || {
+            let _turn = permit;
+            Catalog::load_dir_within(&configs, &limits).map_err(|error| error.within(&root))
+        })
+        .await;
+        let catalog = match parsed {
+            Ok(Ok(catalog)) => catalog,
+            Ok(Err(error)) if error.for_good() => return Err(self.refuse(&image, &digest, &pulled.root, &error).await),
+            Ok(Err(source)) => return Err(CatalogSourceError::Load { image, source }),
+            Err(join) => {
+                let source = CatalogError::Read { path: pulled.root.clone(), source: std::io::Error::other(join) };
+                return Err(CatalogSourceError::Load { image, source });
+            }
+        };
+        let weight = catalog.weight();
+        self.remember_weight(&digest, weight);
         let loaded =
             LoadedCatalog { image: image.clone(), digest: pulled.digest, catalog: Arc::new(catalog), config_map: None };
-        self.lock().insert(image, Entry { checked: Instant::now(), loaded: loaded.clone() });
-        Ok(loaded)
+        self.keep(&image, loaded, weight).map_err(|held| self.over_budget(&image, weight, held))
+    }
+
+    /// The refusal of a digest refused before for what it holds.
+    fn refused_before(&self, image: &str, digest: &str) -> Option<CatalogSourceError> {
+        let Refusal { category, reason } = self.refused.get(digest, self.limits.unpack)?;
+        Some(CatalogSourceError::Refused { image: image.to_owned(), digest: digest.to_owned(), category, reason })
+    }
+
+    fn over_budget(&self, key: &str, needed: u64, held: u64) -> CatalogSourceError {
+        CatalogSourceError::OverBudget { image: key.to_owned(), needed, held, budget: self.budget }
+    }
+
+    /// Remembers that `digest` holds what `error` says, and removes its unpacked tree, of no further use.
+    async fn refuse(&self, image: &str, digest: &str, root: &Path, error: &CatalogError) -> CatalogSourceError {
+        let refusal = Refusal { category: error.category(), reason: crate::error::report(error) };
+        self.refused.remember(digest, self.limits.unpack, refusal.clone());
+        if let Some(unpacked) = root.parent().filter(|entry| entry.starts_with(&self.cache_dir)) {
+            if let Err(error) = tokio::fs::remove_dir_all(unpacked).await {
+                tracing::warn!(path = %unpacked.display(), %error, "could not remove a refused catalog's files");
+            }
+        }
+        CatalogSourceError::Refused {
+            image: image.to_owned(),
+            digest: digest.to_owned(),
+            category: refusal.category,
+            reason: refusal.reason,
+        }
+    }
+
+    fn known_weight(&self, digest: &str) -> Option<u64> {
+        self.weights.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(digest).copied()
+    }
+
+    fn remember_weight(&self, digest: &str, weight: u64) {
+        let mut weights = self.weights.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if weights.len() >= WEIGHTS_REMEMBERED && !weights.contains_key(digest) {
+            // Any one goes: a forgotten size costs one parse more, not a wrong answer.
+            if let Some(forgotten) = weights.keys().next().cloned() {
+                weights.remove(&forgotten);
+            }
+        }
+        weights.insert(digest.to_owned(), weight);
+    }
+
+    /// What the other catalogs hold beside the one `key` names (which a new load replaces).
+    fn held_beside(entries: &HashMap<String, Entry>, key: &str) -> Vec<Held> {
+        entries
+            .iter()
+            .filter(|(other, _)| other.as_str() != key)
+            .map(|(other, entry)| Held { key: other.clone(), bytes: entry.weight, idle: entry.used.elapsed() })
+            .collect()
+    }
+
+    /// Whether a catalog of `needed` bytes could be kept as `key` (nothing is dropped yet); if not, what the others
+    /// hold.
+    fn room_for(&self, key: &str, needed: u64) -> Result<(), u64> {
+        let held = Self::held_beside(&self.lock(), key);
+        match limits::admit(self.budget, needed, &held, EVICTABLE_AFTER) {
+            Admission::Admit { .. } => Ok(()),
+            Admission::Refuse { held } => Err(held),
+        }
+    }
+
+    /// Keeps `loaded` as `key` if the budget has room for it, dropping idle catalogs to make it; if not, answers
+    /// what the others hold.
+    fn keep(&self, key: &str, loaded: LoadedCatalog, weight: u64) -> Result<LoadedCatalog, u64> {
+        let mut entries = self.lock();
+        match limits::admit(self.budget, weight, &Self::held_beside(&entries, key), EVICTABLE_AFTER) {
+            Admission::Refuse { held } => Err(held),
+            Admission::Admit { evict } => {
+                for dropped in evict {
+                    entries.remove(&dropped);
+                    tracing::info!(catalog = %dropped, "an idle catalog was dropped to make room for {key}");
+                }
+                let now = Instant::now();
+                entries.insert(key.to_owned(), Entry { checked: now, used: now, loaded: loaded.clone(), weight });
+                Ok(loaded)
+            }
+        }
     }
 
     /// A ConfigMap catalog: read again only when the ConfigMap's resourceVersion moved.
@@ -279,7 +446,10 @@ impl CatalogCache {
             resource_version: config_map.metadata.resource_version.clone(),
         };
         let key = format!("configmap {namespace}/{name}");
-        let current = self.lock().get(&key).map(|entry| entry.loaded.clone());
+        let current = self.lock().get_mut(&key).map(|entry| {
+            entry.used = Instant::now();
+            entry.loaded.clone()
+        });
         if let Some(current) = current.filter(|current| current.config_map.as_ref() == Some(&version)) {
             return Ok(current);
         }
@@ -291,18 +461,18 @@ impl CatalogCache {
         };
         let blobs = configmap::blobs(&data).map_err(not_catalog)?;
         let origin = PathBuf::from(format!("configmap/{namespace}/{name}"));
-        let catalog =
-            Catalog::from_blobs(blobs.into_iter().map(|blob| (origin.clone(), blob)).collect()).map_err(|source| {
-                CatalogSourceError::LoadConfigMap { namespace: namespace.to_owned(), name: name.to_owned(), source }
-            })?;
+        let blobs = blobs.into_iter().map(|blob| (origin.clone(), blob)).collect();
+        let catalog = Catalog::from_blobs_within(blobs, &self.limits).map_err(|source| {
+            CatalogSourceError::LoadConfigMap { namespace: namespace.to_owned(), name: name.to_owned(), source }
+        })?;
+        let weight = catalog.weight();
         let loaded = LoadedCatalog {
             image: key.clone(),
             digest: version.resource_version.clone().unwrap_or_default(),
             catalog: Arc::new(catalog),
             config_map: Some(version),
         };
-        self.lock().insert(key, Entry { checked: Instant::now(), loaded: loaded.clone() });
-        Ok(loaded)
+        self.keep(&key, loaded, weight).map_err(|held| self.over_budget(&key, weight, held))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
@@ -310,13 +480,17 @@ impl CatalogCache {
     }
 
     fn fresh(&self, image: &str, poll: Duration) -> Option<LoadedCatalog> {
-        self.lock().get(image).filter(|entry| entry.checked.elapsed() < poll).map(|entry| entry.loaded.clone())
+        let mut entries = self.lock();
+        let entry = entries.get_mut(image).filter(|entry| entry.checked.elapsed() < poll)?;
+        entry.used = Instant::now();
+        Some(entry.loaded.clone())
     }
 
     fn same_digest(&self, image: &str, digest: &str) -> Option<LoadedCatalog> {
         let mut entries = self.lock();
         let entry = entries.get_mut(image).filter(|entry| entry.loaded.digest == digest)?;
-        entry.checked = Instant::now();
+        let now = Instant::now();
+        (entry.checked, entry.used) = (now, now);
         Some(entry.loaded.clone())
     }
 }
@@ -358,3 +532,7 @@ mod tests {
         assert_eq!(pinned("catalog:v1@sha256:old", digest), "catalog@sha256:abc");
     }
 }
+
+#[cfg(test)]
+#[path = "source_tests.rs"]
+mod registry_tests;

@@ -20,7 +20,9 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 
-use crate::api::v1alpha1::{CatalogSource, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState};
+use crate::api::v1alpha1::{
+    CatalogSource, CatalogSourceStatus, ConfigMapResourceReference, GrpcConnectionState, SourceType,
+};
 use crate::catalog::poll::{poll_due, registry_poll, until_next_poll, RegistryPoll};
 use crate::catalog::source::{ConfigMapVersion, LoadedCatalog};
 use crate::catalog::{CatalogCache, CatalogSourceError};
@@ -82,7 +84,14 @@ pub fn observe(source: &CatalogSource, loaded: Result<&LoadedCatalog, &CatalogSo
                 CatalogSourceError::AddressUnsupported { .. } => (UNSUPPORTED, None),
                 CatalogSourceError::Pull { .. }
                 | CatalogSourceError::Load { .. }
+                | CatalogSourceError::Refused { .. }
                 | CatalogSourceError::RecentlyFailed { .. } => (REGISTRY_SERVER_ERROR, image),
+                CatalogSourceError::OverBudget { .. }
+                    if matches!(source.spec.source_type, SourceType::Configmap | SourceType::Internal) =>
+                {
+                    (CONFIG_MAP_ERROR, config_map())
+                }
+                CatalogSourceError::OverBudget { .. } => (REGISTRY_SERVER_ERROR, image),
                 CatalogSourceError::ReadConfigMap { .. }
                 | CatalogSourceError::ConfigMapNotCatalog { .. }
                 | CatalogSourceError::LoadConfigMap { .. } => (CONFIG_MAP_ERROR, config_map()),
@@ -390,6 +399,45 @@ mod tests {
         assert_eq!(unsupported.reason.as_deref(), Some(UNSUPPORTED));
         assert_eq!(unsupported.connection_state, None);
         assert_eq!(unsupported.resolved_image, None);
+    }
+
+    #[test]
+    fn a_catalog_refused_for_its_size_or_for_want_of_room_is_a_transient_failure_saying_which_limit() {
+        let source = |spec: serde_json::Value| -> CatalogSource {
+            serde_json::from_value(serde_json::json!({"apiVersion": "operators.coreos.com/v1alpha1",
+                "kind": "CatalogSource", "metadata": {"name": "c", "namespace": "team"}, "spec": spec}))
+            .expect("a CatalogSource")
+        };
+        let image = source(serde_json::json!({"sourceType": "grpc", "image": "r/c:1"}));
+        let refused = CatalogSourceError::Refused {
+            image: "r/c:1".into(),
+            digest: "sha256:1".into(),
+            category: "CatalogOverLimit",
+            reason: "a blob (one JSON value or YAML document) is over 16777216 bytes (16 MiB)".into(),
+        };
+        let Observation::Failed { reason, message, address } = observe(&image, Err(&refused)) else {
+            panic!("not served")
+        };
+        assert_eq!((reason, address.as_deref()), (REGISTRY_SERVER_ERROR, Some("r/c:1")));
+        assert!(message.contains("over 16777216 bytes (16 MiB)"), "{message}");
+        let status = next_status(
+            &CatalogSourceStatus::default(),
+            &Observation::Failed { reason, message, address },
+            None,
+            false,
+            None,
+            &at(1),
+        );
+        assert_eq!(status.connection_state.map(|c| c.last_observed_state).as_deref(), Some(TRANSIENT_FAILURE));
+
+        let over = |image: &str| CatalogSourceError::OverBudget { image: image.into(), needed: 1, held: 2, budget: 3 };
+        let Observation::Failed { reason, address, .. } = observe(&image, Err(&over("r/c:1"))) else { panic!() };
+        assert_eq!((reason, address.as_deref()), (REGISTRY_SERVER_ERROR, Some("r/c:1")));
+        let config_map = source(serde_json::json!({"sourceType": "configmap", "configMap": "cm"}));
+        let Observation::Failed { reason, address, .. } = observe(&config_map, Err(&over("configmap team/cm"))) else {
+            panic!()
+        };
+        assert_eq!((reason, address.as_deref()), (CONFIG_MAP_ERROR, Some("configmap team/cm")));
     }
 
     #[test]

@@ -124,5 +124,6 @@ async fn approve_and_roll_out(harness: &Harness, name: &str) -> Install {
 
 mod accounts;
 mod aggregation;
+mod catalogs;
 mod content;
 mod gate;
