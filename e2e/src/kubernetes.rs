@@ -116,6 +116,12 @@ pub enum RealError {
     BuildClient { path: PathBuf, message: String },
     #[error("{0} is not a test user of this control plane (users are fixed at start)")]
     UnknownUser(String),
+    #[error("failed to read {path}")]
+    ReadFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("failed to read the audit log {path}")]
     ReadAuditLog {
         path: PathBuf,
@@ -184,6 +190,10 @@ pub struct AuditRecord {
     pub namespace: Option<String>,
     pub name: Option<String>,
     pub code: Option<u16>,
+    /// The request's path and query (`requestURI`).
+    pub request_uri: String,
+    /// The client's `User-Agent`.
+    pub user_agent: String,
 }
 
 impl AuditRecord {
@@ -205,6 +215,8 @@ impl AuditRecord {
             namespace: text(&object["namespace"]),
             name: text(&object["name"]),
             code: event["responseStatus"]["code"].as_u64().and_then(|code| u16::try_from(code).ok()),
+            request_uri: text(&event["requestURI"]).unwrap_or_default(),
+            user_agent: text(&event["userAgent"]).unwrap_or_default(),
         })
     }
 }
@@ -213,6 +225,14 @@ struct Process {
     name: &'static str,
     child: Child,
     log: PathBuf,
+}
+
+/// Whether [`RealControlPlane::start_with`] starts kube-controller-manager.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ControllerManager {
+    Start,
+    /// Left to [`RealControlPlane::start_controller_manager`], once the caller installed what it should find.
+    Later,
 }
 
 /// etcd, kube-apiserver and kube-controller-manager on loopback, stopped on drop.
@@ -227,6 +247,8 @@ pub struct RealControlPlane {
     users: Vec<(String, String)>,
     processes: Mutex<Vec<Process>>,
     reaper: Mutex<Option<(Child, ChildStdin)>>,
+    /// The cluster CA, which issues the client certificates of [`Self::certificate_kubeconfig`].
+    ca: Option<Authority>,
 }
 
 impl std::fmt::Debug for RealControlPlane {
@@ -243,6 +265,16 @@ impl RealControlPlane {
 
     /// Starts a control plane whose test users are `users`, each with a token (see [`Self::user_kubeconfig`]).
     pub async fn start_with_users(name: &str, users: &[&str]) -> Result<Self, RealError> {
+        Self::start_with(name, users, ControllerManager::Start).await
+    }
+
+    /// Starts etcd and kube-apiserver, and kube-controller-manager too unless asked to wait
+    /// ([`Self::start_controller_manager`] then starts it).
+    pub async fn start_with(
+        name: &str,
+        users: &[&str],
+        controller_manager: ControllerManager,
+    ) -> Result<Self, RealError> {
         let started = Instant::now();
         let binaries = Binaries::find()?;
         let dir = unique_dir(name);
@@ -256,9 +288,10 @@ impl RealControlPlane {
             users: users.iter().map(|user| ((*user).to_owned(), random_token())).collect(),
             processes: Mutex::new(Vec::new()),
             reaper: Mutex::new(Some(reaper)),
+            ca: None,
         };
         // From here on, a failure drops `plane`, which stops what was started.
-        plane.write_files()?;
+        plane.ca = Some(plane.write_files()?);
         let [etcd_port, peer_port, api_port] = free_ports()?;
         plane.url = format!("https://127.0.0.1:{api_port}");
 
@@ -314,6 +347,18 @@ impl RealControlPlane {
         plane.spawn("kube-apiserver", &apiserver, &apiserver_args)?;
         plane.wait_apiserver().await?;
 
+        if controller_manager == ControllerManager::Start {
+            plane.start_controller_manager()?;
+        }
+        plane.start_time = started.elapsed();
+        Ok(plane)
+    }
+
+    /// Starts kube-controller-manager (once; see [`Self::start_with`]). Its garbage collector learns the kinds
+    /// discovery serves when it starts and then every 30 s: CRDs in place before it starts are known from the start,
+    /// as a cluster's long-installed CRDs are.
+    pub fn start_controller_manager(&self) -> Result<(), RealError> {
+        let file = |name: &str| self.path(name).display().to_string();
         let controller_manager_args = vec![
             format!("--kubeconfig={}", file("controller-manager.kubeconfig")),
             format!("--controllers={CONTROLLERS}"),
@@ -323,10 +368,9 @@ impl RealControlPlane {
             format!("--service-account-private-key-file={}", file("sa.key")),
             format!("--root-ca-file={}", file("ca.crt")),
         ];
-        let controller_manager = plane.binaries.kube_controller_manager.clone();
-        plane.spawn("kube-controller-manager", &controller_manager, &controller_manager_args)?;
-        plane.start_time = started.elapsed();
-        Ok(plane)
+        let controller_manager = self.binaries.kube_controller_manager.clone();
+        self.spawn("kube-controller-manager", &controller_manager, &controller_manager_args)?;
+        Ok(())
     }
 
     /// The directory of this control plane's files and logs.
@@ -355,6 +399,35 @@ impl RealControlPlane {
         let path = self.path(&format!("{name}.kubeconfig"));
         self.write_kubeconfig(&path, json!({"token": token}))?;
         Ok(path)
+    }
+
+    /// The text of a kubeconfig for `user` in `groups`, with a client certificate the cluster CA issued (its files
+    /// written beside it): any user, in any groups, at any time, where [`Self::user_kubeconfig`]'s token users are
+    /// fixed at start.
+    pub fn certificate_kubeconfig(&self, user: &str, groups: &[&str]) -> Result<String, RealError> {
+        let Some(ca) = &self.ca else { return Err(RealError::UnknownUser(user.to_owned())) };
+        let (cert, key) = ca.issue(user, groups, &[], ExtendedKeyUsagePurpose::ClientAuth)?;
+        static COUNT: AtomicU32 = AtomicU32::new(0);
+        let stem = format!("client-{}", COUNT.fetch_add(1, Ordering::Relaxed));
+        self.write(&format!("{stem}.crt"), &cert)?;
+        self.write(&format!("{stem}.key"), &key)?;
+        let path = self.path(&format!("{stem}.kubeconfig"));
+        self.write_kubeconfig(
+            &path,
+            json!({"client-certificate": self.path(&format!("{stem}.crt")).display().to_string(),
+                   "client-key": self.path(&format!("{stem}.key")).display().to_string()}),
+        )?;
+        std::fs::read_to_string(&path).map_err(|source| RealError::ReadFile { path, source })
+    }
+
+    /// The front proxy's client certificate and key (PEM) and the CA kube-apiserver trusts it by: what kube-apiserver
+    /// presents to an aggregated API server when it proxies a request.
+    pub fn front_proxy_client(&self) -> Result<(String, String), RealError> {
+        let read = |name: &str| {
+            let path = self.path(name);
+            std::fs::read_to_string(&path).map_err(|source| RealError::ReadFile { path, source })
+        };
+        Ok((read("front-proxy-client.crt")?, read("front-proxy-client.key")?))
     }
 
     /// A client as the administrator. Each call builds a new one, bound to the calling runtime.
@@ -423,8 +496,9 @@ impl RealControlPlane {
         std::fs::write(path, text).map_err(|source| RealError::WriteFile { path: path.to_owned(), source })
     }
 
-    /// Certificates, keys, tokens and the audit policy. The kubeconfigs are written once the URL is known.
-    fn write_files(&self) -> Result<(), RealError> {
+    /// Certificates, keys, tokens and the audit policy; answers the cluster CA. The kubeconfigs are written once the URL
+    /// is known.
+    fn write_files(&self) -> Result<Authority, RealError> {
         let ca = Authority::new("olmv2-e2e-ca", "the cluster CA")?;
         self.write("ca.crt", &ca.cert_pem)?;
         let names = [
@@ -466,7 +540,8 @@ impl RealControlPlane {
         self.write(
             "audit-policy.yaml",
             &json!({"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}).to_string(),
-        )
+        )?;
+        Ok(ca)
     }
 
     fn spawn(&self, name: &'static str, binary: &Path, args: &[String]) -> Result<(), RealError> {

@@ -2,6 +2,7 @@
 //! (`kube-emulator`), a real OCI registry, and the walkthrough the `olmv2-control-plane` binary runs; and a real
 //! Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager) to check the emulator against.
 
+pub mod cluster;
 pub mod kubernetes;
 pub mod project;
 pub mod real;

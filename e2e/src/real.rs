@@ -23,9 +23,13 @@ use crate::project::{self, ProjectError};
 /// The field manager of what is applied here.
 const MANAGER: &str = "olmv2-e2e";
 
-/// The loopback ports the controller listens on, which its Services name.
+/// The loopback address and ports the controller listens on, which its Services name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ServicePorts {
+    /// The loopback address: replicas of one controller listen on the same ports (the webhook configurations and the
+    /// APIService name the port, and a replica takes another's port for a changed configuration), each on its own
+    /// address, as pods do on their own IPs.
+    pub host: std::net::Ipv4Addr,
     pub health: u16,
     pub webhook: u16,
     pub api: u16,
@@ -37,7 +41,18 @@ impl ServicePorts {
         let bind = || std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(ProjectError::ReservePort);
         let listeners = [bind()?, bind()?, bind()?];
         let port = |index: usize| listeners[index].local_addr().map(|a| a.port()).map_err(ProjectError::ReservePort);
-        Ok(Self { health: port(0)?, webhook: port(1)?, api: port(2)? })
+        Ok(Self { host: std::net::Ipv4Addr::LOCALHOST, health: port(0)?, webhook: port(1)?, api: port(2)? })
+    }
+
+    /// The same ports on another loopback address, `127.0.0.<last>`.
+    pub fn on_loopback(self, last: u8) -> Self {
+        Self { host: std::net::Ipv4Addr::new(127, 0, 0, last), ..self }
+    }
+
+    /// The name an ExternalName Service gives for [`Self::host`]: `localhost`, or the address itself (four numeric
+    /// labels are a DNS name to kube-apiserver's validation, and its resolver dials them as given).
+    pub fn external_name(&self) -> String {
+        external_name_of(self.host)
     }
 
     /// The port `deploy/`'s Service `name` leads to.
@@ -51,23 +66,40 @@ impl ServicePorts {
     }
 }
 
+/// The ExternalName of a Service leading to `host`: see [`ServicePorts::external_name`].
+pub fn external_name_of(host: std::net::Ipv4Addr) -> String {
+    if host == std::net::Ipv4Addr::LOCALHOST {
+        "localhost".to_owned()
+    } else {
+        host.to_string()
+    }
+}
+
 fn api_error(action: &str) -> impl FnOnce(kube::Error) -> ProjectError + '_ {
     move |error| ProjectError::Api(format!("{action}: {error}"))
 }
 
-/// Applies `object` (server-side, as [`MANAGER`]), its resource found by discovery.
-async fn apply(admin: &kube::Client, object: &Value) -> Result<(), ProjectError> {
+/// The API of `object`'s kind, found by discovery, in its namespace if it names one.
+pub async fn api_for(admin: &kube::Client, object: &Value) -> Result<Api<DynamicObject>, ProjectError> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
-    let name = object["metadata"]["name"].as_str().unwrap_or_default();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let gvk = GroupVersionKind::gvk(group, version, kind);
-    let (resource, _) = kube::discovery::pinned_kind(admin, &gvk).await.map_err(api_error("discovering a kind"))?;
-    let objects: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
+    let (resource, _) = kube::discovery::pinned_kind(admin, &gvk)
+        .await
+        .map_err(|e| ProjectError::Api(format!("discovering {kind} ({api_version}): {e}")))?;
+    Ok(match object["metadata"]["namespace"].as_str() {
         Some(namespace) => Api::namespaced_with(admin.clone(), namespace, &resource),
         None => Api::all_with(admin.clone(), &resource),
-    };
-    objects
+    })
+}
+
+/// Applies `object` (server-side, as [`MANAGER`]), its resource found by discovery.
+async fn apply(admin: &kube::Client, object: &Value) -> Result<(), ProjectError> {
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    api_for(admin, object)
+        .await?
         .patch(name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(object))
         .await
         .map_err(|e| ProjectError::Api(format!("applying {kind} {name}: {e}")))?;
@@ -108,7 +140,7 @@ pub async fn install_crds(admin: &kube::Client) -> Result<usize, ProjectError> {
 fn external_name(mut service: Value, ports: &ServicePorts) -> Value {
     let name = service["metadata"]["name"].as_str().unwrap_or_default().to_owned();
     let port_name = service["spec"]["ports"][0]["name"].clone();
-    let mut spec = json!({"type": "ExternalName", "externalName": "localhost"});
+    let mut spec = json!({"type": "ExternalName", "externalName": ports.external_name()});
     if let Some(port) = ports.of_service(&name) {
         spec["ports"] = json!([{"name": port_name, "port": port, "targetPort": port}]);
     }
@@ -184,7 +216,7 @@ mod tests {
 
     #[test]
     fn deploy_services_become_external_names_of_the_controllers_ports() {
-        let ports = ServicePorts { health: 1001, webhook: 1002, api: 1003 };
+        let ports = ServicePorts { host: std::net::Ipv4Addr::LOCALHOST, health: 1001, webhook: 1002, api: 1003 };
         let objects = project::deploy_objects().expect("deploy/ parses");
         assert!(objects.iter().all(|o| o["kind"] != "Deployment"), "the Deployment is the in-process controller");
         let services: Vec<Value> =

@@ -31,7 +31,9 @@ pub enum ServeError {
     },
 }
 
-/// An HTTPS server running in its own task; it stops when dropped.
+/// An HTTPS server running in its own task; it stops when dropped, and its open connections with it (an API server
+/// keeps connections alive: served on, they would let a stopped controller's webhook answer as a killed one could
+/// not).
 pub struct HttpsServer {
     /// Where it listens (the port chosen when the requested one was 0).
     pub address: SocketAddr,
@@ -113,8 +115,14 @@ async fn serve(
     acceptor: tokio_rustls::TlsAcceptor,
     router: Router,
 ) {
+    // Each connection is served in a task of this set, which aborts them all when the server's task is aborted.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let stream = match listener.accept().await {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        let stream = match accepted {
             Ok((stream, _)) => {
                 // Answers are written whole or in large chunks; Nagle's algorithm would only hold back their last
                 // small segment until the peer's delayed ACK (40 ms).
@@ -127,7 +135,7 @@ async fn serve(
             }
         };
         let (acceptor, router) = (acceptor.clone(), router.clone());
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let stream = match acceptor.accept(stream).await {
                 Ok(stream) => stream,
                 Err(error) => return tracing::debug!(server = name, %error, "TLS handshake failed"),
@@ -166,5 +174,54 @@ mod tests {
         let server = HttpsServer::start("test", address, &certificate, Router::new()).await.expect("serving");
         assert_ne!(server.address.port(), 0);
         assert!(tokio::net::TcpStream::connect(server.address).await.is_ok());
+    }
+
+    /// A request on a kept-alive connection, and the answer's bytes read until `ok` ends them (none if it closed).
+    async fn ask<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(stream: &mut S) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let request = "GET / HTTP/1.1\r\nHost: test\r\nConnection: keep-alive\r\n\r\n";
+        if stream.write_all(request.as_bytes()).await.is_err() {
+            return String::new();
+        }
+        let mut answer = Vec::new();
+        let mut buffer = [0_u8; 1024];
+        while !answer.ends_with(b"ok") {
+            match tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut buffer)).await {
+                Ok(Ok(read)) if read > 0 => answer.extend_from_slice(&buffer[..read]),
+                _ => break,
+            }
+        }
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    #[tokio::test]
+    async fn a_dropped_server_answers_nothing_more_on_a_connection_kept_alive() {
+        let authority = CertificateAuthority::new("test-ca").expect("CA");
+        let certificate = authority.issue(&service_dns_names("test", "default")).expect("issued");
+        let router = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let address: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let server = HttpsServer::start("test", address, &certificate, router).await.expect("serving");
+
+        let mut roots = rustls::RootCertStore::empty();
+        use rustls::pki_types::pem::PemObject;
+        for ca in rustls::pki_types::CertificateDer::pem_slice_iter(authority.ca_pem().as_bytes()) {
+            roots.add(ca.expect("CA PEM")).expect("CA added");
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("TLS versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+        let tcp = tokio::net::TcpStream::connect(server.address).await.expect("connected");
+        let name = rustls::pki_types::ServerName::try_from("test.default.svc").expect("a name");
+        let mut stream = connector.connect(name, tcp).await.expect("TLS");
+        assert!(ask(&mut stream).await.starts_with("HTTP/1.1 200"), "served while running");
+
+        drop(server);
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let after = ask(&mut stream).await;
+        assert!(after.is_empty(), "answered after the server was dropped: {after}");
     }
 }

@@ -50,6 +50,18 @@ pub struct ClientIdentity {
     pub key_der: Arc<rustls::pki_types::PrivateKeyDer<'static>>,
 }
 
+impl ClientIdentity {
+    /// The identity of a PEM certificate (its first) and key.
+    pub fn from_pem(cert_pem: &str, key_pem: &str) -> Result<Self, String> {
+        use rustls::pki_types::pem::PemObject;
+        let cert_der = rustls::pki_types::CertificateDer::from_pem_slice(cert_pem.as_bytes())
+            .map_err(|e| format!("certificate: {e}"))?;
+        let key_der =
+            rustls::pki_types::PrivateKeyDer::from_pem_slice(key_pem.as_bytes()).map_err(|e| format!("key: {e}"))?;
+        Ok(Self { cert_der, key_der: Arc::new(key_der) })
+    }
+}
+
 fn roots(ca_bundle_pem: &[u8]) -> Result<rustls::RootCertStore, String> {
     use rustls::pki_types::pem::PemObject;
     let mut store = rustls::RootCertStore::empty();

@@ -40,7 +40,7 @@ async fn a_fifth_of_the_controllers_writes_failing_delays_but_neither_duplicates
     let namespaces = ["ops", "olm", "operators"];
     let harness = Harness::start_configured("faults", "writes", &namespaces, Duration::from_secs(2), configure).await;
     let faults = WriteFaults { user: CONTROLLER_USER.into(), fraction: 0.2, seed: 24, ..WriteFaults::default() };
-    harness.plane.api.faults.fail_writes(faults);
+    harness.emulator().api.faults.fail_writes(faults);
 
     // OLM v0's path (Subscription, InstallPlan, generated Subscription, Installs, CSVs) and a Raw Install.
     installplans::catalog(&harness).await;
@@ -61,8 +61,8 @@ async fn a_fifth_of_the_controllers_writes_failing_delays_but_neither_duplicates
         assert!(start.elapsed() < Duration::from_secs(120), "the plan never completed: {:?}", plan.status);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let injected = harness.plane.api.faults.injected();
-    harness.plane.api.faults.stop_failing_writes();
+    let injected = harness.emulator().api.faults.injected();
+    harness.emulator().api.faults.stop_failing_writes();
     let total: u64 = injected.values().sum();
     assert!(total >= 10, "few faults met: {injected:?}");
     // Conflicts fall only on the few writes naming a resourceVersion: the next test meets them for sure.
@@ -112,16 +112,16 @@ async fn writes_refused_as_conflicts_are_retried_until_they_pass() {
         kinds: vec![Fault::Conflict],
         ..WriteFaults::default()
     };
-    harness.plane.api.faults.fail_writes(conflicts);
+    harness.emulator().api.faults.fail_writes(conflicts);
     apply(&harness, &raw_install("settings", &config_map("settings", "one"), "operators"));
     let start = Instant::now();
-    while harness.plane.api.faults.injected().get(&Fault::Conflict).copied().unwrap_or(0) < 3 {
+    while harness.emulator().api.faults.injected().get(&Fault::Conflict).copied().unwrap_or(0) < 3 {
         assert!(start.elapsed() < Duration::from_secs(60), "no write of the Install met a conflict");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let stuck = installs(&harness).get("settings").await.unwrap();
     assert!(stuck.status.is_none(), "no status got through the conflicts: {:?}", stuck.status);
-    harness.plane.api.faults.stop_failing_writes();
+    harness.emulator().api.faults.stop_failing_writes();
     installplans::approve(
         &harness,
         &wait_state(&harness, "settings", InstallState::PendingApproval).await.metadata.name.unwrap(),
@@ -137,8 +137,8 @@ async fn watches_ended_by_an_api_server_restart_are_listed_again_and_what_change
     let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
     let applied = configmaps.get("before").await.unwrap();
 
-    let expired = harness.plane.api.store.expired_watches();
-    harness.plane.api.store.restart_watches();
+    let expired = harness.emulator().api.store.expired_watches();
+    harness.emulator().api.store.restart_watches();
     // While the controller's watches are down: an Install created, and drift on what the controller applied.
     let created = harness
         .admin_kubectl(&["apply", "-f", "-"], Some(&raw_install("during", &config_map("during", "two"), "operators")));
@@ -162,7 +162,7 @@ async fn watches_ended_by_an_api_server_restart_are_listed_again_and_what_change
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        harness.plane.api.store.expired_watches() > expired,
+        harness.emulator().api.store.expired_watches() > expired,
         "the controller resumed its watches from before the restart and was told 410 Expired"
     );
     let approved = harness.admin_kubectl(
@@ -176,11 +176,10 @@ async fn watches_ended_by_an_api_server_restart_are_listed_again_and_what_change
 
 /// A replica with leader election (a 3-second Lease), its own image cache.
 async fn replica(harness: &Harness, identity: &str) -> Controllers {
-    let config = project::controller_config(&harness.plane).await.expect("controller identity");
     let cache = harness.dir.join(format!("cache-{identity}"));
     let mut options = project::controller_options(vec![harness.registry.host.clone()], cache, Duration::from_secs(1));
     options.leader = leader_options(identity);
-    project::start_controllers(&harness.plane, config, options).await.expect("replica starts")
+    harness.start_replica(options).await
 }
 
 const CONFIG_MAPS: usize = 20;
@@ -203,7 +202,7 @@ async fn applied_count(harness: &Harness, prefix: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_killed_mid_apply_at_random_points_is_replaced_and_the_apply_finished_once() {
     let harness = Harness::start_idle("faults", "failover", &["operators"], Duration::from_secs(1)).await;
-    let _slow = crate::support::emulator::workloads::slow_configmap_writes(&harness.plane).await;
+    let _slow = harness.slow_configmap_writes().await;
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos() as usize;
     let mut leader = replica(&harness, "replica-0").await;
     wait_holder(&harness, "replica-0").await;
@@ -249,13 +248,13 @@ async fn a_leader_cut_off_from_the_api_server_stops_and_the_other_takes_over_and
     wait_holder(&harness, "replica-a").await;
     let b = replica(&harness, "replica-b").await;
     installed_by_admin(&harness, "before", "one").await;
-    let audit = || harness.plane.api.audit.records();
+    let audit = || harness.audit_records();
     let from_a = |agent: &str| agent.starts_with("olmv2/") && agent.ends_with("(replica-a)");
     assert!(audit().iter().any(|r| from_a(&r.user_agent) && r.code < 300), "replica-a's requests name it");
 
     // A partition: nothing replica-a sends reaches the API server; its watches end and cannot be opened again.
-    harness.plane.api.faults.cut_off("(replica-a)");
-    harness.plane.api.store.restart_watches();
+    harness.emulator().api.faults.cut_off("(replica-a)");
+    harness.emulator().api.store.restart_watches();
     let taken = wait_holder(&harness, "replica-b").await;
     let start = Instant::now();
     while a.metrics.leader.get() != 0 {
@@ -266,11 +265,11 @@ async fn a_leader_cut_off_from_the_api_server_stops_and_the_other_takes_over_and
     installed_by_admin(&harness, "after", "two").await;
     assert_eq!(install_reconciles(&a.metrics), reconciled_by_a, "replica-a reconciled nothing once it lost the Lease");
     assert!(install_reconciles(&b.metrics) > 0, "replica-b installed what came next");
-    assert!(harness.plane.api.faults.refused_cut_off() > 0, "replica-a kept trying");
+    assert!(harness.emulator().api.faults.refused_cut_off() > 0, "replica-a kept trying");
 
     // Back: replica-a joins the election again and follows; replica-b keeps the Lease (a write of replica-a's
     // retried across the partition and landing now would take it from replica-b: the election does not retry).
-    harness.plane.api.faults.reconnect_all();
+    harness.emulator().api.faults.reconnect_all();
     tokio::time::sleep(Duration::from_secs(8)).await;
     assert_eq!(holder(&harness).await.as_deref(), Some("replica-b"));
     assert_eq!((a.metrics.leader.get(), b.metrics.leader.get()), (0, 1));
@@ -294,7 +293,11 @@ async fn two_controllers_started_at_once_elect_one_and_only_it_reconciles() {
     assert_eq!(settings.status.unwrap().applied.len(), 1);
     // Both serve the webhook with the one certificate the caBundle trusts: an Install write reaching either passes.
     for (replica, name) in [(&a, "through-a"), (&b, "through-b")] {
-        harness.plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, "olmv2-webhook", replica.webhook.address);
+        harness
+            .plane
+            .point_service(project::CONTROLLER_NAMESPACE, "olmv2-webhook", replica.webhook.address)
+            .await
+            .expect("Service pointed");
         let install = raw_install(name, &config_map(name, "x"), "operators");
         let created = harness.admin_kubectl(&["create", "-f", "-"], Some(&install));
         assert!(created.status.success(), "{name}: {}", crate::support::emulator::kubectl::text(&created));
@@ -319,16 +322,16 @@ async fn an_install_plan_whose_create_answer_is_lost_is_not_made_twice() {
         kinds: vec![Fault::InternalErrorAfterWrite],
         ..WriteFaults::default()
     };
-    harness.plane.api.faults.fail_writes(lost);
+    harness.emulator().api.faults.fail_writes(lost);
     installplans::catalog(&harness).await;
     apply(&harness, installplans::GROUP);
     apply(&harness, &installplans::subscription("Automatic"));
     let start = Instant::now();
-    while harness.plane.api.faults.injected().is_empty() {
+    while harness.emulator().api.faults.injected().is_empty() {
         assert!(start.elapsed() < Duration::from_secs(60), "no InstallPlan was written");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    harness.plane.api.faults.stop_failing_writes();
+    harness.emulator().api.faults.stop_failing_writes();
     let plan = installplans::the_plan(&harness, "pointed at", |_| true).await;
     let name = plan.metadata.name.clone().unwrap();
     let subscription = harness

@@ -110,7 +110,7 @@ async fn an_admin_approves_and_the_content_is_created_as_the_service_account() {
     // The audit log: every write of the content came from the ServiceAccount; the controller's own identity created
     // only the grants, the account itself, events and its webhook configuration.
     let sa_user = format!("system:serviceaccount:olmv2-system:{account_name}");
-    let records = harness.plane.api.audit.records();
+    let records = harness.audit_records();
     let written = |resource: &str, name: &str| {
         records
             .iter()
@@ -224,10 +224,7 @@ async fn an_upgrade_asking_for_more_waits_for_approval_while_the_old_version_run
         "the old record is pruned"
     );
     let pruned: Vec<_> = harness
-        .plane
-        .api
-        .audit
-        .records()
+        .audit_records()
         .into_iter()
         .filter(|r| r.verb == "delete" && r.resource == "clusterserviceversions" && r.name == "plumbus.v2.0.0-alpha")
         .collect();
@@ -276,7 +273,7 @@ async fn a_grant_of_cluster_admin_in_the_content_shows_in_the_pending_permission
     let admin_binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "carol-admin", "namespace": "operators"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"},
         "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "carol"}]});
-    project::create(&harness.plane, &admin_binding).await.unwrap();
+    harness.create(&admin_binding).await;
     let refused =
         harness.kubectl(&carol, &["patch", "install", "grabby", "--type", "merge", "-p", approve_patch()], None);
     assert!(!refused.status.success(), "{}", text(&refused));
@@ -329,7 +326,7 @@ async fn a_pull_failure_is_a_content_import_error_until_the_registry_returns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_controller_killed_mid_apply_converges_on_restart_without_duplicates() {
     let mut harness = start("restart").await;
-    let _slow = support::emulator::workloads::slow_configmap_writes(&harness.plane).await;
+    let _slow = harness.slow_configmap_writes().await;
     let raw: String = (0..30)
         .map(|i| {
             format!(

@@ -234,7 +234,7 @@ async fn direct(harness: &Harness, user: &str, groups: &[&str], with_front_proxy
         path_and_query: path.into(),
         display: path.into(),
     };
-    let identity = harness.plane.api.front_proxy.clone();
+    let identity = harness.plane.front_proxy().ok();
     let trust = kube_emulator::outbound::Trust {
         ca_bundle: None,
         client: if with_front_proxy_certificate { identity.as_ref() } else { None },

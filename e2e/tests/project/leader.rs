@@ -73,11 +73,10 @@ async fn only_the_replica_holding_the_lease_reconciles_and_the_other_takes_over(
     let first = harness.metrics().expect("replica a runs");
 
     // Replica b starts beside it, with the same identity as a ServiceAccount and its own webhook and API.
-    let config = project::controller_config(&harness.plane).await.expect("controller identity");
     let mut options =
         project::controller_options(vec![harness.registry.host.clone()], harness.dir.join("cache-b"), harness_resync());
     options.leader = leader_options("replica-b");
-    let second = project::start_controllers(&harness.plane, config, options).await.expect("replica b starts");
+    let second = harness.start_replica(options).await;
 
     // Replica b answers the aggregated API now (the Service's endpoint is its own), PackageManifests included: it
     // loads the catalogs although the CatalogSource loop runs on the leader only.
@@ -218,11 +217,10 @@ async fn a_leader_asked_to_stop_releases_its_lease_but_never_one_another_took() 
     let mut harness =
         Harness::start_configured("leader", "release", &["operators"], Duration::from_secs(1), configure).await;
     wait_holder(&harness, "replica-a").await;
-    let config = project::controller_config(&harness.plane).await.expect("controller identity");
     let mut options =
         project::controller_options(vec![harness.registry.host.clone()], harness.dir.join("cache-b"), harness_resync());
     options.leader = leader_options("replica-b");
-    let second = project::start_controllers(&harness.plane, config, options).await.expect("replica b starts");
+    let second = harness.start_replica(options).await;
 
     // Replica a, asked to stop, hands the Lease back as it goes: not left to expire as a killed replica's.
     let first = harness.take_controllers().expect("replica a runs");

@@ -70,8 +70,10 @@ fn installed_by_olm_v0(csv: &ClusterServiceVersion, uid: &str) -> Vec<Value> {
     ]
 }
 
+/// `objects` as one YAML stream: JSON documents between `---` lines are not one (kubectl reads a stream starting
+/// with `{` as JSON, and stops at the first separator once the JSON it buffered ends with the first document).
 fn manifest(objects: &[Value]) -> String {
-    objects.iter().map(Value::to_string).collect::<Vec<_>>().join("\n---\n")
+    objects.iter().map(|o| serde_yaml_ng::to_string(o).unwrap()).collect::<Vec<_>>().join("---\n")
 }
 
 /// The copies of grumbo's CSV, by namespace.

@@ -14,7 +14,6 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use kube::core::DynamicObject;
 use olmv2::api::v2alpha1::{Install, Operator, OperatorState};
-use olmv2_e2e::project;
 use serde_json::{json, Value};
 use support::emulator::kubectl::text;
 use support::harness::Harness;
@@ -66,7 +65,7 @@ pub(crate) async fn create_catalog_source(harness: &Harness) {
         "metadata": {"name": "community", "namespace": "catalogs"},
         "spec": {"sourceType": "grpc", "image": harness.registry.reference("catalog:latest"),
                  "updateStrategy": {"registryPoll": {"interval": "1s"}}}});
-    project::create(&harness.plane, &source).await.expect("CatalogSource");
+    harness.create(&source).await;
 }
 
 pub(crate) fn operators(harness: &Harness) -> Api<Operator> {
@@ -292,7 +291,7 @@ async fn a_manual_operator_waits_for_a_person_holding_all_each_update_uses() {
     let binding = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "plumbus-admin"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
         "subjects": [{"kind": "ServiceAccount", "name": "plumbus", "namespace": "olmv2-system"}]});
-    project::create(&harness.plane, &binding).await.expect("binding");
+    harness.create(&binding).await;
     let manual = OPERATOR_YAML.replace("approval: Automatic", "approval: Manual");
     let applied = harness.admin_kubectl(&["apply", "-f", "-"], Some(&manual));
     assert!(applied.status.success(), "{}", text(&applied));
@@ -368,7 +367,7 @@ pub(crate) async fn may_install_from_community(harness: &Harness, user: &str) {
     ]);
     for object in installer.as_array().unwrap() {
         // The Role may exist already, for another user.
-        let _ = project::create(&harness.plane, object).await;
+        let _ = harness.try_create(object).await;
     }
 }
 
@@ -383,7 +382,7 @@ async fn naming_a_catalog_source_needs_the_install_verb_on_it() {
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "bob"}]},
     ]);
     for object in operator_writer.as_array().unwrap() {
-        project::create(&harness.plane, object).await.expect("RBAC");
+        harness.create(object).await;
     }
     let bob = harness.plane.user_kubeconfig("bob", &[]);
     let refused = harness.kubectl(&bob, &["apply", "-f", "-"], Some(OPERATOR_YAML));
@@ -409,7 +408,7 @@ async fn an_image_operator_reports_pull_failures_and_legacy_objects_get_the_labe
     let missing = harness.registry.reference("plumbus-bundle:absent");
     let operator = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "metadata": {"name": "plumbus"},
         "spec": {"updates": {"type": "ManifestImage", "manifestImage": missing}}});
-    project::create(&harness.plane, &operator).await.expect("Operator");
+    harness.create(&operator).await;
     let failed = wait_operator(&harness, "plumbus", "failing to pull", |o| {
         has_condition(o, "ContentImportError", "True", "ManifestImagePullFailed")
     })
@@ -420,12 +419,11 @@ async fn an_image_operator_reports_pull_failures_and_legacy_objects_get_the_labe
 
     // A legacy Subscription labelled for an Operator: its InstallPlan, the InstallPlan's CSV and the CSV's
     // Deployment become components too.
-    project::create(
-        &harness.plane,
-        &json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "metadata": {"name": "legacy"}, "spec": {}}),
-    )
-    .await
-    .expect("Operator");
+    harness
+        .create(
+            &json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "metadata": {"name": "legacy"}, "spec": {}}),
+        )
+        .await;
     let label = json!({"v2alpha1.operators.coreos.com/legacy": ""});
     let objects = [
         json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
@@ -445,7 +443,7 @@ async fn an_image_operator_reports_pull_failures_and_legacy_objects_get_the_labe
                         "spec": {"containers": [{"name": "c", "image": "legacy:1"}]}}}}),
     ];
     for object in &objects {
-        project::create(&harness.plane, object).await.expect("legacy object");
+        harness.create(object).await;
     }
     let subscriptions = Api::<DynamicObject>::namespaced_with(
         harness.admin.clone(),
@@ -478,10 +476,10 @@ async fn an_image_operator_reports_pull_failures_and_legacy_objects_get_the_labe
     // An Install of the same name that the Operator does not own is left alone and reported.
     let foreign = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "taken"},
         "spec": {"content": [{"type": "Raw", "raw": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: taken\n"}]}});
-    project::create(&harness.plane, &foreign).await.expect("foreign Install");
+    harness.create(&foreign).await;
     let taken = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "metadata": {"name": "taken"},
         "spec": {"updates": {"type": "ManifestImage", "manifestImage": missing}}});
-    project::create(&harness.plane, &taken).await.expect("Operator");
+    harness.create(&taken).await;
     wait_operator(&harness, "taken", "reporting the foreign Install", |o| {
         has_condition(o, "ContentImportError", "True", "InstallNameTaken")
     })

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use kube::api::{Api, DeleteParams};
 use olmv2::api::v2alpha1::{Install, OperatorState, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION};
-use olmv2_e2e::project;
 use serde_json::{json, Value};
 
 use crate::attacks::{may, never_written};
@@ -223,7 +222,7 @@ async fn an_operator_whose_dependencies_cannot_be_met_says_why_and_installs_noth
     // A dependency's Install name someone else holds is not taken over.
     let foreign = json!({"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Install", "metadata": {"name": "squanch.requires.grumbo"},
         "spec": {"content": [{"type": "Raw", "raw": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: taken\n"}]}});
-    project::create(&harness.plane, &foreign).await.expect("foreign Install");
+    harness.create(&foreign).await;
     let applied = harness.admin_kubectl(&["apply", "-f", "-"], Some(&operator_yaml("squanch")));
     assert!(applied.status.success(), "{}", text(&applied));
     let taken = wait_operator(&harness, "squanch", "reporting the taken name", |o| {
@@ -270,8 +269,8 @@ async fn holds_what_was_granted(harness: &Harness, install: &str, user: &str) {
                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}, "subjects": subject}),
                 ),
             };
-            project::create(&harness.plane, &role).await.expect("role");
-            project::create(&harness.plane, &binding).await.expect("binding");
+            harness.create(&role).await;
+            harness.create(&binding).await;
         }
     }
 }

@@ -11,7 +11,6 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DeleteParams};
 use olmv2::api::v2alpha1::{Approval, Install, InstallState, OperatorState, PendingPermission};
-use olmv2_e2e::project;
 use serde_json::json;
 
 use crate::operator::{
@@ -75,7 +74,7 @@ async fn an_automatic_update_that_renames_its_objects_installs_unless_a_name_is_
     let squatter = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
         "metadata": {"name": "plumbus.v2.0.1", "namespace": "operators"},
         "spec": {"displayName": "not plumbus", "install": {"strategy": "deployment"}}});
-    project::create(&harness.plane, &squatter).await.expect("squatter");
+    harness.create(&squatter).await;
     let patch = serve_patch_release(&harness, &alpha).await;
     // The new Role's verbs follow from the granted create; the taken CSV name's do not: a person decides them, and
     // nothing of 2.0.1 is applied meanwhile.

@@ -10,6 +10,7 @@ use std::time::Duration;
 use crate::support;
 use kube::api::Api;
 use olmv2::api::v2alpha1::{Install, InstallState, Operator, OperatorState};
+use olmv2_e2e::cluster::Kubernetes;
 use olmv2_e2e::registry::Registry;
 use olmv2_e2e::walkthrough::Rollouts;
 use support::emulator::kubectl::text;
@@ -28,7 +29,15 @@ async fn the_walkthrough_installs_plumbus_and_the_grumbo_operator() {
     )
     .await;
     let bundles = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bundles");
-    let _registry = olmv2_e2e::walkthrough::run(harness.admin.clone(), &bundles, registry, Rollouts::Reported, None)
+    // On real Kubernetes its Deployment and ReplicaSet controllers roll out, from pods a stand-in kubelet runs.
+    let rollouts = match harness.kubernetes() {
+        Kubernetes::Emulator => Rollouts::Reported,
+        Kubernetes::Real => {
+            harness.plane.run_pods("operators").await.expect("a stand-in kubelet");
+            Rollouts::ByTheCluster
+        }
+    };
+    let _registry = olmv2_e2e::walkthrough::run(harness.admin.clone(), &bundles, registry, rollouts, None)
         .await
         .expect("walkthrough");
 

@@ -81,7 +81,7 @@ async fn powerful_operator_group(harness: &Harness) {
         json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "team", "namespace": "team"},
             "spec": {"serviceAccountName": "robot", "targetNamespaces": ["team"]}}),
     ] {
-        project::create(&harness.plane, &object).await.expect("created");
+        harness.create(&object).await;
     }
 }
 
@@ -109,7 +109,7 @@ async fn an_operator_groups_account_lends_its_rights_only_to_creators_who_may_us
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "subscriber"},
             "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"}]}),
     ] {
-        project::create(&harness.plane, &object).await.expect("created");
+        harness.create(&object).await;
     }
     apply(&harness, &alice, &raw_install("settings", &config_map("settings", "1"), "team"));
     let installed = wait_state(&harness, "settings", InstallState::Installed).await;
@@ -155,10 +155,7 @@ async fn orphaned_grants_and_accounts_are_never_inherited() {
     assert_eq!(live.data.unwrap()["value"], "approved", "nothing of mallory's was applied");
     let new_user = format!("system:serviceaccount:olmv2-system:{}", second_account.name);
     let by_new = harness
-        .plane
-        .api
-        .audit
-        .records()
+        .audit_records()
         .into_iter()
         .filter(|r| r.acting_user() == new_user && r.verb != "get" && r.code < 300)
         .count();
@@ -194,7 +191,7 @@ async fn accounts_sharing_one_connection_pool_each_act_as_themselves() {
         wait_state(&harness, name, InstallState::Installed).await;
     }
 
-    let records = harness.plane.api.audit.records();
+    let records = harness.audit_records();
     for name in &approved {
         let writes: Vec<_> = records
             .iter()

@@ -82,10 +82,7 @@ fn never_written_by_account(harness: &Harness, install: &Install, resource: &str
     let account = install.status.as_ref().unwrap().service_account_ref.clone().unwrap();
     let user = format!("system:serviceaccount:{}:{}", account.namespace, account.name);
     let writes = harness
-        .plane
-        .api
-        .audit
-        .records()
+        .audit_records()
         .into_iter()
         .filter(|r| r.acting_user() == user && r.resource == resource && r.code < 300)
         .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch"))
@@ -282,7 +279,7 @@ async fn nothing_is_approved_or_applied_while_the_webhook_does_not_guard() {
     // The webhook down: every write it guards fails closed.
     harness.stop_controllers();
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    harness.plane.api.endpoints.set("olmv2-system", "olmv2-webhook", dead);
+    harness.plane.point_service("olmv2-system", "olmv2-webhook", dead).await.expect("Service pointed");
     let refused = harness.admin_kubectl(&["patch", "install", "grab", "--type", "merge", "-p", approve_patch()], None);
     assert!(text(&refused).contains("failed calling webhook"), "{}", text(&refused));
     let refused =
@@ -319,10 +316,10 @@ async fn nothing_is_approved_or_applied_while_the_webhook_does_not_guard() {
     controller_healthy(&harness, "after-webhook").await;
     never_written(&harness, "clusterrolebindings", "mallory-is-admin");
     // The controller's own identity granted nothing for `grab`: its grants would be named after it.
-    let granted =
-        harness.plane.api.audit.records().into_iter().filter(|r| {
-            r.acting_user() == CONTROLLER_USER && r.name.starts_with("olmv2-install-grab-") && r.code < 300
-        });
+    let granted = harness
+        .audit_records()
+        .into_iter()
+        .filter(|r| r.acting_user() == CONTROLLER_USER && r.name.starts_with("olmv2-install-grab-") && r.code < 300);
     assert_eq!(granted.count(), 0);
 }
 

@@ -16,7 +16,7 @@ async fn role_for(harness: &Harness, user: &str, namespace: &str, rules: Value) 
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{user}-role")},
             "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]}),
     ] {
-        project::create(&harness.plane, &object).await.expect("created");
+        harness.create(&object).await;
     }
 }
 
@@ -31,7 +31,7 @@ async fn an_operator_groups_account_lends_nothing_when_whoever_named_it_could_no
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
             "subjects": [{"kind": "ServiceAccount", "name": "backup", "namespace": "lab"}]}),
     ] {
-        project::create(&harness.plane, &object).await.expect("created");
+        harness.create(&object).await;
     }
     // Mallory may write OperatorGroups and create Subscriptions in `lab` (OLM v0's proxy for using its group's
     // account) and create Installs; not create pods, not impersonate.
@@ -220,10 +220,7 @@ async fn an_install_that_cannot_succeed_is_tried_ever_less_often_and_says_why_in
     installs(&harness).create(&Default::default(), &install).await.expect("created");
     let failed_writes = || {
         harness
-            .plane
-            .api
-            .audit
-            .records()
+            .audit_records()
             .into_iter()
             .filter(|r| r.resource == "installs" && r.name == "hopeless" && r.subresource == "status")
             .filter(|r| r.user == CONTROLLER_USER && r.code >= 400)

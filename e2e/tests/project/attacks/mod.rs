@@ -15,7 +15,6 @@ use olmv2::api::v2alpha1::{
     Approval, Install, InstallState, PendingReason, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
     MANUAL_APPROVAL_ANNOTATION,
 };
-use olmv2_e2e::project;
 use serde_json::{json, Value};
 use support::emulator::kubectl::text;
 use support::harness::{Harness, CONTROLLER_USER};
@@ -50,7 +49,7 @@ pub(crate) async fn may(harness: &Harness, user: &str, resource: &str, verbs: &[
             "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": user}]}),
     ] {
         // The role may exist already, for another user.
-        let _ = project::create(&harness.plane, &object).await;
+        let _ = harness.try_create(&object).await;
     }
     harness.plane.user_kubeconfig(user, &[])
 }
@@ -68,10 +67,7 @@ fn apply(harness: &Harness, kubeconfig: &str, manifest: &str) {
 /// No successful write of `resource`/`name` happened, by anyone.
 pub(crate) fn never_written(harness: &Harness, resource: &str, name: &str) {
     let writes: Vec<_> = harness
-        .plane
-        .api
-        .audit
-        .records()
+        .audit_records()
         .into_iter()
         .filter(|r| r.resource == resource && r.name == name && r.code < 300)
         .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch"))

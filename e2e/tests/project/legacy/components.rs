@@ -15,6 +15,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
 use kube::api::{Api, ListParams};
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
+use olmv2_e2e::cluster::Kubernetes;
 use serde_json::json;
 
 use super::csvs::apply_bundle_by_hand;
@@ -286,6 +287,8 @@ async fn discovery() -> axum::response::Response {
 async fn an_owned_apiservice_is_served_with_the_certificate_olm_issues() {
     let harness = start("apiservice").await;
     apply(&harness, GLOBAL_GROUP);
+    // The Deployment's account, as OLM's InstallPlan creates it: without it kube-apiserver refuses its pods.
+    apply(&harness, "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: wizard, namespace: ops}\n");
     apply(&harness, &api_csv());
     let installing = wait_csv(&harness, "wizard.v1.0.0", CsvPhase::Installing, Some("apiServices not installed")).await;
     let status = installing.status.unwrap();
@@ -339,10 +342,12 @@ async fn an_owned_apiservice_is_served_with_the_certificate_olm_issues() {
         ca_pem: None,
     };
     let router = axum::Router::new().route("/apis/wizards.example.com/v1alpha1", axum::routing::get(discovery));
-    let server = olmv2::tls::HttpsServer::start("wizard", "127.0.0.1:0".parse().unwrap(), &certificate, router)
+    // Real Kubernetes reaches it at the port the APIService names, the emulator at any.
+    let port = if harness.kubernetes() == Kubernetes::Real { 5443 } else { 0 };
+    let server = olmv2::tls::HttpsServer::start("wizard", ([127, 0, 0, 1], port).into(), &certificate, router)
         .await
         .expect("server");
-    harness.plane.api.endpoints.set("ops", "wizard-api-service", server.address);
+    harness.plane.point_service("ops", "wizard-api-service", server.address).await.expect("Service pointed");
     wait_csv(&harness, "wizard.v1.0.0", CsvPhase::Succeeded, Some("install strategy completed with no errors")).await;
 
     // Deleting the CSV deletes, through OLM's finalizer, its APIService (left behind, it would break discovery for

@@ -24,7 +24,7 @@ async fn wait_copy(harness: &Harness, namespace: &str, present: bool) -> Option<
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let last = csvs.get_opt("plumbus.v1.0.0").await.expect("get");
-    for record in harness.plane.api.audit.records() {
+    for record in harness.audit_records() {
         if record.resource == "clusterserviceversions" && matches!(record.verb.as_str(), "delete" | "update" | "create")
         {
             eprintln!(

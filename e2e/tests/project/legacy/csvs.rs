@@ -226,7 +226,7 @@ pub(super) async fn apply_bundle_by_hand(
 ) -> (olmv2::bundle::model::Bundle, serde_json::Value) {
     let loaded = olmv2::bundle::model::Bundle::load(dir).expect("bundle loads");
     for object in install_plan_rbac(&loaded.csv, "ops") {
-        olmv2_e2e::project::create(&harness.plane, &object).await.expect("rbac");
+        harness.create(&object).await;
     }
     for manifest in &loaded.objects {
         let output = harness

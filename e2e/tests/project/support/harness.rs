@@ -1,6 +1,6 @@
-//! The harness of the project's end-to-end suites: a control plane with the project's CRDs, a real registry, the
-//! controllers running as `deploy/`'s ServiceAccount, bundle pushes, the real kubectl, and polling until an object
-//! reaches a state.
+//! The harness of the project's end-to-end suites: a cluster with the project's CRDs (the test control plane, or real
+//! Kubernetes when `OLMV2_E2E_KUBERNETES=real`: `olmv2_e2e::cluster`), a real registry, the controllers running as
+//! `deploy/`'s ServiceAccount, bundle pushes, the real kubectl, and polling until an object reaches a state.
 
 #![allow(dead_code, clippy::expect_used, clippy::unwrap_used, clippy::panic)]
 
@@ -9,10 +9,11 @@ use std::process::Output;
 use std::time::Duration;
 
 use kube::api::{Api, ListParams};
-use kube_emulator::{ControlPlane, Options};
 use olmv2::bundle::image::{ImageClient, RegistryOptions};
 use olmv2::controller::ControllerOptions;
+use olmv2_e2e::cluster::{Cluster, Kubernetes};
 use olmv2_e2e::project;
+use olmv2_e2e::real::ServicePorts;
 use olmv2_e2e::registry::Registry;
 use serde_json::{json, Value};
 
@@ -25,10 +26,14 @@ pub const CONTROLLER_USER: &str = "system:serviceaccount:olmv2-system:olmv2-cont
 pub type Configure = Box<dyn Fn(&mut ControllerOptions, &Path) + Send + Sync>;
 
 pub struct Harness {
-    pub plane: ControlPlane,
+    pub plane: Cluster,
     pub admin: kube::Client,
     pub registry: Registry,
     controllers: Option<olmv2::process::Controllers>,
+    /// The ports every replica of the controllers listens on (real Kubernetes names them in the webhook
+    /// configurations), and the last loopback address a replica was given.
+    ports: ServicePorts,
+    replicas: std::sync::atomic::AtomicU8,
     resync: Duration,
     configure: Configure,
     pub dir: PathBuf,
@@ -65,33 +70,88 @@ impl Harness {
         configure: Configure,
         start_controllers: bool,
     ) -> Self {
-        let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
-        let plane = ControlPlane::start(options).await.expect("control plane starts");
-        project::install_crds(&plane).await.expect("CRDs");
+        let kubernetes = Kubernetes::from_env().expect("a known backend");
+        let plane = Cluster::start(kubernetes, &format!("{suite}-{name}")).await.expect("the cluster starts");
+        if let Some(real) = plane.real() {
+            eprintln!(
+                "{suite}-{name}: real Kubernetes {} ready in {:.1?}",
+                real.binaries.kubernetes_version, real.start_time
+            );
+        }
         let admin = plane.client().await.expect("admin client");
         let registry = Registry::start(&format!("{suite}-{name}")).expect("docker-registry starts");
         let dir = std::env::temp_dir().join(format!("olmv2-{suite}-test-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("dir");
-        let mut harness = Self { plane, admin, registry, controllers: None, resync, configure, dir };
+        let ports = ServicePorts::free().expect("free ports");
+        let replicas = std::sync::atomic::AtomicU8::new(1);
+        let mut harness = Self { plane, admin, registry, controllers: None, ports, replicas, resync, configure, dir };
         if start_controllers {
             harness.start_controllers().await;
         }
         for namespace in namespaces {
             let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
-            project::create(&harness.plane, &object).await.expect("namespace");
+            harness.create(&object).await;
         }
         harness
     }
 
     /// Starts the controllers again after `stop_controllers`, with the same image cache.
     pub async fn start_controllers(&mut self) {
-        let config = project::controller_config(&self.plane).await.expect("controller identity");
         let mut options =
             project::controller_options(vec![self.registry.host.clone()], self.dir.join("cache"), self.resync);
         (self.configure)(&mut options, &self.dir);
-        self.controllers =
-            Some(project::start_controllers(&self.plane, config, options).await.expect("controllers start"));
+        let controllers = self.plane.start_controllers(options, &self.ports).await.expect("controllers start");
+        self.controllers = Some(controllers);
+    }
+
+    /// Starts controllers with `options` beside any running (another replica, on a loopback address of its own), as
+    /// the controller's ServiceAccount; the API server's calls to the webhook and the aggregated API go to them from
+    /// now on.
+    pub async fn start_replica(&self, options: ControllerOptions) -> olmv2::process::Controllers {
+        let last = self.replicas.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let ports = self.ports.on_loopback(last);
+        self.plane.start_controllers(options, &ports).await.expect("controllers start")
+    }
+
+    /// Which Kubernetes the test runs on.
+    pub fn kubernetes(&self) -> Kubernetes {
+        self.plane.kubernetes()
+    }
+
+    /// The test control plane, for what only it can do (inject faults, expire watches): a test that needs it says
+    /// so, and runs on the emulator only.
+    pub fn emulator(&self) -> &kube_emulator::ControlPlane {
+        self.plane.emulator().expect("this test injects faults only the test control plane can")
+    }
+
+    /// Creates `object` as the administrator (on the test control plane, as the control plane itself).
+    pub async fn create(&self, object: &Value) -> Value {
+        self.plane.create(object).await.expect("created")
+    }
+
+    /// Creates `object` as [`Self::create`] does, answering the failure.
+    pub async fn try_create(&self, object: &Value) -> Result<Value, olmv2_e2e::cluster::ClusterError> {
+        self.plane.create(object).await
+    }
+
+    /// A webhook that makes every ConfigMap write take a while (40 ms), so that a controller can be stopped in the
+    /// middle of an apply; on either backend.
+    pub async fn slow_configmap_writes(&self) -> kube_emulator::backend::Backend {
+        use super::emulator::workloads;
+        if let Some(plane) = self.plane.emulator() {
+            return workloads::slow_configmap_writes(plane).await;
+        }
+        let backend = workloads::slow_configmap_webhook().await;
+        self.plane.point_service("default", "slow", backend.address).await.expect("Service pointed");
+        let configuration = workloads::slow_configmap_configuration(&backend, Some(backend.address.port()));
+        self.create(&configuration).await;
+        backend
+    }
+
+    /// The API server's audit log so far, oldest first.
+    pub fn audit_records(&self) -> Vec<kube_emulator::audit::Record> {
+        self.plane.audit_records()
     }
 
     /// Stops the controllers where they are, as a killed process would.
@@ -116,7 +176,7 @@ impl Harness {
 
     /// The real kubectl with `kubeconfig`, as a command to spawn (for watches, which do not end by themselves).
     pub fn kubectl_command(&self, kubeconfig: &str, args: &[&str]) -> std::process::Command {
-        Kubectl::with_kubeconfig(&self.dir, &format!("{}.kubeconfig", kubeconfig.len()), kubeconfig).command(args)
+        Kubectl::with_kubeconfig(&self.dir, &kubeconfig_file(kubeconfig), kubeconfig).command(args)
     }
 
     pub fn images(&self) -> ImageClient {
@@ -194,14 +254,14 @@ impl Harness {
         panic!("{name} never became {what}; last: {}", serde_json::to_string_pretty(&last).unwrap());
     }
 
-    /// Stands in for the Deployment controller: reports every Deployment of `namespace` available.
+    /// Rolls out every Deployment of `namespace` (see `Cluster::roll_out`).
     pub async fn roll_out(&self, namespace: &str) {
-        project::report_rollouts(&self.admin, namespace).await.expect("Deployments reported available");
+        self.plane.roll_out(namespace).await.expect("Deployments rolled out");
     }
 
     /// The real kubectl with `kubeconfig`, `stdin` typed in.
     pub fn kubectl(&self, kubeconfig: &str, args: &[&str], stdin: Option<&str>) -> Output {
-        Kubectl::with_kubeconfig(&self.dir, &format!("{}.kubeconfig", kubeconfig.len()), kubeconfig).run(args, stdin)
+        Kubectl::with_kubeconfig(&self.dir, &kubeconfig_file(kubeconfig), kubeconfig).run(args, stdin)
     }
 
     pub fn admin_kubectl(&self, args: &[&str], stdin: Option<&str>) -> Output {
@@ -239,8 +299,18 @@ impl Harness {
 
 impl Drop for Harness {
     fn drop(&mut self) {
+        // The controllers stop before the cluster they talk to.
+        drop(self.controllers.take());
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The file name a kubeconfig is written under: one per kubeconfig, so that two users' kubectl never share one.
+fn kubeconfig_file(kubeconfig: &str) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    kubeconfig.hash(&mut hasher);
+    format!("{:016x}.kubeconfig", hasher.finish())
 }
 
 /// The `olmv2` binary of this workspace, brought up to date (a test of this crate alone does not build it).

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use kube::api::Api;
 use olmv2::api::v2alpha1::{Install, InstallState};
-use olmv2_e2e::project;
 use serde_json::json;
 
 use super::harness::Harness;
@@ -52,7 +51,7 @@ pub async fn install_editor(harness: &Harness, name: &str) -> String {
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "install-editor"},
             "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": name}]}),
     ] {
-        let _ = project::create(&harness.plane, &object).await;
+        let _ = harness.try_create(&object).await;
     }
     harness.plane.user_kubeconfig(name, &[])
 }

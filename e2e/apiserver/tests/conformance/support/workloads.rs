@@ -175,22 +175,35 @@ pub async fn deny_webhook(plane: &ControlPlane) -> (Backend, Value) {
 
 /// A webhook that makes every ConfigMap write take a while, so a controller can be stopped in the middle of an apply.
 pub async fn slow_configmap_writes(plane: &ControlPlane) -> Backend {
+    let backend = slow_configmap_webhook().await;
+    plane.api.endpoints.set("default", "slow", backend.address);
+    let admin = plane.client().await.unwrap();
+    let api = kube::Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(admin);
+    let configuration = slow_configmap_configuration(&backend, None);
+    api.create(&Default::default(), &serde_json::from_value(configuration).unwrap()).await.unwrap();
+    backend
+}
+
+/// The server of [`slow_configmap_writes`], serving for the Service `default/slow`.
+pub async fn slow_configmap_webhook() -> Backend {
     async fn slowly(body: axum::body::Bytes) -> axum::response::Response {
         let review: Value = serde_json::from_slice(&body).unwrap();
         tokio::time::sleep(Duration::from_millis(40)).await;
         admission_answer(&review, json!({"allowed": true}))
     }
-    let backend =
-        Backend::start(axum::Router::new().route("/slow", axum::routing::post(slowly)), &["slow.default.svc"], None)
-            .await
-            .unwrap();
-    plane.api.endpoints.set("default", "slow", backend.address);
-    let configuration = json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "slow"},
+    Backend::start(axum::Router::new().route("/slow", axum::routing::post(slowly)), &["slow.default.svc"], None)
+        .await
+        .unwrap()
+}
+
+/// The configuration of [`slow_configmap_writes`]'s webhook, through the Service `default/slow` (on `port`, if given).
+pub fn slow_configmap_configuration(backend: &Backend, port: Option<u16>) -> Value {
+    let mut service = json!({"namespace": "default", "name": "slow", "path": "/slow"});
+    if let Some(port) = port {
+        service["port"] = json!(port);
+    }
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "slow"},
         "webhooks": [{"name": "slow.example.com", "admissionReviewVersions": ["v1"], "sideEffects": "None",
-            "clientConfig": {"service": {"namespace": "default", "name": "slow", "path": "/slow"}, "caBundle": backend.ca_bundle()},
-            "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]}]});
-    let admin = plane.client().await.unwrap();
-    let api = kube::Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(admin);
-    api.create(&Default::default(), &serde_json::from_value(configuration).unwrap()).await.unwrap();
-    backend
+            "clientConfig": {"service": service, "caBundle": backend.ca_bundle()},
+            "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"]}]}]})
 }
