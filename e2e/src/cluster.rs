@@ -271,6 +271,10 @@ impl Cluster {
                     path: r.request_uri.split('?').next().unwrap_or_default().to_owned(),
                     user_agent: r.user_agent,
                     code: r.code.unwrap_or_default(),
+                    dry_run: r
+                        .request_uri
+                        .split_once('?')
+                        .is_some_and(|(_, query)| query.split('&').any(|parameter| parameter == "dryRun=All")),
                     received: None,
                     took: Duration::ZERO,
                 })

@@ -17,6 +17,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use olmv2::api::v2alpha1::{Install, InstallState, Operator, OperatorState};
+use olmv2_e2e::cluster::{Cluster, Kubernetes};
 use olmv2_e2e::kubernetes::RealControlPlane;
 use olmv2_e2e::real::{self, ServicePorts};
 use olmv2_e2e::registry::Registry;
@@ -189,6 +190,48 @@ async fn a_refused_user_is_in_the_audit_log() {
         assert_eq!(refusal.namespace.as_deref(), Some("kube-system"));
         assert_eq!(refusal.impersonated_user, None);
     }
+}
+
+/// The writes of a test the audit log of `cluster` records: ConfigMaps of `default` (but the CA bundle kube-controller
+/// manager publishes there), as (verb, name, dry run, code), once `count` are there.
+async fn configmap_writes(cluster: &Cluster, count: usize) -> Vec<(String, String, bool, u16)> {
+    let recorded = eventually(Duration::from_secs(10), || async {
+        let writes: Vec<_> = cluster
+            .audit_records()
+            .into_iter()
+            .filter(|r| r.resource == "configmaps" && r.namespace == "default" && r.name != "kube-root-ca.crt")
+            .filter(|r| matches!(r.verb.as_str(), "create" | "patch" | "update"))
+            .map(|r| (r.verb, r.name, r.dry_run, r.code))
+            .collect();
+        (writes.len() >= count).then_some(writes)
+    })
+    .await;
+    recorded.expect("the writes are audited").0
+}
+
+/// The tests prove who wrote an object by the audit log (`never_written`): both backends must record a create under
+/// the name its body gives and mark a dry run, which writes nothing, as kube-apiserver does.
+#[tokio::test]
+async fn both_backends_audit_a_create_under_its_name_and_mark_dry_runs() {
+    let mut seen = Vec::new();
+    for kubernetes in [Kubernetes::Real, Kubernetes::Emulator] {
+        let cluster = Cluster::start(kubernetes, "audit").await.expect("the cluster starts");
+        let configmaps: Api<ConfigMap> = Api::namespaced(cluster.client().await.unwrap(), "default");
+        let named = |name: &str| serde_json::from_value::<ConfigMap>(json!({"metadata": {"name": name}})).unwrap();
+        configmaps.create(&PostParams::default(), &named("stored")).await.expect("created");
+        let dry_run = PostParams { dry_run: true, ..PostParams::default() };
+        configmaps.create(&dry_run, &named("probed")).await.expect("dry-run created");
+        assert!(configmaps.get_opt("probed").await.unwrap().is_none(), "a dry run stores nothing");
+        configmaps.patch("stored", &PatchParams::default(), &Patch::Merge(json!({"data": {"a": "b"}}))).await.unwrap();
+        let writes = configmap_writes(&cluster, 3).await;
+        let expected =
+            [("create", "stored", false, 201), ("create", "probed", true, 201), ("patch", "stored", false, 200)];
+        let expected: Vec<_> = expected.iter().map(|(v, n, d, c)| ((*v).to_owned(), (*n).to_owned(), *d, *c)).collect();
+        assert_eq!(writes, expected, "{kubernetes:?}");
+        let probe = cluster.audit_records().into_iter().filter(|r| r.name == "probed" && r.verb == "create");
+        seen.push(probe.map(|r| r.wrote()).collect::<Vec<_>>());
+    }
+    assert_eq!(seen, [vec![false], vec![false]], "a dry run is no write on either backend");
 }
 
 #[tokio::test]

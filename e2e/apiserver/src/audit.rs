@@ -25,6 +25,8 @@ pub struct Record {
     pub user_agent: String,
     /// The HTTP status code of the answer.
     pub code: u16,
+    /// Whether the request was a dry run (`dryRun=All`): admitted and answered as the write would be, stored nowhere.
+    pub dry_run: bool,
     /// When the request arrived (an audit event's `requestReceivedTimestamp`, on this process's monotonic clock).
     pub received: Option<Instant>,
     /// How long it took to answer (to an audit event's `ResponseComplete` stage; a watch's until its headers).
@@ -35,6 +37,11 @@ impl Record {
     /// The user the request acted as.
     pub fn acting_user(&self) -> &str {
         self.impersonated_user.as_deref().unwrap_or(&self.user)
+    }
+
+    /// Whether the request changed a stored object: a create, update or patch that succeeded and was no dry run.
+    pub fn wrote(&self) -> bool {
+        matches!(self.verb.as_str(), "create" | "update" | "patch") && self.code < 300 && !self.dry_run
     }
 }
 

@@ -61,6 +61,18 @@ pub(super) async fn negotiate(headers: &HeaderMap, watching: bool, response: Res
     }
 }
 
+/// The `metadata.name` a write's body gives, whatever its media type; none if it cannot be read (the write itself
+/// then says why).
+pub(super) fn name_in_body(headers: &HeaderMap, body: &Bytes) -> Option<String> {
+    let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("application/json");
+    let object: Value = match content_type.split(';').next().unwrap_or_default().trim() {
+        "application/yaml" => serde_yaml_ng::from_slice(body).ok()?,
+        protobuf::MEDIA_TYPE => protobuf::decode(body).ok()?,
+        _ => serde_json::from_slice(body).ok()?,
+    };
+    object["metadata"]["name"].as_str().filter(|name| !name.is_empty()).map(str::to_owned)
+}
+
 /// The body of a write. `resource` is what the URL addresses: protobuf is read only for built-in kinds, as
 /// kube-apiserver has no protobuf form of custom resources.
 pub(super) fn parse_body(headers: &HeaderMap, body: &Bytes, resource: &ResourceType) -> Result<Value, ApiError> {

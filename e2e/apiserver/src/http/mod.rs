@@ -71,9 +71,14 @@ async fn handle(
         name: attributes.name.clone(),
         path: path.clone(),
         user_agent,
+        dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
         received: Some(received),
         ..audit::Record::default()
     };
+    if record.verb == "create" && record.name.is_empty() {
+        // As kube-apiserver's audit events do: a create's object is named by its body.
+        record.name = content::name_in_body(&headers, &body).unwrap_or_default();
+    }
     if api.faults.is_cut_off(&record.user_agent) {
         // Nothing of the request reaches the server: no user is known, nothing is routed.
         let response = fault_unavailable();

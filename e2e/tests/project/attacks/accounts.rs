@@ -193,11 +193,8 @@ async fn accounts_sharing_one_connection_pool_each_act_as_themselves() {
 
     let records = harness.audit_records();
     for name in &approved {
-        let writes: Vec<_> = records
-            .iter()
-            .filter(|r| r.resource == "configmaps" && r.name == **name && r.code < 300)
-            .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch"))
-            .collect();
+        let writes: Vec<_> =
+            records.iter().filter(|r| r.resource == "configmaps" && r.name == **name && r.wrote()).collect();
         assert!(!writes.is_empty(), "{name} was never written");
         for write in writes {
             assert_eq!(write.acting_user(), accounts[*name], "{name} written as another: {write:?}");

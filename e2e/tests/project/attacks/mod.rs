@@ -66,12 +66,8 @@ fn apply(harness: &Harness, kubeconfig: &str, manifest: &str) {
 
 /// No successful write of `resource`/`name` happened, by anyone.
 pub(crate) fn never_written(harness: &Harness, resource: &str, name: &str) {
-    let writes: Vec<_> = harness
-        .audit_records()
-        .into_iter()
-        .filter(|r| r.resource == resource && r.name == name && r.code < 300)
-        .filter(|r| matches!(r.verb.as_str(), "create" | "update" | "patch"))
-        .collect();
+    let writes: Vec<_> =
+        harness.audit_records().into_iter().filter(|r| r.resource == resource && r.name == name && r.wrote()).collect();
     assert!(writes.is_empty(), "{resource}/{name} was written: {writes:?}");
 }
 
