@@ -234,6 +234,48 @@ async fn both_backends_audit_a_create_under_its_name_and_mark_dry_runs() {
     assert_eq!(seen, [vec![false], vec![false]], "a dry run is no write on either backend");
 }
 
+/// An aggregated API whose server is unavailable answers `503 service unavailable` to discovery on both backends, at
+/// once (the controller's client takes it as the answer: `controller::connect`), and kubectl reports it the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_backends_answer_503_for_an_unavailable_aggregated_api() {
+    let mut answers = Vec::new();
+    for kubernetes in [Kubernetes::Real, Kubernetes::Emulator] {
+        let cluster = Cluster::start(kubernetes, "unavailable").await.expect("the cluster starts");
+        cluster
+            .create(&json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                "metadata": {"name": "v1.probe.example.com"},
+                "spec": {"group": "probe.example.com", "version": "v1", "groupPriorityMinimum": 100,
+                    "versionPriority": 10, "insecureSkipTLSVerify": true,
+                    "service": {"namespace": "default", "name": "nobody", "port": 443}}}))
+            .await
+            .expect("APIService created");
+        let dir = std::env::temp_dir().join(format!("olmv2-unavailable-{}-{kubernetes:?}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, cluster.kubeconfig()).unwrap();
+        let output = Command::new("kubectl")
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--cache-dir={}", dir.join("cache").display()))
+            .args(["get", "--raw", "/apis/probe.example.com/v1"])
+            .output()
+            .expect("kubectl runs");
+        assert!(!output.status.success(), "{kubernetes:?}");
+        answers.push(String::from_utf8_lossy(&output.stderr).trim().to_owned());
+        std::fs::remove_dir_all(&dir).unwrap();
+        // The controller's client is answered at once, not after kube's retries (minutes).
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&cluster.kubeconfig()).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+        let client = olmv2::controller::connect::client(config).unwrap();
+        let request = http::Request::get("/apis/probe.example.com/v1").body(Vec::new()).unwrap();
+        let started = Instant::now();
+        let answered = client.request_text(request).await;
+        assert!(matches!(answered, Err(kube::Error::Api(ref status)) if status.code == 503), "{answered:?}");
+        assert!(started.elapsed() < Duration::from_secs(2), "{kubernetes:?}: {:?}", started.elapsed());
+    }
+    assert_eq!(answers[0], answers[1], "kubectl tells both alike");
+    assert!(answers[0].contains("ServiceUnavailable"), "{}", answers[0]);
+}
+
 #[tokio::test]
 async fn a_dropped_control_plane_stops_its_processes_and_removes_its_directory() {
     let plane = RealControlPlane::start_with_users("dropped", &["zed"]).await.expect("a second control plane starts");

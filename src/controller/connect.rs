@@ -1,6 +1,6 @@
 //! The controller's client of the API server: kube's own stack (TLS and credentials from the configuration, its
 //! base URL, authentication, extra headers, retry of 429/503/504 and HTTP tracing), over a hyper client whose
-//! HTTP/1.1 connections keep small read buffers.
+//! HTTP/1.1 connections keep small read buffers; the retry only when the server says when (`Retry-After`).
 //!
 //! Why not `kube::Client::try_from`: it builds hyper's client with hyper's defaults, under which a connection's read
 //! buffer grows to the largest read it has seen, up to about 400 KB, and keeps that size for the connection's life.
@@ -12,6 +12,12 @@
 //! KiB. kube has no setting for it, hence this builder. The cap is measured by the scale bench's RSS: on loopback
 //! a unit test sees hyper read in small pieces with or without it.
 //!
+//! Why the retry waits for `Retry-After` ([`ServerAskedRetry`]), as client-go's does: kube's policy retries every 429,
+//! 503 and 504, fifteen times with a doubling backoff (minutes in all). kube-apiserver asks a client to come back
+//! (API Priority and Fairness's 429, a shutting-down server's) with `Retry-After`; its 503 for an aggregated API
+//! whose server is unavailable has none, and is the answer itself: discovery of such an API (a CSV's health, the
+//! requirements of a CSV, an Install's discovery of kinds) held its pass for minutes on real Kubernetes.
+//!
 //! What differs from kube's builder: its tracing spans carry the request's method and URL and its errors say
 //! "failed with status"; tower-http's default spans and error lines here carry the same facts in their own words.
 //! No gzip (kube's feature is off here). A proxy is refused, as kube refuses one without its proxy features. The
@@ -21,8 +27,9 @@
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use kube::client::retry::RetryPolicy;
-use kube::client::ConfigExt;
-use tower::ServiceBuilder;
+use kube::client::{Body, ConfigExt};
+use tower::retry::Policy;
+use tower::{BoxError, ServiceBuilder};
 
 /// The most a connection reads at once (its buffer may hold a little of the last read besides): hyper's smallest
 /// allowed is 8 KiB, its default about 400 KB.
@@ -57,7 +64,8 @@ pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
         .http1_max_buf_size(READ_BUFFER)
         .pool_max_idle_per_host(IDLE_CONNECTIONS)
         .build(connector);
-    let retry = config.default_retry.then(|| tower::retry::RetryLayer::new(RetryPolicy::server_retry()));
+    let retry =
+        config.default_retry.then(|| tower::retry::RetryLayer::new(ServerAskedRetry(RetryPolicy::server_retry())));
     let service = ServiceBuilder::new()
         .layer(config.base_uri_layer())
         .option_layer(retry)
@@ -67,6 +75,33 @@ pub fn client(config: kube::Config) -> Result<kube::Client, kube::Error> {
         .map_err(tower::BoxError::from)
         .service(hyper);
     Ok(kube::Client::new(service, config.default_namespace))
+}
+
+/// kube's retry policy, for the answers that carry `Retry-After` alone (429, 503 or 504, as kube's policy decides,
+/// waiting as long as the server asks or its backoff says): the others are the caller's to handle at once.
+#[derive(Clone)]
+struct ServerAskedRetry(RetryPolicy);
+
+impl<Answer> Policy<http::Request<Body>, http::Response<Answer>, BoxError> for ServerAskedRetry {
+    type Future = <RetryPolicy as Policy<http::Request<Body>, http::Response<Answer>, BoxError>>::Future;
+
+    fn retry(
+        &mut self,
+        request: &mut http::Request<Body>,
+        result: &mut Result<http::Response<Answer>, BoxError>,
+    ) -> Option<Self::Future> {
+        match result {
+            Ok(answer) if answer.headers().contains_key(http::header::RETRY_AFTER) => self.0.retry(request, result),
+            _ => None,
+        }
+    }
+
+    fn clone_request(&mut self, request: &http::Request<Body>) -> Option<http::Request<Body>> {
+        <RetryPolicy as Policy<http::Request<Body>, http::Response<Answer>, BoxError>>::clone_request(
+            &mut self.0,
+            request,
+        )
+    }
 }
 
 /// The error kube's builder gives for `proxy_url` without its proxy features.
@@ -92,9 +127,9 @@ mod tests {
     /// What a request carried: its credentials and its user agent.
     type Seen = Arc<Mutex<Vec<(Option<String>, Option<String>)>>>;
 
-    /// An API server that answers its first request with a 503 and later ones with a ConfigMap far larger than a
-    /// read buffer, noting each request's headers.
-    async fn server(seen: Seen) -> String {
+    /// An API server that answers its first request with a 503 (with `Retry-After: retry_after` if any) and later
+    /// ones with a ConfigMap far larger than a read buffer, noting each request's headers.
+    async fn server(seen: Seen, retry_after: Option<&'static str>) -> String {
         let data = "x".repeat(1024 * 1024);
         let answer = move |headers: HeaderMap| {
             let seen = seen.clone();
@@ -104,7 +139,11 @@ mod tests {
                 let mut seen = seen.lock().expect("lock");
                 seen.push((header("authorization"), header("user-agent")));
                 if seen.len() == 1 {
-                    return StatusCode::SERVICE_UNAVAILABLE.into_response();
+                    let mut answer = StatusCode::SERVICE_UNAVAILABLE.into_response();
+                    if let Some(seconds) = retry_after {
+                        answer.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from_static(seconds));
+                    }
+                    return answer;
                 }
                 axum::Json(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": "big", "namespace": "default"}, "data": {"blob": data}}))
@@ -121,7 +160,7 @@ mod tests {
     #[tokio::test]
     async fn the_client_sends_credentials_and_headers_retries_a_503_and_reads_a_body_larger_than_its_buffer() {
         let seen = Seen::default();
-        let url = server(seen.clone()).await;
+        let url = server(seen.clone(), Some("1")).await;
         let mut config = kube::Config::new(url.parse().expect("url"));
         config.auth_info = serde_json::from_value(serde_json::json!({"token": "t0ken"})).expect("auth info");
         config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static("olmv2/test")));
@@ -132,6 +171,19 @@ mod tests {
         assert!(blob.len() > READ_BUFFER * 60);
         let expected = (Some("Bearer t0ken".to_owned()), Some("olmv2/test".to_owned()));
         assert_eq!(*seen.lock().expect("lock"), [expected.clone(), expected]);
+    }
+
+    /// An aggregated API whose server is unavailable: kube-apiserver's 503 without `Retry-After` is the answer.
+    #[tokio::test]
+    async fn a_503_without_retry_after_is_answered_at_once() {
+        let seen = Seen::default();
+        let url = server(seen.clone(), None).await;
+        let client = client(kube::Config::new(url.parse().expect("url"))).expect("client");
+        let started = std::time::Instant::now();
+        let answer = kube::Api::<ConfigMap>::default_namespaced(client).get("big").await;
+        assert!(matches!(answer, Err(kube::Error::Api(ref status)) if status.code == 503), "{answer:?}");
+        assert_eq!(seen.lock().expect("lock").len(), 1, "asked once");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
     }
 
     /// An API server that answers `GET /` only once `together` requests are in flight at once (so each came on a

@@ -237,6 +237,29 @@ pub fn openapi_v3_paths(api: &ApiServer) -> BTreeMap<String, (String, String)> {
     paths
 }
 
+/// Whether an APIService's `Available` condition is True.
+fn reported_available(service: &Value) -> bool {
+    service["status"]["conditions"]
+        .as_array()
+        .is_some_and(|conditions| conditions.iter().any(|c| c["type"] == "Available" && c["status"] == "True"))
+}
+
+/// kube-aggregator's answer to every request for a group-version that an APIService serves through a Service while
+/// it is not Available, discovery included: `503 service unavailable`, in plain text (Go's `http.Error`), without
+/// `Retry-After`. None when no such APIService serves it, or it is available.
+pub fn unavailable_answer(api: &ApiServer, group: &str, version: &str) -> Option<Response> {
+    let service = api.store.get(&api_services(), "", &format!("{version}.{group}")).ok()?;
+    if service["spec"]["service"].is_null() || reported_available(&service) {
+        return None;
+    }
+    let mut response = Response::new(Body::from("service unavailable\n"));
+    *response.status_mut() = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+    let headers = response.headers_mut();
+    headers.insert("content-type", axum::http::HeaderValue::from_static("text/plain; charset=utf-8"));
+    headers.insert("x-content-type-options", axum::http::HeaderValue::from_static("nosniff"));
+    Some(response)
+}
+
 fn unavailable(why: String) -> ApiError {
     ApiError::new(503, "ServiceUnavailable", format!("the server is currently unable to handle the request ({why})"))
 }
@@ -252,6 +275,9 @@ pub async fn proxy(
     resource: &ResourceType,
 ) -> Result<Response, ApiError> {
     let (group, version) = (resource.group.as_str(), resource.version.as_str());
+    if let Some(answer) = unavailable_answer(api, group, version) {
+        return Ok(answer);
+    }
     let service = api
         .store
         .all(&api_services())
@@ -277,10 +303,7 @@ pub async fn proxy_openapi(
         .ok()
         .filter(|s| !s["spec"]["service"].is_null())
         .ok_or_else(|| unavailable(format!("no APIService {api_service}")))?;
-    let available = service["status"]["conditions"]
-        .as_array()
-        .is_some_and(|conditions| conditions.iter().any(|c| c["type"] == "Available" && c["status"] == "True"));
-    if !available {
+    if !reported_available(&service) {
         return Err(unavailable(format!("APIService {api_service} is not available")));
     }
     forward(api, user, &Method::GET, path_and_query, headers, Bytes::new(), &service["spec"]).await

@@ -360,9 +360,17 @@ pub async fn health(
     for api in csv.spec.api_service_definitions.iter().flat_map(|definitions| &definitions.owned) {
         let service = ctx.client.all::<APIService>().get_opt(&apiservices::name(api)).await;
         let service = service.map_err(at.read("APIServices"))?;
-        let listed = ctx.client.kube().list_api_group_resources(&format!("{}/{}", api.group, api.version)).await;
-        let served = listed.is_ok_and(|list| list.resources.iter().any(|resource| resource.kind == api.kind));
-        api_services &= apiservices::available(service.as_ref(), served);
+        // As OLM's `areAPIServicesAvailable`: discovery is asked only of an APIService reported Available (an
+        // unavailable one's discovery is kube-apiserver's 503), and the first one not available settles it.
+        let reported = apiservices::available(service.as_ref(), true);
+        let served = reported && {
+            let listed = ctx.client.kube().list_api_group_resources(&format!("{}/{}", api.group, api.version)).await;
+            listed.is_ok_and(|list| list.resources.iter().any(|resource| resource.kind == api.kind))
+        };
+        if !apiservices::available(service.as_ref(), served) {
+            api_services = false;
+            break;
+        }
     }
     let mut seen = webhooks::Found::default();
     // A CSV without webhooks lists no configurations on every pass: its install removed the stale ones.

@@ -68,7 +68,12 @@ pub(super) async fn route(
         ["api"] => return get_only(serde_json::to_value(api.resources().core_versions()).unwrap_or_default()),
         ["apis"] => return get_only(serde_json::to_value(api.resources().groups()).unwrap_or_default()),
         ["api", "v1"] => return discovery(api, method, "", "v1", path),
-        ["apis", group, version] => return discovery(api, method, group, version, path),
+        ["apis", group, version] => {
+            if let Some(answer) = aggregator::unavailable_answer(api, group, version) {
+                return Ok(answer);
+            }
+            return discovery(api, method, group, version, path);
+        }
         ["openapi", rest @ ..] => return openapi::serve(api, user, method, path, rest, query, headers).await,
         _ => {}
     }
