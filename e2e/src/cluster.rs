@@ -15,10 +15,12 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube_emulator::audit::Record;
+use kube_emulator::faults::Faults;
 use kube_emulator::outbound::ClientIdentity;
 use kube_emulator::{ControlPlane, Options};
 use serde_json::{json, Value};
 
+use crate::fault_proxy::FaultProxy;
 use crate::kubernetes::{ControllerManager, RealControlPlane, RealError, DEFAULT_USERS};
 use crate::project::{self, ProjectError};
 use crate::real::{self, ServicePorts};
@@ -76,6 +78,9 @@ enum Backend {
 /// A cluster with the project's CRDs installed.
 pub struct Cluster {
     backend: Backend,
+    /// On real Kubernetes, the fault-injecting proxy the controllers reach it through, once asked for
+    /// ([`Cluster::put_faults_in_path`]).
+    fault_proxy: Option<FaultProxy>,
 }
 
 impl Cluster {
@@ -103,7 +108,61 @@ impl Cluster {
                 Backend::Real { plane: Box::new(plane), kubelets: Mutex::new(HashMap::new()) }
             }
         };
-        Ok(Self { backend })
+        Ok(Self { backend, fault_proxy: None })
+    }
+
+    /// Makes the controllers started from now on reach the API server where faults can be injected
+    /// ([`Cluster::faults`], [`Cluster::restart_watches`]): the test control plane itself; on real Kubernetes, a
+    /// [`FaultProxy`] in front of kube-apiserver.
+    pub async fn put_faults_in_path(&mut self) -> Result<(), ClusterError> {
+        let Backend::Real { plane, .. } = &self.backend else { return Ok(()) };
+        if self.fault_proxy.is_none() {
+            let ca = std::fs::read(plane.dir().join("ca.crt")).map_err(|e| ClusterError::Api(e.to_string()))?;
+            let user =
+                format!("system:serviceaccount:{}:{}", project::CONTROLLER_NAMESPACE, project::CONTROLLER_ACCOUNT);
+            let proxy =
+                FaultProxy::start(&plane.url, &ca, &user).await.map_err(|e| ClusterError::Api(e.to_string()))?;
+            self.fault_proxy = Some(proxy);
+        }
+        Ok(())
+    }
+
+    /// The switch of write faults and cut-off clients: the test control plane's, or the fault proxy's (`None` on
+    /// real Kubernetes until [`Cluster::put_faults_in_path`]).
+    pub fn faults(&self) -> Option<&Faults> {
+        match &self.backend {
+            Backend::Emulator(plane) => Some(&plane.api.faults),
+            Backend::Real { .. } => self.fault_proxy.as_ref().map(FaultProxy::faults),
+        }
+    }
+
+    /// Ends every watch of the controllers, as an API server's restart does; a watch resumed from before now is
+    /// answered `410 Expired`. On real Kubernetes, the watches through the fault proxy.
+    pub async fn restart_watches(&self) -> Result<(), ClusterError> {
+        match &self.backend {
+            Backend::Emulator(plane) => plane.api.store.restart_watches(),
+            Backend::Real { plane, .. } => {
+                let proxy = self.fault_proxy.as_ref().ok_or_else(|| ClusterError::Api("no fault proxy".into()))?;
+                // kube-apiserver's revision now: every resourceVersion a client has seen is at most this.
+                let admin = plane.client().await.map_err(ClusterError::Credentials)?;
+                let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(admin);
+                let listed = namespaces
+                    .list_metadata(&ListParams::default().limit(1))
+                    .await
+                    .map_err(|e| ClusterError::Api(e.to_string()))?;
+                let revision = listed.metadata.resource_version.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+                proxy.restart_watches(revision + 1);
+            }
+        }
+        Ok(())
+    }
+
+    /// How many watches were answered `410 Expired` so far (on real Kubernetes, by the fault proxy).
+    pub fn expired_watches(&self) -> u64 {
+        match &self.backend {
+            Backend::Emulator(plane) => plane.api.store.expired_watches(),
+            Backend::Real { .. } => self.fault_proxy.as_ref().map_or(0, FaultProxy::expired_watches),
+        }
     }
 
     pub fn kubernetes(&self) -> Kubernetes {
@@ -182,7 +241,13 @@ impl Cluster {
             Backend::Emulator(plane) => Ok(project::controller_config(plane).await?),
             Backend::Real { plane, .. } => {
                 let admin = plane.client().await.map_err(ClusterError::Credentials)?;
-                Ok(real::controller_config(plane, &admin, ports).await?)
+                let mut config = real::controller_config(plane, &admin, ports).await?;
+                if let Some(proxy) = &self.fault_proxy {
+                    config.cluster_url =
+                        proxy.url().parse().map_err(|e: http::uri::InvalidUri| ClusterError::Api(e.to_string()))?;
+                    config.root_cert = None;
+                }
+                Ok(config)
             }
         }
     }

@@ -1,6 +1,6 @@
 //! Faults the controller must survive, each ending converged with nothing duplicated and nothing lost: the API
-//! server failing a fifth of the controller's writes (the test control plane's fault-injection switch: 429, 409, 500
-//! before or after the write), every watch ended by an API-server restart and resumed into `410 Expired`, the leader
+//! server failing a fifth of the controller's writes (the fault-injection switch, the test control plane's or the
+//! fault proxy's in front of kube-apiserver: 429, 409, 500 before or after the write), every watch ended by an API-server restart and resumed into `410 Expired`, the leader
 //! killed mid-apply at random points with a second replica taking over (its Lease left to expire), two replicas
 //! started at once, and the answer to an InstallPlan's create lost after it was stored. (The
 //! registry down during a pull is `install.rs`'s `a_pull_failure_is_a_content_import_error_until_the_registry_returns`;
@@ -27,6 +27,11 @@ use crate::legacy::{apply, kubectl};
 use crate::support::harness::{Harness, CONTROLLER_USER};
 use crate::support::installs::{installs, wait_state};
 
+/// The controllers' options as every suite has them.
+fn none() -> crate::support::harness::Configure {
+    Box::new(|_, _| {})
+}
+
 fn names<K: kube::Resource>(items: &[K]) -> BTreeSet<String> {
     items.iter().filter_map(|item| item.meta().name.clone()).collect()
 }
@@ -38,9 +43,9 @@ async fn a_fifth_of_the_controllers_writes_failing_delays_but_neither_duplicates
         options.install_plan_retry_timeout = Duration::from_secs(60);
     });
     let namespaces = ["ops", "olm", "operators"];
-    let harness = Harness::start_configured("faults", "writes", &namespaces, Duration::from_secs(2), configure).await;
+    let harness = Harness::start_faulty("faults", "writes", &namespaces, Duration::from_secs(2), configure).await;
     let faults = WriteFaults { user: CONTROLLER_USER.into(), fraction: 0.2, seed: 24, ..WriteFaults::default() };
-    harness.emulator().api.faults.fail_writes(faults);
+    harness.faults().fail_writes(faults);
 
     // OLM v0's path (Subscription, InstallPlan, generated Subscription, Installs, CSVs) and a Raw Install.
     installplans::catalog(&harness).await;
@@ -61,8 +66,8 @@ async fn a_fifth_of_the_controllers_writes_failing_delays_but_neither_duplicates
         assert!(start.elapsed() < Duration::from_secs(120), "the plan never completed: {:?}", plan.status);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let injected = harness.emulator().api.faults.injected();
-    harness.emulator().api.faults.stop_failing_writes();
+    let injected = harness.faults().injected();
+    harness.faults().stop_failing_writes();
     let total: u64 = injected.values().sum();
     assert!(total >= 10, "few faults met: {injected:?}");
     // Conflicts fall only on the few writes naming a resourceVersion: the next test meets them for sure.
@@ -103,7 +108,7 @@ async fn a_fifth_of_the_controllers_writes_failing_delays_but_neither_duplicates
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writes_refused_as_conflicts_are_retried_until_they_pass() {
-    let harness = Harness::start("faults", "conflicts", &["operators"], Duration::from_secs(2)).await;
+    let harness = Harness::start_faulty("faults", "conflicts", &["operators"], Duration::from_secs(2), none()).await;
     // Every write of an Install made against a resourceVersion (its status, its approval) conflicts for a while.
     let conflicts = WriteFaults {
         user: CONTROLLER_USER.into(),
@@ -112,16 +117,16 @@ async fn writes_refused_as_conflicts_are_retried_until_they_pass() {
         kinds: vec![Fault::Conflict],
         ..WriteFaults::default()
     };
-    harness.emulator().api.faults.fail_writes(conflicts);
+    harness.faults().fail_writes(conflicts);
     apply(&harness, &raw_install("settings", &config_map("settings", "one"), "operators"));
     let start = Instant::now();
-    while harness.emulator().api.faults.injected().get(&Fault::Conflict).copied().unwrap_or(0) < 3 {
+    while harness.faults().injected().get(&Fault::Conflict).copied().unwrap_or(0) < 3 {
         assert!(start.elapsed() < Duration::from_secs(60), "no write of the Install met a conflict");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let stuck = installs(&harness).get("settings").await.unwrap();
     assert!(stuck.status.is_none(), "no status got through the conflicts: {:?}", stuck.status);
-    harness.emulator().api.faults.stop_failing_writes();
+    harness.faults().stop_failing_writes();
     installplans::approve(
         &harness,
         &wait_state(&harness, "settings", InstallState::PendingApproval).await.metadata.name.unwrap(),
@@ -132,13 +137,13 @@ async fn writes_refused_as_conflicts_are_retried_until_they_pass() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn watches_ended_by_an_api_server_restart_are_listed_again_and_what_changed_meanwhile_is_seen() {
     // A resync far beyond the test: what happens must come from the watches.
-    let harness = Harness::start("faults", "watches", &["operators"], Duration::from_secs(600)).await;
+    let harness = Harness::start_faulty("faults", "watches", &["operators"], Duration::from_secs(600), none()).await;
     installed_by_admin(&harness, "before", "one").await;
     let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
     let applied = configmaps.get("before").await.unwrap();
 
-    let expired = harness.emulator().api.store.expired_watches();
-    harness.emulator().api.store.restart_watches();
+    let expired = harness.expired_watches();
+    harness.restart_watches().await;
     // While the controller's watches are down: an Install created, and drift on what the controller applied.
     let created = harness
         .admin_kubectl(&["apply", "-f", "-"], Some(&raw_install("during", &config_map("during", "two"), "operators")));
@@ -162,7 +167,7 @@ async fn watches_ended_by_an_api_server_restart_are_listed_again_and_what_change
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        harness.emulator().api.store.expired_watches() > expired,
+        harness.expired_watches() > expired,
         "the controller resumed its watches from before the restart and was told 410 Expired"
     );
     let approved = harness.admin_kubectl(
@@ -243,7 +248,7 @@ async fn a_leader_killed_mid_apply_at_random_points_is_replaced_and_the_apply_fi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_cut_off_from_the_api_server_stops_and_the_other_takes_over_and_keeps_the_lease() {
-    let harness = Harness::start_idle("faults", "cut-off", &["operators"], Duration::from_secs(1)).await;
+    let harness = Harness::start_faulty_idle("faults", "cut-off", &["operators"], Duration::from_secs(1)).await;
     let a = replica(&harness, "replica-a").await;
     wait_holder(&harness, "replica-a").await;
     let b = replica(&harness, "replica-b").await;
@@ -253,8 +258,8 @@ async fn a_leader_cut_off_from_the_api_server_stops_and_the_other_takes_over_and
     assert!(audit().iter().any(|r| from_a(&r.user_agent) && r.code < 300), "replica-a's requests name it");
 
     // A partition: nothing replica-a sends reaches the API server; its watches end and cannot be opened again.
-    harness.emulator().api.faults.cut_off("(replica-a)");
-    harness.emulator().api.store.restart_watches();
+    harness.faults().cut_off("(replica-a)");
+    harness.restart_watches().await;
     let taken = wait_holder(&harness, "replica-b").await;
     let start = Instant::now();
     while a.metrics.leader.get() != 0 {
@@ -265,11 +270,11 @@ async fn a_leader_cut_off_from_the_api_server_stops_and_the_other_takes_over_and
     installed_by_admin(&harness, "after", "two").await;
     assert_eq!(install_reconciles(&a.metrics), reconciled_by_a, "replica-a reconciled nothing once it lost the Lease");
     assert!(install_reconciles(&b.metrics) > 0, "replica-b installed what came next");
-    assert!(harness.emulator().api.faults.refused_cut_off() > 0, "replica-a kept trying");
+    assert!(harness.faults().refused_cut_off() > 0, "replica-a kept trying");
 
     // Back: replica-a joins the election again and follows; replica-b keeps the Lease (a write of replica-a's
     // retried across the partition and landing now would take it from replica-b: the election does not retry).
-    harness.emulator().api.faults.reconnect_all();
+    harness.faults().reconnect_all();
     tokio::time::sleep(Duration::from_secs(8)).await;
     assert_eq!(holder(&harness).await.as_deref(), Some("replica-b"));
     assert_eq!((a.metrics.leader.get(), b.metrics.leader.get()), (0, 1));
@@ -313,7 +318,7 @@ async fn two_controllers_started_at_once_elect_one_and_only_it_reconciles() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_install_plan_whose_create_answer_is_lost_is_not_made_twice() {
-    let harness = Harness::start("faults", "lost-plan", &["ops", "olm"], Duration::from_secs(2)).await;
+    let harness = Harness::start_faulty("faults", "lost-plan", &["ops", "olm"], Duration::from_secs(2), none()).await;
     // The first InstallPlan write (its create) is stored, and its answer lost.
     let lost = WriteFaults {
         user: CONTROLLER_USER.into(),
@@ -322,16 +327,16 @@ async fn an_install_plan_whose_create_answer_is_lost_is_not_made_twice() {
         kinds: vec![Fault::InternalErrorAfterWrite],
         ..WriteFaults::default()
     };
-    harness.emulator().api.faults.fail_writes(lost);
+    harness.faults().fail_writes(lost);
     installplans::catalog(&harness).await;
     apply(&harness, installplans::GROUP);
     apply(&harness, &installplans::subscription("Automatic"));
     let start = Instant::now();
-    while harness.emulator().api.faults.injected().is_empty() {
+    while harness.faults().injected().is_empty() {
         assert!(start.elapsed() < Duration::from_secs(60), "no InstallPlan was written");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    harness.emulator().api.faults.stop_failing_writes();
+    harness.faults().stop_failing_writes();
     let plan = installplans::the_plan(&harness, "pointed at", |_| true).await;
     let name = plan.metadata.name.clone().unwrap();
     let subscription = harness

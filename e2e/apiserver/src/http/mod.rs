@@ -4,6 +4,9 @@
 //! client takes (`content`, with `protobuf`; Tables from `table`; metadata alone from `metadata`). Query options
 //! are read in `query`.
 //!
+//! The fault answers (`fault_response`, `fault_unavailable`) and the reading of a request (`segments`,
+//! `names_resource_version`) are public for a fault-injecting proxy in front of kube-apiserver, which answers alike.
+//!
 //! May import everything below it (`request`, `aggregator`, `auth`, `crds`, `model`, `storage`, `status`,
 //! `audit`); nothing imports it but `server`.
 
@@ -32,7 +35,8 @@ use crate::status::ApiError;
 use crate::storage::store::{ResourceId, StoreError};
 use content::{error_response, negotiate};
 use query::Query;
-use routes::{route, segments};
+use routes::route;
+pub use routes::segments;
 
 /// The emulator's HTTP service: one handler for every path, as kube-apiserver's URL layout is resolved by `routes`.
 pub fn router(api: Arc<ApiServer>) -> axum::Router {
@@ -120,14 +124,14 @@ async fn handle(
 }
 
 /// Whether a write's body names the resourceVersion it was made against (`metadata.resourceVersion`).
-fn names_resource_version(body: &Bytes) -> bool {
+pub fn names_resource_version(body: &Bytes) -> bool {
     serde_json::from_slice::<serde_json::Value>(body)
         .is_ok_and(|value| value["metadata"]["resourceVersion"].as_str().is_some_and(|rv| !rv.is_empty()))
 }
 
 /// What a client cut off is answered (`faults`): a load balancer's `503` when it reaches no API server, in plain
 /// text as a proxy writes it.
-fn fault_unavailable() -> Response {
+pub fn fault_unavailable() -> Response {
     let mut response = Response::new(axum::body::Body::from("no healthy upstream"));
     *response.status_mut() = axum::http::StatusCode::SERVICE_UNAVAILABLE;
     response.headers_mut().insert("content-type", axum::http::HeaderValue::from_static("text/plain"));
@@ -135,7 +139,7 @@ fn fault_unavailable() -> Response {
 }
 
 /// The answer of an injected fault (`faults`), worded as kube-apiserver words each.
-fn fault_response(fault: Fault, record: &audit::Record) -> Response {
+pub fn fault_response(fault: Fault, record: &audit::Record) -> Response {
     let resource = ResourceId::new(&record.api_group, &record.resource);
     let error = match fault {
         Fault::TooManyRequests => {

@@ -20,7 +20,8 @@ use crate::request::api_server::ApiServer;
 use crate::request::types::Target;
 use crate::status::ApiError;
 
-pub(super) fn segments(path: &str) -> Vec<String> {
+/// A path's segments, percent-decoded.
+pub fn segments(path: &str) -> Vec<String> {
     path.split('/')
         .filter(|s| !s.is_empty())
         .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned())

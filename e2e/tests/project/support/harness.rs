@@ -39,6 +39,15 @@ pub struct Harness {
     pub dir: PathBuf,
 }
 
+/// Whether a harness starts the controllers, and whether they reach the API server where faults are injected.
+#[derive(Clone, Copy)]
+enum Controllers {
+    Started,
+    Idle,
+    ThroughFaults,
+    IdleThroughFaults,
+}
+
 impl Harness {
     /// A control plane, a registry named `<suite>-<name>`, the controllers (settled objects looked at again every
     /// `resync`), and `namespaces` created.
@@ -54,12 +63,29 @@ impl Harness {
         resync: Duration,
         configure: Configure,
     ) -> Self {
-        Self::prepare(suite, name, namespaces, resync, configure, true).await
+        Self::prepare(suite, name, namespaces, resync, configure, Controllers::Started).await
     }
 
     /// As `start`, but no controllers run until the test starts them (`start_controllers`, or its own replicas).
     pub async fn start_idle(suite: &str, name: &str, namespaces: &[&str], resync: Duration) -> Self {
-        Self::prepare(suite, name, namespaces, resync, Box::new(|_, _| {}), false).await
+        Self::prepare(suite, name, namespaces, resync, Box::new(|_, _| {}), Controllers::Idle).await
+    }
+
+    /// As `start_configured`, the controllers reaching the API server where faults are injected (`faults`,
+    /// `restart_watches`): on real Kubernetes, through the fault proxy.
+    pub async fn start_faulty(
+        suite: &str,
+        name: &str,
+        namespaces: &[&str],
+        resync: Duration,
+        configure: Configure,
+    ) -> Self {
+        Self::prepare(suite, name, namespaces, resync, configure, Controllers::ThroughFaults).await
+    }
+
+    /// As `start_idle`, every replica reaching the API server where faults are injected.
+    pub async fn start_faulty_idle(suite: &str, name: &str, namespaces: &[&str], resync: Duration) -> Self {
+        Self::prepare(suite, name, namespaces, resync, Box::new(|_, _| {}), Controllers::IdleThroughFaults).await
     }
 
     async fn prepare(
@@ -68,10 +94,13 @@ impl Harness {
         namespaces: &[&str],
         resync: Duration,
         configure: Configure,
-        start_controllers: bool,
+        controllers: Controllers,
     ) -> Self {
         let kubernetes = Kubernetes::from_env().expect("a known backend");
-        let plane = Cluster::start(kubernetes, &format!("{suite}-{name}")).await.expect("the cluster starts");
+        let mut plane = Cluster::start(kubernetes, &format!("{suite}-{name}")).await.expect("the cluster starts");
+        if matches!(controllers, Controllers::ThroughFaults | Controllers::IdleThroughFaults) {
+            plane.put_faults_in_path().await.expect("the faults in the controllers' path");
+        }
         if let Some(real) = plane.real() {
             eprintln!(
                 "{suite}-{name}: real Kubernetes {} ready in {:.1?}",
@@ -86,7 +115,7 @@ impl Harness {
         let ports = ServicePorts::free().expect("free ports");
         let replicas = std::sync::atomic::AtomicU8::new(1);
         let mut harness = Self { plane, admin, registry, controllers: None, ports, replicas, resync, configure, dir };
-        if start_controllers {
+        if matches!(controllers, Controllers::Started | Controllers::ThroughFaults) {
             harness.start_controllers().await;
         }
         for namespace in namespaces {
@@ -119,10 +148,21 @@ impl Harness {
         self.plane.kubernetes()
     }
 
-    /// The test control plane, for what only it can do (inject faults, expire watches): a test that needs it says
-    /// so, and runs on the emulator only.
-    pub fn emulator(&self) -> &kube_emulator::ControlPlane {
-        self.plane.emulator().expect("this test injects faults only the test control plane can")
+    /// The switch of write faults and cut-off clients between the controllers and the API server (a harness
+    /// started with `start_faulty`).
+    pub fn faults(&self) -> &kube_emulator::faults::Faults {
+        self.plane.faults().expect("a harness started with the faults in the controllers' path")
+    }
+
+    /// Ends every watch of the controllers, as an API server's restart does; a watch resumed from before now is
+    /// answered `410 Expired` (a harness started with `start_faulty`).
+    pub async fn restart_watches(&self) {
+        self.plane.restart_watches().await.expect("watches restarted");
+    }
+
+    /// How many of the controllers' watches were answered `410 Expired` so far.
+    pub fn expired_watches(&self) -> u64 {
+        self.plane.expired_watches()
     }
 
     /// Creates `object` as the administrator (on the test control plane, as the control plane itself).
