@@ -1,7 +1,8 @@
 //! The Install controller: content applied as a controller-assigned ServiceAccount once a person holding the
-//! permissions it lacks approved them. `account`, `content`, `crd_safety`, `follows`, `gate`, `grants`, `conditions`,
-//! `takeover` and `drift` decide; `resolve`, `apply` and `cluster` read and write; `reconcile` sequences one pass;
-//! [`controller`] runs it for every Install.
+//! permissions it lacks approved them. `account`, `content`, `crd_safety`, `follows`, `gate`, `plan`, `grants`,
+//! `conditions`, `takeover` and `drift` decide; `resolve`, `apply` and `cluster` read and write; `reconcile` sequences
+//! one pass as steps that observe (`observe`) and steps that write (`steps`); [`controller`] runs it for every
+//! Install.
 
 pub mod account;
 pub mod apply;
@@ -14,8 +15,11 @@ pub mod drift;
 pub mod follows;
 pub mod gate;
 pub mod grants;
+pub mod observe;
+pub mod plan;
 pub mod reconcile;
 pub mod resolve;
+pub mod steps;
 pub mod takeover;
 
 use std::sync::Arc;
