@@ -70,7 +70,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         v1alpha1::Subscription::crd(),
         v1alpha1::InstallPlan::crd(),
         v1alpha1::CatalogSource::crd(),
-        v1::OperatorGroup::crd(),
+        spec_optional(v1::OperatorGroup::crd(), serde_json::json!({"upgradeStrategy": "Default"})),
         v1::OLMConfig::crd(),
     ]
 }
@@ -92,6 +92,26 @@ fn restrict_operator_names(mut crd: CustomResourceDefinition) -> CustomResourceD
     for version in &mut crd.spec.versions {
         if let Some(root) = version.schema.as_mut().and_then(|schema| schema.open_api_v3_schema.as_mut()) {
             root.properties.get_or_insert_with(Default::default).insert("metadata".into(), metadata_schema.clone());
+        }
+    }
+    crd
+}
+
+/// Lets an object of `crd` leave out its `spec`, defaulted to `default`, as OLM v0's CRD does for OperatorGroups
+/// (`spec: {upgradeStrategy: Default}`): an OperatorGroup without a spec selects every namespace.
+fn spec_optional(mut crd: CustomResourceDefinition, default: serde_json::Value) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        if let Some(root) = version.schema.as_mut().and_then(|schema| schema.open_api_v3_schema.as_mut()) {
+            if let Some(required) = root.required.as_mut() {
+                required.retain(|property| property != "spec");
+            }
+            if root.required.as_ref().is_some_and(Vec::is_empty) {
+                root.required = None;
+            }
+            if let Some(spec) = root.properties.as_mut().and_then(|properties| properties.get_mut("spec")) {
+                spec.default =
+                    Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON(default.clone()));
+            }
         }
     }
     crd
@@ -228,6 +248,15 @@ mod tests {
             &root.properties.as_ref().expect("properties")["metadata"].properties.as_ref().expect("metadata")["name"];
         assert_eq!(name.max_length, Some(63));
         assert_eq!(name.pattern.as_deref(), Some(OPERATOR_NAME_PATTERN));
+    }
+
+    #[test]
+    fn an_operator_group_may_leave_out_its_spec_as_olm_v0_lets_it() {
+        let crd = all_crds().into_iter().find(|crd| crd.spec.names.kind == "OperatorGroup").expect("CRD");
+        let root = crd.spec.versions[0].schema.as_ref().and_then(|s| s.open_api_v3_schema.as_ref()).expect("schema");
+        assert!(!root.required.iter().flatten().any(|property| property == "spec"), "{:?}", root.required);
+        let spec = &root.properties.as_ref().expect("properties")["spec"];
+        assert_eq!(spec.default.as_ref().map(|d| d.0.clone()), Some(serde_json::json!({"upgradeStrategy": "Default"})));
     }
 
     fn union_branches(kind: &str, path: &[&str]) -> Vec<JSONSchemaProps> {

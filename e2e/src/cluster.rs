@@ -66,6 +66,14 @@ pub enum ClusterError {
     Api(String),
 }
 
+/// The CustomResourceDefinitions a cluster is started with.
+pub enum Crds {
+    /// The project's (`olmv2::crdgen`).
+    Project,
+    /// Those of the YAML files in a directory: OLM v0's own, to run OLM v0 (`olm_v0`).
+    Files(PathBuf),
+}
+
 enum Backend {
     Emulator(Box<ControlPlane>),
     Real {
@@ -87,7 +95,16 @@ impl Cluster {
     /// Starts the backend `kubernetes` (`name` goes into a real control plane's directory name) and installs the
     /// project's CRDs; on real Kubernetes, waits until discovery serves them, as kubectl needs.
     pub async fn start(kubernetes: Kubernetes, name: &str) -> Result<Self, ClusterError> {
+        Self::start_with_crds(kubernetes, name, &Crds::Project).await
+    }
+
+    /// As [`Cluster::start`], with `crds` rather than the project's (another release's CRDs run on real Kubernetes
+    /// only).
+    pub async fn start_with_crds(kubernetes: Kubernetes, name: &str, crds: &Crds) -> Result<Self, ClusterError> {
         let backend = match kubernetes {
+            Kubernetes::Emulator if matches!(crds, Crds::Files(_)) => {
+                return Err(ClusterError::Api("the test control plane runs with the project's CRDs only".into()))
+            }
             Kubernetes::Emulator => {
                 let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
                 let plane =
@@ -102,8 +119,12 @@ impl Cluster {
                     .await
                     .map_err(ClusterError::StartReal)?;
                 let admin = plane.client().await.map_err(ClusterError::StartReal)?;
-                real::install_crds(&admin).await?;
-                wait_discovered(&admin).await?;
+                let crds = match crds {
+                    Crds::Project => olmv2::crdgen::all_crds(),
+                    Crds::Files(dir) => real::read_crds(dir)?,
+                };
+                real::apply_crds(&admin, &crds).await?;
+                wait_discovered(&admin, &crds).await?;
                 plane.start_controller_manager().map_err(ClusterError::StartReal)?;
                 Backend::Real { plane: Box::new(plane), kubelets: Mutex::new(HashMap::new()) }
             }
@@ -422,12 +443,15 @@ fn available(deployment: &Deployment) -> bool {
     observed && condition && status.updated_replicas.unwrap_or(0) >= wanted
 }
 
-/// Waits until discovery serves every kind of the project's CRDs (it lags their Established condition).
-async fn wait_discovered(admin: &kube::Client) -> Result<(), ClusterError> {
+/// Waits until discovery serves every kind of `crds` (it lags their Established condition).
+async fn wait_discovered(
+    admin: &kube::Client,
+    crds: &[k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition],
+) -> Result<(), ClusterError> {
     let mut last = String::new();
     for _ in 0..300 {
         let mut missing = Vec::new();
-        for crd in olmv2::crdgen::all_crds() {
+        for crd in crds {
             let spec = &crd.spec;
             for version in spec.versions.iter().filter(|v| v.served) {
                 let gvk = GroupVersionKind::gvk(&spec.group, &version.name, &spec.names.kind);

@@ -6,6 +6,7 @@
 pub mod cluster;
 pub mod fault_proxy;
 pub mod kubernetes;
+pub mod olm_v0;
 pub mod project;
 pub mod real;
 pub mod registry;

@@ -13,8 +13,10 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
+use serde::Deserialize as _;
 use serde_json::{json, Value};
 
 use crate::kubernetes::{config_from, RealControlPlane};
@@ -108,16 +110,42 @@ async fn apply(admin: &kube::Client, object: &Value) -> Result<(), ProjectError>
 
 /// Applies the project's CRDs and waits until each is Established (30 s at most).
 pub async fn install_crds(admin: &kube::Client) -> Result<usize, ProjectError> {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    apply_crds(admin, &olmv2::crdgen::all_crds()).await
+}
+
+/// The CustomResourceDefinitions of the YAML files in `dir` (OLM v0's release, as `scripts/install-olm` copies them).
+pub fn read_crds(dir: &std::path::Path) -> Result<Vec<CustomResourceDefinition>, ProjectError> {
+    let unreadable =
+        |e: &dyn std::fmt::Display| ProjectError::Api(format!("reading the CRDs of {}: {e}", dir.display()));
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| unreadable(&e))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .filter(|path| path.extension().is_some_and(|extension| extension == "yaml"))
+        .collect();
+    paths.sort();
+    let mut crds = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(&path).map_err(|e| unreadable(&e))?;
+        for document in serde_yaml_ng::Deserializer::from_str(&text) {
+            let value = Value::deserialize(document).map_err(|e| unreadable(&e))?;
+            if value["kind"] == "CustomResourceDefinition" {
+                crds.push(serde_json::from_value(value).map_err(|e| unreadable(&e))?);
+            }
+        }
+    }
+    Ok(crds)
+}
+
+/// Applies `crds` and waits until each is Established (30 s at most).
+pub async fn apply_crds(admin: &kube::Client, generated: &[CustomResourceDefinition]) -> Result<usize, ProjectError> {
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    let generated = olmv2::crdgen::all_crds();
-    for crd in &generated {
+    for crd in generated {
         let name = crd.metadata.name.clone().unwrap_or_default();
         crds.patch(&name, &PatchParams::apply(MANAGER).force(), &Patch::Apply(crd))
             .await
             .map_err(|e| ProjectError::Api(format!("applying CRD {name}: {e}")))?;
     }
-    for crd in &generated {
+    for crd in generated {
         let name = crd.metadata.name.clone().unwrap_or_default();
         let mut established = false;
         for _ in 0..300 {

@@ -1,0 +1,91 @@
+//! OLM v0's `olm` operator (OperatorGroups, ClusterServiceVersions, copied CSVs), as `scripts/install-olm` builds it
+//! from the Go module proxy, run against a real control plane as its administrator: the oracle the legacy loops are
+//! compared with (`tests/olm_v0_oracle.rs`). Its CRDs are the release's own (`Cluster::start_with_crds`). It serves
+//! health and metrics on port 8080 of every interface, which no flag moves: one runs at a time on a machine.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use crate::kubernetes::RealControlPlane;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OlmV0Error {
+    #[error("failed to run {script}: {source}")]
+    RunInstallScript { script: PathBuf, source: std::io::Error },
+    #[error("{script} failed ({status}): {stderr}")]
+    InstallScriptFailed { script: PathBuf, status: std::process::ExitStatus, stderr: String },
+    #[error("{script} printed no {key}")]
+    Find { script: PathBuf, key: &'static str },
+    #[error("failed to start OLM v0's olm ({path}): {source}")]
+    Start { path: PathBuf, source: std::io::Error },
+}
+
+/// Where `scripts/install-olm` put the binary and the release's CRDs.
+#[derive(Clone, Debug)]
+pub struct OlmV0Binaries {
+    pub olm: PathBuf,
+    pub crds: PathBuf,
+    pub version: String,
+}
+
+impl OlmV0Binaries {
+    /// Runs `scripts/install-olm` (which builds nothing when the binary is there) and reads its answer.
+    pub fn find() -> Result<Self, OlmV0Error> {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install-olm");
+        let output = Command::new(&script)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| OlmV0Error::RunInstallScript { script: script.clone(), source })?;
+        if !output.status.success() {
+            return Err(OlmV0Error::InstallScriptFailed {
+                script,
+                status: output.status,
+                stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+            });
+        }
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let value = |key: &'static str| {
+            stdout
+                .lines()
+                .find_map(|line| line.strip_prefix(key).and_then(|rest| rest.strip_prefix('=')))
+                .filter(|value| !value.is_empty())
+                .map(str::to_owned)
+                .ok_or(OlmV0Error::Find { script: script.clone(), key })
+        };
+        Ok(Self { olm: value("OLM")?.into(), crds: value("OLM_CRDS")?.into(), version: value("OLM_VERSION")? })
+    }
+}
+
+/// A running `olm`, stopped when dropped; its log in the control plane's directory (`olm-v0.log`).
+pub struct OlmV0 {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl OlmV0 {
+    /// Starts `olm` against `plane` as its administrator. Its kubeconfig comes from `KUBECONFIG` (the flag is not
+    /// registered with the command line it parses), and `CI` is unset: with it set, OLM checks that everything its
+    /// clients create carries `olm.managed=true`, and panics otherwise.
+    pub fn start(plane: &RealControlPlane, binaries: &OlmV0Binaries) -> Result<Self, OlmV0Error> {
+        let log = plane.dir().join("olm-v0.log");
+        let failed = |source| OlmV0Error::Start { path: binaries.olm.clone(), source };
+        let file = std::fs::File::create(&log).map_err(failed)?;
+        let errors = file.try_clone().map_err(failed)?;
+        let child = Command::new(&binaries.olm)
+            .env("KUBECONFIG", plane.admin_kubeconfig())
+            .env_remove("CI")
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(errors)
+            .spawn()
+            .map_err(failed)?;
+        Ok(Self { child, log })
+    }
+}
+
+impl Drop for OlmV0 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
