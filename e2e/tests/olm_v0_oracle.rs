@@ -144,32 +144,224 @@ async fn observe_operator_groups(cluster: &Cluster) -> Value {
     without_uids(&observed, &uids)
 }
 
-/// Polls `observe` until it answers the same twice, 2 s apart (the loops settled), for at most 60 s.
-async fn settled(cluster: &Cluster) -> Value {
-    let started = Instant::now();
-    let mut last = observe_operator_groups(cluster).await;
-    loop {
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let now = observe_operator_groups(cluster).await;
-        let ready = now.as_object().is_some_and(|o| o.keys().any(|k| k.starts_with("ClusterRole")));
-        if now == last && ready {
-            return now;
+/// A CSV run by ServiceAccount `plumbus` (whose Role its InstallPlan would have made), owning a CRD, in a global
+/// group: OLM's phases up to Succeeded, its Deployment, its copies in every other namespace, the provided API's roles.
+const CSV: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: ops}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: plumbuses.example.com}
+spec:
+  group: example.com
+  names: {plural: plumbuses, singular: plumbus, kind: Plumbus, listKind: PlumbusList}
+  scope: Namespaced
+  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}]
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: plumbus, namespace: ops}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: plumbus, namespace: ops}
+rules: [{apiGroups: [""], resources: [configmaps], verbs: [get, list]}]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: plumbus, namespace: ops}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: plumbus}
+subjects: [{kind: ServiceAccount, name: plumbus, namespace: ops}]
+---
+apiVersion: operators.coreos.com/v1
+kind: OperatorGroup
+metadata: {name: og, namespace: ops}
+spec: {}
+---
+apiVersion: operators.coreos.com/v1alpha1
+kind: ClusterServiceVersion
+metadata:
+  name: plumbus.v1.0.0
+  namespace: ops
+  annotations: {capabilities: Basic Install}
+spec:
+  displayName: Plumbus
+  version: 1.0.0
+  installModes: [{type: OwnNamespace, supported: true}, {type: SingleNamespace, supported: true}, {type: MultiNamespace, supported: false}, {type: AllNamespaces, supported: true}]
+  customresourcedefinitions:
+    owned: [{name: plumbuses.example.com, version: v1, kind: Plumbus}]
+  install:
+    strategy: deployment
+    spec:
+      permissions:
+      - serviceAccountName: plumbus
+        rules: [{apiGroups: [""], resources: [configmaps], verbs: [get, list]}]
+      deployments:
+      - name: plumbus-operator
+        spec:
+          selector: {matchLabels: {app: plumbus}}
+          template:
+            metadata: {labels: {app: plumbus}}
+            spec:
+              serviceAccountName: plumbus
+              containers: [{name: manager, image: "example.com/plumbus:1.0.0"}]
+"#;
+
+/// `object`'s labels and annotations, but kubectl's and those `docs/legacy.md` lists as deliberate differences (CSVs,
+/// "Differences"): the `olm.api.*` labels (OLM v0's labeler never writes them), the CSV author record
+/// (`v2alpha1.operators.coreos.com/creator`, the author checks), and the value of `olm.deployment-spec-hash` (a hash
+/// of its own, as OLM's hashes Go's encoding of its structs).
+fn marks(meta: &kube::api::ObjectMeta) -> Value {
+    let annotations: BTreeMap<String, String> = meta
+        .annotations
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(key, _)| key != "kubectl.kubernetes.io/last-applied-configuration")
+        .filter(|(key, _)| key != olmv2::api::v2alpha1::CREATOR_ANNOTATION)
+        .collect();
+    let labels: Option<BTreeMap<String, String>> = meta.labels.clone().map(|labels| {
+        labels
+            .into_iter()
+            .filter(|(key, _)| !key.starts_with("olm.api."))
+            .map(|(key, value)| if key == "olm.deployment-spec-hash" { (key, "<hash>".into()) } else { (key, value) })
+            .collect()
+    });
+    let labels = labels.filter(|labels| !labels.is_empty());
+    json!({"labels": labels, "annotations": annotations})
+}
+
+/// What the CSV loops produced: the CSV's status (phase, reason, message, the phases it went through and its
+/// requirements; times left out), its labels and annotations, its copies, its Deployment as rendered, the group's
+/// provided APIs, and the provided API's ClusterRoles.
+async fn observe_csv(cluster: &Cluster) -> Value {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use olmv2::api::v1alpha1::ClusterServiceVersion;
+    let admin = cluster.client().await.unwrap();
+    let mut uids = BTreeMap::new();
+    let mut observed = json!({});
+    let crds = Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(
+        admin.clone(),
+    );
+    for crd in crds.list(&ListParams::default()).await.unwrap().items {
+        uids.insert(crd.metadata.uid.clone().unwrap(), format!("CRD {}", crd.metadata.name.clone().unwrap()));
+    }
+    for csv in Api::<ClusterServiceVersion>::all(admin.clone()).list(&ListParams::default()).await.unwrap().items {
+        let namespace = csv.metadata.namespace.clone().unwrap();
+        if namespace == project::CONTROLLER_NAMESPACE {
+            // The controller's own namespace, which the cluster managed by OLM v0 does not have.
+            continue;
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "never settled: {now:#}");
-        last = now;
+        uids.insert(
+            csv.metadata.uid.clone().unwrap(),
+            format!("CSV {namespace}/{}", csv.metadata.name.clone().unwrap()),
+        );
+        let status = serde_json::to_value(&csv.status).unwrap();
+        let conditions: Vec<Value> = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| json!({"phase": c["phase"], "reason": c["reason"], "message": c["message"]}))
+            .collect();
+        observed[format!("CSV {namespace}/{}", csv.metadata.name.clone().unwrap())] = json!({
+            "phase": status["phase"], "reason": status["reason"], "message": status["message"],
+            "conditions": conditions, "requirementStatus": status["requirementStatus"], "marks": marks(&csv.metadata),
+        });
+    }
+    for group in Api::<OperatorGroup>::all(admin.clone()).list(&ListParams::default()).await.unwrap().items {
+        uids.insert(group.metadata.uid.clone().unwrap(), "OperatorGroup".into());
+        observed["OperatorGroup ops/og"] = marks(&group.metadata);
+    }
+    for deployment in
+        Api::<Deployment>::namespaced(admin.clone(), "ops").list(&ListParams::default()).await.unwrap().items
+    {
+        let spec = serde_json::to_value(&deployment.spec).unwrap();
+        observed[format!("Deployment ops/{}", deployment.metadata.name.clone().unwrap())] = json!({
+            "marks": marks(&deployment.metadata), "template": spec["template"], "selector": spec["selector"],
+            "replicas": spec["replicas"], "strategy": spec["strategy"],
+        });
+    }
+    for role in Api::<ClusterRole>::all(admin).list(&ListParams::default()).await.unwrap().items {
+        let name = role.metadata.name.clone().unwrap();
+        if name.starts_with("plumbuses.example.com") {
+            observed[format!("ClusterRole {name}")] =
+                json!({"marks": marks(&role.metadata), "aggregationRule": role.aggregation_rule, "rules": role.rules});
+        }
+    }
+    without_uids(&observed, &uids)
+}
+
+/// What a scenario observes, and when it is ready to compare.
+#[derive(Clone, Copy)]
+enum Scenario {
+    OperatorGroups,
+    Csv,
+}
+
+impl Scenario {
+    async fn observe(self, cluster: &Cluster) -> Value {
+        match self {
+            Self::OperatorGroups => observe_operator_groups(cluster).await,
+            Self::Csv => observe_csv(cluster).await,
+        }
+    }
+
+    fn ready(self, observed: &Value) -> bool {
+        match self {
+            Self::OperatorGroups => {
+                observed.as_object().is_some_and(|o| o.keys().any(|k| k.starts_with("ClusterRole")))
+            }
+            Self::Csv => observed["CSV ops/plumbus.v1.0.0"]["phase"] == "Succeeded",
+        }
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn operator_groups_are_reconciled_as_olm_v0_does() {
+/// Polls `scenario`'s observation until it is ready and answers the same twice, 2 s apart (the loops settled), for
+/// at most 90 s; the namespaces `rolled_out` get their Deployments available meanwhile.
+async fn settled(cluster: &Cluster, scenario: Scenario, rolled_out: &[&str]) -> Value {
+    let started = Instant::now();
+    let mut last = Value::Null;
+    loop {
+        for namespace in rolled_out {
+            cluster.run_pods(namespace).await.unwrap();
+        }
+        let now = scenario.observe(cluster).await;
+        if now == last && scenario.ready(&now) {
+            return now;
+        }
+        assert!(started.elapsed() < Duration::from_secs(90), "never settled: {now:#}");
+        last = now;
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
+/// Applies `objects` to a cluster of OLM v0's and to one of this project's, and compares what each settled on.
+async fn compare(name: &str, objects: &str, scenario: Scenario, rolled_out: &[&str]) {
     let _one = ONE_AT_A_TIME.lock().await;
     let mut observed = Vec::new();
     for olm_v0 in [true, false] {
-        let (cluster, manager) = cluster(olm_v0, if olm_v0 { "oracle-olm-v0" } else { "oracle-olmv2" }).await;
-        apply(&cluster, OPERATOR_GROUPS).await;
-        observed.push(settled(&cluster).await);
+        let (cluster, manager) =
+            cluster(olm_v0, &format!("oracle-{name}-{}", if olm_v0 { "olm-v0" } else { "olmv2" })).await;
+        apply(&cluster, objects).await;
+        observed.push(settled(&cluster, scenario, rolled_out).await);
         drop(manager);
     }
     let (olm_v0, ours) = (&observed[0], &observed[1]);
     assert_eq!(ours, olm_v0, "ours:\n{ours:#}\nOLM v0:\n{olm_v0:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn operator_groups_are_reconciled_as_olm_v0_does() {
+    compare("groups", OPERATOR_GROUPS, Scenario::OperatorGroups, &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_in_a_global_group_is_installed_and_copied_as_olm_v0_does() {
+    compare("csv", CSV, Scenario::Csv, &["ops"]).await;
 }

@@ -77,7 +77,7 @@ pub fn requirements(csv: &ClusterServiceVersion, cluster: &Cluster<'_>) -> (bool
                 status.message = "Service account is owned by another ClusterServiceVersion".into();
                 continue;
             }
-            status.uuid = account.metadata.uid.clone();
+            // OLM v0 records no uid for a ServiceAccount (only for CRDs and APIServices), as the oracle shows.
             let (namespaced, cluster_rules) = (cluster.held)(name);
             let held = if cluster_wide { &cluster_rules } else { &namespaced };
             for rule in &permission.rules {

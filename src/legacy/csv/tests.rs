@@ -334,6 +334,7 @@ fn requirements_report_crds_accounts_and_rules() {
     let account = &statuses[1];
     assert_eq!((account.kind.as_str(), account.status.as_str()), ("ServiceAccount", "PresentNotSatisfied"));
     assert_eq!(account.message, "Policy rule not satisfied for service account");
+    assert_eq!(account.uuid, None, "OLM v0 records the uid of a CRD, never of a ServiceAccount");
     let dependents: Vec<(&str, &str)> =
         account.dependents.iter().map(|d| (d.status.as_str(), d.message.as_deref().unwrap_or_default())).collect();
     assert_eq!(
