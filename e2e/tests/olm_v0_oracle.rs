@@ -298,6 +298,17 @@ async fn observe_csv(cluster: &Cluster) -> Value {
             "replicas": spec["replicas"], "strategy": spec["strategy"],
         });
     }
+    let configs = Api::<olmv2::api::v1::OLMConfig>::all(admin.clone());
+    if let Some(config) = configs.get_opt("cluster").await.unwrap() {
+        let status = serde_json::to_value(&config.status).unwrap();
+        let conditions: Vec<Value> = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| json!({"type": c["type"], "status": c["status"], "reason": c["reason"], "message": c["message"]}))
+            .collect();
+        observed["OLMConfig cluster"] = json!({"conditions": conditions});
+    }
     for role in Api::<ClusterRole>::all(admin).list(&ListParams::default()).await.unwrap().items {
         let name = role.metadata.name.clone().unwrap();
         if name.starts_with("plumbuses.example.com") {
@@ -314,13 +325,15 @@ enum Scenario {
     OperatorGroups,
     /// Ready once the CSV `ops/plumbus.v1.0.0` is in this phase.
     Csv(&'static str),
+    /// Ready once `ops/plumbus.v2.0.0` Succeeded and the CSV it replaces is gone.
+    Replaced,
 }
 
 impl Scenario {
     async fn observe(self, cluster: &Cluster) -> Value {
         match self {
             Self::OperatorGroups => observe_operator_groups(cluster).await,
-            Self::Csv(_) => observe_csv(cluster).await,
+            Self::Csv(_) | Self::Replaced => observe_csv(cluster).await,
         }
     }
 
@@ -330,6 +343,10 @@ impl Scenario {
                 observed.as_object().is_some_and(|o| o.keys().any(|k| k.starts_with("ClusterRole")))
             }
             Self::Csv(phase) => observed["CSV ops/plumbus.v1.0.0"]["phase"] == phase,
+            Self::Replaced => {
+                observed["CSV ops/plumbus.v2.0.0"]["phase"] == "Succeeded"
+                    && observed["CSV ops/plumbus.v1.0.0"].is_null()
+            }
         }
     }
 }
@@ -355,14 +372,22 @@ async fn settled(cluster: &Cluster, scenario: Scenario, rolled_out: &[&str]) -> 
 
 /// Applies `objects` to a cluster of OLM v0's and to one of this project's, and compares what each settled on.
 async fn compare(name: &str, objects: &str, scenario: Scenario, rolled_out: &[&str]) {
-    assert!(!objects.is_empty());
+    compare_stages(name, &[(objects, scenario)], rolled_out).await;
+}
+
+/// As [`compare`], in stages: each stage's objects applied once the previous stage settled; the last compared.
+async fn compare_stages(name: &str, stages: &[(&str, Scenario)], rolled_out: &[&str]) {
     let _one = ONE_AT_A_TIME.lock().await;
     let mut observed = Vec::new();
     for olm_v0 in [true, false] {
         let (cluster, manager) =
             cluster(olm_v0, &format!("oracle-{name}-{}", if olm_v0 { "olm-v0" } else { "olmv2" })).await;
-        apply(&cluster, objects).await;
-        observed.push(settled(&cluster, scenario, rolled_out).await);
+        let mut last = Value::Null;
+        for (objects, scenario) in stages {
+            apply(&cluster, objects).await;
+            last = settled(&cluster, *scenario, rolled_out).await;
+        }
+        observed.push(last);
         drop(manager);
     }
     let (olm_v0, ours) = (&observed[0], &observed[1]);
@@ -377,6 +402,27 @@ async fn operator_groups_are_reconciled_as_olm_v0_does() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_csv_in_a_global_group_is_installed_and_copied_as_olm_v0_does() {
     compare("csv", &csv_scenario("{}", ALL_MODES, true), Scenario::Csv("Succeeded"), &["ops"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn copied_csvs_turned_off_by_the_olmconfig_are_not_made_as_olm_v0_makes_none() {
+    let off = "apiVersion: operators.coreos.com/v1\nkind: OLMConfig\nmetadata: {name: cluster}\n\
+               spec: {features: {disableCopiedCSVs: true}}\n---\n";
+    let objects = format!("{off}{}", csv_scenario("{}", ALL_MODES, true));
+    compare("copies-off", &objects, Scenario::Csv("Succeeded"), &["ops"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_replacing_another_along_spec_replaces_takes_over_as_olm_v0_makes_it() {
+    let first = csv_scenario("{}", ALL_MODES, true);
+    let next = "apiVersion: operators.coreos.com/v1alpha1\nkind: ClusterServiceVersion\n\
+                metadata: {name: plumbus.v2.0.0, namespace: ops, annotations: {capabilities: Basic Install}}\n"
+        .to_owned()
+        + &first[first.find("spec:\n  displayName").unwrap()..]
+            .replace("version: 1.0.0", "version: 2.0.0\n  replaces: plumbus.v1.0.0")
+            .replace("plumbus:1.0.0", "plumbus:2.0.0");
+    let stages = [(first.as_str(), Scenario::Csv("Succeeded")), (next.as_str(), Scenario::Replaced)];
+    compare_stages("replaces", &stages, &["ops"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
