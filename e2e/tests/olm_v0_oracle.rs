@@ -298,6 +298,19 @@ async fn observe_csv(cluster: &Cluster) -> Value {
             "replicas": spec["replicas"], "strategy": spec["strategy"],
         });
     }
+    // The RBAC the CSV loop made for the CSV in its target namespaces (labelled as owned by it).
+    let owned = ListParams::default().labels("olm.owner=plumbus.v1.0.0");
+    for role in Api::<k8s_openapi::api::rbac::v1::Role>::all(admin.clone()).list(&owned).await.unwrap().items {
+        let key = format!("Role {}/{}", role.metadata.namespace.clone().unwrap(), role.metadata.name.clone().unwrap());
+        observed[key] = json!({"marks": marks(&role.metadata), "rules": role.rules});
+    }
+    let bindings = Api::<k8s_openapi::api::rbac::v1::RoleBinding>::all(admin.clone()).list(&owned).await.unwrap();
+    for binding in bindings.items {
+        let namespace = binding.metadata.namespace.clone().unwrap();
+        let key = format!("RoleBinding {namespace}/{}", binding.metadata.name.clone().unwrap());
+        observed[key] =
+            json!({"marks": marks(&binding.metadata), "roleRef": binding.role_ref, "subjects": binding.subjects});
+    }
     let configs = Api::<olmv2::api::v1::OLMConfig>::all(admin.clone());
     if let Some(config) = configs.get_opt("cluster").await.unwrap() {
         let status = serde_json::to_value(&config.status).unwrap();
@@ -423,6 +436,19 @@ async fn a_csv_replacing_another_along_spec_replaces_takes_over_as_olm_v0_makes_
             .replace("plumbus:1.0.0", "plumbus:2.0.0");
     let stages = [(first.as_str(), Scenario::Csv("Succeeded")), (next.as_str(), Scenario::Replaced)];
     compare_stages("replaces", &stages, &["ops"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_in_a_multi_namespace_group_is_installed_and_copied_to_its_targets_as_olm_v0_does() {
+    let modes = "{type: OwnNamespace, supported: false}, {type: SingleNamespace, supported: true}, \
+                 {type: MultiNamespace, supported: true}, {type: AllNamespaces, supported: false}";
+    let team_b = "---\napiVersion: v1\nkind: Namespace\nmetadata: {name: team-b}\n";
+    let objects = csv_scenario("{targetNamespaces: [team-a, team-b]}", modes, true).replacen(
+        "---\napiVersion: apiextensions.k8s.io/v1",
+        &format!("{team_b}---\napiVersion: apiextensions.k8s.io/v1"),
+        1,
+    );
+    compare("multi-namespace", &objects, Scenario::Csv("Succeeded"), &["ops"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
