@@ -196,6 +196,8 @@ async fn resolution_failures_are_olm_s_conditions_on_every_subscription_and_an_e
         "{message}"
     );
     kubectl(&harness, &["delete", "subscription", "shipwright", "-n", "ops"]);
+    // Until the namespace resolves again, the other Subscriptions carry shipwright's failure.
+    soon(&harness, "trident", "resolving again", |s| condition(s, "ResolutionFailed").is_none()).await;
 
     // A second OperatorGroup: the namespace cannot resolve, and says why.
     apply(&harness, &GROUP.replace("name: og,", "name: og2,"));
