@@ -102,7 +102,19 @@ async fn a_mounted_certificate_serves_the_webhook_once_cert_manager_injects_its_
     );
     assert!(identity.status.success(), "{}", text(&identity));
 
-    installs(&harness).create(&PostParams::default(), &install).await.unwrap();
+    // kube-apiserver reads webhook configurations from its own watch of them: the injected CA is trusted a moment
+    // after the write, not at once.
+    let started = std::time::Instant::now();
+    loop {
+        match installs(&harness).create(&PostParams::default(), &install).await {
+            Ok(_) => break,
+            Err(error) if error.to_string().contains("certificate signed by unknown authority") => {
+                assert!(started.elapsed() < Duration::from_secs(10), "the injected CA was never trusted: {error}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(error) => panic!("{error}"),
+        }
+    }
     wait_state(&harness, "tuning", InstallState::PendingApproval).await;
     let bob = install_editor(&harness, "bob").await;
     let denied = harness.kubectl(&bob, &["patch", "install", "tuning", "--type", "merge", "-p", approve_patch()], None);
