@@ -140,22 +140,29 @@ pub struct Binaries {
     pub etcd_version: String,
 }
 
+/// Runs an install script of `scripts/` (which builds what is missing, and otherwise only prints where it is): its
+/// standard output, its `KEY=value` lines.
+pub fn run_install_script(script: &Path) -> Result<String, RealError> {
+    let output = Command::new(script)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|source| RealError::RunInstallScript { script: script.to_owned(), source })?;
+    if !output.status.success() {
+        return Err(RealError::InstallScriptFailed {
+            script: script.to_owned(),
+            status: output.status,
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
 impl Binaries {
     /// Runs `scripts/install-kubernetes` (which builds what is missing, and otherwise only prints the paths).
     pub fn find() -> Result<Self, RealError> {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install-kubernetes");
-        let output = Command::new(&script)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|source| RealError::RunInstallScript { script: script.clone(), source })?;
-        if !output.status.success() {
-            return Err(RealError::InstallScriptFailed {
-                script,
-                status: output.status,
-                stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-            });
-        }
-        Self::parse(&String::from_utf8_lossy(&output.stdout)).map_err(|key| RealError::FindBinary { script, key })
+        let stdout = run_install_script(&script)?;
+        Self::parse(&stdout).map_err(|key| RealError::FindBinary { script, key })
     }
 
     /// The script's `KEY=value` lines; the key missing, if one is.

@@ -6,14 +6,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::kubernetes::RealControlPlane;
+use crate::kubernetes::{run_install_script, RealControlPlane, RealError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum OlmV0Error {
-    #[error("failed to run {script}: {source}")]
-    RunInstallScript { script: PathBuf, source: std::io::Error },
-    #[error("{script} failed ({status}): {stderr}")]
-    InstallScriptFailed { script: PathBuf, status: std::process::ExitStatus, stderr: String },
+    #[error(transparent)]
+    InstallScript(#[from] RealError),
     #[error("{script} printed no {key}")]
     Find { script: PathBuf, key: &'static str },
     #[error("failed to start OLM v0's olm ({path}): {source}")]
@@ -32,18 +30,7 @@ impl OlmV0Binaries {
     /// Runs `scripts/install-olm` (which builds nothing when the binary is there) and reads its answer.
     pub fn find() -> Result<Self, OlmV0Error> {
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/install-olm");
-        let output = Command::new(&script)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|source| OlmV0Error::RunInstallScript { script: script.clone(), source })?;
-        if !output.status.success() {
-            return Err(OlmV0Error::InstallScriptFailed {
-                script,
-                status: output.status,
-                stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
-            });
-        }
-        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stdout = run_install_script(&script)?;
         let value = |key: &'static str| {
             stdout
                 .lines()

@@ -308,6 +308,5 @@ pub async fn report_applied(
 /// Reports a failed grant or apply and ends the pass, to try again soon.
 async fn fail<T>(ctx: &Context, pass: &Pass<'_>, error: ApplyError) -> Result<Step<T>, ReconcileError> {
     let outcome = Outcome::ApplyFailed { reason: error.category(), message: crate::error::report(&error) };
-    report(ctx, pass.install, pass.status.clone(), &outcome, None).await?;
-    Ok(Step::Break(Action::requeue(ctx.options.retry)))
+    super::observe::stop(ctx, pass, &outcome, ctx.options.retry).await
 }
