@@ -16,6 +16,18 @@ pub mod rbac_cache;
 pub mod runner;
 pub mod watches;
 
+/// In a pass written as a sequence of steps, each answering a `ControlFlow`: goes on with what a step handed over,
+/// or ends the pass with the `Action` it decided.
+macro_rules! next {
+    ($step:expr) => {
+        match $step {
+            std::ops::ControlFlow::Continue(value) => value,
+            std::ops::ControlFlow::Break(action) => return Ok(action),
+        }
+    };
+}
+pub(crate) use next;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

@@ -21,6 +21,7 @@ use super::resolve::Resolver;
 use super::steps;
 use crate::api::v2alpha1::{Install, InstallStatus};
 use crate::category::Categorized;
+use crate::controller::next;
 use crate::webhook::configuration::WebhookService;
 
 /// Installed reason while the approval webhook does not guard Installs.
@@ -105,16 +106,6 @@ pub(super) async fn report(
     let written = ctx.cluster.write_status(install, &status, precondition).await?;
     ctx.cluster.events.publish(install, &conditions::transitions(&previous, &status.conditions)).await;
     Ok(written)
-}
-
-/// Goes on with what a step handed over, or ends the pass with the [`Action`] it decided.
-macro_rules! next {
-    ($step:expr) => {
-        match $step {
-            std::ops::ControlFlow::Continue(value) => value,
-            std::ops::ControlFlow::Break(action) => return Ok(action),
-        }
-    };
 }
 
 /// Reconciles one Install: observe (the account, the content, what the account lacks, what is taken over, the

@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use serde_json::json;
 
 use super::certs::KUBE_SYSTEM;
-use super::reconcile::Place;
+use super::Place;
 use super::{Context, ReconcileError};
 use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::legacy::tenancy::owner_selector;

@@ -11,34 +11,32 @@ fn component(reinstall: bool, message: &str) -> Unhealthy {
 
 #[test]
 fn pending_refuses_invalid_webhooks_then_unadoptable_apiservices() {
-    let group = group();
     let pending = status(CsvPhase::Pending, "RequirementsUnknown");
     let invalid = Components {
         invalid_webhooks: Some("webhook rules cannot include all groups".into()),
         ..Components::default()
     };
-    let outcome = transition(&pending, Observed { components: invalid.clone(), ..observed(&group) });
+    let outcome = transition(&pending, Observed { components: invalid.clone(), ..observed() });
     assert_eq!(
         outcome.phase,
         Some((CsvPhase::Failed, "InvalidWebhookDescription", "webhook rules cannot include all groups".into()))
     );
-    let unmet = Observed { components: invalid, requirements: (false, Vec::new()), ..observed(&group) };
+    let unmet = Observed { components: invalid, requirements: (false, Vec::new()), ..observed() };
     assert_eq!(transition(&pending, unmet).phase.map(|(_, reason, _)| reason), Some("RequirementsNotMet"));
     let unadoptable = Components { unadoptable_api_service: true, ..Components::default() };
     assert_eq!(
-        transition(&pending, Observed { components: unadoptable, ..observed(&group) }).phase,
+        transition(&pending, Observed { components: unadoptable, ..observed() }).phase,
         Some((CsvPhase::Failed, "OwnerConflict", "unable to adopt APIService".into()))
     );
 }
 
 #[test]
 fn certificates_due_for_rotation_send_the_csv_back_to_pending() {
-    let group = group();
     let rotate = || Components { rotate: true, ..Components::default() };
     assert_eq!(
         transition(
             &status(CsvPhase::Succeeded, "InstallSucceeded"),
-            Observed { components: rotate(), ..observed(&group) }
+            Observed { components: rotate(), ..observed() }
         )
         .phase,
         Some((CsvPhase::Pending, "NeedsCertRotation", "CSV owns resources that require a cert refresh".into()))
@@ -46,7 +44,7 @@ fn certificates_due_for_rotation_send_the_csv_back_to_pending() {
     assert_eq!(
         transition(
             &status(CsvPhase::Failed, "ComponentUnhealthy"),
-            Observed { components: rotate(), ..observed(&group) }
+            Observed { components: rotate(), ..observed() }
         )
         .phase,
         Some((CsvPhase::Pending, "NeedsCertRotation", "owned APIServices need cert refresh".into()))
@@ -55,16 +53,15 @@ fn certificates_due_for_rotation_send_the_csv_back_to_pending() {
 
 #[test]
 fn components_not_in_place_wait_or_install_again_with_olms_messages() {
-    let group = group();
     let installing = status(CsvPhase::Installing, "InstallSucceeded");
-    let missing = Observed { health: Err(component(false, "apiServices not installed")), ..observed(&group) };
+    let missing = Observed { health: Err(component(false, "apiServices not installed")), ..observed() };
     assert_eq!(
         transition(&installing, missing).phase,
         Some((CsvPhase::Installing, "InstallWaiting", "apiServices not installed".into()))
     );
     let broken = || Observed {
         health: Err(component(true, "Webhook install failed: conversionWebhook not ready")),
-        ..observed(&group)
+        ..observed()
     };
     assert_eq!(
         transition(&installing, broken()).phase,
@@ -75,7 +72,7 @@ fn components_not_in_place_wait_or_install_again_with_olms_messages() {
         transition(&succeeded, broken()).phase.map(|(p, r, _)| (p, r)),
         Some((CsvPhase::InstallReady, "ComponentUnhealthy"))
     );
-    let gone = Observed { health: Err(component(false, "webhooks not installed")), ..observed(&group) };
+    let gone = Observed { health: Err(component(false, "webhooks not installed")), ..observed() };
     assert_eq!(
         transition(&succeeded, gone).phase,
         Some((CsvPhase::Failed, "ComponentUnhealthy", "webhooks not installed".into()))

@@ -1,6 +1,7 @@
-//! The ClusterServiceVersion loop of OLM v0, for CSVs applied by hand or from GitOps repositories: `requirements`,
-//! `strategy`, `phase` and `chain` decide; `reconcile` reads what they need, writes what they say (labels, annotations,
-//! the group's provided APIs, Deployments, the status and its events, per-API ClusterRoles), `components` does the
+//! The ClusterServiceVersion loop of OLM v0, for CSVs applied by hand or from GitOps repositories: `reconcile` is the
+//! pass as a sequence of steps; `observe` reads what the decisions need; `requirements`, `strategy`, `phase`, `chain`
+//! and `plan` decide; `steps` and `api_roles` write what they say (labels, annotations, the group's provided APIs,
+//! Deployments, the status and its events, per-API ClusterRoles), `components` does the
 //! same for owned APIServices and webhooks (decided by `certs`, `rotation`, `apiservices`, `webhooks`,
 //! `availability` and `component_access`), `tenants` extends the CSV's RBAC to its group's targets, `cleanup` is
 //! OLM's finalizer, and [`controller`]
@@ -12,6 +13,7 @@
 //! last changed its spec) could make them by hand (`authority`, `component_access`), so that writing a CSV never does
 //! more than its author could do.
 
+pub mod api_roles;
 pub mod apiservices;
 pub mod authority;
 pub mod availability;
@@ -21,11 +23,14 @@ pub mod cleanup;
 pub mod component_access;
 pub mod components;
 pub mod copying;
+pub mod observe;
 pub mod phase;
+pub mod plan;
 pub mod platform;
 pub mod reconcile;
 pub mod requirements;
 pub mod rotation;
+pub mod steps;
 pub mod strategy;
 pub mod tenants;
 pub mod webhooks;
@@ -138,6 +143,23 @@ impl Context {
         if let Ok(mut warned) = self.warned.lock() {
             warned.remove(&(csv.uid().unwrap_or_default(), reason));
         }
+    }
+}
+
+/// The CSV a pass is over, naming its errors.
+pub(super) struct Place {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Place {
+    pub fn read(&self, what: &'static str) -> impl FnOnce(ClientError) -> ReconcileError + '_ {
+        move |source| ReconcileError::Read { namespace: self.namespace.clone(), name: self.name.clone(), what, source }
+    }
+
+    pub fn write(&self, what: impl Into<String>) -> impl FnOnce(ClientError) -> ReconcileError + '_ {
+        let what = what.into();
+        move |source| ReconcileError::Write { namespace: self.namespace.clone(), name: self.name.clone(), what, source }
     }
 }
 

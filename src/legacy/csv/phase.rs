@@ -8,7 +8,6 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::super::intersection::ApiReconciliation;
-use super::super::membership::Membership;
 use super::strategy::Unhealthy;
 use crate::api::v1alpha1::{ClusterServiceVersionStatus, CsvCondition, CsvPhase, RequirementStatus};
 
@@ -18,11 +17,12 @@ pub const CONDITIONS_LIMIT: usize = 20;
 pub const INSTALL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
 /// What one pass observed about a CSV (beyond the CSV itself).
-pub struct Observed<'a> {
-    pub membership: Membership<'a>,
+pub struct Observed {
+    /// Why the CSV belongs to no group (OLM's reason and message), when it does not.
+    pub group_failure: Option<(&'static str, &'static str)>,
     /// The group's annotations the CSV lacks (empty: it has them).
     pub annotations_missing: bool,
-    /// Whether the group targets no namespace (a selector matching nothing).
+    /// Whether the group targets no namespace (a selector matching nothing), from its spec as OLM computes it.
     pub no_targets: bool,
     /// The install-mode check: Err((reason, message)).
     pub install_modes: Result<(), (&'static str, String)>,
@@ -89,14 +89,14 @@ pub struct Outcome {
 const GROUP_REASONS: &[&str] =
     &["NoTargetNamespaces", "NoOperatorGroup", "TooManyOperatorGroups", "UnsupportedOperatorGroup"];
 
-pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed<'_>) -> Outcome {
+pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed) -> Outcome {
     let reason = status.reason.as_deref().unwrap_or_default();
     let mut outcome = Outcome::default();
     if reason == "InstallComponentFailedNoRetry" {
         return outcome;
     }
     let fail = |reason: &'static str, message: String| Some((CsvPhase::Failed, reason, message));
-    if let Some((failure, message)) = observed.membership.failure() {
+    if let Some((failure, message)) = observed.group_failure {
         outcome.phase = fail(failure, message.into());
         return outcome;
     }

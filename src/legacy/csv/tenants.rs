@@ -10,7 +10,8 @@ use kube::api::ListParams;
 use kube::ResourceExt;
 
 use super::authority::OnBehalf;
-use super::reconcile::{author_may, Place};
+use super::observe::author_may;
+use super::Place;
 use super::{Context, ReconcileError};
 use crate::api::v1::{OperatorGroup, OPERATOR_NAMESPACE_ANNOTATION};
 use crate::api::v1alpha1::ClusterServiceVersion;

@@ -12,7 +12,6 @@ use serde_json::json;
 use super::phase::{set_phase, transition, Chain, Components, Observed, CONDITIONS_LIMIT};
 use super::requirements::{requirements, Cluster};
 use super::strategy::{check, deployments, Unhealthy, SPEC_HASH_LABEL};
-use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
 use crate::bundle::gohash::policy_rule as go_json;
 use crate::legacy::intersection::ApiReconciliation;
@@ -43,15 +42,9 @@ fn csv() -> ClusterServiceVersion {
     .expect("csv")
 }
 
-fn group() -> OperatorGroup {
-    serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-        "metadata": {"name": "og", "namespace": "ops"}, "spec": {}, "status": {"namespaces": [""]}}))
-    .expect("group")
-}
-
-fn observed(group: &OperatorGroup) -> Observed<'_> {
+fn observed() -> Observed {
     Observed {
-        membership: Membership::Member(group),
+        group_failure: None,
         annotations_missing: false,
         no_targets: false,
         install_modes: Ok(()),
@@ -77,7 +70,6 @@ fn status(phase: CsvPhase, reason: &str) -> ClusterServiceVersionStatus {
 
 #[test]
 fn a_new_csv_walks_to_succeeded_with_olms_reasons() {
-    let group = group();
     let steps = [
         (CsvPhase::None, "", (CsvPhase::Pending, "RequirementsUnknown", "requirements not yet checked")),
         (
@@ -97,7 +89,7 @@ fn a_new_csv_walks_to_succeeded_with_olms_reasons() {
         ),
     ];
     for (phase, reason, (next, next_reason, message)) in steps {
-        let outcome = transition(&status(phase, reason), observed(&group));
+        let outcome = transition(&status(phase, reason), observed());
         assert_eq!(outcome.phase, Some((next, next_reason, message.to_owned())), "from {phase:?}");
         assert_eq!(outcome.install, phase == CsvPhase::InstallReady);
         assert_eq!(outcome.api_roles, next == CsvPhase::Succeeded, "roles with Succeeded");
@@ -108,26 +100,25 @@ fn a_new_csv_walks_to_succeeded_with_olms_reasons() {
 fn group_problems_fail_the_csv_and_heal_to_pending() {
     let outcome = transition(
         &status(CsvPhase::Succeeded, "InstallSucceeded"),
-        Observed { membership: Membership::NoOperatorGroup, ..observed(&group()) },
+        Observed { group_failure: Membership::NoOperatorGroup.failure(), ..observed() },
     );
     assert_eq!(
         outcome.phase,
         Some((CsvPhase::Failed, "NoOperatorGroup", "csv in namespace with no operatorgroups".into()))
     );
-    let group = group();
     let unsupported = Observed {
         install_modes: Err((
             "UnsupportedOperatorGroup",
             "OwnNamespace InstallModeType not supported, cannot configure to watch own namespace".into(),
         )),
-        ..observed(&group)
+        ..observed()
     };
     let outcome = transition(&status(CsvPhase::Pending, "RequirementsUnknown"), unsupported);
     assert_eq!(
         outcome.phase.map(|(phase, reason, _)| (phase, reason)),
         Some((CsvPhase::Failed, "UnsupportedOperatorGroup"))
     );
-    let outcome = transition(&status(CsvPhase::Failed, "UnsupportedOperatorGroup"), observed(&group));
+    let outcome = transition(&status(CsvPhase::Failed, "UnsupportedOperatorGroup"), observed());
     assert_eq!(
         outcome.phase,
         Some((CsvPhase::Pending, "RequirementsUnknown", "InstallModes now support target namespaces".into()))
@@ -136,23 +127,21 @@ fn group_problems_fail_the_csv_and_heal_to_pending() {
 
 #[test]
 fn missing_annotations_are_written_before_anything_else() {
-    let group = group();
-    let outcome = transition(&status(CsvPhase::None, ""), Observed { annotations_missing: true, ..observed(&group) });
+    let outcome = transition(&status(CsvPhase::None, ""), Observed { annotations_missing: true, ..observed() });
     assert!(outcome.annotate);
     assert_eq!(outcome.phase, None);
     let outcome = transition(
         &status(CsvPhase::None, ""),
-        Observed { annotations_missing: true, no_targets: true, ..observed(&group) },
+        Observed { annotations_missing: true, no_targets: true, ..observed() },
     );
     assert_eq!(outcome.phase.map(|(_, reason, _)| reason), Some("NoTargetNamespaces"));
 }
 
 #[test]
 fn provided_api_conflicts_fail_and_remove_the_deployments() {
-    let group = group();
     let outcome = transition(
         &status(CsvPhase::Succeeded, "InstallSucceeded"),
-        Observed { apis: ApiReconciliation::Conflict, ..observed(&group) },
+        Observed { apis: ApiReconciliation::Conflict, ..observed() },
     );
     assert_eq!(
         outcome.phase,
@@ -166,17 +155,17 @@ fn provided_api_conflicts_fail_and_remove_the_deployments() {
     // Already failing so: nothing more.
     let again = transition(
         &status(CsvPhase::Failed, "InterOperatorGroupOwnerConflict"),
-        Observed { apis: ApiReconciliation::Conflict, ..observed(&group) },
+        Observed { apis: ApiReconciliation::Conflict, ..observed() },
     );
     assert_eq!(again.phase, None);
-    let added = transition(&status(CsvPhase::None, ""), Observed { apis: ApiReconciliation::Add, ..observed(&group) });
+    let added = transition(&status(CsvPhase::None, ""), Observed { apis: ApiReconciliation::Add, ..observed() });
     assert_eq!(added.group_apis, Some(ApiReconciliation::Add));
     let static_group = transition(
         &status(CsvPhase::None, ""),
-        Observed { apis: ApiReconciliation::Add, static_group: true, ..observed(&group) },
+        Observed { apis: ApiReconciliation::Add, static_group: true, ..observed() },
     );
     assert_eq!(static_group.phase.map(|(_, reason, _)| reason), Some("CannotModifyStaticOperatorGroupProvidedAPIs"));
-    let healed = transition(&status(CsvPhase::Failed, "InterOperatorGroupOwnerConflict"), observed(&group));
+    let healed = transition(&status(CsvPhase::Failed, "InterOperatorGroupOwnerConflict"), observed());
     assert_eq!(
         healed.phase.map(|(phase, _, message)| (phase, message)),
         Some((CsvPhase::Pending, "OperatorGroup no longer intersecting with conflicting owner".into()))
@@ -185,8 +174,7 @@ fn provided_api_conflicts_fail_and_remove_the_deployments() {
 
 #[test]
 fn unmet_requirements_wait_in_pending_and_fail_a_succeeded_csv() {
-    let group = group();
-    let unmet = || Observed { requirements: (false, Vec::new()), ..observed(&group) };
+    let unmet = || Observed { requirements: (false, Vec::new()), ..observed() };
     let outcome = transition(&status(CsvPhase::Pending, "RequirementsUnknown"), unmet());
     assert_eq!(
         outcome.phase,
@@ -201,10 +189,9 @@ fn unmet_requirements_wait_in_pending_and_fail_a_succeeded_csv() {
 
 #[test]
 fn an_author_who_may_not_create_deployments_fails_the_install() {
-    let group = group();
     let outcome = transition(
         &status(CsvPhase::InstallReady, "AllRequirementsMet"),
-        Observed { author: Err("nope".into()), ..observed(&group) },
+        Observed { author: Err("nope".into()), ..observed() },
     );
     assert!(!outcome.install);
     assert_eq!(
@@ -215,12 +202,11 @@ fn an_author_who_may_not_create_deployments_fails_the_install() {
 
 #[test]
 fn a_failed_install_stays_failed_while_the_author_still_may_not_and_heals_once_they_may() {
-    let group = group();
     let failed = status(CsvPhase::Failed, "InstallComponentFailed");
-    let refused = transition(&failed, Observed { author: Err("nope".into()), ..observed(&group) });
+    let refused = transition(&failed, Observed { author: Err("nope".into()), ..observed() });
     assert_eq!(refused.phase, None, "no round through Pending: nothing is written while nothing changed");
     assert!(!refused.install);
-    let allowed = transition(&failed, observed(&group));
+    let allowed = transition(&failed, observed());
     assert_eq!(
         allowed.phase.map(|(phase, reason, _)| (phase, reason)),
         Some((CsvPhase::Succeeded, "InstallSucceeded"))
@@ -229,11 +215,10 @@ fn a_failed_install_stays_failed_while_the_author_still_may_not_and_heals_once_t
 
 #[test]
 fn health_moves_installing_and_succeeded_as_olm_does() {
-    let group = group();
     let waiting = Unhealthy::Waiting("waiting for deployment plumbus to become ready: x".into());
     let outcome = transition(
         &status(CsvPhase::Installing, "InstallSucceeded"),
-        Observed { health: Err(waiting.clone()), ..observed(&group) },
+        Observed { health: Err(waiting.clone()), ..observed() },
     );
     assert_eq!(
         outcome.phase,
@@ -243,24 +228,24 @@ fn health_moves_installing_and_succeeded_as_olm_does() {
             "installing: waiting for deployment plumbus to become ready: x".into()
         ))
     );
-    let late = Observed { health: Err(waiting.clone()), now: now(301), ..observed(&group) };
+    let late = Observed { health: Err(waiting.clone()), now: now(301), ..observed() };
     assert_eq!(
         transition(&status(CsvPhase::Installing, "InstallSucceeded"), late).phase,
         Some((CsvPhase::Failed, "InstallCheckFailed", "install timeout".into()))
     );
     let outcome = transition(
         &status(CsvPhase::Succeeded, "InstallSucceeded"),
-        Observed { health: Err(waiting), ..observed(&group) },
+        Observed { health: Err(waiting), ..observed() },
     );
     assert_eq!(outcome.phase.map(|(phase, reason, _)| (phase, reason)), Some((CsvPhase::Failed, "ComponentUnhealthy")));
-    let outdated = Observed { health: Err(Unhealthy::Outdated("deployment changed".into())), ..observed(&group) };
+    let outdated = Observed { health: Err(Unhealthy::Outdated("deployment changed".into())), ..observed() };
     assert_eq!(
         transition(&status(CsvPhase::Succeeded, "InstallSucceeded"), outdated).phase.map(|(p, _, _)| p),
         Some(CsvPhase::InstallReady)
     );
-    let healthy = transition(&status(CsvPhase::Succeeded, "InstallSucceeded"), observed(&group));
+    let healthy = transition(&status(CsvPhase::Succeeded, "InstallSucceeded"), observed());
     assert!(healthy.api_roles);
-    let recovered = transition(&status(CsvPhase::Failed, "ComponentUnhealthy"), observed(&group));
+    let recovered = transition(&status(CsvPhase::Failed, "ComponentUnhealthy"), observed());
     assert_eq!(recovered.phase.map(|(phase, _, _)| phase), Some(CsvPhase::Succeeded));
 }
 
@@ -433,24 +418,23 @@ fn chain(replaces: Option<(&str, CsvPhase)>, replaced_by: Option<(&str, CsvPhase
 
 #[test]
 fn an_upgrade_replaces_the_old_csv_as_olm_does() {
-    let group = group();
     // The new one waits in Pending until the old one steps aside.
-    let waiting = Observed { chain: chain(Some(("old", CsvPhase::Succeeded)), None), ..observed(&group) };
+    let waiting = Observed { chain: chain(Some(("old", CsvPhase::Succeeded)), None), ..observed() };
     let outcome = transition(&status(CsvPhase::Pending, "RequirementsUnknown"), waiting);
     assert_eq!(outcome.phase, None);
     assert!(outcome.requirement_status.is_some());
     // The old one sees it and goes Replacing.
-    let old = Observed { chain: chain(None, Some(("new", CsvPhase::Pending))), ..observed(&group) };
+    let old = Observed { chain: chain(None, Some(("new", CsvPhase::Pending))), ..observed() };
     let outcome = transition(&status(CsvPhase::Succeeded, "InstallSucceeded"), old);
     assert_eq!(outcome.phase, Some((CsvPhase::Replacing, "BeingReplaced", "being replaced by csv: new".into())));
     // The new one installs.
-    let ready = Observed { chain: chain(Some(("old", CsvPhase::Replacing)), None), ..observed(&group) };
+    let ready = Observed { chain: chain(Some(("old", CsvPhase::Replacing)), None), ..observed() };
     let outcome = transition(&status(CsvPhase::Pending, "RequirementsUnknown"), ready);
     assert_eq!(outcome.phase.map(|(phase, _, _)| phase), Some(CsvPhase::InstallReady));
     // The old one is deleted once the new one Succeeded, not before.
-    let pending = Observed { chain: chain(None, Some(("new", CsvPhase::Installing))), ..observed(&group) };
+    let pending = Observed { chain: chain(None, Some(("new", CsvPhase::Installing))), ..observed() };
     assert_eq!(transition(&status(CsvPhase::Replacing, "BeingReplaced"), pending).phase, None);
-    let done = Observed { chain: chain(None, Some(("new", CsvPhase::Succeeded))), ..observed(&group) };
+    let done = Observed { chain: chain(None, Some(("new", CsvPhase::Succeeded))), ..observed() };
     let outcome = transition(&status(CsvPhase::Replacing, "BeingReplaced"), done);
     assert_eq!(
         outcome.phase,
@@ -460,23 +444,22 @@ fn an_upgrade_replaces_the_old_csv_as_olm_does() {
             "has been replaced by a newer ClusterServiceVersion that has successfully installed.".into()
         ))
     );
-    assert!(transition(&status(CsvPhase::Deleting, "Replaced"), observed(&group)).delete);
+    assert!(transition(&status(CsvPhase::Deleting, "Replaced"), observed()).delete);
     // A middle CSV of a chain waits for the oldest to go.
     let middle = Observed {
         chain: chain(Some(("oldest", CsvPhase::Replacing)), Some(("new", CsvPhase::Succeeded))),
-        ..observed(&group)
+        ..observed()
     };
     assert_eq!(transition(&status(CsvPhase::Replacing, "BeingReplaced"), middle).phase, None);
 }
 
 #[test]
 fn a_failed_csv_is_replaced_only_with_fail_forward_and_owner_conflicts_fail() {
-    let group = group();
     let replaced = || chain(None, Some(("new", CsvPhase::Pending)));
-    let plain = Observed { chain: replaced(), health: Err(Unhealthy::Missing("m".into())), ..observed(&group) };
+    let plain = Observed { chain: replaced(), health: Err(Unhealthy::Missing("m".into())), ..observed() };
     let outcome = transition(&status(CsvPhase::Failed, "ComponentUnhealthy"), plain);
     assert_ne!(outcome.phase.map(|(phase, _, _)| phase), Some(CsvPhase::Replacing));
-    let forward = Observed { chain: Chain { fail_forward: true, ..replaced() }, ..observed(&group) };
+    let forward = Observed { chain: Chain { fail_forward: true, ..replaced() }, ..observed() };
     let outcome = transition(&status(CsvPhase::Failed, "ComponentUnhealthy"), forward);
     assert_eq!(
         outcome.phase,
@@ -486,7 +469,7 @@ fn a_failed_csv_is_replaced_only_with_fail_forward_and_owner_conflicts_fail() {
             "Fail Forward is enabled, allowing Failed csv to be replaced by csv: new".into()
         ))
     );
-    let conflict = Observed { chain: Chain { crd_owner_conflict: true, ..Chain::default() }, ..observed(&group) };
+    let conflict = Observed { chain: Chain { crd_owner_conflict: true, ..Chain::default() }, ..observed() };
     let outcome = transition(&status(CsvPhase::Pending, "RequirementsUnknown"), conflict);
     assert_eq!(outcome.phase, Some((CsvPhase::Failed, "OwnerConflict", "conflicting CRD owner in namespace".into())));
 }

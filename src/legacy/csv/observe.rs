@@ -1,0 +1,355 @@
+//! The reading half of a CSV pass: everything `phase::transition` decides on, read in one place and handed over as
+//! one [`Seen`] (the CSV's group, and the [`Observed`] facts). Reads that only some phases need are made only in
+//! those phases, as OLM's `transitionCSVState` makes them. What can be derived without the cluster is derived by
+//! pure functions here ([`group_facts`]), tested without one.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+use kube::api::ListParams;
+use kube::ResourceExt;
+
+use super::authority::{self, OnBehalf};
+use super::chain::chain_of;
+use super::phase::{Chain, Observed};
+use super::platform::{group_versions, Platform};
+use super::requirements::{requirements, Cluster};
+use super::{Context, Place, ReconcileError};
+use crate::api::v1::{OperatorGroup, UpgradeStrategyName, TARGET_NAMESPACES_ANNOTATION};
+use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, RequirementStatus};
+use crate::legacy::apis::ApiKey;
+use crate::legacy::intersection::{reconcile as reconcile_apis, ApiReconciliation, GroupSurface};
+use crate::legacy::membership::{membership, missing_annotations, Membership, COPIED_FROM_LABEL};
+use crate::legacy::targets::{supports, targets, Targets};
+use crate::rbac::{RbacSnapshot, UserInfo};
+use crate::webhook::csv_author::recorded_author;
+
+/// What one pass read: the CSV's group (when it has exactly one) and the facts the phase machine decides on.
+pub(super) struct Seen {
+    pub group: Option<OperatorGroup>,
+    pub observed: Observed,
+}
+
+/// Reads what a pass over `csv` (at `status`, providing `provided`) decides on.
+pub(super) async fn observe(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    status: &ClusterServiceVersionStatus,
+    provided: &BTreeSet<ApiKey>,
+    place: &Place,
+    now: &Time,
+) -> Result<Seen, ReconcileError> {
+    let namespace = place.namespace.as_str();
+    let groups =
+        ctx.client.namespaced::<OperatorGroup>(namespace).list().await.map_err(place.read("OperatorGroups"))?;
+    let (group, group_failure) = match membership(&groups) {
+        Membership::Member(found) => (Some(found.clone()), None),
+        other => (None, other.failure()),
+    };
+    let mut observed = Observed {
+        group_failure,
+        annotations_missing: false,
+        no_targets: false,
+        install_modes: Ok(()),
+        static_group: false,
+        apis: ApiReconciliation::NoConflict,
+        requirements: (false, Vec::new()),
+        author: Ok(()),
+        health: Ok(()),
+        now: now.clone(),
+        chain: Chain::default(),
+        components: Default::default(),
+    };
+    if let Some(found) = &group {
+        let namespaces = if selects_namespaces(found) { namespace_labels(ctx, place).await? } else { Vec::new() };
+        let all = ctx.client.all::<OperatorGroup>().list().await.map_err(place.read("OperatorGroups"))?;
+        let facts = group_facts(csv, found, &namespaces, &all, provided);
+        observed.annotations_missing = facts.annotations_missing;
+        observed.no_targets = facts.no_targets;
+        observed.install_modes = facts.install_modes;
+        observed.static_group = found.spec.static_provided_apis;
+        observed.apis = facts.apis;
+    }
+    let neighbours = ctx
+        .client
+        .namespaced::<ClusterServiceVersion>(namespace)
+        .list_with(&ListParams::default().labels(&format!("!{COPIED_FROM_LABEL}")))
+        .await
+        .map_err(place.read("CSVs"))?;
+    let fail_forward = group
+        .as_ref()
+        .is_some_and(|group| group.spec.upgrade_strategy == UpgradeStrategyName::TechPreviewUnsafeFailForward);
+    observed.chain = chain_of(csv, &neighbours, fail_forward);
+    if needs_requirements(status) {
+        observed.requirements = read_requirements(ctx, csv, place).await?;
+        observed.components = super::components::observe(ctx, csv, status.phase).await?;
+    }
+    if matches!(status.phase, CsvPhase::Installing | CsvPhase::Succeeded | CsvPhase::Failed) {
+        let mut found = BTreeMap::new();
+        for spec in &csv.spec.install.spec.deployments {
+            let deployments = ctx.client.namespaced::<Deployment>(namespace);
+            if let Some(deployment) = deployments.get_opt(&spec.name).await.map_err(place.read("Deployments"))? {
+                found.insert(spec.name.clone(), deployment);
+            }
+        }
+        observed.health = super::components::health(ctx, csv, &found).await?;
+    }
+    let install_failed = status.phase == CsvPhase::Failed && status.reason.as_deref() == Some("InstallComponentFailed");
+    if status.phase == CsvPhase::InstallReady || install_failed {
+        observed.author = author_may_install(ctx, csv, place).await?;
+        if observed.author.is_ok() {
+            observed.author = super::components::preflight(ctx, csv).await?;
+        }
+    }
+    Ok(Seen { group, observed })
+}
+
+/// What a CSV's membership of `group` says, from the group and the cluster around it.
+#[derive(Debug, PartialEq)]
+pub(super) struct GroupFacts {
+    pub annotations_missing: bool,
+    pub no_targets: bool,
+    pub install_modes: Result<(), (&'static str, String)>,
+    pub apis: ApiReconciliation,
+}
+
+/// The facts of `csv`'s membership of `group`, given every namespace with its labels (needed only when the group
+/// selects namespaces) and every group of the cluster. Whether the group targets no namespace is computed from its
+/// spec, as OLM's `getOperatorGroupTargets` computes it, not read from its status: a group the group loop has not
+/// reached yet has no status, and a CSV applied with it must not fail for that.
+pub(super) fn group_facts(
+    csv: &ClusterServiceVersion,
+    group: &OperatorGroup,
+    namespaces: &[(String, BTreeMap<String, String>)],
+    all: &[OperatorGroup],
+    provided: &BTreeSet<ApiKey>,
+) -> GroupFacts {
+    let operator_namespace = csv.namespace().unwrap_or_default();
+    let install_modes = match csv.annotations().get(TARGET_NAMESPACES_ANNOTATION) {
+        Some(annotation) => supports(&csv.spec.install_modes, &operator_namespace, annotation)
+            .map_err(|unsupported| (unsupported.reason, unsupported.message)),
+        None => Err(("NoTargetNamespaces", "csv missing olm.targetNamespaces annotation".to_owned())),
+    };
+    let others: Vec<GroupSurface> = all
+        .iter()
+        .filter(|other| !(other.namespace() == group.namespace() && other.name_any() == group.name_any()))
+        .map(GroupSurface::of)
+        .collect();
+    GroupFacts {
+        annotations_missing: !missing_annotations(csv, group).is_empty(),
+        // A group whose targets cannot be computed is not said to target none (OLM skips the check on that error).
+        no_targets: matches!(targets(&group.spec, namespaces), Ok(Targets::Namespaces(none)) if none.is_empty()),
+        install_modes,
+        apis: reconcile_apis(provided, &GroupSurface::of(group), &others),
+    }
+}
+
+/// Whether a group's targets come from a label selector, so that the namespaces' labels are needed.
+fn selects_namespaces(group: &OperatorGroup) -> bool {
+    group.spec.target_namespaces.is_empty() && !group.spec.is_global()
+}
+
+/// Every namespace with its labels (terminating ones too, as OLM's namespace lister holds them). Read only for a
+/// group that selects namespaces, and only in the passes that need it: the loop's own store keeps no labels.
+async fn namespace_labels(
+    ctx: &Context,
+    place: &Place,
+) -> Result<Vec<(String, BTreeMap<String, String>)>, ReconcileError> {
+    let namespaces = ctx.client.all::<Namespace>().list().await.map_err(place.read("Namespaces"))?;
+    Ok(namespaces.into_iter().map(|namespace| (namespace.name_any(), namespace.labels().clone())).collect())
+}
+
+/// Whether a pass in this phase reads the requirements (OLM checks them in Pending, Succeeded and Failed).
+fn needs_requirements(status: &ClusterServiceVersionStatus) -> bool {
+    matches!(status.phase, CsvPhase::Pending | CsvPhase::Succeeded | CsvPhase::Failed)
+}
+
+async fn read_requirements(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    place: &Place,
+) -> Result<(bool, Vec<RequirementStatus>), ReconcileError> {
+    let namespace = place.namespace.as_str();
+    let mut crds = BTreeMap::new();
+    let descriptions =
+        csv.spec.custom_resource_definitions.iter().flat_map(|crds| crds.owned.iter().chain(&crds.required));
+    let names: Vec<String> = descriptions.map(|description| description.name.clone()).collect();
+    if !names.is_empty() {
+        let crd_api = ctx.client.all::<CustomResourceDefinition>();
+        for crd_name in &names {
+            if let Some(crd) = crd_api.get_opt(crd_name).await.map_err(place.read("CRDs"))? {
+                crds.insert(crd_name.clone(), crd);
+            }
+        }
+    }
+    let accounts: BTreeMap<String, ServiceAccount> = ctx
+        .client
+        .namespaced::<ServiceAccount>(namespace)
+        .list()
+        .await
+        .map_err(place.read("ServiceAccounts"))?
+        .into_iter()
+        .map(|account| (account.name_any(), account))
+        .collect();
+    let strategy = &csv.spec.install.spec;
+    let (roles, bindings, cluster) = if strategy.permissions.is_empty() && strategy.cluster_permissions.is_empty() {
+        (Vec::new(), Vec::new(), Arc::new(RbacSnapshot::default()))
+    } else {
+        let roles = ctx.client.namespaced::<Role>(namespace).list().await.map_err(place.read("Roles"))?;
+        let bindings =
+            ctx.client.namespaced::<RoleBinding>(namespace).list().await.map_err(place.read("RoleBindings"))?;
+        (roles, bindings, ctx.cluster_rbac().await)
+    };
+    let held = |account: &str| {
+        let user = UserInfo::service_account(namespace, account);
+        let everywhere = cluster.cluster_rules_for(&user).0;
+        let mut here = everywhere.clone();
+        here.extend(cluster.local_rules_for(&user, namespace, &roles, &bindings));
+        (here, everywhere)
+    };
+    let server_version = match csv.spec.min_kube_version.as_deref().filter(|minimum| !minimum.is_empty()) {
+        Some(_) => ctx.client.kube().apiserver_version().await.ok().map(|info| info.git_version),
+        None => None,
+    };
+    let mut served = BTreeSet::new();
+    for (group, version) in group_versions(csv) {
+        // A group-version the server does not serve (or cannot say it does) serves nothing the CSV needs.
+        let listed = if group.is_empty() {
+            ctx.client.kube().list_core_api_resources(&version).await
+        } else {
+            ctx.client.kube().list_api_group_resources(&format!("{group}/{version}")).await
+        };
+        for resource in listed.map(|list| list.resources).unwrap_or_default() {
+            served.insert((group.clone(), version.clone(), resource.kind));
+        }
+    }
+    let mut api_services = BTreeMap::new();
+    let required = csv.spec.api_service_definitions.iter().flat_map(|definitions| &definitions.required);
+    for api in required {
+        let service_name = format!("{}.{}", api.version, api.group);
+        let found = ctx.client.all::<APIService>().get_opt(&service_name).await.map_err(place.read("APIServices"))?;
+        if let Some(service) = found {
+            api_services.insert(service_name, service);
+        }
+    }
+    let platform = Platform { server_version: server_version.as_deref(), served: &served, api_services: &api_services };
+    Ok(requirements(csv, &Cluster { crds: &crds, accounts: &accounts, held: &held, platform }))
+}
+
+/// Whether the CSV's recorded author may create Deployments in its namespace: Err says why not.
+async fn author_may_install(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    place: &Place,
+) -> Result<Result<(), String>, ReconcileError> {
+    let deployments = OnBehalf {
+        namespace: Some(place.namespace.clone()),
+        creates: vec![("apps".into(), "deployments".into())],
+        grants: None,
+        binds: false,
+        changes: Vec::new(),
+    };
+    Ok(author_may(ctx, csv, place, &deployments)
+        .await?
+        .map_err(|why| format!("the CSV's {why}, so its Deployments are not created for them")))
+}
+
+/// Whether the CSV's recorded author could make `on_behalf` by hand: Err says who they are and what they may not do.
+pub(super) async fn author_may(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    place: &Place,
+    on_behalf: &OnBehalf,
+) -> Result<Result<(), String>, ReconcileError> {
+    let Some(author) = recorded_author(csv.annotations()) else {
+        return Ok(Err("author is not recorded (it was written while the webhook did not run; apply it again)".into()));
+    };
+    let answer =
+        authority::review(ctx.client.kube(), &author, &authority::checks(on_behalf)).await.map_err(|source| {
+            ReconcileError::Review { namespace: place.namespace.clone(), name: place.name.clone(), source }
+        })?;
+    Ok(answer.map_err(|why| format!("author {} {why}", author.username)))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn csv(annotations: serde_json::Value) -> ClusterServiceVersion {
+        serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "plumbus.v1", "namespace": "ops", "annotations": annotations},
+            "spec": {"install": {"strategy": "deployment"}, "installModes": [{"type": "AllNamespaces", "supported": true},
+                                      {"type": "OwnNamespace", "supported": true}]}}))
+        .expect("csv")
+    }
+
+    fn group(spec: serde_json::Value, status: Option<serde_json::Value>) -> OperatorGroup {
+        let mut group = json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": "og", "namespace": "ops"}, "spec": spec});
+        if let Some(status) = status {
+            group["status"] = status;
+        }
+        serde_json::from_value(group).expect("group")
+    }
+
+    fn namespaces() -> Vec<(String, BTreeMap<String, String>)> {
+        vec![("ops".into(), BTreeMap::new()), ("team".into(), BTreeMap::from([("team".into(), "a".into())]))]
+    }
+
+    fn facts(csv: &ClusterServiceVersion, group: &OperatorGroup) -> GroupFacts {
+        group_facts(csv, group, &namespaces(), std::slice::from_ref(group), &BTreeSet::new())
+    }
+
+    #[test]
+    fn a_global_group_not_yet_given_its_status_targets_every_namespace() {
+        let fresh = group(json!({}), None);
+        let facts = facts(&csv(json!({})), &fresh);
+        assert!(!facts.no_targets, "read from the spec, not the missing status");
+        assert!(facts.annotations_missing);
+    }
+
+    #[test]
+    fn a_group_targeting_none_is_known_from_its_selector_or_its_targets() {
+        let nothing = group(json!({"selector": {"matchLabels": {"team": "b"}}}), Some(json!({"namespaces": []})));
+        assert!(facts(&csv(json!({})), &nothing).no_targets);
+        let selected = group(json!({"selector": {"matchLabels": {"team": "a"}}}), None);
+        assert!(!facts(&csv(json!({})), &selected).no_targets);
+        let named = group(json!({"targetNamespaces": ["gone"]}), None);
+        assert!(!facts(&csv(json!({})), &named).no_targets, "named targets count whether or not they exist");
+        let broken = group(json!({"targetNamespaces": ["a", ""]}), None);
+        assert!(!facts(&csv(json!({})), &broken).no_targets, "targets that cannot be computed are not none");
+    }
+
+    #[test]
+    fn install_modes_are_checked_against_the_annotation() {
+        let global = group(json!({}), Some(json!({"namespaces": [""]})));
+        let annotated = csv(json!({"olm.operatorGroup": "og", "olm.operatorNamespace": "ops",
+                                   "olm.targetNamespaces": ""}));
+        let facts_of = facts(&annotated, &global);
+        assert_eq!(facts_of.install_modes, Ok(()));
+        assert!(!facts_of.annotations_missing);
+        let unannotated = facts(&csv(json!({})), &global);
+        assert_eq!(unannotated.install_modes.map_err(|(reason, _)| reason), Err("NoTargetNamespaces"));
+        let elsewhere = csv(json!({"olm.targetNamespaces": "team"}));
+        assert_eq!(
+            facts(&elsewhere, &global).install_modes.map_err(|(reason, _)| reason),
+            Err("UnsupportedOperatorGroup"),
+            "SingleNamespace is not among its modes"
+        );
+    }
+
+    #[test]
+    fn selectors_alone_need_the_namespaces_labels() {
+        assert!(!selects_namespaces(&group(json!({}), None)));
+        assert!(!selects_namespaces(&group(json!({"targetNamespaces": ["a"]}), None)));
+        assert!(selects_namespaces(&group(json!({"selector": {"matchLabels": {"a": "b"}}}), None)));
+    }
+}
