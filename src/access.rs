@@ -1,7 +1,8 @@
 //! Access reviews: whether a person may do one thing, asked of the API server with a SubjectAccessReview in their
 //! own identity (user, groups, uid, extra) as it authenticated them. The webhook asks it of approvers, of users who
 //! name a CatalogSource and of users who change an Install's content; the Install controller asks it of an
-//! Install's creator before lending them an OperatorGroup's ServiceAccount.
+//! Install's creator before lending them an OperatorGroup's ServiceAccount, with the checks that decide who may use
+//! such an account (`operator_group_use_checks`, `account_namer_checks`).
 
 use k8s_openapi::api::authorization::v1::{
     NonResourceAttributes, ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
@@ -9,7 +10,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 use kube::Client;
 
-use crate::api::v2alpha1::{PendingPermission, PermissionScope, Requester};
+use crate::api::v2alpha1::{PendingPermission, PermissionScope, Requester, ServiceAccountReference};
 use crate::rbac::breakdown;
 use crate::rbac::missing::rule_of;
 
@@ -142,10 +143,61 @@ pub async fn lacking(
     Ok(lacking)
 }
 
+/// The access checks of which the creator of an Install must pass one for an OperatorGroup's account to lend it its
+/// existing rights: `create subscriptions` in the account's namespace (what OLM v0 asked of whoever installed with
+/// that account), or `impersonate` on the account itself (they could act as it anyway).
+pub fn operator_group_use_checks(account: &ServiceAccountReference) -> [AccessCheck; 2] {
+    [
+        AccessCheck::resource(Some(&account.namespace), "create", "operators.coreos.com", "subscriptions", ""),
+        AccessCheck::resource(Some(&account.namespace), "impersonate", "", "serviceaccounts", &account.name),
+    ]
+}
+
+/// The access checks of which whoever named an OperatorGroup's account must pass one for it to lend its rights:
+/// Kubernetes' own test of who may use an account, the power to run as it (`impersonate` on it, or `create pods` in
+/// its namespace, which runs a pod as any account there).
+pub fn account_namer_checks(account: &ServiceAccountReference) -> [AccessCheck; 2] {
+    [
+        AccessCheck::resource(Some(&account.namespace), "impersonate", "", "serviceaccounts", &account.name),
+        AccessCheck::resource(Some(&account.namespace), "create", "", "pods", ""),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn reference(namespace: &str, name: &str) -> ServiceAccountReference {
+        ServiceAccountReference { namespace: namespace.into(), name: name.into() }
+    }
+
+    #[test]
+    fn using_an_operator_group_account_takes_create_subscriptions_or_impersonating_it() {
+        let [subscriptions, impersonate] = operator_group_use_checks(&reference("operators", "robot"));
+        assert_eq!(
+            (subscriptions.namespace.as_deref(), subscriptions.verb.as_str(), subscriptions.resource.as_str()),
+            (Some("operators"), "create", "subscriptions")
+        );
+        assert_eq!(subscriptions.group, "operators.coreos.com");
+        assert_eq!((impersonate.verb.as_str(), impersonate.name.as_str()), ("impersonate", "robot"));
+        assert_eq!(impersonate.resource, "serviceaccounts");
+    }
+
+    #[test]
+    fn naming_an_account_lends_it_only_for_who_may_run_as_it() {
+        let [impersonate, pods] = account_namer_checks(&reference("operators", "robot"));
+        assert_eq!(
+            (impersonate.namespace.as_deref(), impersonate.verb.as_str(), impersonate.resource.as_str()),
+            (Some("operators"), "impersonate", "serviceaccounts")
+        );
+        assert_eq!((impersonate.group.as_str(), impersonate.name.as_str()), ("", "robot"));
+        assert_eq!(
+            (pods.namespace.as_deref(), pods.verb.as_str(), pods.resource.as_str()),
+            (Some("operators"), "create", "pods")
+        );
+        assert_eq!((pods.group.as_str(), pods.name.as_str()), ("", ""));
+    }
 
     #[test]
     fn checks_cover_each_verb_resource_and_namespace() {

@@ -1,5 +1,6 @@
-//! The static category of an error: the one trait every error with a reason implements. It imports nothing of the
-//! crate, so that any module may implement it without a cycle.
+//! The static category of an error: the one trait every error with a reason implements, and the rendering of an
+//! error with its causes that conditions, events and the terminal show. It imports nothing of the crate, so that any
+//! module may use it without a cycle.
 
 /// An error with a static category: a short, bounded name of what failed (`ManifestImagePullFailed`,
 /// `StatusWriteFailed`), used as log field, condition and event reason and metric label, so that error text (which
@@ -14,4 +15,16 @@ pub trait Categorized: std::error::Error {
     fn is_conflict(&self) -> bool {
         false
     }
+}
+
+/// Renders an error with its chain of causes, one per line, for a condition's message, an event's note or the
+/// user at the terminal.
+pub fn report(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(inner) = cause {
+        text.push_str(&format!("\n  caused by: {inner}"));
+        cause = inner.source();
+    }
+    text
 }

@@ -1,6 +1,6 @@
-//! Errors: the errors of the binary's top-level actions, and the rendering of an error's chain of causes. The trait
-//! that gives each error its static category is `category`, which every module may import (this one imports the
-//! errors it wraps).
+//! The errors of the binary's top-level actions (the command line's), above every module whose errors it wraps. The
+//! trait that gives each error its static category, and the rendering of an error's chain of causes, are
+//! `category`, which every module may import.
 
 use std::net::SocketAddr;
 
@@ -144,15 +144,4 @@ impl Categorized for Error {
             Self::OperatorsNotFound { .. } => "OperatorNotFound",
         }
     }
-}
-
-/// Renders an error with its chain of causes, one per line, for the user at the terminal.
-pub fn report(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        text.push_str(&format!("\n  caused by: {inner}"));
-        cause = inner.source();
-    }
-    text
 }

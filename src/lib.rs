@@ -22,6 +22,7 @@ pub mod output;
 pub mod policy;
 pub mod process;
 pub mod rbac;
+pub mod runtime;
 pub mod server;
 pub mod telemetry;
 pub mod tls;

@@ -4,9 +4,10 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use olmv2::category::report;
 use olmv2::category::Categorized;
 use olmv2::cmd::{approve, bundle, crds, migrate, run};
-use olmv2::error::{report, Error};
+use olmv2::error::Error;
 use olmv2::telemetry::{self, LogFormat};
 
 /// The operator-lifecycle controller for the operators.coreos.com/v2alpha1 Operator and Install APIs.

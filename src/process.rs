@@ -12,7 +12,8 @@ use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
-use crate::controller::{leader, ControllerOptions, Process};
+use crate::controller::leader;
+use crate::runtime::{ControllerOptions, Process};
 use crate::server::Health;
 use crate::webhook::server::RunningWebhook;
 use crate::webhook::WebhookError;
@@ -21,7 +22,7 @@ use crate::webhook::WebhookError;
 /// `controller::runner::Reconciler`) and the kube-runtime `Controller` that wakes it, and returns
 /// `controller::runner::run` of both.
 pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] = &[
-    crate::controller::rbac_cache::controller,
+    crate::runtime::rbac_controller,
     crate::install::controller,
     crate::operator::controller,
     crate::legacy::operatorgroup::controller,
@@ -94,7 +95,7 @@ pub async fn start(
                 tracing::error!(
                     category = error.category(),
                     "{}; the Installed API is not served",
-                    crate::error::report(&error)
+                    crate::category::report(&error)
                 );
                 None
             }

@@ -123,7 +123,7 @@ async fn a_testdata_catalog_image_reads_back_through_a_catalog_source() {
     assert_eq!(again.category(), first.category());
     assert_eq!(
         again.to_string(),
-        olmv2::error::report(&first),
+        olmv2::category::report(&first),
         "the same words, so statuses repeating it stay as they are"
     );
     let _ = std::fs::remove_dir_all(cache);

@@ -279,7 +279,7 @@ impl Cluster {
     /// each on a loopback address of its own.
     pub async fn start_controllers(
         &self,
-        mut options: olmv2::controller::ControllerOptions,
+        mut options: olmv2::runtime::ControllerOptions,
         ports: &ServicePorts,
     ) -> Result<olmv2::process::Controllers, ClusterError> {
         let config = self.controller_config(ports).await?;

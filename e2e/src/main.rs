@@ -209,7 +209,7 @@ async fn start(cli: Cli) -> Result<(), String> {
         None => None,
     };
     let result = match controller.await {
-        Ok(result) => result.map_err(|e| olmv2::error::report(&e)),
+        Ok(result) => result.map_err(|e| olmv2::category::report(&e)),
         Err(error) => Err(error.to_string()),
     };
     if let Some(kubelet) = kubelet {

@@ -140,8 +140,8 @@ pub fn controller_options(
     insecure_registries: Vec<String>,
     cache: PathBuf,
     resync: Duration,
-) -> olmv2::controller::ControllerOptions {
-    olmv2::controller::ControllerOptions {
+) -> olmv2::runtime::ControllerOptions {
+    olmv2::runtime::ControllerOptions {
         namespace: CONTROLLER_NAMESPACE.into(),
         webhook: olmv2::webhook::WebhookOptions {
             address: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -183,7 +183,7 @@ pub fn controller_options(
 pub async fn start_controllers(
     plane: &ControlPlane,
     config: kube::Config,
-    mut options: olmv2::controller::ControllerOptions,
+    mut options: olmv2::runtime::ControllerOptions,
 ) -> Result<olmv2::process::Controllers, ProjectError> {
     let service = options.webhook.service_name.clone();
     let api_service = options.api.service_name.clone();

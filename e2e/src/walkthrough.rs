@@ -90,7 +90,7 @@ async fn push(registry: &Registry, bundle: &Path, image: &str) -> Result<(), Wal
         .push_bundle(bundle, image, false)
         .await
         .map(|_| ())
-        .map_err(|e| WalkthroughError::Push(olmv2::error::report(&e)))
+        .map_err(|e| WalkthroughError::Push(olmv2::category::report(&e)))
 }
 
 fn state(install: &Install) -> Option<InstallState> {

@@ -278,7 +278,7 @@ impl ImageClient {
         let result = self.pull_resolved(reference, parsed, digest.clone(), cache, limits).await;
         if let Err(error) = &result {
             if error.for_good() {
-                let refusal = Refusal { category: error.category(), reason: crate::error::report(error) };
+                let refusal = Refusal { category: error.category(), reason: crate::category::report(error) };
                 self.refused.remember(&digest, limits, refusal);
             }
         }

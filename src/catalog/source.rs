@@ -292,7 +292,7 @@ impl CatalogCache {
             Err(error) => {
                 // Only recent failures are answered from here: older ones go, so the map stays small.
                 failures.retain(|_, (at, ..)| at.elapsed() < FAILURE_BACKOFF);
-                failures.insert(image, (Instant::now(), error.category(), crate::error::report(error)));
+                failures.insert(image, (Instant::now(), error.category(), crate::category::report(error)));
             }
         }
         loaded
@@ -366,7 +366,7 @@ impl CatalogCache {
 
     /// Remembers that `digest` holds what `error` says, and removes its unpacked tree, of no further use.
     async fn refuse(&self, image: &str, digest: &str, root: &Path, error: &CatalogError) -> CatalogSourceError {
-        let refusal = Refusal { category: error.category(), reason: crate::error::report(error) };
+        let refusal = Refusal { category: error.category(), reason: crate::category::report(error) };
         self.refused.remember(digest, self.limits.unpack, refusal.clone());
         if let Some(unpacked) = root.parent().filter(|entry| entry.starts_with(&self.cache_dir)) {
             if let Err(error) = tokio::fs::remove_dir_all(unpacked).await {

@@ -11,9 +11,9 @@ use tracing::info;
 
 use super::registry::{cache_dir, registry_options, RegistryArgs};
 use crate::category::Categorized;
-use crate::controller::ControllerOptions;
 use crate::error::Error;
 use crate::process::{self, Controllers};
+use crate::runtime::ControllerOptions;
 use crate::server::{router, Health};
 use crate::webhook::WebhookOptions;
 
@@ -172,7 +172,7 @@ async fn start_until_running(config: kube::Config, options: ControllerOptions, h
                 return controllers;
             }
             Err(error) => {
-                tracing::error!(category = error.category(), "{}; retrying", crate::error::report(&error));
+                tracing::error!(category = error.category(), "{}; retrying", crate::category::report(&error));
                 tokio::time::sleep(START_RETRY).await;
             }
         }

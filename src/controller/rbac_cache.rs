@@ -275,23 +275,6 @@ impl RbacCache {
     }
 }
 
-/// The loop that fills the process's [`RbacCache`] (one of `process::CONTROLLERS`), until the process stops. A
-/// second call for the same process finds the writers taken and only waits for the stop.
-pub fn controller(process: &super::Process) -> BoxFuture<'static, ()> {
-    let stopped = process.shutdown();
-    let watching = match process.take_rbac_writers() {
-        Some(writers) => process.rbac.watch(process.client.clone(), writers),
-        None => futures_util::future::pending().boxed(),
-    };
-    async move {
-        tokio::select! {
-            () = stopped => {}
-            () = watching => {}
-        }
-    }
-    .boxed()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,8 +20,8 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 use tracing::instrument;
 
+use crate::category::report;
 use crate::category::Categorized;
-use crate::error::report;
 use crate::metrics::Metrics;
 
 /// How many objects one controller reconciles at once. kube-runtime's default is no limit: a hundred objects

@@ -13,7 +13,6 @@ use sha2::{Digest, Sha256};
 
 use kube::ResourceExt;
 
-use crate::access::AccessCheck;
 use crate::api::v1::{OperatorGroup, ACCOUNT_NAMED_BY_ANNOTATION};
 use crate::api::v2alpha1::{Requester, ServiceAccountReference};
 
@@ -94,16 +93,6 @@ pub fn created_for(account: &ServiceAccount, uid: &str) -> bool {
     })
 }
 
-/// The access checks of which the creator of an Install must pass one for an OperatorGroup's account to lend it its
-/// existing rights: `create subscriptions` in the account's namespace (what OLM v0 asked of whoever installed with
-/// that account), or `impersonate` on the account itself (they could act as it anyway).
-pub fn operator_group_use_checks(account: &ServiceAccountReference) -> [AccessCheck; 2] {
-    [
-        AccessCheck::resource(Some(&account.namespace), "create", "operators.coreos.com", "subscriptions", ""),
-        AccessCheck::resource(Some(&account.namespace), "impersonate", "", "serviceaccounts", &account.name),
-    ]
-}
-
 /// Who named `account` in `group` (the webhook's record), when `group` names that account and the record is there.
 /// A group no longer there, naming another account now, or written before the record existed has nobody: its account
 /// lends nothing.
@@ -117,16 +106,6 @@ pub fn account_namer(group: Option<&OperatorGroup>, account: &ServiceAccountRefe
     serde_json::from_str::<Requester>(group.annotations().get(ACCOUNT_NAMED_BY_ANNOTATION)?)
         .ok()
         .filter(|namer| !namer.username.is_empty())
-}
-
-/// The access checks of which whoever named an OperatorGroup's account must pass one for it to lend its rights:
-/// Kubernetes' own test of who may use an account, the power to run as it (`impersonate` on it, or `create pods` in
-/// its namespace, which runs a pod as any account there).
-pub fn account_namer_checks(account: &ServiceAccountReference) -> [AccessCheck; 2] {
-    [
-        AccessCheck::resource(Some(&account.namespace), "impersonate", "", "serviceaccounts", &account.name),
-        AccessCheck::resource(Some(&account.namespace), "create", "", "pods", ""),
-    ]
 }
 
 #[cfg(test)]
@@ -219,18 +198,6 @@ mod tests {
     }
 
     #[test]
-    fn using_an_operator_group_account_takes_create_subscriptions_or_impersonating_it() {
-        let [subscriptions, impersonate] = operator_group_use_checks(&reference("operators", "robot"));
-        assert_eq!(
-            (subscriptions.namespace.as_deref(), subscriptions.verb.as_str(), subscriptions.resource.as_str()),
-            (Some("operators"), "create", "subscriptions")
-        );
-        assert_eq!(subscriptions.group, "operators.coreos.com");
-        assert_eq!((impersonate.verb.as_str(), impersonate.name.as_str()), ("impersonate", "robot"));
-        assert_eq!(impersonate.resource, "serviceaccounts");
-    }
-
-    #[test]
     fn an_operator_groups_account_is_named_by_whom_the_webhook_recorded_and_only_for_that_account() {
         let mallory = Requester { username: "mallory".into(), ..Requester::default() };
         let mut named = group("og", Some("robot"));
@@ -244,20 +211,5 @@ mod tests {
         named.metadata.annotations =
             Some([(ACCOUNT_NAMED_BY_ANNOTATION.to_owned(), "{\"username\":\"\"}".to_owned())].into());
         assert_eq!(account_namer(Some(&named), &reference("operators", "robot")), None, "an empty name is nobody");
-    }
-
-    #[test]
-    fn naming_an_account_lends_it_only_for_who_may_run_as_it() {
-        let [impersonate, pods] = account_namer_checks(&reference("operators", "robot"));
-        assert_eq!(
-            (impersonate.namespace.as_deref(), impersonate.verb.as_str(), impersonate.resource.as_str()),
-            (Some("operators"), "impersonate", "serviceaccounts")
-        );
-        assert_eq!((impersonate.group.as_str(), impersonate.name.as_str()), ("", "robot"));
-        assert_eq!(
-            (pods.namespace.as_deref(), pods.verb.as_str(), pods.resource.as_str()),
-            (Some("operators"), "create", "pods")
-        );
-        assert_eq!((pods.group.as_str(), pods.name.as_str()), ("", ""));
     }
 }

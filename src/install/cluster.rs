@@ -15,11 +15,13 @@ use kube::api::{Api, ListParams, ObjectMeta, PartialObjectMeta, Patch, PatchPara
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
-use super::account::{account_namer, account_namer_checks, created_for, operator_group_use_checks};
+use super::account::{account_namer, created_for};
 use super::apply::{service_account_user, FIELD_MANAGER};
 use super::grants::INSTALL_ANNOTATION;
 use super::takeover::{taken_csv, TakenCsv, Takeover};
+use crate::access::{account_namer_checks, operator_group_use_checks};
 use crate::api::v1::OperatorGroup;
+use crate::api::v1alpha1::COPIED_FROM_LABEL;
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus};
 use crate::api::v2alpha1::{
     Install, InstallPolicy, InstallStatus, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION,
@@ -30,7 +32,6 @@ use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::events::Events;
 use crate::controller::impersonation;
 use crate::controller::rbac_cache::{CacheError, RbacCache};
-use crate::legacy::membership::COPIED_FROM_LABEL;
 use crate::rbac::{KindIndex, RbacObjects, RbacSnapshot};
 use crate::webhook::configuration::{guard_problems, WebhookService, CONFIGURATION_NAME, IDENTITY_CONFIGURATION_NAME};
 

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 
 use super::grants::INSTALL_ANNOTATION;
 use crate::api::v1::OperatorGroup;
-use crate::api::v1alpha1::{ClusterServiceVersion, InstallModeType};
+use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::api::v2alpha1::{AppliedObject, NamespaceMapping};
 use crate::bundle::model::{check_object, yaml_documents};
 use crate::bundle::BundleError;
@@ -87,11 +87,7 @@ pub fn target_namespaces(
             return vec![String::new()];
         }
     }
-    if csv.spec.supports(InstallModeType::AllNamespaces) {
-        vec![String::new()]
-    } else {
-        vec![install_namespace.to_owned()]
-    }
+    csv.spec.targets_without_group(install_namespace)
 }
 
 /// What every applied object carries.
@@ -229,6 +225,7 @@ pub fn to_prune(previous: &[AppliedObject], current: &[Value]) -> Vec<AppliedObj
 mod tests {
     use super::*;
     use crate::api::v1::{OperatorGroupSpec, OperatorGroupStatus};
+    use crate::api::v1alpha1::InstallModeType;
 
     fn mapping(from: &str, to: &str) -> Vec<NamespaceMapping> {
         vec![NamespaceMapping { from: from.into(), to: to.into() }]

@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use crate::api::v2alpha1::{PendingPermission, PermissionScope, ServiceAccountReference};
 use crate::bundle::names::generated_name;
 
-/// Annotation naming the Install an object was created or applied for.
-pub const INSTALL_ANNOTATION: &str = "v2alpha1.operators.coreos.com/install";
+/// Annotation naming the Install an object was created or applied for (defined with the API: policies read it).
+pub use crate::api::v2alpha1::INSTALL_ANNOTATION;
 
 /// The Install the grants belong to.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -40,8 +40,8 @@ use crate::category::Categorized;
 use crate::controller::conditions::Transition;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
-use crate::controller::Process;
 use crate::metrics::Metrics;
+use crate::runtime::Process;
 use crate::webhook::configuration::WebhookService;
 use cluster::Cluster;
 use reconcile::{Context, InstallOptions, ReconcileError};
@@ -146,7 +146,7 @@ impl Reconciler for Context {
             // A pass that fails before it can say why in the status (the status write itself may be what fails: an
             // Install too large for the webhook to review) says it in an event; the runner backs off meanwhile.
             let why =
-                Transition { warning: true, reason: error.category().to_owned(), note: crate::error::report(error) };
+                Transition { warning: true, reason: error.category().to_owned(), note: crate::category::report(error) };
             self.cluster.events.publish(install.as_ref(), &[why]).await;
         }
         answer

@@ -165,7 +165,7 @@ pub async fn resolve_content(
     let resolved = match ctx.resolver.resolve(pass.install, &kinds, &account.groups, &certificates).await {
         Ok(resolved) => resolved,
         Err(error) => {
-            let message = crate::error::report(&error);
+            let message = crate::category::report(&error);
             let outcome = if error.is_import_failure() {
                 Outcome::ImportFailed { message }
             } else {

@@ -307,6 +307,6 @@ pub async fn report_applied(
 
 /// Reports a failed grant or apply and ends the pass, to try again soon.
 async fn fail<T>(ctx: &Context, pass: &Pass<'_>, error: ApplyError) -> Result<Step<T>, ReconcileError> {
-    let outcome = Outcome::ApplyFailed { reason: error.category(), message: crate::error::report(&error) };
+    let outcome = Outcome::ApplyFailed { reason: error.category(), message: crate::category::report(&error) };
     super::observe::stop(ctx, pass, &outcome, ctx.options.retry).await
 }

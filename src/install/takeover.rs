@@ -15,9 +15,9 @@ use serde_json::Value;
 
 use super::grants::INSTALL_ANNOTATION;
 use crate::api::v1alpha1::ClusterServiceVersion;
+use crate::api::v1alpha1::COPIED_FROM_LABEL;
+use crate::api::v1alpha1::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 use crate::api::v2alpha1::{AppliedObject, Install, TAKES_OVER_CSV_ANNOTATION, TAKES_OVER_CSV_UID_ANNOTATION};
-use crate::legacy::membership::COPIED_FROM_LABEL;
-use crate::legacy::roles::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 
 /// OLM's labels on the cluster-scoped objects of a CSV, removed from those taken over.
 pub const OWNER_LABELS: [&str; 3] = [OWNER_LABEL, OWNER_NAMESPACE_LABEL, OWNER_KIND_LABEL];

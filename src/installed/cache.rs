@@ -17,10 +17,10 @@ use tokio::sync::{broadcast, watch};
 
 use super::view::{Logged, Update, View, DEFAULT_HISTORY};
 use crate::api::v1::OperatorGroup;
+use crate::api::v1alpha1::COPIED_FROM_LABEL;
 use crate::api::v1alpha1::{ClusterServiceVersion, Subscription};
 use crate::api::v2alpha1::{Install, InstallStatus};
 use crate::controller::watches::{metadata, trimmed};
-use crate::legacy::membership::COPIED_FROM_LABEL;
 
 /// How many updates a slow client's watch may fall behind before it is ended (it lists again, as after a 410): as
 /// many as the log keeps, which a watch resuming could not reach back past either. The broadcast holds as many

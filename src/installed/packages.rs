@@ -18,9 +18,9 @@ use super::packagemanifest::{self, IconAnswer, Source};
 use super::selector::{self, FieldRequirement};
 use super::table::IncludeObject;
 use crate::api::v1alpha1::CatalogSource;
+use crate::api::v1alpha1::TRANSIENT_FAILURE;
 use crate::catalog::fbc::Catalog;
 use crate::catalog::source::CatalogCache;
-use crate::legacy::catalogsource::TRANSIENT_FAILURE;
 
 /// Where PackageManifests come from.
 pub struct Catalogs {

@@ -17,10 +17,9 @@ use kube::ResourceExt;
 use serde_json::{json, Value};
 
 use crate::api::v1::{OperatorGroup, TARGET_NAMESPACES_ANNOTATION};
+use crate::api::v1alpha1::is_copied;
 use crate::api::v1alpha1::{ClusterServiceVersion, Subscription};
 use crate::api::v2alpha1::{Install, CREATOR_ANNOTATION};
-use crate::install::content::target_namespaces;
-use crate::legacy::membership::is_copied;
 
 /// The group, version and kind served.
 pub const GROUP: &str = "packages.operators.coreos.com";
@@ -122,7 +121,7 @@ pub fn watches(csv: &ClusterServiceVersion, reach: Reach<'_>) -> Watches {
         return if targets.is_empty() { Watches::Namespaces(BTreeSet::from([namespace])) } else { of_targets(targets) };
     }
     if applied_by_install(csv, reach.installs) {
-        return of_targets(&target_namespaces(csv, &namespace, &[]));
+        return of_targets(&csv.spec.targets_without_group(&namespace));
     }
     Watches::Namespaces(BTreeSet::from([namespace]))
 }

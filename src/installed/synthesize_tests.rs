@@ -1,6 +1,6 @@
 use super::*;
 use crate::api::v1::OPERATOR_GROUP_ANNOTATION;
-use crate::legacy::membership::COPIED_FROM_LABEL;
+use crate::api::v1alpha1::COPIED_FROM_LABEL;
 
 fn csv(
     namespace: &str,

@@ -18,9 +18,9 @@ use serde_json::{json, Value};
 use super::synthesize::{group_targets, installed, row, tracked, Applied, Groups, Installs, Reach, Watches};
 use super::table::CompositeVersion;
 use crate::api::v1::OperatorGroup;
+use crate::api::v1alpha1::is_copied;
 use crate::api::v1alpha1::{ClusterServiceVersion, Subscription};
 use crate::api::v2alpha1::Install;
-use crate::legacy::membership::is_copied;
 
 /// The resources tracked, as they are named in the composite resourceVersion.
 pub const CSVS: &str = "clusterserviceversions";

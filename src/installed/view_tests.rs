@@ -1,6 +1,6 @@
 use super::*;
 use crate::api::v1::TARGET_NAMESPACES_ANNOTATION;
-use crate::legacy::membership::COPIED_FROM_LABEL;
+use crate::api::v1alpha1::COPIED_FROM_LABEL;
 
 /// A CSV as its author wrote it: where it is listed is its group's word, not its own.
 fn csv(namespace: &str, name: &str, phase: &str, rv: &str) -> ClusterServiceVersion {

@@ -32,8 +32,8 @@ use crate::controller::conditions::{conditions, transitions, EventPolicy, FALSE,
 use crate::controller::events::Events;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
-use crate::controller::Process;
 use crate::metrics::Metrics;
+use crate::runtime::Process;
 
 /// OLM's reasons (`CatalogSourceSpecInvalidError`, ...), and ours for what this controller does not serve.
 pub const SPEC_INVALID: &str = "SpecInvalidError";
@@ -42,9 +42,9 @@ pub const REGISTRY_SERVER_ERROR: &str = "RegistryServerError";
 pub const INTERVAL_INVALID: &str = "InvalidIntervalError";
 pub const UNSUPPORTED: &str = "Unsupported";
 
-/// gRPC connectivity states OLM copies into `connectionState.lastObservedState`.
-pub const READY: &str = "READY";
-pub const TRANSIENT_FAILURE: &str = "TRANSIENT_FAILURE";
+/// gRPC connectivity states OLM copies into `connectionState.lastObservedState` (defined with the API: the Installed
+/// API reads them).
+pub use crate::api::v1alpha1::{READY, TRANSIENT_FAILURE};
 
 /// The condition this controller adds (OLM v0 writes none on CatalogSources).
 pub const SERVING: &str = "Serving";
@@ -70,7 +70,7 @@ pub fn observe(source: &CatalogSource, loaded: Result<&LoadedCatalog, &CatalogSo
             config_map: loaded.config_map.clone(),
         },
         Err(error) => {
-            let message = crate::error::report(error);
+            let message = crate::category::report(error);
             let image = source.spec.image.clone();
             let config_map = || {
                 Some(format!(

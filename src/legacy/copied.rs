@@ -13,6 +13,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::ResourceExt;
 
+use super::adopted_copies::{adopted_operator, reowned, OperatorOwner};
 use super::copies::{dangling, is_uncopiable, prototype};
 use super::csv::copying::sync_one;
 use super::membership::{is_install_record, COPIED_FROM_LABEL};
@@ -23,10 +24,9 @@ use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
-use crate::controller::Process;
 use crate::install::content::CSV_RECORD_ANNOTATION;
 use crate::metrics::Metrics;
-use crate::migration::copies::{adopted_operator, reowned, OperatorOwner};
+use crate::runtime::Process;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use serde_json::json;
 
@@ -114,7 +114,7 @@ impl Reconciler for Context {
 
 impl Context {
     /// Passes what `copy` owns in its namespace (Roles and RoleBindings: what the CSV's operator was given there) to
-    /// the Operator, then deletes the copy, orphaning any other dependent (`migration::copies`).
+    /// the Operator, then deletes the copy, orphaning any other dependent (`adopted_copies`).
     async fn remove_for(&self, copy: &ClusterServiceVersion, operator: &OperatorOwner) -> Result<(), ClientError> {
         let (namespace, name) = (copy.namespace().unwrap_or_default(), copy.name_any());
         let copy_uid = copy.uid().unwrap_or_default();
@@ -164,7 +164,7 @@ pub fn deletions(
 }
 
 /// Originals that are deleted, or that are Install records (their copies go once the Install is an Operator's:
-/// `migration::copies`), as metadata.
+/// `adopted_copies`), as metadata.
 fn originals_followed(
     client: kube::Client,
 ) -> impl futures_util::Stream<Item = Result<PartialObjectMeta<ClusterServiceVersion>, watcher::Error>> + Send + 'static

@@ -10,12 +10,9 @@ use crate::api::v1::{
     OperatorGroup, OPERATOR_GROUP_ANNOTATION, OPERATOR_NAMESPACE_ANNOTATION, TARGET_NAMESPACES_ANNOTATION,
 };
 use crate::api::v1alpha1::ClusterServiceVersion;
+/// Shared with the code reading them: defined with the API.
+pub use crate::api::v1alpha1::{is_copied, COPIED_FROM_LABEL, COPIED_REASON};
 use crate::install::content::CSV_RECORD_ANNOTATION;
-
-/// The label OLM v0 puts on a copied CSV: the namespace of its original.
-pub const COPIED_FROM_LABEL: &str = "olm.copiedFrom";
-/// The reason of a copied CSV's status.
-pub const COPIED_REASON: &str = "Copied";
 
 /// The three annotations of a member of group `name` in `namespace` targeting `targets`.
 pub fn group_annotations(name: &str, namespace: &str, targets: &Targets) -> BTreeMap<String, String> {
@@ -25,21 +22,6 @@ pub fn group_annotations(name: &str, namespace: &str, targets: &Targets) -> BTre
         (TARGET_NAMESPACES_ANNOTATION.to_owned(), targets.annotation()),
     ]
     .into()
-}
-
-/// Whether `csv` is a copy, as OLM's `IsCopied` judges: reason `Copied`, an `olm.operatorNamespace` other than its
-/// own namespace, or the `olm.copiedFrom` label.
-pub fn is_copied(csv: &ClusterServiceVersion) -> bool {
-    let reason_copied =
-        csv.status.as_ref().and_then(|status| status.reason.as_deref()).is_some_and(|reason| reason == COPIED_REASON);
-    let elsewhere = csv
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|annotations| annotations.get(OPERATOR_NAMESPACE_ANNOTATION))
-        .is_some_and(|namespace| Some(namespace) != csv.metadata.namespace.as_ref());
-    let labelled = csv.metadata.labels.as_ref().is_some_and(|labels| labels.contains_key(COPIED_FROM_LABEL));
-    reason_copied || elsewhere || labelled
 }
 
 /// Whether `csv` is the record of an Install: the Install controller applies its content and writes its phase.

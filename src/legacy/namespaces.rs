@@ -21,8 +21,8 @@ use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
-use crate::controller::Process;
 use crate::metrics::Metrics;
+use crate::runtime::Process;
 
 /// The prefix of a namespace's group label keys.
 pub const GROUP_LABEL_PREFIX: &str = "olm.operatorgroup.uid/";

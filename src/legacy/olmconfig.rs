@@ -24,8 +24,8 @@ use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::conditions::conditions;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
-use crate::controller::Process;
 use crate::metrics::Metrics;
+use crate::runtime::Process;
 
 pub struct Context {
     client: ControllerClient,

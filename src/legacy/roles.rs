@@ -12,11 +12,9 @@ use super::hash::{base62_sha224, fnv64a_hex};
 /// The three levels, in OLM's order.
 pub const SUFFIXES: [&str; 3] = ["admin", "edit", "view"];
 
-/// Labels OLM v0 puts on what it owns through labels rather than owner references.
-pub const OWNER_LABEL: &str = "olm.owner";
-pub const OWNER_NAMESPACE_LABEL: &str = "olm.owner.namespace";
-pub const OWNER_KIND_LABEL: &str = "olm.owner.kind";
-pub const MANAGED_LABEL: &str = "olm.managed";
+/// Labels OLM v0 puts on what it owns through labels rather than owner references (defined with the API: Installs
+/// taking a CSV over read them too).
+pub use crate::api::v1alpha1::{MANAGED_LABEL, OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 
 /// The longest name a ClusterRole may have.
 const NAME_LIMIT: usize = 253;

@@ -6,7 +6,6 @@
 //! applied objects stay; the Operator's label reaches them as its Install applies again. `olmv2 migrate` (in
 //! `cmd::migrate`) prints the same plan, and asks for it.
 
-pub mod copies;
 pub mod plan;
 pub mod revert;
 pub mod reverting;
@@ -38,10 +37,10 @@ use crate::controller::conditions::Transition;
 use crate::controller::events::Events;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
-use crate::controller::Process;
 use crate::install::cluster::creator_of;
 use crate::legacy::membership::{is_install_record, COPIED_FROM_LABEL};
 use crate::metrics::Metrics;
+use crate::runtime::Process;
 use crate::webhook::csv_author::recorded_author;
 use plan::{adopted_from, plan, CsvTakeover, Inputs, OperatorChoice, SubscriptionPlan};
 

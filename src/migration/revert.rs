@@ -15,8 +15,8 @@ use crate::operator::reconcile::own_install_name;
 
 use super::plan::Blocked;
 
-/// An Operator annotated so (`"true"`) is made a Subscription again.
-pub const REVERT_ANNOTATION: &str = "operators.coreos.com/revert-to-subscription";
+/// An Operator annotated so (`"true"`) is made a Subscription again (defined with the API: the webhook reads it).
+pub use crate::api::v2alpha1::REVERT_ANNOTATION;
 
 /// On a Subscription made again from an Operator: `Operator <name>`.
 pub const REVERTED_FROM_ANNOTATION: &str = "v2alpha1.operators.coreos.com/reverted-from";

@@ -28,8 +28,8 @@ use crate::controller::conditions::Transition;
 use crate::controller::events::Events;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
-use crate::controller::Process;
 use crate::metrics::Metrics;
+use crate::runtime::Process;
 use crate::webhook::csv_author::recorded_author;
 
 pub struct Context {

@@ -27,8 +27,8 @@ use crate::controller::client::ControllerClient;
 use crate::controller::events::Events;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
-use crate::controller::Process;
 use crate::metrics::Metrics;
+use crate::runtime::Process;
 use reconcile::{Context, OperatorOptions, ReconcileError, FIELD_MANAGER};
 
 /// Starts the Operator controller: every Operator, woken also by any change of its components.

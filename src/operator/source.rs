@@ -10,13 +10,13 @@ use super::desired::{holding_bundle, installed_bundle, installed_image, settled,
 use super::reconcile::Context;
 use super::status::SourceOutcome;
 use crate::api::v1alpha1::CatalogSource;
+use crate::api::v2alpha1::INSTALL_ANNOTATION;
 use crate::api::v2alpha1::{CatalogSourceUpdates, Install, Operator, UpdateSource, SUBSCRIPTION_ANNOTATION};
 use crate::catalog::dependencies::Source;
 use crate::catalog::properties::Gvk;
 use crate::catalog::resolve::{newer_in_other_channels, resolve, Selection};
 use crate::catalog::CatalogBundle;
 use crate::category::Categorized;
-use crate::install::grants::INSTALL_ANNOTATION;
 
 /// What the Operator's `spec.updates` resolves to now. Source failures are outcomes, shown in the status, not
 /// reconcile errors: retrying at once would not make a missing package appear.
@@ -61,7 +61,9 @@ async fn catalog_outcome(
     };
     let loaded = match ctx.catalogs.catalog_of(&source).await {
         Ok(loaded) => loaded,
-        Err(error) => return SourceOutcome::Failed { reason: error.category(), message: crate::error::report(&error) },
+        Err(error) => {
+            return SourceOutcome::Failed { reason: error.category(), message: crate::category::report(&error) }
+        }
     };
     let selection = Selection {
         package: updates.package.as_deref(),

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use k8s_openapi::api::rbac::v1::ClusterRole;
 
+use crate::api::v2alpha1::INSTALL_ANNOTATION;
 use crate::api::v2alpha1::{Ceiling, PendingPermission, PermissionScope};
-use crate::install::grants::INSTALL_ANNOTATION;
 use crate::rbac::held::HeldRules;
 use crate::rbac::missing::{rule_of, to_pending};
 use crate::rbac::{breakdown, KindIndex, RbacObjects, Roles, Rule, Scope};

@@ -22,9 +22,9 @@ use super::identity::{
     patch_operations, record_violation, ContentChange, Mutation,
 };
 use super::sources::source_denial;
+use crate::access::operator_group_use_checks;
 use crate::access::{allowed, lacking};
 use crate::api::v2alpha1::{Install, Requester, OPERATOR_INSTALL_ANNOTATION};
-use crate::install::account::operator_group_use_checks;
 use crate::policy::sources::{install_sources, operator_source};
 use crate::rbac::RbacObjects;
 
@@ -426,7 +426,7 @@ pub async fn review_operator(
 /// The access a write of an Operator needs when it asks for it to be made a Subscription again (the annotation
 /// `operators.coreos.com/revert-to-subscription` set): `delete` on the Operator, which the revert deletes.
 pub fn revert_check(old: Option<&Value>, new: Option<&Value>, name: &str) -> Option<crate::access::AccessCheck> {
-    let key = crate::migration::revert::REVERT_ANNOTATION;
+    let key = crate::api::v2alpha1::REVERT_ANNOTATION;
     let asked = |object: Option<&Value>| object.is_some_and(|o| o["metadata"]["annotations"][key] == "true");
     (asked(new) && !asked(old))
         .then(|| crate::access::AccessCheck::resource(None, "delete", "operators.coreos.com", "operators", name))

@@ -20,7 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 /// A serving certificate issued for the webhook's Service as cert-manager would, mounted as its Secret would be:
 /// `tls.crt`, `tls.key` and `ca.crt` in `<dir>/webhook-cert`.
-fn mount_issued_certificate(options: &mut olmv2::controller::ControllerOptions, dir: &std::path::Path) {
+fn mount_issued_certificate(options: &mut olmv2::runtime::ControllerOptions, dir: &std::path::Path) {
     let mounted = dir.join("webhook-cert");
     if !mounted.exists() {
         let issued = olmv2::webhook::configuration::generate("olmv2-webhook", "olmv2-system").unwrap();

@@ -39,7 +39,7 @@ fn names<K: kube::Resource>(items: &[K]) -> BTreeSet<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fifth_of_the_controllers_writes_failing_delays_but_neither_duplicates_nor_loses_anything() {
     // OLM's one-minute InstallPlan retry timeout (the suites' 5 s would fail a plan whose applies keep meeting faults).
-    let configure = Box::new(|options: &mut olmv2::controller::ControllerOptions, _: &std::path::Path| {
+    let configure = Box::new(|options: &mut olmv2::runtime::ControllerOptions, _: &std::path::Path| {
         options.install_plan_retry_timeout = Duration::from_secs(60);
     });
     let namespaces = ["ops", "olm", "operators"];

@@ -63,7 +63,7 @@ pub(crate) async fn wait_holder(harness: &Harness, identity: &str) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn only_the_replica_holding_the_lease_reconciles_and_the_other_takes_over() {
-    let configure = Box::new(|options: &mut olmv2::controller::ControllerOptions, _: &std::path::Path| {
+    let configure = Box::new(|options: &mut olmv2::runtime::ControllerOptions, _: &std::path::Path| {
         options.leader = leader_options("replica-a");
     });
     let mut harness =
@@ -109,7 +109,7 @@ pub(crate) fn harness_resync() -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_that_loses_its_lease_stops_reconciling_until_it_holds_it_again() {
-    let configure = Box::new(|options: &mut olmv2::controller::ControllerOptions, _: &std::path::Path| {
+    let configure = Box::new(|options: &mut olmv2::runtime::ControllerOptions, _: &std::path::Path| {
         options.leader = leader_options("replica-a");
     });
     let harness =
@@ -170,7 +170,7 @@ async fn a_stopping_leader_that_loses_its_lease_aborts_its_running_passes_at_onc
     // longer than a stopping controller waits for its passes (10 s).
     let (stalled, mut accepted, held) = stalled_registry().await;
     let host = stalled.clone();
-    let configure = Box::new(move |options: &mut olmv2::controller::ControllerOptions, _: &std::path::Path| {
+    let configure = Box::new(move |options: &mut olmv2::runtime::ControllerOptions, _: &std::path::Path| {
         options.leader = leader_options("replica-a");
         options.registry.insecure_registries.push(host.clone());
     });
@@ -211,7 +211,7 @@ async fn a_stopping_leader_that_loses_its_lease_aborts_its_running_passes_at_onc
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_leader_asked_to_stop_releases_its_lease_but_never_one_another_took() {
-    let configure = Box::new(|options: &mut olmv2::controller::ControllerOptions, _: &std::path::Path| {
+    let configure = Box::new(|options: &mut olmv2::runtime::ControllerOptions, _: &std::path::Path| {
         options.leader = leader_options("replica-a");
     });
     let mut harness =

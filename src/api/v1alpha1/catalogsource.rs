@@ -15,6 +15,10 @@ use crate::api::nullable::null_as_default;
 
 use super::Icon;
 
+/// gRPC connectivity states OLM copies into `connectionState.lastObservedState`.
+pub const READY: &str = "READY";
+pub const TRANSIENT_FAILURE: &str = "TRANSIENT_FAILURE";
+
 /// Desired state of a CatalogSource.
 #[skip_serializing_none]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

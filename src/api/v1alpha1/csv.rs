@@ -464,6 +464,16 @@ impl ClusterServiceVersionSpec {
     pub fn supports(&self, mode: InstallModeType) -> bool {
         self.install_modes.iter().any(|candidate| candidate.mode == mode && candidate.supported)
     }
+
+    /// The namespaces an operator installed without an OperatorGroup watches, as users expect: all namespaces
+    /// (`""`) when it supports that, otherwise `own_namespace`.
+    pub fn targets_without_group(&self, own_namespace: &str) -> Vec<String> {
+        if self.supports(InstallModeType::AllNamespaces) {
+            vec![String::new()]
+        } else {
+            vec![own_namespace.to_owned()]
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,12 +5,14 @@ mod catalogsource;
 mod csv;
 mod csv_status;
 mod installplan;
+mod marks;
 mod subscription;
 
 pub use catalogsource::*;
 pub use csv::*;
 pub use csv_status::*;
 pub use installplan::*;
+pub use marks::*;
 pub use subscription::*;
 
 use schemars::{json_schema, Schema, SchemaGenerator};

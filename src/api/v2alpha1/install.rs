@@ -12,6 +12,9 @@ use serde_with::skip_serializing_none;
 use super::DeploymentConfig;
 use crate::api::union::{Member, UnionError};
 
+/// Annotation naming the Install an object was created or applied for.
+pub const INSTALL_ANNOTATION: &str = "v2alpha1.operators.coreos.com/install";
+
 /// Set to `"true"` on an Install whose content waits for a person's approval even when it needs no new permission:
 /// the Install of an Operator whose updates are approved by hand (`approval: Manual`).
 pub const MANUAL_APPROVAL_ANNOTATION: &str = "v2alpha1.operators.coreos.com/manual-approval";

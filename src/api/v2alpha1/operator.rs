@@ -11,6 +11,9 @@ use serde_with::skip_serializing_none;
 use super::DeploymentConfig;
 use crate::api::union::{Member, UnionError};
 
+/// An Operator annotated so (`"true"`) is made a Subscription again.
+pub const REVERT_ANNOTATION: &str = "operators.coreos.com/revert-to-subscription";
+
 /// Desired state of an Operator: where its content comes from and how it is updated.
 #[skip_serializing_none]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]

@@ -34,19 +34,13 @@ fn pending_refuses_invalid_webhooks_then_unadoptable_apiservices() {
 fn certificates_due_for_rotation_send_the_csv_back_to_pending() {
     let rotate = || Components { rotate: true, ..Components::default() };
     assert_eq!(
-        transition(
-            &status(CsvPhase::Succeeded, "InstallSucceeded"),
-            Observed { components: rotate(), ..observed() }
-        )
-        .phase,
+        transition(&status(CsvPhase::Succeeded, "InstallSucceeded"), Observed { components: rotate(), ..observed() })
+            .phase,
         Some((CsvPhase::Pending, "NeedsCertRotation", "CSV owns resources that require a cert refresh".into()))
     );
     assert_eq!(
-        transition(
-            &status(CsvPhase::Failed, "ComponentUnhealthy"),
-            Observed { components: rotate(), ..observed() }
-        )
-        .phase,
+        transition(&status(CsvPhase::Failed, "ComponentUnhealthy"), Observed { components: rotate(), ..observed() })
+            .phase,
         Some((CsvPhase::Pending, "NeedsCertRotation", "owned APIServices need cert refresh".into()))
     );
 }

@@ -64,8 +64,8 @@ use crate::controller::events::Events;
 use crate::controller::rbac_cache::RbacCache;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
-use crate::controller::Process;
 use crate::metrics::Metrics;
+use crate::runtime::Process;
 
 /// The field manager of the CSV loop's writes.
 pub const FIELD_MANAGER: &str = "olmv2-csv";

@@ -77,12 +77,7 @@ mod tests {
     }
 
     fn status(phase: CsvPhase) -> ClusterServiceVersionStatus {
-        ClusterServiceVersionStatus {
-            phase,
-            reason: Some("R".into()),
-            message: Some("m".into()),
-            ..Default::default()
-        }
+        ClusterServiceVersionStatus { phase, reason: Some("R".into()), message: Some("m".into()), ..Default::default() }
     }
 
     fn moving(phase: CsvPhase, reason: &'static str) -> Outcome {

@@ -130,10 +130,8 @@ fn missing_annotations_are_written_before_anything_else() {
     let outcome = transition(&status(CsvPhase::None, ""), Observed { annotations_missing: true, ..observed() });
     assert!(outcome.annotate);
     assert_eq!(outcome.phase, None);
-    let outcome = transition(
-        &status(CsvPhase::None, ""),
-        Observed { annotations_missing: true, no_targets: true, ..observed() },
-    );
+    let outcome =
+        transition(&status(CsvPhase::None, ""), Observed { annotations_missing: true, no_targets: true, ..observed() });
     assert_eq!(outcome.phase.map(|(_, reason, _)| reason), Some("NoTargetNamespaces"));
 }
 
@@ -233,10 +231,8 @@ fn health_moves_installing_and_succeeded_as_olm_does() {
         transition(&status(CsvPhase::Installing, "InstallSucceeded"), late).phase,
         Some((CsvPhase::Failed, "InstallCheckFailed", "install timeout".into()))
     );
-    let outcome = transition(
-        &status(CsvPhase::Succeeded, "InstallSucceeded"),
-        Observed { health: Err(waiting), ..observed() },
-    );
+    let outcome =
+        transition(&status(CsvPhase::Succeeded, "InstallSucceeded"), Observed { health: Err(waiting), ..observed() });
     assert_eq!(outcome.phase.map(|(phase, reason, _)| (phase, reason)), Some((CsvPhase::Failed, "ComponentUnhealthy")));
     let outdated = Observed { health: Err(Unhealthy::Outdated("deployment changed".into())), ..observed() };
     assert_eq!(

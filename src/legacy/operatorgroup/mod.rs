@@ -26,8 +26,8 @@ use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
-use crate::controller::Process;
 use crate::metrics::Metrics;
+use crate::runtime::Process;
 
 /// The field manager of the OperatorGroup loop's writes.
 pub const FIELD_MANAGER: &str = "olmv2-operatorgroup";

@@ -40,13 +40,13 @@ use crate::controller::conditions::Transition;
 use crate::controller::events::Events;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
-use crate::controller::Process;
 use crate::legacy::installplan::execute::{
     holds_content, install_name, installed_image, made_for, Move, BUNDLE_ANNOTATION, GENERATED_BY_ANNOTATION,
 };
 use crate::legacy::installplan::move_install;
 use crate::legacy::installplan::plan::{initial_status, new_install_plan, next_generation, plans_to_collect};
 use crate::metrics::Metrics;
+use crate::runtime::Process;
 use deprecation::with_deprecations;
 use planning::{plan_namespace, NamespacePlan};
 use resolution::{resolve_namespace, Inputs, Outcome, ERROR_PREVENTED_RESOLUTION};

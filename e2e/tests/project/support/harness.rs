@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use kube::api::{Api, ListParams};
 use olmv2::bundle::image::{ImageClient, RegistryOptions};
-use olmv2::controller::ControllerOptions;
+use olmv2::runtime::ControllerOptions;
 use olmv2_e2e::cluster::{Cluster, Kubernetes};
 use olmv2_e2e::project;
 use olmv2_e2e::real::ServicePorts;

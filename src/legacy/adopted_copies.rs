@@ -4,7 +4,7 @@
 //! namespace (the Roles and RoleBindings its operator was given there) passes to the Operator first, a
 //! cluster-scoped owner Kubernetes accepts for namespaced objects, so that it lives as long as the operator rather
 //! than being garbage-collected with the copy; the copy is then deleted orphaning anything else that named it.
-//! Pure decisions; the copied-CSV loop (`legacy::copied`) does the writes.
+//! Pure decisions; the copied-CSV loop (`copied`) does the writes.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::ResourceExt;
