@@ -173,6 +173,56 @@ pub fn subscription_for(plan: &RevertPlan, creator: Option<&str>) -> serde_json:
     })
 }
 
+/// What a reverting pass does, from what it read: refuse (why, as a Warning event), or go on, making the
+/// Subscription first when it is not there yet, handing the Install over when it is still the Operator's, and
+/// deleting the Operator last.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RevertPass {
+    Refuse(String),
+    Proceed { subscribe: bool, hand_over: bool },
+}
+
+/// The pass for `operator` along `plan`, given its Install (when there) and the Subscription of the plan's name
+/// (when there), made by `creator`. A pass that handed the Install over already only deletes the Operator; before
+/// that, a blocked plan, an Install not the Operator's and a Subscription of that name not the plan's are refused.
+pub fn revert_pass(
+    operator: &Operator,
+    plan: &RevertPlan,
+    install: Option<&Install>,
+    existing: Option<&crate::api::v1alpha1::Subscription>,
+    creator: Option<&str>,
+) -> RevertPass {
+    let name = operator.name_any();
+    let key = format!("{}/{}", plan.namespace, plan.package);
+    let ours = existing.is_some_and(|subscription| made_by_plan(subscription, plan, creator));
+    let handed_over = ours
+        && install.is_some_and(|install| {
+            install.owner_references().iter().all(|owner| owner.kind != "Operator")
+                && install.annotations().get(crate::api::v2alpha1::SUBSCRIPTION_ANNOTATION) == Some(&key)
+        });
+    if handed_over {
+        return RevertPass::Proceed { subscribe: false, hand_over: false };
+    }
+    if let Some(blocked) = &plan.blocked {
+        return RevertPass::Refuse(blocked.message.clone());
+    }
+    let uid = operator.uid();
+    let owned_by_it =
+        install.is_some_and(|install| install.owner_references().iter().any(|owner| Some(&owner.uid) == uid.as_ref()));
+    if !owned_by_it {
+        return RevertPass::Refuse(format!(
+            "Install {} is not Operator {name}'s: there is nothing to hand back",
+            plan.install
+        ));
+    }
+    if existing.is_some() && !ours {
+        return RevertPass::Refuse(format!(
+            "a Subscription {key} exists that is not the one Operator {name} becomes: it is left alone"
+        ));
+    }
+    RevertPass::Proceed { subscribe: existing.is_none(), hand_over: true }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,5 +304,36 @@ mod tests {
         // Accounts the controller made are its own, as OLM v0 installs with its own rights: they do not count.
         let plan = revert_plan(&operator("plumbus", Some("plumbus"), Some("ops")), &two_accounts, "operators", "ops");
         assert_eq!(plan.blocked, None);
+    }
+
+    #[test]
+    fn a_pass_makes_the_subscription_hands_the_install_over_and_refuses_what_is_not_the_operators() {
+        let creator = Some("{\"username\":\"admin\"}");
+        let operator = operator("plumbus", Some("plumbus"), Some("ops"));
+        let owned = install("plumbus.ops", "ops", "og", true);
+        let plan = revert_plan(&operator, std::slice::from_ref(&owned), "operators", "olmv2-system");
+        let proceed = |subscribe, hand_over| RevertPass::Proceed { subscribe, hand_over };
+        assert_eq!(revert_pass(&operator, &plan, Some(&owned), None, creator), proceed(true, true));
+        let made: crate::api::v1alpha1::Subscription =
+            serde_json::from_value(subscription_for(&plan, creator)).unwrap();
+        assert_eq!(revert_pass(&operator, &plan, Some(&owned), Some(&made), creator), proceed(false, true));
+        let mut handed = install("plumbus.ops", "ops", "og", false);
+        handed.annotations_mut().insert(crate::api::v2alpha1::SUBSCRIPTION_ANNOTATION.into(), "ops/plumbus".into());
+        assert_eq!(revert_pass(&operator, &plan, Some(&handed), Some(&made), creator), proceed(false, false));
+        let theirs = revert_pass(&operator, &plan, Some(&owned), Some(&made), Some("{\"username\":\"mallory\"}"));
+        assert!(matches!(theirs, RevertPass::Refuse(m) if m.contains("is not the one Operator plumbus becomes")));
+        let stranger = install("plumbus.ops", "ops", "og", false);
+        let refused = revert_pass(&operator, &plan, Some(&stranger), None, creator);
+        assert!(matches!(refused, RevertPass::Refuse(m) if m.contains("there is nothing to hand back")));
+        let blocked = RevertPlan { blocked: blocked("NotAdopted", "never adopted".into()), ..plan.clone() };
+        assert_eq!(
+            revert_pass(&operator, &blocked, Some(&owned), None, creator),
+            RevertPass::Refuse("never adopted".into())
+        );
+        assert_eq!(
+            revert_pass(&operator, &blocked, Some(&handed), Some(&made), creator),
+            proceed(false, false),
+            "a pass that handed the Install over finishes whatever the plan says now"
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! Subscription annotation back, the Operator's reference and label gone), the Operator deleted. Nothing is
 //! re-installed: the Install, its account, grants and objects stay.
 
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use kube::runtime::watcher;
 use kube::ResourceExt;
 use serde_json::json;
 
-use super::revert::{made_by_plan, revert_plan, subscription_for, REVERT_ANNOTATION};
+use super::revert::{revert_pass, revert_plan, subscription_for, RevertPass, RevertPlan, REVERT_ANNOTATION};
 use super::AdoptionError;
 use crate::access::{allowed, AccessCheck};
 use crate::api::component::component_label_key;
@@ -26,6 +27,7 @@ use crate::api::v2alpha1::{
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::conditions::Transition;
 use crate::controller::events::Events;
+use crate::controller::next;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::metrics::Metrics;
@@ -47,12 +49,13 @@ impl Reconciler for Context {
     type Error = AdoptionError;
     const NAME: &'static str = "revert";
 
+    /// One pass: read the Operator's Installs and the Subscription of its name, decide (`revert_pass`, pure), then
+    /// the steps in order: the Subscription, the Install handed over, the Operator deleted.
     async fn reconcile(self: Arc<Self>, operator: Arc<Operator>) -> Result<Action, AdoptionError> {
         let asked = operator.annotations().get(REVERT_ANNOTATION).is_some_and(|value| value == "true");
         if !asked || operator.metadata.deletion_timestamp.is_some() {
             return Ok(Action::await_change());
         }
-        let name = operator.name_any();
         let installs = self
             .client
             .all::<Install>()
@@ -61,95 +64,28 @@ impl Reconciler for Context {
             .map_err(|source| AdoptionError::Read { what: "Installs", source })?;
         let plan = revert_plan(&operator, &installs, &self.default_namespace, &self.controller_namespace);
         let creator = operator.annotations().get(CREATOR_ANNOTATION).map(String::as_str);
-        let subscriptions = self.client.namespaced::<Subscription>(&plan.namespace);
-        let existing = subscriptions
+        let existing = self
+            .client
+            .namespaced::<Subscription>(&plan.namespace)
             .get_opt(&plan.package)
             .await
             .map_err(|source| AdoptionError::Read { what: "the Subscription", source })?;
-        let ours = existing.as_ref().is_some_and(|s| made_by_plan(s, &plan, creator));
         let install = installs.iter().find(|install| install.name_any() == plan.install);
-        let key = format!("{}/{}", plan.namespace, plan.package);
-        let owned_by_it =
-            install.is_some_and(|i| i.owner_references().iter().any(|o| Some(&o.uid) == operator.uid().as_ref()));
-        // A pass that handed the Install over already: only the Operator is left to delete.
-        let handed_over = ours
-            && install.is_some_and(|i| {
-                i.owner_references().iter().all(|o| o.kind != "Operator")
-                    && i.annotations().get(SUBSCRIPTION_ANNOTATION) == Some(&key)
-            });
-        if !handed_over {
-            if let Some(blocked) = &plan.blocked {
-                self.refuse(&operator, blocked.message.clone()).await;
-                return Ok(Action::requeue(self.resync));
-            }
-            if !owned_by_it {
-                let message =
-                    format!("Install {} is not Operator {name}'s: there is nothing to hand back", plan.install);
+        match revert_pass(&operator, &plan, install, existing.as_ref(), creator) {
+            RevertPass::Refuse(message) => {
                 self.refuse(&operator, message).await;
                 return Ok(Action::requeue(self.resync));
             }
-            // 1. The Subscription, made on behalf of the Operator's creator, who must be able to make it.
-            match &existing {
-                Some(_) if ours => {}
-                Some(_) => {
-                    let message = format!(
-                        "a Subscription {key} exists that is not the one Operator {name} becomes: it is left alone"
-                    );
-                    self.refuse(&operator, message).await;
-                    return Ok(Action::requeue(self.resync));
+            RevertPass::Proceed { subscribe, hand_over } => {
+                if subscribe {
+                    next!(self.subscribe(&operator, &plan, creator).await?);
                 }
-                None => {
-                    if !self.creator_may_subscribe(&operator, &plan.namespace).await? {
-                        let author = recorded_author(operator.annotations());
-                        let who = author.map_or("nobody recorded".to_owned(), |c| c.username);
-                        let message = format!(
-                            "Operator {name}'s creator ({who}) may not create Subscriptions in namespace {}: the \
-                             Subscription would be made on their behalf",
-                            plan.namespace
-                        );
-                        self.refuse(&operator, message).await;
-                        return Ok(Action::requeue(self.resync));
-                    }
-                    let body: Subscription =
-                        serde_json::from_value(subscription_for(&plan, creator)).map_err(|error| {
-                            AdoptionError::CreateSubscription { name: key.clone(), source: ClientError::Encode(error) }
-                        })?;
-                    subscriptions
-                        .create(&body)
-                        .await
-                        .map_err(|source| AdoptionError::CreateSubscription { name: key.clone(), source })?;
+                if let (true, Some(install)) = (hand_over, install) {
+                    self.hand_over(&operator, &plan, install).await?;
                 }
-            }
-            // 2. The Install handed to the Subscription, while it is still the Operator's.
-            if let Some(install) = install {
-                let owners: Vec<serde_json::Value> = install
-                    .owner_references()
-                    .iter()
-                    .filter(|owner| Some(&owner.uid) != operator.uid().as_ref())
-                    .filter_map(|owner| serde_json::to_value(owner).ok())
-                    .collect();
-                let body = json!({"metadata": {
-                    "labels": {component_label_key(&name): null},
-                    "annotations": {SUBSCRIPTION_ANNOTATION: key, ADOPTED_FROM_ANNOTATION: null,
-                                    ADOPTED_FROM_UID_ANNOTATION: null},
-                    "ownerReferences": owners,
-                }});
-                self.client
-                    .all::<Install>()
-                    .merge_patch(&plan.install, &body, install.resource_version().as_deref())
-                    .await
-                    .map_err(|source| AdoptionError::HandBackInstall { install: plan.install.clone(), source })?;
             }
         }
-        // 3. The Operator, which owns nothing of the operator any more (whatever it made meanwhile is orphaned, not
-        // deleted).
-        let uid = operator.uid().unwrap_or_default();
-        self.client
-            .all::<Operator>()
-            .delete_if_uid(&name, &uid, true)
-            .await
-            .map_err(|source| AdoptionError::DeleteOperator { name: name.clone(), source })?;
-        tracing::info!(operator = %name, subscription = %key, "reverted to a Subscription");
+        self.delete_operator(&operator, &plan).await?;
         Ok(Action::await_change())
     }
 
@@ -163,6 +99,74 @@ impl Reconciler for Context {
 }
 
 impl Context {
+    /// Makes the Subscription on behalf of the Operator's creator, who must be able to make it by hand; a creator
+    /// who may not is refused, and the pass ends.
+    async fn subscribe(
+        &self,
+        operator: &Operator,
+        plan: &RevertPlan,
+        creator: Option<&str>,
+    ) -> Result<ControlFlow<Action>, AdoptionError> {
+        let key = format!("{}/{}", plan.namespace, plan.package);
+        if !self.creator_may_subscribe(operator, &plan.namespace).await? {
+            let who = recorded_author(operator.annotations()).map_or("nobody recorded".to_owned(), |c| c.username);
+            let message = format!(
+                "Operator {}'s creator ({who}) may not create Subscriptions in namespace {}: the Subscription would \
+                 be made on their behalf",
+                operator.name_any(),
+                plan.namespace
+            );
+            self.refuse(operator, message).await;
+            return Ok(ControlFlow::Break(Action::requeue(self.resync)));
+        }
+        let body: Subscription = serde_json::from_value(subscription_for(plan, creator)).map_err(|error| {
+            AdoptionError::CreateSubscription { name: key.clone(), source: ClientError::Encode(error) }
+        })?;
+        self.client
+            .namespaced::<Subscription>(&plan.namespace)
+            .create(&body)
+            .await
+            .map_err(|source| AdoptionError::CreateSubscription { name: key, source })?;
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// Hands the Install to the Subscription while it is still the Operator's: the Subscription annotation back, the
+    /// Operator's reference, label and adoption marks gone (at the version read).
+    async fn hand_over(&self, operator: &Operator, plan: &RevertPlan, install: &Install) -> Result<(), AdoptionError> {
+        let owners: Vec<serde_json::Value> = install
+            .owner_references()
+            .iter()
+            .filter(|owner| Some(&owner.uid) != operator.uid().as_ref())
+            .filter_map(|owner| serde_json::to_value(owner).ok())
+            .collect();
+        let body = json!({"metadata": {
+            "labels": {component_label_key(&operator.name_any()): null},
+            "annotations": {SUBSCRIPTION_ANNOTATION: format!("{}/{}", plan.namespace, plan.package),
+                            ADOPTED_FROM_ANNOTATION: null, ADOPTED_FROM_UID_ANNOTATION: null},
+            "ownerReferences": owners,
+        }});
+        self.client
+            .all::<Install>()
+            .merge_patch(&plan.install, &body, install.resource_version().as_deref())
+            .await
+            .map_err(|source| AdoptionError::HandBackInstall { install: plan.install.clone(), source })?;
+        Ok(())
+    }
+
+    /// Deletes the Operator, which owns nothing of the operator any more (whatever it made meanwhile is orphaned,
+    /// not deleted).
+    async fn delete_operator(&self, operator: &Operator, plan: &RevertPlan) -> Result<(), AdoptionError> {
+        let name = operator.name_any();
+        let uid = operator.uid().unwrap_or_default();
+        self.client
+            .all::<Operator>()
+            .delete_if_uid(&name, &uid, true)
+            .await
+            .map_err(|source| AdoptionError::DeleteOperator { name: name.clone(), source })?;
+        tracing::info!(operator = %name, subscription = %format!("{}/{}", plan.namespace, plan.package), "reverted to a Subscription");
+        Ok(())
+    }
+
     /// Whether the Operator's creator may create Subscriptions in `namespace` (what making one by hand takes).
     async fn creator_may_subscribe(&self, operator: &Operator, namespace: &str) -> Result<bool, AdoptionError> {
         let Some(creator) = recorded_author(operator.annotations()) else { return Ok(false) };

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
@@ -55,6 +56,19 @@ pub struct Decision {
     pub status: InstallPlanStatus,
     /// An error is being retried (until the retry timeout): look again soon.
     pub retrying: bool,
+}
+
+/// When a plan is looked at again: never by itself once it completed or failed; soon while it retries an error
+/// or waits for what it just created; otherwise now and then (its Installs' and Subscriptions' changes wake it, and a
+/// look now and then covers a missed one).
+pub fn next_action(decision: &Decision, retry: std::time::Duration, resync: std::time::Duration) -> Action {
+    match decision.status.phase {
+        InstallPlanPhase::Complete | InstallPlanPhase::Failed => Action::await_change(),
+        _ if decision.retrying || !decision.create_installs.is_empty() || !decision.create_subscriptions.is_empty() => {
+            Action::requeue(retry)
+        }
+        _ => Action::requeue(resync),
+    }
 }
 
 /// What a plan's pass reads.

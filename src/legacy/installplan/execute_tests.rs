@@ -450,3 +450,21 @@ fn an_install_running_as_the_operator_group_account_is_olm_s_attenuated_account(
         }
     }
 }
+
+#[test]
+fn a_plan_is_looked_at_soon_while_it_works_now_and_then_while_it_waits_and_never_once_done() {
+    const RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+    const RESYNC: std::time::Duration = std::time::Duration::from_secs(600);
+    let plan = plan(&[bundle("plumbus.v2", "plumbus", Some("plumbus"))]);
+    let subs = [subscription("plumbus", "plumbus", Some("plumbus.v2"), json!({}))];
+    let creating = run(&plan, &subs, &BTreeMap::new(), &at(1));
+    assert_eq!(next_action(&creating, RETRY, RESYNC), Action::requeue(RETRY), "an Install just created");
+    let waiting = Decision { create_installs: Vec::new(), ..creating.clone() };
+    assert_eq!(next_action(&waiting, RETRY, RESYNC), Action::requeue(RESYNC));
+    let retrying = Decision { retrying: true, ..waiting.clone() };
+    assert_eq!(next_action(&retrying, RETRY, RESYNC), Action::requeue(RETRY));
+    for phase in [InstallPlanPhase::Complete, InstallPlanPhase::Failed] {
+        let done = Decision { status: InstallPlanStatus { phase, ..waiting.status.clone() }, ..retrying.clone() };
+        assert_eq!(next_action(&done, RETRY, RESYNC), Action::await_change(), "{phase:?}");
+    }
+}

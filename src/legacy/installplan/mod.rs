@@ -1,33 +1,31 @@
 //! OLM v0's InstallPlans: `plan` (a new plan's shape, as OLM's `createInstallPlan`), `execute` (how a plan runs
-//! here: through Installs and their approval gate).
+//! here: through Installs and their approval gate, pure), `steps` (the pass: observe, decide, write).
 
 pub mod execute;
 pub mod plan;
+mod steps;
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 
-use crate::api::v1alpha1::{ClusterServiceVersion, InstallPlan, InstallPlanPhase, Subscription};
+use crate::api::v1alpha1::{InstallPlan, InstallPlanPhase, Subscription};
 use crate::api::v2alpha1::Install;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
-use crate::legacy::membership::{is_copied, is_install_record, COPIED_FROM_LABEL};
 use crate::metrics::Metrics;
 use crate::runtime::Process;
 use crate::webhook::csv_author::recorded_author;
 use crate::webhook::handlers::may_change_content;
-use execute::{content_patch, decide, install_name, Move, Observed, SUBSCRIPTION_ANNOTATION};
+use execute::{content_patch, Move, SUBSCRIPTION_ANNOTATION};
 
 /// The field manager of InstallPlans and their status, whichever loop writes them.
 pub const FIELD_MANAGER: &str = "olmv2-installplan";
@@ -132,109 +130,7 @@ impl Reconciler for Context {
     const NAME: &'static str = "installplan";
 
     async fn reconcile(self: Arc<Self>, plan: Arc<InstallPlan>) -> Result<Action, InstallPlanLoopError> {
-        let (namespace, name) = (plan.namespace().unwrap_or_default(), plan.name_any());
-        let Some(status) = plan.status.clone() else { return Ok(Action::await_change()) };
-        let write = |action: &str| {
-            let (namespace, name, action) = (namespace.clone(), name.clone(), action.to_owned());
-            move |source| InstallPlanLoopError::Write { action, namespace, name, source }
-        };
-        let plans = self.client.namespaced::<InstallPlan>(&namespace);
-        match status.phase {
-            InstallPlanPhase::RequiresApproval if plan.spec.approved => {
-                let next = crate::api::v1alpha1::InstallPlanStatus {
-                    phase: InstallPlanPhase::Installing,
-                    message: None,
-                    ..status
-                };
-                plans.apply_status(&name, &next, None).await.map_err(write("write the status"))?;
-                return Ok(Action::await_change());
-            }
-            InstallPlanPhase::Installing => {}
-            _ => return Ok(Action::await_change()),
-        }
-        let read = |what| {
-            let (namespace, name) = (namespace.clone(), name.clone());
-            move |source| InstallPlanLoopError::Read { what, namespace, name, source }
-        };
-        let subscriptions: Vec<Subscription> = self
-            .client
-            .namespaced::<Subscription>(&namespace)
-            .list_with(&ListParams::default())
-            .await
-            .map_err(read("Subscriptions"))?;
-        // A plan no Subscription points at (superseded by a newer one, or not yet pointed at: the Subscription's
-        // status write wakes it) moves nothing.
-        if !subscriptions.iter().any(|s| execute::references(s, &plan)) {
-            return Ok(Action::await_change());
-        }
-        let mut installs = BTreeMap::new();
-        for subscription in &subscriptions {
-            let install_name = install_name(&subscription.spec.name, &namespace);
-            if let Some(install) =
-                self.client.all::<Install>().get_opt(&install_name).await.map_err(read("Installs"))?
-            {
-                installs.insert(install_name, install);
-            }
-        }
-        let originals = ListParams::default().labels(&format!("!{COPIED_FROM_LABEL}"));
-        let csvs = self
-            .client
-            .namespaced::<ClusterServiceVersion>(&namespace)
-            .list_with(&originals)
-            .await
-            .map_err(read("CSVs"))?;
-        let installed_by_olm: BTreeMap<String, String> = csvs
-            .iter()
-            .filter(|csv| !is_install_record(csv) && !is_copied(csv))
-            .filter_map(|csv| Some((csv.name_any(), csv.uid()?)))
-            .collect();
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let observed = Observed {
-            plan: &plan,
-            subscriptions: &subscriptions,
-            installs: &installs,
-            retry_timeout: self.retry_timeout,
-            installed_by_olm: &installed_by_olm,
-        };
-        let decision = decide(&observed, &now);
-        for subscription in &decision.create_subscriptions {
-            let typed: Subscription = serde_json::from_value(subscription.clone())
-                .map_err(|e| write("encode a generated Subscription")(ClientError::Encode(e)))?;
-            match self.client.namespaced::<Subscription>(&namespace).create(&typed).await {
-                Ok(_) => tracing::info!(subscription = %typed.name_any(), "Subscription generated for a dependency"),
-                Err(error) if error.code() == Some(409) => {}
-                Err(error) => return Err(write("create a Subscription")(error)),
-            }
-        }
-        for install in &decision.create_installs {
-            let typed: Install = serde_json::from_value(install.clone())
-                .map_err(|e| write("encode an Install")(ClientError::Encode(e)))?;
-            match self.client.all::<Install>().create(&typed).await {
-                Ok(_) => tracing::info!(install = %typed.name_any(), "Install created"),
-                Err(error) if error.code() == Some(409) => {}
-                Err(error) => return Err(write("create an Install")(error)),
-            }
-        }
-        for step in &decision.update_installs {
-            move_install(&self.client, &self.controller_namespace, step).await.map_err(|source| {
-                InstallPlanLoopError::Move { namespace: namespace.clone(), name: name.clone(), source }
-            })?;
-            tracing::info!(install = %step.install.name_any(), csv = %step.csv, "Install moved to a new bundle");
-        }
-        if Some(&decision.status) != plan.status.as_ref() {
-            plans.apply_status(&name, &decision.status, None).await.map_err(write("write the status"))?;
-        }
-        // Its Installs' and Subscriptions' changes wake it; a look now and then covers a missed one.
-        Ok(match decision.status.phase {
-            InstallPlanPhase::Complete | InstallPlanPhase::Failed => Action::await_change(),
-            _ if decision.retrying
-                || !decision.create_installs.is_empty()
-                || !decision.create_subscriptions.is_empty() =>
-            {
-                Action::requeue(self.retry)
-            }
-            _ => Action::requeue(self.resync),
-        })
+        steps::reconcile(&self, &plan).await
     }
 
     fn metrics(&self) -> &Metrics {

@@ -60,6 +60,14 @@ pub struct Decision {
     pub provided_apis: Option<String>,
 }
 
+impl Decision {
+    /// Whether the pass changed the group's targets (`status.namespaces`) from `group`'s.
+    pub fn targets_changed(&self, group: &OperatorGroup) -> bool {
+        let before = group.status.as_ref().map(|status| status.namespaces.as_slice()).unwrap_or_default();
+        self.status.as_ref().is_some_and(|status| status.namespaces != before)
+    }
+}
+
 pub fn decide(observed: &Observed<'_>) -> Decision {
     let group = observed.group;
     let previous = group.status.clone().unwrap_or_default();
@@ -214,6 +222,7 @@ mod tests {
     fn new_targets_are_written_alone_first() {
         let group = group(json!({}), json!({}), json!({}));
         let decision = decide(&observed(&group, &[]));
+        assert!(decision.targets_changed(&group), "members are annotated on the next pass");
         let status = decision.status.expect("status");
         assert_eq!(status.namespaces, [""]);
         assert!(status.last_updated.is_some());
@@ -226,6 +235,7 @@ mod tests {
         let csvs = [csv("a", "plumbuses.example.com", "Succeeded")];
         let decision = decide(&observed(&group, &csvs));
         assert_eq!(decision.status, None);
+        assert!(!decision.targets_changed(&group));
         assert_eq!(decision.annotate.len(), 1);
         assert_eq!(decision.annotate[0].1.get("olm.targetNamespaces").map(String::as_str), Some(""));
         assert_eq!(decision.roles.len(), 3);
@@ -237,6 +247,7 @@ mod tests {
         let group = group(json!({"serviceAccountName": "gone"}), json!({"namespaces": [""]}), json!({}));
         let decision =
             decide(&Observed { groups_in_namespace: 2, account: Account::Missing("gone"), ..observed(&group, &[]) });
+        assert!(!decision.targets_changed(&group), "new conditions alone are not new targets");
         let status = decision.status.expect("status");
         let conditions: Vec<(&str, &str, &str)> =
             status.conditions.iter().map(|c| (c.type_.as_str(), c.reason.as_str(), c.message.as_str())).collect();

@@ -1,7 +1,7 @@
 //! OLM v0's Subscription loop: `candidates` (a Subscription's bundles, in OLM's order), `resolution` (a namespace's
 //! Subscriptions resolved together, OLM's `syncResolvingNamespace`), `planning` (what the resolution asks to
 //! install), `status` (what that writes on each Subscription), `deprecation` (the catalog's deprecations of what it
-//! installed). [`controller`] reads a namespace (its Subscriptions,
+//! installed), `pass` (one pass over a namespace, as steps). [`controller`] reads a namespace (its Subscriptions,
 //! CSVs, InstallPlans, OperatorGroups, and the catalogs of it and of the global catalog namespace from the
 //! process-wide cache), decides, makes the namespace's InstallPlan when a Subscription moves, and writes every
 //! Subscription's status that changed, with a Warning event on the Namespace when resolution fails, as OLM records
@@ -9,6 +9,7 @@
 
 pub mod candidates;
 pub mod deprecation;
+mod pass;
 pub mod planning;
 pub mod resolution;
 pub mod status;
@@ -19,7 +20,6 @@ use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ListParams, PartialObjectMeta};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -27,12 +27,11 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 
 use super::membership::COPIED_FROM_LABEL;
-use crate::api::v1::{OperatorGroup, UpgradeStrategyName};
+use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::{
     CatalogSource, ClusterServiceVersion, InstallPlan, Subscription, SubscriptionState, SubscriptionStatus,
 };
 use crate::api::v2alpha1::Install;
-use crate::catalog::dependencies::Source;
 use crate::catalog::{CatalogCache, LoadedCatalog};
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
@@ -41,19 +40,14 @@ use crate::controller::events::Events;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::legacy::installplan::execute::{
-    holds_content, install_name, installed_image, made_for, Move, BUNDLE_ANNOTATION, GENERATED_BY_ANNOTATION,
+    holds_content, install_name, installed_image, made_for, Move, BUNDLE_ANNOTATION,
 };
 use crate::legacy::installplan::move_install;
-use crate::legacy::installplan::plan::{initial_status, new_install_plan, next_generation, plans_to_collect};
+use crate::legacy::installplan::plan::{initial_status, new_install_plan, next_generation};
 use crate::metrics::Metrics;
 use crate::runtime::Process;
-use deprecation::with_deprecations;
-use planning::{plan_namespace, NamespacePlan};
-use resolution::{resolve_namespace, Inputs, Outcome, ERROR_PREVENTED_RESOLUTION};
-use status::{
-    plan_failed, with_catalog_health, with_csv_state, with_install_plan, with_plan_reference, with_resolution,
-    CatalogView, RESOLUTION_FAILED,
-};
+use planning::NamespacePlan;
+use status::RESOLUTION_FAILED;
 
 /// OLM's OperatorGroup annotation keeping the global catalog namespace out of a namespace's resolution.
 pub const EXCLUDE_GLOBAL_RESOLUTION: &str = "olm.operatorframework.io/exclude-global-namespace-resolution";
@@ -192,147 +186,6 @@ impl Context {
     fn namespace_lock(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self.locks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         locks.entry(namespace.to_owned()).or_default().clone()
-    }
-
-    /// One pass over a namespace: every Subscription's status brought to what the namespace says now.
-    async fn sync_namespace(&self, namespace: &str) -> Result<Action, SubscriptionLoopError> {
-        let now = Time(k8s_openapi::jiff::Timestamp::now());
-        let subscriptions: Vec<Subscription> = self.list(namespace, "Subscriptions", ListParams::default()).await?;
-        if subscriptions.is_empty() {
-            return Ok(Action::await_change());
-        }
-        let originals = ListParams::default().labels(&format!("!{COPIED_FROM_LABEL}"));
-        let csvs: Vec<ClusterServiceVersion> = self.list(namespace, "CSVs", originals).await?;
-        let mut plans: Vec<InstallPlan> = self.list(namespace, "InstallPlans", ListParams::default()).await?;
-        // OLM's gcInstallPlans: the namespace keeps its five newest plans.
-        for name in plans_to_collect(&plans) {
-            self.client
-                .namespaced::<InstallPlan>(namespace)
-                .ensure_deleted(&name)
-                .await
-                .map_err(|source| SubscriptionLoopError::WritePlan { namespace: namespace.to_owned(), source })?;
-            tracing::info!(%namespace, plan = %name, "old InstallPlan collected");
-            plans.retain(|plan| plan.metadata.name.as_deref() != Some(name.as_str()));
-        }
-        let exists = |name: &str| csvs.iter().any(|csv| csv.name_any() == name);
-        let groups: Vec<OperatorGroup> = self.list(namespace, "OperatorGroups", ListParams::default()).await?;
-        // OLM's IsFailForwardEnabled: the namespace's one OperatorGroup says so.
-        let fail_forward = matches!(groups.as_slice(), [group]
-            if group.spec.upgrade_strategy == UpgradeStrategyName::TechPreviewUnsafeFailForward);
-        let mut next: BTreeMap<String, SubscriptionStatus> = BTreeMap::new();
-        for subscription in &subscriptions {
-            let mut status = subscription.status.clone().unwrap_or_default();
-            // A Subscription a plan generated waits on that plan (OLM's ensureSubscriptionInstallPlanState).
-            let generated_by = subscription.annotations().get(GENERATED_BY_ANNOTATION);
-            let plan = generated_by.and_then(|name| plans.iter().find(|p| p.metadata.name.as_ref() == Some(name)));
-            if let (None, Some(plan), Some(starting)) =
-                (&status.install_plan_ref, plan, subscription.spec.starting_csv.as_deref())
-            {
-                with_plan_reference(&mut status, starting, plan, fail_forward, &now);
-            }
-            let plan = status
-                .install_plan_ref
-                .as_ref()
-                .and_then(|reference| plans.iter().find(|p| p.metadata.name == reference.name));
-            let installed = status.current_csv.as_deref().is_some_and(exists);
-            with_csv_state(&mut status, installed, fail_forward && plan.is_some_and(plan_failed), &now);
-            with_install_plan(&mut status, plan, &now);
-            next.insert(subscription.name_any(), status);
-        }
-        // As OLM: every Subscription's installed CSV first, resolution once none moves (an upgrade is resolved from
-        // the installed CSV, and a CSV nobody follows yet would hold its APIs against its own bundle).
-        if self.write_changed(namespace, &subscriptions, &next).await? {
-            return Ok(Action::requeue(CSV_STATE_SETTLING));
-        }
-        let exclude_global = matches!(groups.as_slice(), [group]
-            if group.annotations().get(EXCLUDE_GLOBAL_RESOLUTION).map(String::as_str) == Some("true"));
-        let loaded = self.catalogs_for(namespace).await?;
-        let views: Vec<CatalogView> = loaded
-            .iter()
-            .map(|l| CatalogView {
-                name: l.source.name_any(),
-                namespace: l.source.namespace().unwrap_or_default(),
-                uid: l.source.metadata.uid.clone(),
-                resource_version: l.source.metadata.resource_version.clone(),
-                healthy: l.catalog.is_some(),
-            })
-            .collect();
-        for subscription in &subscriptions {
-            let status = next.entry(subscription.name_any()).or_default();
-            let spec = &subscription.spec;
-            with_catalog_health(status, &spec.source, &spec.source_namespace, &views, &now);
-            let package = loaded
-                .iter()
-                .find(|l| {
-                    l.source.name_any() == spec.source && l.source.namespace() == Some(spec.source_namespace.clone())
-                })
-                .and_then(|l| l.catalog.as_ref())
-                .and_then(|loaded| loaded.catalog.packages.get(&spec.name));
-            with_deprecations(status, spec.channel.as_deref().unwrap_or_default(), package, &now);
-        }
-        // OLM's one skip: while every Subscription waits on a plan, nothing is planned again. Unlike OLM, the
-        // namespace is still resolved, so that a failure gone (or a new one) shows at once.
-        let waiting =
-            |s: &SubscriptionStatus| s.install_plan_ref.is_some() && s.state == SubscriptionState::UpgradePending;
-        let all_waiting = next.values().all(waiting);
-        let sources: Vec<Source<'_>> = loaded
-            .iter()
-            .filter(|l| !(exclude_global && l.source.namespace().as_deref() == Some(self.global_namespace.as_str())))
-            .filter_map(|l| {
-                Some(Source {
-                    name: l.source.name_any(),
-                    namespace: l.source.namespace().unwrap_or_default(),
-                    priority: l.source.spec.priority.unwrap_or(0),
-                    catalog: l.catalog.as_ref()?.catalog.as_ref(),
-                })
-            })
-            .collect();
-        let outcome = resolve_namespace(&Inputs {
-            subscriptions: &subscriptions,
-            csvs: &csvs,
-            sources: sources.clone(),
-            operator_groups: groups.len(),
-        });
-        let newly_failed = match &outcome {
-            Outcome::Failed { message, .. } => subscriptions.iter().any(|s| {
-                let conditions = s.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
-                !conditions.iter().any(|c| c.type_ == RESOLUTION_FAILED && c.message.as_deref() == Some(message))
-            }),
-            Outcome::Resolved { .. } => false,
-        };
-        if let (Outcome::Resolved { subscriptions: chosen, dependencies }, false) = (&outcome, all_waiting) {
-            let plan = plan_namespace(chosen, dependencies, &subscriptions, &sources);
-            if !plan.updated.is_empty() {
-                let created = self.create_plan(namespace, &subscriptions, &plans, &plan).await?;
-                for (name, csv) in &plan.updated {
-                    if let Some(status) = next.get_mut(name) {
-                        // A plan just made has not failed (OLM's setIPReference).
-                        with_plan_reference(status, csv, &created, false, &now);
-                    }
-                }
-            }
-        }
-        for subscription in &subscriptions {
-            let status = next.entry(subscription.name_any()).or_default();
-            let resolved = match &outcome {
-                Outcome::Resolved { subscriptions, .. } => subscriptions.get(&subscription.name_any()),
-                Outcome::Failed { .. } => None,
-            };
-            // While waiting on plans, `currentCSV` stays the plans'.
-            with_resolution(status, resolved.filter(|_| !all_waiting), &outcome, &now);
-        }
-        self.write_changed(namespace, &subscriptions, &next).await?;
-        self.follow_config(namespace, &subscriptions).await?;
-        if let Outcome::Failed { reason, message } = &outcome {
-            tracing::info!(%namespace, reason, "resolution failed: {message}");
-            if newly_failed {
-                self.report_failure(namespace, message).await;
-            }
-        }
-        Ok(Action::requeue(match &outcome {
-            Outcome::Failed { reason: ERROR_PREVENTED_RESOLUTION, .. } => self.retry,
-            _ => self.resync,
-        }))
     }
 
     /// Creates the namespace's next InstallPlan and writes its status (OLM's `createInstallPlan`: two writes).
