@@ -26,6 +26,7 @@ pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] = &[
     crate::install::controller,
     crate::operator::controller,
     crate::legacy::operatorgroup::controller,
+    crate::legacy::grouproles::controller,
     crate::legacy::namespaces::controller,
     crate::legacy::csv::controller,
     crate::legacy::copied::controller,

@@ -336,6 +336,8 @@ async fn observe_csv(cluster: &Cluster) -> Value {
 #[derive(Clone, Copy)]
 enum Scenario {
     OperatorGroups,
+    /// The groups, once group `ops/og` is gone.
+    GroupDeleted,
     /// Ready once the CSV `ops/plumbus.v1.0.0` is in this phase.
     Csv(&'static str),
     /// Ready once `ops/plumbus.v2.0.0` Succeeded and the CSV it replaces is gone.
@@ -345,7 +347,7 @@ enum Scenario {
 impl Scenario {
     async fn observe(self, cluster: &Cluster) -> Value {
         match self {
-            Self::OperatorGroups => observe_operator_groups(cluster).await,
+            Self::OperatorGroups | Self::GroupDeleted => observe_operator_groups(cluster).await,
             Self::Csv(_) | Self::Replaced => observe_csv(cluster).await,
         }
     }
@@ -355,6 +357,7 @@ impl Scenario {
             Self::OperatorGroups => {
                 observed.as_object().is_some_and(|o| o.keys().any(|k| k.starts_with("ClusterRole")))
             }
+            Self::GroupDeleted => observed["OperatorGroup ops/og"].is_null(),
             Self::Csv(phase) => observed["CSV ops/plumbus.v1.0.0"]["phase"] == phase,
             Self::Replaced => {
                 observed["CSV ops/plumbus.v2.0.0"]["phase"] == "Succeeded"
@@ -410,6 +413,28 @@ async fn compare_stages(name: &str, stages: &[(&str, Scenario)], rolled_out: &[&
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn operator_groups_are_reconciled_as_olm_v0_does() {
     compare("groups", OPERATOR_GROUPS, Scenario::OperatorGroups, &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_deleted_groups_roles_and_namespace_labels_go_as_olm_v0_removes_them() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut observed = Vec::new();
+    for olm_v0 in [true, false] {
+        let (cluster, manager) =
+            cluster(olm_v0, &format!("oracle-group-deleted-{}", if olm_v0 { "olm-v0" } else { "olmv2" })).await;
+        apply(&cluster, OPERATOR_GROUPS).await;
+        settled(&cluster, Scenario::OperatorGroups, &[]).await;
+        let admin = cluster.client().await.unwrap();
+        Api::<OperatorGroup>::namespaced(admin, "ops").delete("og", &Default::default()).await.unwrap();
+        observed.push(settled(&cluster, Scenario::GroupDeleted, &[]).await);
+        drop(manager);
+    }
+    let (olm_v0, ours) = (&observed[0], &observed[1]);
+    assert!(
+        olm_v0.as_object().unwrap().keys().all(|key| !key.contains("olm.og.og.")),
+        "OLM v0 removed them: {olm_v0:#}"
+    );
+    assert_eq!(ours, olm_v0, "ours:\n{ours:#}\nOLM v0:\n{olm_v0:#}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -4,7 +4,8 @@
 //! `intersection` (provided APIs across groups), `copies` (copied CSVs), `adopted_copies` (the copies of a CSV an
 //! Operator's Install took over), `roles` (aggregating ClusterRoles), `tenancy` (a CSV's RBAC copied
 //! into its targets or lifted cluster-wide), `hash`.
-//! Loops: `catalogsource` (catalogs loaded, their status), `operatorgroup`, `namespaces` (the group labels of namespaces), `csv` (the phase machine, replacement and
+//! Loops: `catalogsource` (catalogs loaded, their status), `operatorgroup`, `grouproles` (a deleted group's
+//! ClusterRoles), `namespaces` (the group labels of namespaces), `csv` (the phase machine, replacement and
 //! the copies of each original), `copied` (copies changed or left behind) and `olmconfig` (the copies' condition).
 
 pub mod adopted_copies;
@@ -13,6 +14,7 @@ pub mod catalogsource;
 pub mod copied;
 pub mod copies;
 pub mod csv;
+pub mod grouproles;
 pub mod hash;
 pub mod installplan;
 pub mod intersection;

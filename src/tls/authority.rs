@@ -3,8 +3,10 @@
 //! a Secret, whose CA someone else (cert-manager's CA injector) puts into those `caBundle`s.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SerialNumber};
+use sha2::{Digest, Sha256};
 
 /// A serving certificate, all PEM.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,30 +52,79 @@ pub trait CertificateIssuer {
     fn issue(&self, dns_names: &[String]) -> Result<ServingCertificate, CertificateError>;
 }
 
-/// A CA generated in memory. It lives as long as the process (the webhook's) or one rendering (a bundle's); nothing
-/// keeps its key.
+/// How a CA is made, and what it writes in every certificate it issues beyond the names.
+#[derive(Clone, Debug, Default)]
+pub struct CaOptions {
+    /// The CA's common name; `{serial}` in it stands for its serial number in hex (OLM names its CAs so).
+    pub common_name: String,
+    /// The organization of the CA and of its certificates.
+    pub organization: Option<String>,
+    /// How long the CA and its certificates are valid from their making (unset: rcgen's default, valid until
+    /// the year 4096).
+    pub validity: Option<Duration>,
+}
+
+/// A CA generated in memory: the one certificate authority of the project (the webhook's and the aggregated API
+/// server's, a bundle's rendering, and OLM's per-install CAs for the serving certificates of CSVs). It lives as
+/// long as its user needs it; nothing keeps its key.
 pub struct CertificateAuthority {
     params: CertificateParams,
     key: KeyPair,
     ca_pem: String,
+    organization: Option<String>,
+    validity: Option<Duration>,
 }
 
 impl CertificateAuthority {
+    /// A CA named `common_name`, its certificates valid as long as rcgen makes them by default.
     pub fn new(common_name: &str) -> Result<Self, CertificateError> {
-        let failed = |source| CertificateError { names: vec![common_name.to_owned()], source };
+        Self::with_options(&CaOptions { common_name: common_name.to_owned(), ..CaOptions::default() })
+    }
+
+    /// A CA made as `options` say, with OLM's key usages (certificate signing, digital signature, key
+    /// encipherment) and a positive serial number taken from its key.
+    pub fn with_options(options: &CaOptions) -> Result<Self, CertificateError> {
+        let failed = |source| CertificateError { names: vec![options.common_name.clone()], source };
         let key = KeyPair::generate().map_err(failed)?;
+        let serial = serial_of(key.public_key_raw());
+        let hex: String = serial.iter().map(|byte| format!("{byte:02x}")).collect();
         let mut params = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
-        params.distinguished_name.push(DnType::CommonName, common_name);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, options.common_name.replace("{serial}", hex.trim_start_matches('0')));
+        if let Some(organization) = &options.organization {
+            params.distinguished_name.push(DnType::OrganizationName, organization.as_str());
+        }
+        params.serial_number = Some(SerialNumber::from(serial.to_vec()));
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages =
-            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        valid_for(&mut params, options.validity);
         let ca_pem = params.self_signed(&key).map_err(failed)?.pem();
-        Ok(Self { params, key, ca_pem })
+        Ok(Self { params, key, ca_pem, organization: options.organization.clone(), validity: options.validity })
     }
 
     /// The CA certificate, PEM.
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
+    }
+}
+
+/// A serial number: SHA-256 of the new key, cut to 16 bytes, its top bit cleared (a positive number).
+fn serial_of(public_key: &[u8]) -> [u8; 16] {
+    let digest = Sha256::digest(public_key);
+    let mut serial = [0u8; 16];
+    serial.copy_from_slice(&digest[..16]);
+    serial[0] &= 0x7f;
+    serial
+}
+
+/// Valid from now for `validity`, when one is set.
+fn valid_for(params: &mut CertificateParams, validity: Option<Duration>) {
+    if let Some(validity) = validity {
+        let now = time::OffsetDateTime::now_utc();
+        params.not_before = now;
+        params.not_after = now + validity;
     }
 }
 
@@ -85,8 +136,12 @@ impl CertificateIssuer for CertificateAuthority {
         if let Some(first) = dns_names.first() {
             params.distinguished_name.push(DnType::CommonName, first.as_str());
         }
-        params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+        if let Some(organization) = &self.organization {
+            params.distinguished_name.push(DnType::OrganizationName, organization.as_str());
+        }
+        params.key_usages = vec![KeyUsagePurpose::KeyEncipherment, KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        valid_for(&mut params, self.validity);
         let issuer = Issuer::from_params(&self.params, &self.key);
         let cert_pem = params.signed_by(&key, &issuer).map_err(failed)?.pem();
         Ok(ServingCertificate { cert_pem, key_pem: key.serialize_pem(), ca_pem: Some(self.ca_pem.clone()) })

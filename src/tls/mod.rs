@@ -14,7 +14,7 @@ pub mod shared;
 use base64::Engine as _;
 
 pub use authority::{
-    CertificateAuthority, CertificateError, CertificateIssuer, ReadCertificateError, ServingCertificate,
+    CaOptions, CertificateAuthority, CertificateError, CertificateIssuer, ReadCertificateError, ServingCertificate,
 };
 pub use server::{HttpsServer, PeerCertificate, ServeError};
 

@@ -3,7 +3,7 @@ use serde_json::json;
 
 use super::fixtures::csv;
 use super::*;
-use crate::legacy::csv::rotation::InstallCa;
+use crate::legacy::csv::rotation::{install_ca, serving_pair};
 
 #[test]
 fn names_are_olms() {
@@ -46,7 +46,7 @@ fn the_service_selects_the_deployment_and_is_owned_without_blocking() {
 
 #[test]
 fn the_secret_holds_the_pair_the_ca_and_its_hash() {
-    let pair = InstallCa::generate().expect("ca").issue(&hosts("hooks-service", "ops")).expect("pair");
+    let pair = serving_pair(&install_ca().expect("ca"), &hosts("hooks-service", "ops")).expect("pair");
     let secret = secret(&csv(), "hooks-service", &pair);
     assert_eq!(secret["type"], "kubernetes.io/tls");
     assert_eq!(secret["metadata"]["name"], "hooks-service-cert");
@@ -68,7 +68,7 @@ fn stored(pair: &ServingPair) -> Secret {
 #[test]
 fn a_good_secret_is_reused_and_a_bad_one_is_not() {
     let hosts = hosts("hooks-service", "ops");
-    let pair = InstallCa::generate().expect("ca").issue(&hosts).expect("pair");
+    let pair = serving_pair(&install_ca().expect("ca"), &hosts).expect("pair");
     let now = time::OffsetDateTime::now_utc().unix_timestamp();
     assert_eq!(reusable_ca(Some(&stored(&pair)), &hosts, now), Some(pair.ca_pem.clone()));
     assert_eq!(reusable_ca(None, &hosts, now), None);

@@ -20,13 +20,14 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::phase::Components;
-use super::rotation::{pem_sha256, InstallCa};
+use super::rotation::{install_ca, pem_sha256, serving_pair};
 use super::strategy::Unhealthy;
 use super::{apiservices, availability, certs, component_access, webhooks, Context, ReconcileError};
 use crate::access::{allowed, AccessCheck};
 use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::{ClusterServiceVersion, CsvPhase, WebhookAdmissionType};
 use crate::controller::client::{ClientError, Objects};
+use crate::tls::CertificateAuthority;
 use crate::webhook::csv_author::recorded_author;
 
 /// Errors of one CSV's components.
@@ -205,7 +206,7 @@ impl Issued {
 pub async fn install_certificates(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Issued, ReconcileError> {
     let at = At(csv);
     let namespace = at.namespace();
-    let mut ca: Option<InstallCa> = None;
+    let mut ca: Option<CertificateAuthority> = None;
     let mut issued = Issued::default();
     for (deployment, served) in certs::served(csv) {
         let Some(spec) = csv.spec.install.spec.deployments.iter().find(|d| d.name == deployment) else { continue };
@@ -221,10 +222,10 @@ pub async fn install_certificates(ctx: &Context, csv: &ClusterServiceVersion) ->
             Some(ca_pem) => ca_pem,
             None => {
                 if ca.is_none() {
-                    ca = Some(InstallCa::generate().map_err(|e| generate_error(&at, e))?);
+                    ca = Some(install_ca().map_err(|e| generate_error(&at, e))?);
                 }
                 let Some(authority) = ca.as_ref() else { continue };
-                let pair = authority.issue(&hosts).map_err(|e| generate_error(&at, e))?;
+                let pair = serving_pair(authority, &hosts).map_err(|e| generate_error(&at, e))?;
                 apply(ctx.client.namespaced::<Secret>(&namespace), &at, &certs::secret(csv, &service, &pair)).await?;
                 issued.rotated = true;
                 pair.ca_pem
@@ -244,7 +245,7 @@ pub async fn install_certificates(ctx: &Context, csv: &ClusterServiceVersion) ->
     Ok(issued)
 }
 
-fn generate_error(at: &At<'_>, error: super::rotation::GenerateError) -> ReconcileError {
+fn generate_error(at: &At<'_>, error: crate::tls::CertificateError) -> ReconcileError {
     ReconcileError::Certificate { namespace: at.namespace(), name: at.0.name_any(), source: error }
 }
 

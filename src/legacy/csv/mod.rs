@@ -193,7 +193,7 @@ pub enum ReconcileError {
         namespace: String,
         name: String,
         #[source]
-        source: rotation::GenerateError,
+        source: crate::tls::CertificateError,
     },
 }
 

@@ -7,9 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose, SerialNumber};
 use sha2::{Digest, Sha256};
 use tokio_rustls::rustls;
+
+use crate::tls::{CaOptions, CertificateAuthority, CertificateError, CertificateIssuer};
 
 /// How long OLM's certificates are valid.
 pub const CERT_VALIDITY: Duration = Duration::from_secs(730 * 24 * 3600);
@@ -26,72 +27,20 @@ pub struct ServingPair {
     pub key_pem: String,
 }
 
-#[derive(Debug, thiserror::Error)]
-#[error("failed to generate a certificate for {what}")]
-pub struct GenerateError {
-    pub what: String,
-    #[source]
-    pub source: rcgen::Error,
+/// The CA OLM makes for one install: common name `olm-selfsigned-<serial>`, organization [`ORGANIZATION`], it and
+/// its certificates valid for [`CERT_VALIDITY`] from now.
+pub fn install_ca() -> Result<CertificateAuthority, CertificateError> {
+    CertificateAuthority::with_options(&CaOptions {
+        common_name: "olm-selfsigned-{serial}".into(),
+        organization: Some(ORGANIZATION.into()),
+        validity: Some(CERT_VALIDITY),
+    })
 }
 
-/// A CA generated for one install.
-pub struct InstallCa {
-    params: CertificateParams,
-    key: KeyPair,
-    pub pem: String,
-}
-
-impl InstallCa {
-    /// A new CA valid from now for [`CERT_VALIDITY`].
-    pub fn generate() -> Result<Self, GenerateError> {
-        let failed = |source| GenerateError { what: "the install's CA".into(), source };
-        let key = KeyPair::generate().map_err(failed)?;
-        let serial: [u8; 16] = rand_serial(key.public_key_raw());
-        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(failed)?;
-        let hex: String = serial.iter().map(|byte| format!("{byte:02x}")).collect();
-        let hex = hex.trim_start_matches('0');
-        params.distinguished_name.push(DnType::CommonName, format!("olm-selfsigned-{hex}"));
-        params.distinguished_name.push(DnType::OrganizationName, ORGANIZATION);
-        params.serial_number = Some(SerialNumber::from(serial.to_vec()));
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.key_usages =
-            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
-        validity(&mut params);
-        let pem = params.self_signed(&key).map_err(failed)?.pem();
-        Ok(Self { params, key, pem })
-    }
-
-    /// A serving certificate for `hosts` (the first is its common name), signed by this CA.
-    pub fn issue(&self, hosts: &[String]) -> Result<ServingPair, GenerateError> {
-        let failed = |source| GenerateError { what: hosts.join(", "), source };
-        let key = KeyPair::generate().map_err(failed)?;
-        let mut params = CertificateParams::new(hosts.to_vec()).map_err(failed)?;
-        if let Some(first) = hosts.first() {
-            params.distinguished_name.push(DnType::CommonName, first.as_str());
-        }
-        params.distinguished_name.push(DnType::OrganizationName, ORGANIZATION);
-        params.key_usages = vec![KeyUsagePurpose::KeyEncipherment, KeyUsagePurpose::DigitalSignature];
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        validity(&mut params);
-        let issuer = Issuer::from_params(&self.params, &self.key);
-        let cert_pem = params.signed_by(&key, &issuer).map_err(failed)?.pem();
-        Ok(ServingPair { ca_pem: self.pem.clone(), cert_pem, key_pem: key.serialize_pem() })
-    }
-}
-
-/// A serial number: SHA-256 of the new key, cut to 16 bytes, its top bit cleared (a positive number).
-fn rand_serial(public_key: &[u8]) -> [u8; 16] {
-    let digest = Sha256::digest(public_key);
-    let mut serial = [0u8; 16];
-    serial.copy_from_slice(&digest[..16]);
-    serial[0] &= 0x7f;
-    serial
-}
-
-fn validity(params: &mut CertificateParams) {
-    let now = time::OffsetDateTime::now_utc();
-    params.not_before = now;
-    params.not_after = now + CERT_VALIDITY;
+/// A serving certificate for `hosts` (the first is its common name), signed by `ca`, with `ca`'s certificate.
+pub fn serving_pair(ca: &CertificateAuthority, hosts: &[String]) -> Result<ServingPair, CertificateError> {
+    let issued = ca.issue(hosts)?;
+    Ok(ServingPair { ca_pem: ca.ca_pem().to_owned(), cert_pem: issued.cert_pem, key_pem: issued.key_pem })
 }
 
 /// The status after an install that issued certificates at `now`: `certsLastUpdated` now, `certsRotateAt` when
@@ -173,14 +122,14 @@ mod tests {
 
     #[test]
     fn a_fresh_pair_is_kept() {
-        let pair = InstallCa::generate().expect("ca").issue(&hosts()).expect("pair");
+        let pair = serving_pair(&install_ca().expect("ca"), &hosts()).expect("pair");
         assert!(!should_rotate(Some(pair.ca_pem.as_bytes()), Some(pair.cert_pem.as_bytes()), &hosts(), now()));
     }
 
     #[test]
     fn the_ca_names_olm_and_its_serial() {
-        let ca = InstallCa::generate().expect("ca");
-        let der = der_of(ca.pem.as_bytes()).expect("der");
+        let ca = install_ca().expect("ca");
+        let der = der_of(ca.ca_pem().as_bytes()).expect("der");
         let (_, cert) = x509_parser::parse_x509_certificate(&der).expect("parse");
         let subject = cert.subject().to_string();
         assert!(subject.contains("CN=olm-selfsigned-"), "{subject}");
@@ -191,7 +140,7 @@ mod tests {
 
     #[test]
     fn missing_or_unparsable_parts_rotate() {
-        let pair = InstallCa::generate().expect("ca").issue(&hosts()).expect("pair");
+        let pair = serving_pair(&install_ca().expect("ca"), &hosts()).expect("pair");
         let (ca, cert) = (pair.ca_pem.as_bytes(), pair.cert_pem.as_bytes());
         assert!(should_rotate(None, Some(cert), &hosts(), now()));
         assert!(should_rotate(Some(ca), None, &hosts(), now()));
@@ -201,7 +150,7 @@ mod tests {
 
     #[test]
     fn expiring_within_a_day_or_not_yet_valid_rotates() {
-        let pair = InstallCa::generate().expect("ca").issue(&hosts()).expect("pair");
+        let pair = serving_pair(&install_ca().expect("ca"), &hosts()).expect("pair");
         let (ca, cert) = (Some(pair.ca_pem.as_bytes()), Some(pair.cert_pem.as_bytes()));
         let day = 86_400;
         assert!(!should_rotate(ca, cert, &hosts(), now() + 728 * day));
@@ -211,11 +160,11 @@ mod tests {
 
     #[test]
     fn another_host_or_another_ca_rotates() {
-        let pair = InstallCa::generate().expect("ca").issue(&hosts()).expect("pair");
+        let pair = serving_pair(&install_ca().expect("ca"), &hosts()).expect("pair");
         let other_hosts = crate::legacy::csv::certs::hosts("other-service", "ops");
         assert!(should_rotate(Some(pair.ca_pem.as_bytes()), Some(pair.cert_pem.as_bytes()), &other_hosts, now()));
-        let stranger = InstallCa::generate().expect("ca");
-        assert!(should_rotate(Some(stranger.pem.as_bytes()), Some(pair.cert_pem.as_bytes()), &hosts(), now()));
+        let stranger = install_ca().expect("ca");
+        assert!(should_rotate(Some(stranger.ca_pem().as_bytes()), Some(pair.cert_pem.as_bytes()), &hosts(), now()));
     }
 
     #[test]

@@ -142,13 +142,26 @@ async fn a_selector_group_targets_labelled_namespaces_and_its_csv_installs_as_in
             !ns.metadata.labels.as_ref().is_some_and(|l| l.contains_key(&label))
         })
         .await;
-    // Deleting the group removes the labels it made.
+    // Deleting the group removes the labels it made, and its aggregating ClusterRoles, as OLM's
+    // operatorGroupDeleted does.
     kubectl(&harness, &["delete", "operatorgroup", "og", "-n", "ops"]);
     harness
         .wait_for(&namespaces, "team-b", "unlabelled", |ns| {
             !ns.metadata.labels.as_ref().is_some_and(|l| l.contains_key(&label))
         })
         .await;
+    for suffix in ["admin", "edit", "view"] {
+        harness.wait_gone(&roles, &group_role_name("ops", "og", suffix), "its group was deleted").await;
+    }
+    // A ClusterRole labelled as the gone group's without being one of its roles is not deleted: a label alone gets
+    // no ClusterRole deleted.
+    apply(
+        &harness,
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: precious\n  labels: \
+         {olm.owner: og, olm.owner.namespace: ops, olm.owner.kind: OperatorGroup}\nrules: []\n",
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(roles.get_opt("precious").await.unwrap().is_some(), "a label alone gets no ClusterRole deleted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

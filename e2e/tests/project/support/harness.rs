@@ -294,6 +294,21 @@ impl Harness {
         panic!("{name} never became {what}; last: {}", serde_json::to_string_pretty(&last).unwrap());
     }
 
+    /// Polls `name` through `api` until it is gone, for up to thirty seconds.
+    pub async fn wait_gone<K>(&self, api: &Api<K>, name: &str, why: &str)
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+    {
+        for _ in 0..600 {
+            if api.get_opt(name).await.expect("get").is_none() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let last = api.get_opt(name).await.expect("get");
+        panic!("{name} never went ({why}); last: {}", serde_json::to_string_pretty(&last).unwrap());
+    }
+
     /// Rolls out every Deployment of `namespace` (see `Cluster::roll_out`).
     pub async fn roll_out(&self, namespace: &str) {
         self.plane.roll_out(namespace).await.expect("Deployments rolled out");
