@@ -417,6 +417,15 @@ impl Cluster {
         Ok(())
     }
 
+    /// Stops running the pods of `namespace` (see [`Cluster::run_pods`]): the stand-in kubelet stops, so pods made
+    /// from now on stay unready, as on a node that is gone. On the emulator, nothing.
+    pub fn stop_pods(&self, namespace: &str) {
+        let Backend::Real { kubelets, .. } = &self.backend else { return };
+        if let Some(kubelet) = kubelets.lock().ok().and_then(|mut kubelets| kubelets.remove(namespace)) {
+            kubelet.abort();
+        }
+    }
+
     /// The directory of the real control plane's files and logs.
     pub fn real_dir(&self) -> Option<PathBuf> {
         self.real().map(|plane| plane.dir().to_owned())

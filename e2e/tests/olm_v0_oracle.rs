@@ -342,13 +342,17 @@ enum Scenario {
     Csv(&'static str),
     /// Ready once `ops/plumbus.v2.0.0` Succeeded and the CSV it replaces is gone.
     Replaced,
+    /// Ready once `ops/plumbus.v1.0.0` is Succeeded again, having left Succeeded once.
+    SucceededAgain,
+    /// Ready once `ops/plumbus.v1.0.0` has left Succeeded.
+    LeftSucceeded,
 }
 
 impl Scenario {
     async fn observe(self, cluster: &Cluster) -> Value {
         match self {
             Self::OperatorGroups | Self::GroupDeleted => observe_operator_groups(cluster).await,
-            Self::Csv(_) | Self::Replaced => observe_csv(cluster).await,
+            Self::Csv(_) | Self::Replaced | Self::SucceededAgain | Self::LeftSucceeded => observe_csv(cluster).await,
         }
     }
 
@@ -359,6 +363,16 @@ impl Scenario {
             }
             Self::GroupDeleted => observed["OperatorGroup ops/og"].is_null(),
             Self::Csv(phase) => observed["CSV ops/plumbus.v1.0.0"]["phase"] == phase,
+            Self::LeftSucceeded => {
+                let phase = &observed["CSV ops/plumbus.v1.0.0"]["phase"];
+                !phase.is_null() && phase != "Succeeded"
+            }
+            Self::SucceededAgain => {
+                let csv = &observed["CSV ops/plumbus.v1.0.0"];
+                let succeeded =
+                    csv["conditions"].as_array().into_iter().flatten().filter(|c| c["phase"] == "Succeeded");
+                csv["phase"] == "Succeeded" && succeeded.count() >= 2
+            }
             Self::Replaced => {
                 observed["CSV ops/plumbus.v2.0.0"]["phase"] == "Succeeded"
                     && observed["CSV ops/plumbus.v1.0.0"].is_null()
@@ -434,6 +448,48 @@ async fn a_deleted_groups_roles_and_namespace_labels_go_as_olm_v0_removes_them()
         olm_v0.as_object().unwrap().keys().all(|key| !key.contains("olm.og.og.")),
         "OLM v0 removed them: {olm_v0:#}"
     );
+    assert_eq!(ours, olm_v0, "ours:\n{ours:#}\nOLM v0:\n{olm_v0:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_succeeded_csv_whose_deployment_goes_fails_and_installs_again_as_olm_v0_does() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let objects = csv_scenario("{}", ALL_MODES, true);
+    let mut observed = Vec::new();
+    for olm_v0 in [true, false] {
+        let (cluster, manager) =
+            cluster(olm_v0, &format!("oracle-reinstall-{}", if olm_v0 { "olm-v0" } else { "olmv2" })).await;
+        apply(&cluster, &objects).await;
+        settled(&cluster, Scenario::Csv("Succeeded"), &["ops"]).await;
+        let admin = cluster.client().await.unwrap();
+        Api::<Deployment>::namespaced(admin, "ops").delete("plumbus-operator", &Default::default()).await.unwrap();
+        observed.push(settled(&cluster, Scenario::SucceededAgain, &["ops"]).await);
+        drop(manager);
+    }
+    let (olm_v0, ours) = (&observed[0], &observed[1]);
+    assert_eq!(ours, olm_v0, "ours:\n{ours:#}\nOLM v0:\n{olm_v0:#}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_succeeded_csv_whose_deployment_becomes_unavailable_fails_as_olm_v0_fails_it() {
+    use k8s_openapi::api::core::v1::Pod;
+    let _one = ONE_AT_A_TIME.lock().await;
+    let objects = csv_scenario("{}", ALL_MODES, true);
+    let mut observed = Vec::new();
+    for olm_v0 in [true, false] {
+        let (cluster, manager) =
+            cluster(olm_v0, &format!("oracle-unavailable-{}", if olm_v0 { "olm-v0" } else { "olmv2" })).await;
+        apply(&cluster, &objects).await;
+        settled(&cluster, Scenario::Csv("Succeeded"), &["ops"]).await;
+        // The node goes: its pods are replaced by ones that never become ready.
+        cluster.stop_pods("ops");
+        let pods = Api::<Pod>::namespaced(cluster.client().await.unwrap(), "ops");
+        pods.delete_collection(&Default::default(), &ListParams::default()).await.unwrap();
+        observed.push(settled(&cluster, Scenario::LeftSucceeded, &[]).await);
+        drop(manager);
+    }
+    let (olm_v0, ours) = (&observed[0], &observed[1]);
     assert_eq!(ours, olm_v0, "ours:\n{ours:#}\nOLM v0:\n{olm_v0:#}");
 }
 
