@@ -424,6 +424,32 @@ async fn compare_stages(name: &str, stages: &[(&str, Scenario)], rolled_out: &[&
     assert_eq!(ours, olm_v0, "ours:\n{ours:#}\nOLM v0:\n{olm_v0:#}");
 }
 
+/// As [`compare`], with `act` done to each cluster once `objects` settled as `first` (its Deployments of
+/// `rolled_out` available), then compared once settled as `then` (those of `rolled_out_then`). Answers OLM v0's
+/// observation.
+async fn compare_after(
+    name: &str,
+    objects: &str,
+    (first, rolled_out): (Scenario, &[&str]),
+    act: impl AsyncFn(&Cluster),
+    (then, rolled_out_then): (Scenario, &[&str]),
+) -> Value {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut observed = Vec::new();
+    for olm_v0 in [true, false] {
+        let (cluster, manager) =
+            cluster(olm_v0, &format!("oracle-{name}-{}", if olm_v0 { "olm-v0" } else { "olmv2" })).await;
+        apply(&cluster, objects).await;
+        settled(&cluster, first, rolled_out).await;
+        act(&cluster).await;
+        observed.push(settled(&cluster, then, rolled_out_then).await);
+        drop(manager);
+    }
+    let (olm_v0, ours) = (&observed[0], &observed[1]);
+    assert_eq!(ours, olm_v0, "ours:\n{ours:#}\nOLM v0:\n{olm_v0:#}");
+    observed.swap_remove(0)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn operator_groups_are_reconciled_as_olm_v0_does() {
     compare("groups", OPERATOR_GROUPS, Scenario::OperatorGroups, &[]).await;
@@ -431,66 +457,40 @@ async fn operator_groups_are_reconciled_as_olm_v0_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_deleted_groups_roles_and_namespace_labels_go_as_olm_v0_removes_them() {
-    let _one = ONE_AT_A_TIME.lock().await;
-    let mut observed = Vec::new();
-    for olm_v0 in [true, false] {
-        let (cluster, manager) =
-            cluster(olm_v0, &format!("oracle-group-deleted-{}", if olm_v0 { "olm-v0" } else { "olmv2" })).await;
-        apply(&cluster, OPERATOR_GROUPS).await;
-        settled(&cluster, Scenario::OperatorGroups, &[]).await;
+    let delete = async |cluster: &Cluster| {
         let admin = cluster.client().await.unwrap();
         Api::<OperatorGroup>::namespaced(admin, "ops").delete("og", &Default::default()).await.unwrap();
-        observed.push(settled(&cluster, Scenario::GroupDeleted, &[]).await);
-        drop(manager);
-    }
-    let (olm_v0, ours) = (&observed[0], &observed[1]);
-    assert!(
-        olm_v0.as_object().unwrap().keys().all(|key| !key.contains("olm.og.og.")),
-        "OLM v0 removed them: {olm_v0:#}"
-    );
-    assert_eq!(ours, olm_v0, "ours:\n{ours:#}\nOLM v0:\n{olm_v0:#}");
+    };
+    let groups = (Scenario::OperatorGroups, &[][..]);
+    let olm_v0 = compare_after("group-deleted", OPERATOR_GROUPS, groups, delete, (Scenario::GroupDeleted, &[])).await;
+    let left: Vec<&String> = olm_v0.as_object().unwrap().keys().filter(|key| key.contains("olm.og.og.")).collect();
+    assert!(left.is_empty(), "OLM v0 removed them: {left:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_succeeded_csv_whose_deployment_goes_fails_and_installs_again_as_olm_v0_does() {
     use k8s_openapi::api::apps::v1::Deployment;
-    let _one = ONE_AT_A_TIME.lock().await;
-    let objects = csv_scenario("{}", ALL_MODES, true);
-    let mut observed = Vec::new();
-    for olm_v0 in [true, false] {
-        let (cluster, manager) =
-            cluster(olm_v0, &format!("oracle-reinstall-{}", if olm_v0 { "olm-v0" } else { "olmv2" })).await;
-        apply(&cluster, &objects).await;
-        settled(&cluster, Scenario::Csv("Succeeded"), &["ops"]).await;
+    let delete = async |cluster: &Cluster| {
         let admin = cluster.client().await.unwrap();
         Api::<Deployment>::namespaced(admin, "ops").delete("plumbus-operator", &Default::default()).await.unwrap();
-        observed.push(settled(&cluster, Scenario::SucceededAgain, &["ops"]).await);
-        drop(manager);
-    }
-    let (olm_v0, ours) = (&observed[0], &observed[1]);
-    assert_eq!(ours, olm_v0, "ours:\n{ours:#}\nOLM v0:\n{olm_v0:#}");
+    };
+    let objects = csv_scenario("{}", ALL_MODES, true);
+    let (succeeded, again) = ((Scenario::Csv("Succeeded"), &["ops"][..]), (Scenario::SucceededAgain, &["ops"][..]));
+    compare_after("reinstall", &objects, succeeded, delete, again).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_succeeded_csv_whose_deployment_becomes_unavailable_fails_as_olm_v0_fails_it() {
     use k8s_openapi::api::core::v1::Pod;
-    let _one = ONE_AT_A_TIME.lock().await;
-    let objects = csv_scenario("{}", ALL_MODES, true);
-    let mut observed = Vec::new();
-    for olm_v0 in [true, false] {
-        let (cluster, manager) =
-            cluster(olm_v0, &format!("oracle-unavailable-{}", if olm_v0 { "olm-v0" } else { "olmv2" })).await;
-        apply(&cluster, &objects).await;
-        settled(&cluster, Scenario::Csv("Succeeded"), &["ops"]).await;
-        // The node goes: its pods are replaced by ones that never become ready.
+    // The node goes: its pods are replaced by ones that never become ready.
+    let unready = async |cluster: &Cluster| {
         cluster.stop_pods("ops");
         let pods = Api::<Pod>::namespaced(cluster.client().await.unwrap(), "ops");
         pods.delete_collection(&Default::default(), &ListParams::default()).await.unwrap();
-        observed.push(settled(&cluster, Scenario::LeftSucceeded, &[]).await);
-        drop(manager);
-    }
-    let (olm_v0, ours) = (&observed[0], &observed[1]);
-    assert_eq!(ours, olm_v0, "ours:\n{ours:#}\nOLM v0:\n{olm_v0:#}");
+    };
+    let objects = csv_scenario("{}", ALL_MODES, true);
+    let succeeded = (Scenario::Csv("Succeeded"), &["ops"][..]);
+    compare_after("unavailable", &objects, succeeded, unready, (Scenario::LeftSucceeded, &[])).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
