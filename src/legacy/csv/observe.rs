@@ -67,7 +67,10 @@ pub(super) async fn observe(
         components: Default::default(),
     };
     if let Some(found) = &group {
-        let namespaces = if selects_namespaces(found) { namespace_labels(ctx, place).await? } else { Vec::new() };
+        // Whether the group targets none matters only while the CSV lacks its annotations (OLM's check sits there):
+        // the namespaces are listed then, not on every pass of a selector group's CSVs.
+        let needed = selects_namespaces(found) && !missing_annotations(csv, found).is_empty();
+        let namespaces = if needed { namespace_labels(ctx, place).await? } else { Vec::new() };
         let all = ctx.client.all::<OperatorGroup>().list().await.map_err(place.read("OperatorGroups"))?;
         let facts = group_facts(csv, found, &namespaces, &all, provided);
         observed.annotations_missing = facts.annotations_missing;
@@ -120,7 +123,8 @@ pub(super) struct GroupFacts {
 }
 
 /// The facts of `csv`'s membership of `group`, given every namespace with its labels (needed only when the group
-/// selects namespaces) and every group of the cluster. Whether the group targets no namespace is computed from its
+/// selects namespaces and the CSV lacks its annotations: `no_targets` is said only then, as OLM checks it only
+/// then) and every group of the cluster. Whether the group targets no namespace is computed from its
 /// spec, as OLM's `getOperatorGroupTargets` computes it, not read from its status: a group the group loop has not
 /// reached yet has no status, and a CSV applied with it must not fail for that.
 pub(super) fn group_facts(
@@ -141,10 +145,12 @@ pub(super) fn group_facts(
         .filter(|other| !(other.namespace() == group.namespace() && other.name_any() == group.name_any()))
         .map(GroupSurface::of)
         .collect();
+    let annotations_missing = !missing_annotations(csv, group).is_empty();
     GroupFacts {
-        annotations_missing: !missing_annotations(csv, group).is_empty(),
+        annotations_missing,
         // A group whose targets cannot be computed is not said to target none (OLM skips the check on that error).
-        no_targets: matches!(targets(&group.spec, namespaces), Ok(Targets::Namespaces(none)) if none.is_empty()),
+        no_targets: annotations_missing
+            && matches!(targets(&group.spec, namespaces), Ok(Targets::Namespaces(none)) if none.is_empty()),
         install_modes,
         apis: reconcile_apis(provided, &GroupSurface::of(group), &others),
     }
