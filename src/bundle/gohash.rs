@@ -64,6 +64,26 @@ pub fn string(text: &str) -> String {
     out
 }
 
+/// A JSON value as `encoding/json` writes one decoded into `interface{}` (or a `json.RawMessage` of YAML converted
+/// to JSON): object keys sorted, strings HTML-escaped, no spaces.
+pub fn value(value: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(flag) => flag.to_string(),
+        Value::Number(number) => number.to_string(),
+        Value::String(text) => string(text),
+        Value::Array(items) => format!("[{}]", items.iter().map(self::value).collect::<Vec<_>>().join(",")),
+        Value::Object(fields) => {
+            let mut keys: Vec<&String> = fields.keys().collect();
+            keys.sort();
+            let fields: Vec<String> =
+                keys.into_iter().map(|key| format!("{}:{}", string(key), self::value(&fields[key]))).collect();
+            format!("{{{}}}", fields.join(","))
+        }
+    }
+}
+
 /// A `[]string` field: `null` for a nil slice. Rust cannot tell nil from empty once read, so empty counts as nil.
 fn strings(list: &[String]) -> String {
     if list.is_empty() {
@@ -119,6 +139,12 @@ mod tests {
         assert_eq!(base62(&[62]), "10");
         assert_eq!(base62(&[0, 1, 0]), "48");
         assert_eq!(base62(&[255, 255]), "h31");
+    }
+
+    #[test]
+    fn values_are_written_with_sorted_keys_and_html_escaping() {
+        let written = value(&serde_json::json!({"versionRange": ">=1 <2", "packageName": "a", "n": [1, true, null]}));
+        assert_eq!(written, r#"{"n":[1,true,null],"packageName":"a","versionRange":"\u003e=1 \u003c2"}"#);
     }
 
     #[test]

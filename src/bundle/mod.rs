@@ -1,6 +1,6 @@
 //! Operator bundles: the registry+v1 format (`model`), conversion into plain manifests (`convert`, with its parts
 //! `permissions`, `deployments`, `webhooks` and `deployment_config`, and the names OLM gives what it generates in
-//! `names` and `gohash`) with serving certificates for webhooks (issued by `tls`), safe unpacking of image layers
+//! `names` and `gohash`, and the properties `opm` renders of it in `properties`) with serving certificates for webhooks (issued by `tls`), safe unpacking of image layers
 //! (`unpack`), and pulling, building and pushing bundle images (`image`).
 
 pub mod convert;
@@ -13,6 +13,7 @@ pub mod image;
 pub mod model;
 pub mod names;
 pub mod permissions;
+pub mod properties;
 pub mod reference;
 pub mod refused;
 pub mod unpack;

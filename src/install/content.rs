@@ -7,9 +7,10 @@ use serde_json::{json, Value};
 
 use super::grants::INSTALL_ANNOTATION;
 use crate::api::v1::OperatorGroup;
-use crate::api::v1alpha1::ClusterServiceVersion;
+use crate::api::v1alpha1::{ClusterServiceVersion, PROPERTIES_ANNOTATION};
 use crate::api::v2alpha1::{AppliedObject, NamespaceMapping};
-use crate::bundle::model::{check_object, yaml_documents};
+use crate::bundle::model::{check_object, yaml_documents, Bundle};
+use crate::bundle::properties;
 use crate::bundle::BundleError;
 use crate::rbac::KindIndex;
 
@@ -145,9 +146,12 @@ pub fn own_crd(live: Option<&Value>, install: &str, uid: &str, taken_over: impl 
     live.is_none_or(|live| created_by(live, install, uid) || taken_over(live))
 }
 
-/// The CSV of a bundle as the record an Install applies beside the bundle's objects.
-pub fn csv_record(csv: &ClusterServiceVersion, namespace: &str, targets: &[String], install: &str) -> Value {
-    let mut record = serde_json::to_value(csv).unwrap_or_else(|_| json!({}));
+/// The CSV of a bundle as the record an Install applies beside the bundle's objects, with the annotations OLM v0
+/// gives the CSVs it installs: the namespace's OperatorGroup (`group`, when it has exactly one) and its targets, and
+/// the bundle's properties (`operatorframework.io/properties`, which tie the CSV to its package for a Subscription's
+/// resolution).
+pub fn csv_record(bundle: &Bundle, namespace: &str, targets: &[String], group: Option<&str>, install: &str) -> Value {
+    let mut record = serde_json::to_value(&bundle.csv).unwrap_or_else(|_| json!({}));
     if let Some(object) = record.as_object_mut() {
         object.remove("status");
     }
@@ -164,9 +168,14 @@ pub fn csv_record(csv: &ClusterServiceVersion, namespace: &str, targets: &[Strin
         metadata["annotations"] = json!({});
     }
     let targets: Vec<&str> = targets.iter().map(String::as_str).filter(|t| !t.is_empty()).collect();
-    metadata["annotations"][crate::api::v1::OPERATOR_NAMESPACE_ANNOTATION] = json!(namespace);
-    metadata["annotations"][crate::api::v1::TARGET_NAMESPACES_ANNOTATION] = json!(targets.join(","));
-    metadata["annotations"][CSV_RECORD_ANNOTATION] = json!(install);
+    let annotations = &mut metadata["annotations"];
+    if let Some(group) = group {
+        annotations[crate::api::v1::OPERATOR_GROUP_ANNOTATION] = json!(group);
+    }
+    annotations[crate::api::v1::OPERATOR_NAMESPACE_ANNOTATION] = json!(namespace);
+    annotations[crate::api::v1::TARGET_NAMESPACES_ANNOTATION] = json!(targets.join(","));
+    annotations[PROPERTIES_ANNOTATION] = json!(properties::annotation(&properties::rendered(bundle)));
+    annotations[CSV_RECORD_ANNOTATION] = json!(install);
     record
 }
 
@@ -350,10 +359,31 @@ mod tests {
 
     #[test]
     fn the_csv_record_is_placed_and_marked() {
-        let record = csv_record(&csv(&[]), "operators", &[String::new()], "plumbus");
+        let bundle = |csv: ClusterServiceVersion| Bundle {
+            csv,
+            objects: Vec::new(),
+            annotations: crate::bundle::model::BundleAnnotations { package: "plumbus".into(), ..Default::default() },
+            properties: Vec::new(),
+            dependencies: Vec::new(),
+        };
+        let mut own = csv(&[]);
+        own.spec.version = Some("1.0.0".into());
+        own.metadata.annotations = Some([(PROPERTIES_ANNOTATION.to_owned(), "stale".to_owned())].into());
+        let record = csv_record(&bundle(own), "operators", &[String::new()], Some("og"), "plumbus");
         assert_eq!(record["metadata"]["namespace"], "operators");
         assert_eq!(record["metadata"]["annotations"][CSV_RECORD_ANNOTATION], "plumbus");
         assert_eq!(record["metadata"]["annotations"]["olm.targetNamespaces"], "");
+        assert_eq!(record["metadata"]["annotations"]["olm.operatorGroup"], "og");
+        assert_eq!(record["metadata"]["annotations"]["olm.operatorNamespace"], "operators");
+        assert_eq!(
+            record["metadata"]["annotations"][PROPERTIES_ANNOTATION],
+            r#"{"properties":[{"type":"olm.package","value":{"packageName":"plumbus","version":"1.0.0"}}]}"#,
+            "the bundle's properties replace whatever the CSV carried"
+        );
+        let groupless = csv_record(&bundle(csv(&[])), "operators", &["a".into(), "b".into()], None, "plumbus");
+        assert!(groupless["metadata"]["annotations"].get("olm.operatorGroup").is_none());
+        assert_eq!(groupless["metadata"]["annotations"]["olm.targetNamespaces"], "a,b");
+        let record = csv_record(&bundle(csv(&[])), "operators", &[String::new()], None, "plumbus");
         assert!(record.get("status").is_none());
         assert!(record["metadata"].get("resourceVersion").is_none());
         let parsed: ClusterServiceVersion = serde_json::from_value(record).expect("still a CSV");

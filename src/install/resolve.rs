@@ -174,7 +174,11 @@ impl Resolver {
                     let objects = render(&bundle, &options)
                         .map_err(|source| ResolveError::ConvertBundle { reference: reference.to_owned(), source })?;
                     resolved.objects.extend(objects);
-                    resolved.objects.push(csv_record(&bundle.csv, &namespace, &targets, install_name));
+                    let group = match groups {
+                        [group] => group.metadata.name.as_deref(),
+                        _ => None,
+                    };
+                    resolved.objects.push(csv_record(&bundle, &namespace, &targets, group, install_name));
                     resolved.csvs.push(bundle.name().to_owned());
                     resolved.resolved.push(ResolvedContent {
                         content_type: ContentType::ManifestImage,

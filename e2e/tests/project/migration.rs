@@ -34,8 +34,18 @@ pub(crate) fn apply(harness: &Harness, kubeconfig: Option<&str>, manifest: &str)
     assert!(output.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&output.stderr));
 }
 
+/// A bundle's properties as `opm render` writes them into a catalog: its package and version, and the API its CRD
+/// provides (`(group, version, kind)`).
+pub(crate) fn bundle_properties(package: &str, version: &str, (group, api_version, kind): (&str, &str, &str)) -> Value {
+    json!([{"type": "olm.gvk", "value": {"group": group, "kind": kind, "version": api_version}},
+           {"type": "olm.package", "value": {"packageName": package, "version": version}}])
+}
+
+const PLUMBUS_API: (&str, &str, &str) = ("how.theydoit.com", "v2alpha1", "Plumbus");
+pub(crate) const GRUMBO_API: (&str, &str, &str) = ("manufacturing.how.theydoit.com", "v1alpha1", "Grumbo");
+
 /// Pushes a catalog of plumbus (`plumbus` entries of `stable`), fleeb 2.0.0-alpha and grumbo 1.0.0, without
-/// requirements.
+/// requirements, each declaring the API it provides as real catalogs do.
 async fn push_catalog(harness: &Harness, revision: usize, plumbus: &[(&str, &str)]) {
     let grumbo = harness.push_bundle("grumbo/1.0.0", "grumbo-bundle", "1.0.0").await;
     let fleeb = push_fleeb(harness).await;
@@ -43,20 +53,20 @@ async fn push_catalog(harness: &Harness, revision: usize, plumbus: &[(&str, &str
     let mut blobs = vec![
         json!({"schema": "olm.package", "name": "fleeb", "defaultChannel": "stable"}),
         json!({"schema": "olm.channel", "package": "fleeb", "name": "stable", "entries": [{"name": "fleeb.v2.0.0-alpha"}]}),
-        json!({"schema": "olm.bundle", "package": "fleeb", "name": "fleeb.v2.0.0-alpha", "image": fleeb, "properties": [
-            {"type": "olm.package", "value": {"packageName": "fleeb", "version": "2.0.0-alpha"}}]}),
+        json!({"schema": "olm.bundle", "package": "fleeb", "name": "fleeb.v2.0.0-alpha", "image": fleeb,
+               "properties": bundle_properties("fleeb", "2.0.0-alpha", ("fleeb.example.com", "v2alpha1", "Fleeb"))}),
         json!({"schema": "olm.package", "name": "grumbo", "defaultChannel": "stable"}),
         json!({"schema": "olm.channel", "package": "grumbo", "name": "stable", "entries": [{"name": "grumbo.v1.0.0"}]}),
-        json!({"schema": "olm.bundle", "package": "grumbo", "name": "grumbo.v1.0.0", "image": grumbo, "properties": [
-            {"type": "olm.package", "value": {"packageName": "grumbo", "version": "1.0.0"}}]}),
+        json!({"schema": "olm.bundle", "package": "grumbo", "name": "grumbo.v1.0.0", "image": grumbo,
+               "properties": bundle_properties("grumbo", "1.0.0", GRUMBO_API)}),
         json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable"}),
     ];
     let mut previous: Option<String> = None;
     for (version, image) in plumbus {
         let name = format!("plumbus.v{version}");
         entries.push(json!({"name": name, "replaces": previous}));
-        blobs.push(json!({"schema": "olm.bundle", "package": "plumbus", "name": name, "image": image, "properties": [
-            {"type": "olm.package", "value": {"packageName": "plumbus", "version": version}}]}));
+        blobs.push(json!({"schema": "olm.bundle", "package": "plumbus", "name": name, "image": image,
+                          "properties": bundle_properties("plumbus", version, PLUMBUS_API)}));
         previous = Some(name);
     }
     blobs.push(json!({"schema": "olm.channel", "package": "plumbus", "name": "stable", "entries": entries}));

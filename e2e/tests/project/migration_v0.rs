@@ -24,7 +24,7 @@ use olmv2::api::v2alpha1::{Install, InstallState, Operator, TAKES_OVER_CSV_ANNOT
 use olmv2::bundle::names::rbac_name;
 use serde_json::{json, Value};
 
-use crate::migration::{apply, deployment_uid, olmv2, text};
+use crate::migration::{apply, bundle_properties, deployment_uid, olmv2, text, GRUMBO_API};
 use crate::operator::{has_condition, refs_of_kind};
 use crate::support::harness::Harness;
 
@@ -89,15 +89,15 @@ async fn push_catalog(harness: &Harness, revision: usize, later: &[(&str, &str)]
     let mut entries = vec![json!({"name": CSV})];
     let mut blobs = vec![
         json!({"schema": "olm.package", "name": "grumbo", "defaultChannel": "stable"}),
-        json!({"schema": "olm.bundle", "package": "grumbo", "name": CSV, "image": image, "properties": [
-            {"type": "olm.package", "value": {"packageName": "grumbo", "version": "1.0.0"}}]}),
+        json!({"schema": "olm.bundle", "package": "grumbo", "name": CSV, "image": image,
+               "properties": bundle_properties("grumbo", "1.0.0", GRUMBO_API)}),
     ];
     let mut previous = CSV.to_owned();
     for (name, image) in later {
         let version = name.trim_start_matches("grumbo.v");
         entries.push(json!({"name": name, "replaces": previous}));
-        blobs.push(json!({"schema": "olm.bundle", "package": "grumbo", "name": name, "image": image, "properties": [
-            {"type": "olm.package", "value": {"packageName": "grumbo", "version": version}}]}));
+        blobs.push(json!({"schema": "olm.bundle", "package": "grumbo", "name": name, "image": image,
+                          "properties": bundle_properties("grumbo", version, GRUMBO_API)}));
         previous = (*name).to_owned();
     }
     blobs.push(json!({"schema": "olm.channel", "package": "grumbo", "name": "stable", "entries": entries}));
@@ -142,7 +142,7 @@ async fn install_like_olm_v0(
     csv.metadata.namespace = Some("operators".into());
     csv.annotations_mut().insert(
         "operatorframework.io/properties".into(),
-        r#"{"properties":[{"type":"olm.package","value":{"packageName":"grumbo","version":"1.0.0"}}]}"#.into(),
+        json!({"properties": bundle_properties("grumbo", "1.0.0", GRUMBO_API)}).to_string(),
     );
     apply(harness, None, &serde_json::to_string(&csv).unwrap());
     let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "operators");

@@ -16,6 +16,10 @@ pub const OWNER_NAMESPACE_LABEL: &str = "olm.owner.namespace";
 pub const OWNER_KIND_LABEL: &str = "olm.owner.kind";
 pub const MANAGED_LABEL: &str = "olm.managed";
 
+/// OLM v0's annotation holding the catalog properties of an installed CSV's bundle (its package, the APIs it provides
+/// and requires); the resolver reads them instead of computing them from the CSV.
+pub const PROPERTIES_ANNOTATION: &str = "operatorframework.io/properties";
+
 /// Whether `csv` is a copy, as OLM's `IsCopied` judges: reason `Copied`, an `olm.operatorNamespace` other than its
 /// own namespace, or the `olm.copiedFrom` label.
 pub fn is_copied(csv: &ClusterServiceVersion) -> bool {

@@ -19,8 +19,7 @@ use crate::catalog::properties::{self, Dependency, Gvk, Read};
 pub const CONSTRAINTS_NOT_SATISFIABLE: &str = "ConstraintsNotSatisfiable";
 pub const ERROR_PREVENTED_RESOLUTION: &str = "ErrorPreventedResolution";
 
-/// OLM's annotation holding an installed CSV's properties (they replace those computed from its APIs).
-pub const PROPERTIES_ANNOTATION: &str = "operatorframework.io/properties";
+pub use crate::api::v1alpha1::PROPERTIES_ANNOTATION;
 
 /// What one namespace's resolution reads.
 pub struct Inputs<'a> {

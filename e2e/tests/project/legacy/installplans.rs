@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams};
-use olmv2::api::v1alpha1::{InstallPlan, InstallPlanPhase, Subscription, SubscriptionState};
+use olmv2::api::v1alpha1::{ClusterServiceVersion, InstallPlan, InstallPlanPhase, Subscription, SubscriptionState};
 use olmv2::api::v2alpha1::{Install, InstallState, CREATOR_ANNOTATION};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::{apply, kubectl, serve_catalog};
 use crate::support::harness::Harness;
@@ -37,6 +37,16 @@ pub(super) async fn push_plumbus_as(harness: &Harness, version: &str) -> String 
     harness.push_rewritten_bundle("plumbus/2.0.0-alpha", &reference, text, str::to_owned).await
 }
 
+/// Plumbus's properties in the catalog, as `opm render` writes them from its bundle: its package, the API it provides
+/// and the one it requires.
+fn plumbus_properties(version: &str) -> Value {
+    json!([
+        {"type": "olm.package", "value": {"packageName": "plumbus", "version": version}},
+        {"type": "olm.gvk", "value": {"group": "how.theydoit.com", "version": "v2alpha1", "kind": "Plumbus"}},
+        {"type": "olm.gvk.required", "value": {"group": "manufacturing.how.theydoit.com", "version": "v1alpha1", "kind": "Grumbo"}},
+    ])
+}
+
 /// Plumbus 2.0.0-alpha (requires Grumbo; 2.0.1 in channel `fast` replaces it) and Grumbo 1.0.0 pushed, in a catalog
 /// served by `olm/community`.
 pub(crate) async fn catalog(harness: &Harness) {
@@ -47,16 +57,12 @@ pub(crate) async fn catalog(harness: &Harness) {
     let blobs = [
         json!({"schema": "olm.package", "name": "plumbus", "defaultChannel": "stable"}),
         json!({"schema": "olm.channel", "package": "plumbus", "name": "stable", "entries": [{"name": "plumbus.v2.0.0-alpha"}]}),
-        json!({"schema": "olm.bundle", "package": "plumbus", "name": "plumbus.v2.0.0-alpha", "image": plumbus, "properties": [
-            {"type": "olm.package", "value": {"packageName": "plumbus", "version": "2.0.0-alpha"}},
-            {"type": "olm.gvk", "value": {"group": "how.theydoit.com", "version": "v2alpha1", "kind": "Plumbus"}},
-            {"type": "olm.gvk.required", "value": gvk("manufacturing.how.theydoit.com", "Grumbo")}]}),
+        json!({"schema": "olm.bundle", "package": "plumbus", "name": "plumbus.v2.0.0-alpha", "image": plumbus,
+               "properties": plumbus_properties("2.0.0-alpha")}),
         json!({"schema": "olm.channel", "package": "plumbus", "name": "fast", "entries": [{"name": "plumbus.v2.0.0-alpha"},
             {"name": "plumbus.v2.0.1", "replaces": "plumbus.v2.0.0-alpha"}]}),
-        json!({"schema": "olm.bundle", "package": "plumbus", "name": "plumbus.v2.0.1", "image": swapped, "properties": [
-            {"type": "olm.package", "value": {"packageName": "plumbus", "version": "2.0.1"}},
-            {"type": "olm.gvk", "value": {"group": "how.theydoit.com", "version": "v2alpha1", "kind": "Plumbus"}},
-            {"type": "olm.gvk.required", "value": gvk("manufacturing.how.theydoit.com", "Grumbo")}]}),
+        json!({"schema": "olm.bundle", "package": "plumbus", "name": "plumbus.v2.0.1", "image": swapped,
+               "properties": plumbus_properties("2.0.1")}),
         json!({"schema": "olm.package", "name": "grumbo", "defaultChannel": "stable"}),
         json!({"schema": "olm.channel", "package": "grumbo", "name": "stable", "entries": [{"name": "grumbo.v1.0.0"}]}),
         json!({"schema": "olm.bundle", "package": "grumbo", "name": "grumbo.v1.0.0", "image": grumbo, "properties": [
@@ -260,6 +266,23 @@ async fn a_subscription_installs_with_its_dependency_through_one_plan_once_a_per
     }
     let csvs = kubectl(&harness, &["get", "csv", "-n", "ops"]);
     assert!(csvs.contains("plumbus.v2.0.0-alpha") && csvs.contains("grumbo.v1.0.0"), "{csvs}");
+    // Each CSV carries what OLM v0 writes on the CSVs it installs: its group's annotations, and its bundle's
+    // catalog properties (the resolver's tie from an installed CSV to its package).
+    let installed = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+    let plumbus = installed.get("plumbus.v2.0.0-alpha").await.unwrap();
+    let annotations = plumbus.metadata.annotations.unwrap_or_default();
+    for (key, value) in [("olm.operatorGroup", "og"), ("olm.operatorNamespace", "ops"), ("olm.targetNamespaces", "ops")] {
+        assert_eq!(annotations.get(key).map(String::as_str), Some(value), "{key} on {annotations:?}");
+    }
+    let properties: Value =
+        serde_json::from_str(annotations.get("operatorframework.io/properties").expect("the properties annotation"))
+            .unwrap();
+    let mut listed: Vec<String> = properties["properties"].as_array().unwrap().iter().map(Value::to_string).collect();
+    let mut in_catalog: Vec<String> =
+        plumbus_properties("2.0.0-alpha").as_array().unwrap().iter().map(Value::to_string).collect();
+    listed.sort();
+    in_catalog.sort();
+    assert_eq!(listed, in_catalog, "the CSV's properties are its catalog bundle's");
 
     // A new spec.config reaches the installed operator's Install at once; its author holds what was granted, so the
     // approval stands.
