@@ -77,6 +77,7 @@ pub async fn start(
     let (stop, stopped) = oneshot::channel::<()>();
     let process = Process::new(config, client, options, health.metrics.clone(), stopped);
     let api = if process.options.api.disabled {
+        withdraw_api(&process).await;
         None
     } else {
         let options = &process.options;
@@ -114,6 +115,20 @@ pub async fn start(
         tracing::info!(namespace = %process.options.namespace, count = CONTROLLERS.len(), "controllers started");
     }
     Ok(Controllers { webhook, api, metrics, stop: Some(stop), running })
+}
+
+/// Withdraws what an earlier run registered of the Installed API, for a controller told not to serve it. A failure
+/// is logged: the controllers run on, and the next start tries again.
+async fn withdraw_api(process: &Process) {
+    let options = &process.options;
+    match crate::installed::server::withdraw(&process.client, &options.api, &options.namespace).await {
+        Ok(withdrawn) if withdrawn.is_empty() => {}
+        Ok(withdrawn) => tracing::info!(?withdrawn, "the Installed API is disabled: its APIServices are withdrawn"),
+        Err(error) => {
+            use crate::category::Categorized as _;
+            tracing::error!(category = error.category(), "{}", crate::category::report(&error));
+        }
+    }
 }
 
 /// The User-Agent of every request this replica makes, `olmv2/<version> (<identity>)`, as client-go names its

@@ -69,6 +69,12 @@ pub enum ApiServerError {
         #[source]
         source: kube::Error,
     },
+    #[error("failed to withdraw APIService {name}")]
+    Withdraw {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
 }
 
 impl crate::category::Categorized for ApiServerError {
@@ -78,6 +84,7 @@ impl crate::category::Categorized for ApiServerError {
             Self::Certificate(_) | Self::ReadCertificate(_) => "ApiCertificateInvalid",
             Self::Serve(_) => "ApiListenFailed",
             Self::Register { .. } => "ApiServiceRegistrationFailed",
+            Self::Withdraw { .. } => "ApiServiceWithdrawalFailed",
         }
     }
 }
@@ -113,6 +120,50 @@ pub fn api_service(version: &str, namespace: &str, service: &str, port: i32, ca_
         }
     }
     json!({"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService", "metadata": metadata, "spec": spec})
+}
+
+/// Whether `registered` is an APIService this controller wrote for the Service `namespace/service`: labelled as
+/// olmv2's and naming that Service. Any other (OLM v0's packageserver registers `v1` for its own Service) is not ours
+/// to withdraw.
+pub fn registered_here(registered: &APIService, namespace: &str, service: &str) -> bool {
+    let labelled = registered.metadata.labels.as_ref().and_then(|l| l.get("app.kubernetes.io/name"));
+    let target = registered.spec.as_ref().and_then(|spec| spec.service.as_ref());
+    labelled.map(String::as_str) == Some("olmv2")
+        && target.is_some_and(|t| t.namespace.as_deref() == Some(namespace) && t.name.as_deref() == Some(service))
+}
+
+/// Withdraws the APIServices an earlier run registered, for a controller told not to serve the API: left behind they
+/// name a Service nobody answers on, so every discovery of the cluster reports the group unavailable and namespace
+/// deletion waits on it. Each is deleted only as read (uid and resourceVersion preconditions); answers the names
+/// withdrawn.
+pub async fn withdraw(
+    client: &Client,
+    options: &ApiOptions,
+    controller_namespace: &str,
+) -> Result<Vec<String>, ApiServerError> {
+    let namespace = options.service_namespace.as_deref().unwrap_or(controller_namespace);
+    let api = Api::<APIService>::all(client.clone());
+    let mut withdrawn = Vec::new();
+    for version in VERSIONS {
+        let name = format!("{version}.{GROUP}");
+        let failed = |source| ApiServerError::Withdraw { name: name.clone(), source };
+        let Some(registered) = api.get_opt(&name).await.map_err(failed)? else { continue };
+        if !registered_here(&registered, namespace, &options.service_name) {
+            continue;
+        }
+        let preconditions = kube::api::Preconditions {
+            uid: registered.metadata.uid.clone(),
+            resource_version: registered.metadata.resource_version.clone(),
+        };
+        let params = kube::api::DeleteParams { preconditions: Some(preconditions), ..Default::default() };
+        match api.delete(&name, &params).await {
+            Ok(_) => withdrawn.push(name),
+            // Gone already, or changed since read (someone else's now): not ours to delete.
+            Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+            Err(source) => return Err(failed(source)),
+        }
+    }
+    Ok(withdrawn)
 }
 
 /// Starts serving and registers the APIServices. PackageManifests are built from the catalogs of `catalogs`, the
@@ -192,6 +243,21 @@ pub async fn start(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_api_service_labelled_as_ours_and_naming_our_service_is_ours_to_withdraw() {
+        let ours: APIService = serde_json::from_value(api_service("v1", "olmv2-system", "olmv2-packages", 443, None))
+            .expect("an APIService");
+        assert!(registered_here(&ours, "olmv2-system", "olmv2-packages"));
+        assert!(!registered_here(&ours, "olm", "olmv2-packages"), "another namespace's Service");
+        assert!(!registered_here(&ours, "olmv2-system", "packageserver-service"), "another Service");
+        let mut unlabelled = ours.clone();
+        unlabelled.metadata.labels = None;
+        assert!(!registered_here(&unlabelled, "olmv2-system", "olmv2-packages"));
+        let mut local = ours;
+        local.spec.as_mut().expect("spec").service = None;
+        assert!(!registered_here(&local, "olmv2-system", "olmv2-packages"), "a local APIService");
+    }
 
     #[test]
     fn the_api_service_names_the_service_and_trusts_its_ca() {

@@ -391,3 +391,48 @@ async fn a_csv_author_cannot_list_their_csv_in_namespaces_no_operator_group_targ
     assert_eq!(listed_in(&harness, "victim"), "", "no group: back to their own namespace only");
     assert!(listed_in(&harness, "mallet").contains("spoof-victim.v1"));
 }
+
+/// A controller started again with `--disable-installed-api` withdraws the APIServices it registered before: left
+/// behind, they name a Service nobody answers on, every discovery reports the group unavailable and namespace
+/// deletion waits on them. One it did not register (OLM v0's packageserver's, for its own Service) is left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_controller_told_not_to_serve_the_api_withdraws_its_api_services_and_no_one_elses() {
+    use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let disabled = Arc::new(AtomicBool::new(false));
+    let switch = disabled.clone();
+    let configure = Box::new(move |options: &mut olmv2::runtime::ControllerOptions, _: &std::path::Path| {
+        options.api.disabled = switch.load(Ordering::SeqCst);
+    });
+    let mut harness =
+        Harness::start_configured("installed", "withdrawn", &["olm"], Duration::from_secs(30), configure).await;
+    let services = Api::<APIService>::all(harness.admin.clone());
+    for version in ["v1", "v2alpha1"] {
+        let registered = services.get(&format!("{version}.packages.operators.coreos.com")).await.unwrap();
+        let target = registered.spec.unwrap().service.unwrap();
+        assert_eq!(target.name.as_deref(), Some("olmv2-packages"), "{version} registered by the controller");
+    }
+    // OLM v0's packageserver takes v1 back for its own Service while the controller is down.
+    harness.stop_controllers();
+    services.delete("v1.packages.operators.coreos.com", &Default::default()).await.unwrap();
+    harness.wait_gone(&services, "v1.packages.operators.coreos.com", "deleted by the admin").await;
+    let olms: APIService = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": "v1.packages.operators.coreos.com"},
+        "spec": {"group": "packages.operators.coreos.com", "version": "v1", "groupPriorityMinimum": 2000,
+                 "versionPriority": 15, "insecureSkipTLSVerify": true,
+                 "service": {"namespace": "olm", "name": "packageserver-service", "port": 5443}}}))
+    .unwrap();
+    services.create(&Default::default(), &olms).await.unwrap();
+
+    disabled.store(true, Ordering::SeqCst);
+    harness.start_controllers().await;
+    harness.wait_gone(&services, "v2alpha1.packages.operators.coreos.com", "withdrawn at start").await;
+    let kept = services.get("v1.packages.operators.coreos.com").await.unwrap();
+    assert_eq!(
+        kept.spec.unwrap().service.unwrap().name.as_deref(),
+        Some("packageserver-service"),
+        "OLM v0's APIService is not the controller's to withdraw"
+    );
+}
