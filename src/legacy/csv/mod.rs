@@ -45,7 +45,7 @@ use std::time::Duration;
 use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::Action;
@@ -309,9 +309,12 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
             watcher::Config::default().labels(OWNED_BY_CSV),
             |deployment| owner_csv(deployment.labels()),
         )
-        // Its Roles and RoleBindings (metadata only): a binding made after its Role is seen at once, not at the resync.
+        // Its RBAC, namespaced and cluster-scoped (metadata only), as OLM's `requeueOwnerCSVs`: a binding made after
+        // its Role is seen at once, and a binding deleted fails a Succeeded CSV at once, not at the resync.
         .watches_stream(owned_metadata::<Role>(&client), |role| owner_csv(role.labels()))
         .watches_stream(owned_metadata::<RoleBinding>(&client), |binding| owner_csv(binding.labels()))
+        .watches_stream(owned_metadata::<ClusterRole>(&client), |role| owner_csv(role.labels()))
+        .watches_stream(owned_metadata::<ClusterRoleBinding>(&client), |binding| owner_csv(binding.labels()))
         // A CSV's change concerns the one it replaces and those replacing it.
         .watches(Api::<ClusterServiceVersion>::all(client.clone()), super::operatorgroup::csv_watch(), move |changed| {
             let (name, namespace) = (changed.name_any(), changed.namespace());

@@ -44,6 +44,51 @@ async fn insufficient_permissions_wait_in_pending_until_rbac_grants_them() {
     wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
 }
 
+/// RBAC labelled as a CSV's (`olm.owner*`, as OLM v0's InstallPlan labels what it makes for `clusterPermissions`)
+/// wakes the CSV when it changes, cluster-scoped as well as namespaced, as OLM's `requeueOwnerCSVs` does: a
+/// Succeeded CSV whose ClusterRoleBinding is deleted fails with `requirements no longer met` long before its resync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_succeeded_csv_whose_cluster_rbac_goes_fails_at_once() {
+    let harness = start("cluster-rbac").await;
+    apply(&harness, CRD);
+    apply(&harness, &account("ops", false));
+    apply(&harness, GLOBAL_GROUP);
+    apply(&harness, &csv("ops", &[("AllNamespaces", true)]));
+    wait_phase(&harness, "ops", CsvPhase::Pending, "RequirementsNotMet").await;
+    let owned = "labels: {olm.owner: plumbus.v1.0.0, olm.owner.namespace: ops, olm.owner.kind: ClusterServiceVersion}";
+    apply(
+        &harness,
+        &format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {{name: plumbus-cluster, {owned}}}\n\
+             rules: [{{apiGroups: [\"\"], resources: [configmaps], verbs: [get, list]}}]\n---\n\
+             apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {{name: plumbus-cluster, {owned}}}\n\
+             roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: plumbus-cluster}}\n\
+             subjects: [{{kind: ServiceAccount, name: plumbus, namespace: ops}}]\n"
+        ),
+    );
+    wait_phase(&harness, "ops", CsvPhase::Succeeded, "InstallSucceeded").await;
+    let deleted = kubectl(&harness, &["delete", "clusterrolebinding", "plumbus-cluster"]);
+    assert!(deleted.contains("deleted"), "{deleted}");
+    // Within ten seconds, a third of the resync: woken by the deletion itself.
+    let csvs = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
+    let started = std::time::Instant::now();
+    let mut status = None;
+    while started.elapsed() < Duration::from_secs(10) {
+        status = csvs.get("plumbus.v1.0.0").await.unwrap().status;
+        if status.as_ref().is_some_and(|s| s.phase == CsvPhase::Failed) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = status.unwrap();
+    assert_eq!(
+        (status.phase, status.reason.as_deref(), status.message.as_deref()),
+        (CsvPhase::Failed, Some("RequirementsNotMet"), Some("requirements no longer met")),
+        "within {:?} of the deletion",
+        started.elapsed()
+    );
+}
+
 /// The attack: a user who may write CSVs in a namespace but not Deployments gets no Deployment made for them by
 /// the controller (OLM v0 would create it with its own rights).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
