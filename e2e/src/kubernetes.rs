@@ -533,7 +533,8 @@ impl RealControlPlane {
         self.write("front-proxy-client.crt", &cert)?;
         self.write("front-proxy-client.key", &key)?;
 
-        let service_accounts = KeyPair::generate()
+        // RSA, as kubeadm makes it: ServiceAccount tokens are RS256 JWTs, as most clusters issue them.
+        let service_accounts = KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256)
             .map_err(|source| RealError::GenerateCertificate { what: "the service-account key", source })?;
         self.write("sa.key", &service_accounts.serialize_pem())?;
         self.write("sa.pub", &service_accounts.public_key_pem())?;

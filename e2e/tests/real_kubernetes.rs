@@ -276,6 +276,138 @@ async fn both_backends_answer_503_for_an_unavailable_aggregated_api() {
     assert!(answers[0].contains("ServiceUnavailable"), "{}", answers[0]);
 }
 
+/// The status a request to `/api` with only `token` as credentials is answered (200, or 401 when refused).
+async fn answer_with_token(cluster: &Cluster, token: &str) -> u16 {
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&cluster.kubeconfig()).unwrap();
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.unwrap();
+    config.auth_info = kube::config::AuthInfo { token: Some(token.to_owned().into()), ..Default::default() };
+    let client = kube::Client::try_from(config).unwrap();
+    match client.request_text(http::Request::get("/api").body(Vec::new()).unwrap()).await {
+        Ok(_) => 200,
+        Err(kube::Error::Api(status)) => status.code,
+        Err(other) => panic!("no answer: {other}"),
+    }
+}
+
+/// The header and claims of a JWT, as a tool decodes them (no verification).
+fn jwt_parts(token: &str) -> (serde_json::Value, serde_json::Value) {
+    use base64::Engine as _;
+    let decode = |part: &str| -> serde_json::Value {
+        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(part).unwrap()).unwrap()
+    };
+    let parts: Vec<&str> = token.trim().split('.').collect();
+    assert_eq!(parts.len(), 3, "a JWS in compact form: {token}");
+    (decode(parts[0]), decode(parts[1]))
+}
+
+/// The keys of a JSON object, sorted.
+fn keys(value: &serde_json::Value) -> Vec<String> {
+    let mut keys: Vec<String> = value.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+    keys.sort();
+    keys
+}
+
+/// ServiceAccount tokens as kube-apiserver issues them, on both backends: `kubectl create token` answers an RS256
+/// JWT (`iss`, `sub`, `aud`, `exp`, `iat`, `nbf`, `jti` and the `kubernetes.io` claim naming the namespace, the
+/// account and the Secret it is bound to) whose signature verifies against the key set at `/openid/v1/jwks` that the
+/// discovery document names; it authenticates for the API's audience only, and no more once its payload is changed,
+/// its bound Secret is deleted or its account is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_backends_issue_service_account_tokens_as_signed_jwts() {
+    use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+    let mut shapes = Vec::new();
+    for kubernetes in [Kubernetes::Real, Kubernetes::Emulator] {
+        let cluster = Cluster::start(kubernetes, "tokens").await.expect("the cluster starts");
+        let admin = cluster.client().await.unwrap();
+        let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), "default");
+        let account = accounts
+            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "robot"}})).unwrap())
+            .await
+            .unwrap();
+        let secrets: Api<Secret> = Api::namespaced(admin.clone(), "default");
+        let secret = secrets
+            .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "bound"}})).unwrap())
+            .await
+            .unwrap();
+        let dir = std::env::temp_dir().join(format!("olmv2-tokens-{}-{kubernetes:?}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let kubeconfig = dir.join("kubeconfig");
+        std::fs::write(&kubeconfig, cluster.kubeconfig()).unwrap();
+        let kubectl = |args: &[&str]| -> String {
+            let output = Command::new("kubectl")
+                .arg(format!("--kubeconfig={}", kubeconfig.display()))
+                .arg(format!("--cache-dir={}", dir.join("cache").display()))
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "{kubernetes:?} kubectl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+            String::from_utf8_lossy(&output.stdout).trim().to_owned()
+        };
+        let token = kubectl(&["create", "token", "robot", "--duration=10m"]);
+        let for_vault = kubectl(&["create", "token", "robot", "--audience=vault"]);
+        let bound =
+            kubectl(&["create", "token", "robot", "--bound-object-kind=Secret", "--bound-object-name=bound"]);
+        let discovery: serde_json::Value =
+            serde_json::from_str(&kubectl(&["get", "--raw", "/.well-known/openid-configuration"])).unwrap();
+        let jwks: serde_json::Value = serde_json::from_str(&kubectl(&["get", "--raw", "/openid/v1/jwks"])).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let issuer = discovery["issuer"].as_str().unwrap().to_owned();
+        assert!(discovery["jwks_uri"].as_str().unwrap().ends_with("/openid/v1/jwks"), "{kubernetes:?}: {discovery}");
+        assert_eq!(discovery["id_token_signing_alg_values_supported"], json!(["RS256"]), "{kubernetes:?}");
+        let (header, claims) = jwt_parts(&token);
+        let jwk = &jwks["keys"][0];
+        assert_eq!(header, json!({"alg": "RS256", "kid": jwk["kid"]}), "{kubernetes:?}");
+        let key = DecodingKey::from_jwk(&serde_json::from_value(jwk.clone()).unwrap()).unwrap();
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.set_issuer(&[&issuer]);
+        validation.set_audience(&[&issuer]);
+        let verified = jsonwebtoken::decode::<serde_json::Value>(&token, &key, &validation).expect("signed by the key");
+        assert_eq!(verified.claims, claims);
+        assert_eq!(claims["sub"], "system:serviceaccount:default:robot", "{kubernetes:?}");
+        assert_eq!(claims["aud"], json!([issuer]), "the API's audience by default: {kubernetes:?}");
+        assert_eq!(claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(), 600, "{kubernetes:?}");
+        assert_eq!(claims["nbf"], claims["iat"], "{kubernetes:?}");
+        let uid = |object: &Option<String>| object.clone().unwrap();
+        assert_eq!(
+            claims["kubernetes.io"],
+            json!({"namespace": "default", "serviceaccount": {"name": "robot", "uid": uid(&account.metadata.uid)}}),
+            "{kubernetes:?}"
+        );
+        assert_eq!(jwt_parts(&for_vault).1["aud"], json!(["vault"]), "{kubernetes:?}");
+        let bound_claims = jwt_parts(&bound).1;
+        assert_eq!(
+            bound_claims["kubernetes.io"]["secret"],
+            json!({"name": "bound", "uid": uid(&secret.metadata.uid)}),
+            "{kubernetes:?}"
+        );
+
+        assert_eq!(answer_with_token(&cluster, &token).await, 200, "{kubernetes:?}");
+        assert_eq!(answer_with_token(&cluster, &bound).await, 200, "{kubernetes:?}");
+        assert_eq!(answer_with_token(&cluster, &for_vault).await, 401, "another audience: {kubernetes:?}");
+        let mut forged: Vec<String> = token.split('.').map(str::to_owned).collect();
+        {
+            use base64::Engine as _;
+            let mut changed = claims.clone();
+            changed["sub"] = json!("system:serviceaccount:kube-system:admin");
+            forged[1] = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(changed.to_string());
+        }
+        assert_eq!(answer_with_token(&cluster, &forged.join(".")).await, 401, "a changed payload: {kubernetes:?}");
+        secrets.delete("bound", &Default::default()).await.unwrap();
+        let refused = eventually(Duration::from_secs(30), || async {
+            (answer_with_token(&cluster, &bound).await == 401).then_some(())
+        });
+        assert!(refused.await.is_some(), "its Secret gone, the bound token is refused: {kubernetes:?}");
+        accounts.delete("robot", &Default::default()).await.unwrap();
+        let refused = eventually(Duration::from_secs(30), || async {
+            (answer_with_token(&cluster, &token).await == 401).then_some(())
+        });
+        assert!(refused.await.is_some(), "its account gone, the token is refused: {kubernetes:?}");
+        shapes.push((keys(&header), keys(&claims), keys(&bound_claims["kubernetes.io"]), keys(jwk)));
+    }
+    assert_eq!(shapes[0], shapes[1], "the same headers, claims and keys on both backends");
+}
+
 #[tokio::test]
 async fn a_dropped_control_plane_stops_its_processes_and_removes_its_directory() {
     let plane = RealControlPlane::start_with_users("dropped", &["zed"]).await.expect("a second control plane starts");

@@ -79,10 +79,26 @@ fn identity_headers(mut request: http::request::Builder, user: &UserInfo) -> htt
     }
     for (key, values) in &user.extra {
         for value in values {
-            request = request.header(format!("x-remote-extra-{key}"), value.as_str());
+            request = request.header(format!("x-remote-extra-{}", header_key_escape(key)), value.as_str());
         }
     }
     request
+}
+
+/// An extra key as client-go's `headerKeyEscape` writes it into a header name: every byte that is not a token
+/// character (and `%` itself) percent-encoded, `authentication.kubernetes.io/credential-id` as
+/// `authentication.kubernetes.io%2Fcredential-id`.
+pub fn header_key_escape(key: &str) -> String {
+    let mut escaped = String::with_capacity(key.len());
+    for byte in key.bytes() {
+        let token = byte.is_ascii_alphanumeric() || b"!#$&'*+-.^_`|~".contains(&byte);
+        if token {
+            escaped.push(char::from(byte));
+        } else {
+            escaped.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    escaped
 }
 
 async fn discover(
@@ -343,6 +359,16 @@ async fn forward(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extra_keys_are_escaped_into_header_names_as_client_go_escapes_them() {
+        assert_eq!(
+            header_key_escape("authentication.kubernetes.io/credential-id"),
+            "authentication.kubernetes.io%2Fcredential-id"
+        );
+        assert_eq!(header_key_escape("scopes"), "scopes");
+        assert_eq!(header_key_escape("a%b c"), "a%25b%20c");
+    }
 
     #[test]
     fn an_openapi_v3_index_is_read_as_kube_openapi_writes_it() {

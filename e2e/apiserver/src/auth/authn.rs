@@ -1,6 +1,7 @@
 //! Authentication as kube-apiserver does it: client certificates signed by the cluster CA (CN is the user, O the
-//! groups), static bearer tokens, and ServiceAccount tokens from TokenRequest (bound to the account's uid, with an
-//! expiry) that authenticate as `system:serviceaccount:<ns>:<name>`. Every authenticated user is also in
+//! groups), static bearer tokens, and ServiceAccount tokens from TokenRequest (signed JWTs, `tokens`, bound to the
+//! account's uid and to the object named, with an expiry and audiences) that authenticate as
+//! `system:serviceaccount:<ns>:<name>`. Every authenticated user is also in
 //! `system:authenticated`; a request without credentials is `system:anonymous`.
 
 use std::collections::BTreeMap;
@@ -8,6 +9,7 @@ use std::sync::RwLock;
 
 use serde_json::{json, Value};
 
+use super::tokens::{Claims, KubernetesClaim, Reference, TokenError, TokenIssuer, ISSUER};
 use crate::status::ApiError;
 use crate::storage::store::{ResourceId, Store};
 
@@ -96,22 +98,30 @@ pub fn certificate_subject(der: &[u8]) -> Option<Credentials> {
     Some(Credentials::Certificate { common_name, organizations })
 }
 
-struct BoundToken {
-    namespace: String,
-    name: String,
-    uid: String,
-    expires: jiff::Timestamp,
+/// The object a token is bound to (TokenRequest's `boundObjectRef`): it authenticates only while that object lives.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Bound {
+    Pod { name: String, uid: String, node: Option<(String, String)> },
+    Secret { name: String, uid: String },
+    Node { name: String, uid: String },
 }
 
 /// The token authenticators.
 #[derive(Default)]
 pub struct Authenticator {
     static_tokens: RwLock<BTreeMap<String, UserInfo>>,
-    service_account_tokens: RwLock<BTreeMap<String, BoundToken>>,
+    tokens: TokenIssuer,
 }
 
 fn unauthorized() -> ApiError {
     ApiError::new(401, "Unauthorized", "Unauthorized")
+}
+
+/// Whether the object `id`/`namespace`/`name` is stored with `uid` and not being deleted.
+fn lives(store: &Store, id: &ResourceId, namespace: &str, name: &str, uid: &str) -> bool {
+    store.get(id, namespace, name).is_ok_and(|object| {
+        object["metadata"]["uid"].as_str() == Some(uid) && object["metadata"]["deletionTimestamp"].is_null()
+    })
 }
 
 impl Authenticator {
@@ -119,23 +129,86 @@ impl Authenticator {
         self.static_tokens.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(token.to_owned(), user);
     }
 
-    /// Issues a token for a ServiceAccount (TokenRequest), valid for `seconds` while the account exists.
-    pub fn issue_service_account_token(&self, account: &Value, seconds: i64) -> (String, jiff::Timestamp) {
-        let token = format!("sa.{}.{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
-        let expires = jiff::Timestamp::now()
-            .checked_add(jiff::SignedDuration::from_secs(seconds))
-            .unwrap_or(jiff::Timestamp::MAX);
-        let bound = BoundToken {
-            namespace: account["metadata"]["namespace"].as_str().unwrap_or_default().to_owned(),
-            name: account["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
-            uid: account["metadata"]["uid"].as_str().unwrap_or_default().to_owned(),
-            expires,
+    /// Issues a token for a ServiceAccount (TokenRequest): valid for `seconds` from now for `audiences`, while the
+    /// account (and the object it is `bound` to) exists.
+    pub fn issue_service_account_token(
+        &self,
+        account: &Value,
+        audiences: &[String],
+        bound: Option<&Bound>,
+        seconds: i64,
+    ) -> Result<(String, jiff::Timestamp), TokenError> {
+        let now = jiff::Timestamp::now();
+        let expires = now.checked_add(jiff::SignedDuration::from_secs(seconds)).unwrap_or(jiff::Timestamp::MAX);
+        let text = |key: &str| account["metadata"][key].as_str().unwrap_or_default().to_owned();
+        let reference = |name: &str, uid: &str| Some(Reference { name: name.to_owned(), uid: uid.to_owned() });
+        let mut kubernetes = KubernetesClaim {
+            namespace: text("namespace"),
+            serviceaccount: Reference { name: text("name"), uid: text("uid") },
+            ..KubernetesClaim::default()
         };
-        self.service_account_tokens
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(token.clone(), bound);
-        (token, expires)
+        match bound {
+            Some(Bound::Pod { name, uid, node }) => {
+                kubernetes.pod = reference(name, uid);
+                kubernetes.node = node.as_ref().and_then(|(name, uid)| reference(name, uid));
+            }
+            Some(Bound::Secret { name, uid }) => kubernetes.secret = reference(name, uid),
+            Some(Bound::Node { name, uid }) => kubernetes.node = reference(name, uid),
+            None => {}
+        }
+        let claims = Claims {
+            aud: audiences.to_vec(),
+            exp: expires.as_second(),
+            iat: now.as_second(),
+            iss: ISSUER.to_owned(),
+            jti: uuid::Uuid::new_v4().to_string(),
+            sub: format!("{SERVICE_ACCOUNT_PREFIX}{}:{}", kubernetes.namespace, kubernetes.serviceaccount.name),
+            kubernetes,
+            nbf: now.as_second(),
+        };
+        Ok((self.tokens.issue(&claims)?, expires))
+    }
+
+    /// The issuer's JWK set (`/openid/v1/jwks`).
+    pub fn jwks(&self) -> Result<Value, TokenError> {
+        self.tokens.jwks()
+    }
+
+    /// The user a ServiceAccount token proves, as kube-apiserver's validator checks it: signed here for the API's
+    /// audience and in date, its account (and the pod, secret or node it is bound to) still there with the uid it
+    /// was issued for and not being deleted.
+    fn service_account(&self, store: &Store, token: &str) -> Result<UserInfo, ApiError> {
+        let claims = self.tokens.verify(token, &[ISSUER], jiff::Timestamp::now().as_second()).map_err(|_| unauthorized())?;
+        let kubernetes = &claims.kubernetes;
+        let namespace = kubernetes.namespace.as_str();
+        let account = &kubernetes.serviceaccount;
+        let core = |resource: &str| ResourceId::new("", resource);
+        let mut alive = lives(store, &core("serviceaccounts"), namespace, &account.name, &account.uid);
+        if let Some(pod) = &kubernetes.pod {
+            alive &= lives(store, &core("pods"), namespace, &pod.name, &pod.uid);
+        } else if let Some(node) = &kubernetes.node {
+            alive &= lives(store, &core("nodes"), "", &node.name, &node.uid);
+        }
+        if let Some(secret) = &kubernetes.secret {
+            alive &= lives(store, &core("secrets"), namespace, &secret.name, &secret.uid);
+        }
+        if !alive {
+            return Err(unauthorized());
+        }
+        let mut user = UserInfo::service_account(namespace, &account.name, &account.uid);
+        let mut extra = |key: &str, value: &str| {
+            user.extra.insert(format!("authentication.kubernetes.io/{key}"), vec![value.to_owned()]);
+        };
+        extra("credential-id", &format!("JTI={}", claims.jti));
+        if let Some(pod) = &kubernetes.pod {
+            extra("pod-name", &pod.name);
+            extra("pod-uid", &pod.uid);
+        }
+        if let Some(node) = &kubernetes.node {
+            extra("node-name", &node.name);
+            extra("node-uid", &node.uid);
+        }
+        Ok(user)
     }
 
     /// The user behind `credentials`: 401 for a token nobody issued, one that expired, or one whose ServiceAccount is
@@ -153,20 +226,7 @@ impl Authenticator {
                 {
                     return Ok(user.clone());
                 }
-                let tokens = self.service_account_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner);
-                let bound = tokens.get(token).ok_or_else(unauthorized)?;
-                if bound.expires < jiff::Timestamp::now() {
-                    return Err(unauthorized());
-                }
-                let account = store
-                    .get(&ResourceId::new("", "serviceaccounts"), &bound.namespace, &bound.name)
-                    .map_err(|_| unauthorized())?;
-                if account["metadata"]["uid"].as_str() != Some(bound.uid.as_str())
-                    || !account["metadata"]["deletionTimestamp"].is_null()
-                {
-                    return Err(unauthorized());
-                }
-                Ok(UserInfo::service_account(&bound.namespace, &bound.name, &bound.uid))
+                self.service_account(store, token)
             }
         }
     }
@@ -192,11 +252,31 @@ mod tests {
         let accounts = ResourceId::new("", "serviceaccounts");
         let account = store.create(&accounts, json!({"metadata": {"name": "sa", "namespace": "ns"}})).expect("created");
         let authenticator = Authenticator::default();
-        let (token, _) = authenticator.issue_service_account_token(&account, 3600);
+        let api = [ISSUER.to_owned()];
+        let (token, _) = authenticator.issue_service_account_token(&account, &api, None, 3600).expect("issued");
         let user = authenticator.authenticate(&store, &Credentials::Bearer(token.clone())).expect("valid");
         assert_eq!(user.username, "system:serviceaccount:ns:sa");
         assert_eq!(user.uid, account["metadata"]["uid"].as_str().expect("uid"));
-        let (expired, _) = authenticator.issue_service_account_token(&account, -1);
+        assert!(user.extra["authentication.kubernetes.io/credential-id"][0].starts_with("JTI="));
+        let (elsewhere, _) =
+            authenticator.issue_service_account_token(&account, &["vault".into()], None, 3600).expect("issued");
+        assert_eq!(
+            authenticator.authenticate(&store, &Credentials::Bearer(elsewhere)).map_err(|e| e.code),
+            Err(401),
+            "a token for another audience"
+        );
+        let secrets = ResourceId::new("", "secrets");
+        let secret = store.create(&secrets, json!({"metadata": {"name": "s", "namespace": "ns"}})).expect("created");
+        let bound = Bound::Secret { name: "s".into(), uid: secret["metadata"]["uid"].as_str().expect("uid").into() };
+        let (bound, _) = authenticator.issue_service_account_token(&account, &api, Some(&bound), 3600).expect("issued");
+        assert!(authenticator.authenticate(&store, &Credentials::Bearer(bound.clone())).is_ok());
+        store.delete(&secrets, "ns", "s", None).expect("deleted");
+        assert_eq!(
+            authenticator.authenticate(&store, &Credentials::Bearer(bound)).map_err(|e| e.code),
+            Err(401),
+            "its secret gone"
+        );
+        let (expired, _) = authenticator.issue_service_account_token(&account, &api, None, -1).expect("issued");
         assert_eq!(authenticator.authenticate(&store, &Credentials::Bearer(expired)).map_err(|e| e.code), Err(401));
         store.delete(&accounts, "ns", "sa", None).expect("deleted");
         store.create(&accounts, json!({"metadata": {"name": "sa", "namespace": "ns"}})).expect("recreated");

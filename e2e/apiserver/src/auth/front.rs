@@ -142,7 +142,12 @@ pub fn impersonate(store: &Store, user: &UserInfo, headers: &HeaderMap) -> Resul
     let uid = values("impersonate-uid").into_iter().next();
     let extras: Vec<(String, Vec<String>)> = headers
         .keys()
-        .filter_map(|key| key.as_str().strip_prefix("impersonate-extra-").map(|k| (k.to_owned(), values(key.as_str()))))
+        .filter_map(|key| {
+            // Keys arrive escaped as client-go writes them (`%2F` for `/`), and are unescaped as kube-apiserver does.
+            let escaped = key.as_str().strip_prefix("impersonate-extra-")?;
+            let unescaped = percent_encoding::percent_decode_str(escaped).decode_utf8_lossy().into_owned();
+            Some((unescaped, values(key.as_str())))
+        })
         .collect();
     let Some(username) = username else {
         if !groups.is_empty() || uid.is_some() || !extras.is_empty() {

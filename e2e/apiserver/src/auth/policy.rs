@@ -1,5 +1,6 @@
 //! The RBAC objects a cluster bootstraps (cluster-admin; admin, edit and view, aggregated from the
-//! `aggregate-to-*` roles; system:discovery, system:basic-user, system:public-info-viewer; and their bindings),
+//! `aggregate-to-*` roles; system:discovery, system:basic-user, system:public-info-viewer,
+//! system:service-account-issuer-discovery; and their bindings),
 //! limited to the resources the emulator serves; the `kube-system` Role that reads the
 //! `extension-apiserver-authentication` ConfigMap and its binding; and the loop that keeps aggregated ClusterRoles
 //! filled.
@@ -182,6 +183,16 @@ pub fn cluster_roles() -> Vec<Value> {
             json!({}),
             vec![urls(&["/healthz", "/livez", "/readyz", "/version", "/version/"])],
         ),
+        role(
+            "system:service-account-issuer-discovery",
+            json!({}),
+            vec![urls(&[
+                "/.well-known/openid-configuration",
+                "/.well-known/openid-configuration/",
+                "/openid/v1/jwks",
+                "/openid/v1/jwks/",
+            ])],
+        ),
     ]
 }
 
@@ -195,6 +206,11 @@ pub fn cluster_role_bindings() -> Vec<Value> {
             "system:public-info-viewer",
             "system:public-info-viewer",
             &["system:authenticated", "system:unauthenticated"],
+        ),
+        binding(
+            "system:service-account-issuer-discovery",
+            "system:service-account-issuer-discovery",
+            &["system:serviceaccounts"],
         ),
     ]
 }

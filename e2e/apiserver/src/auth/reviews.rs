@@ -4,7 +4,8 @@
 
 use serde_json::{json, Value};
 
-use crate::auth::authn::{Authenticator, Credentials, UserInfo};
+use crate::auth::authn::{Authenticator, Bound, Credentials, UserInfo};
+use crate::auth::tokens::ISSUER;
 use crate::auth::rbac::{self, Attributes, Decision};
 use crate::status::ApiError;
 use crate::status::{error, ErrorType};
@@ -149,7 +150,64 @@ pub fn token_review(store: &Store, authenticator: &Authenticator, mut body: Valu
     body
 }
 
-/// TokenRequest: a token for a ServiceAccount, bound to its uid.
+/// The object a TokenRequest binds its token to (`spec.boundObjectRef`), as kube-apiserver's token REST finds it: a
+/// Pod running as the account (with its Node, when scheduled), a Secret or a Node; another kind is a bad request,
+/// another uid a conflict.
+fn bound_object(store: &Store, namespace: &str, account: &str, reference: &Value) -> Result<Option<Bound>, ApiError> {
+    if reference.is_null() {
+        return Ok(None);
+    }
+    let text = |key: &str| reference[key].as_str().unwrap_or_default().to_owned();
+    let (kind, name, wanted_uid) = (text("kind"), text("name"), text("uid"));
+    let group = text("apiVersion").rsplit_once('/').map(|(group, _)| group.to_owned()).unwrap_or_default();
+    let get = |resource: &str, namespace: &str| {
+        let id = ResourceId::new("", resource);
+        store.get(&id, namespace, &name).map_err(|e| ApiError::from_store(e, &id))
+    };
+    let uid_of = |object: &Value| object["metadata"]["uid"].as_str().unwrap_or_default().to_owned();
+    let bound = match (group.as_str(), kind.as_str()) {
+        ("", "Pod") => {
+            let pod = get("pods", namespace)?;
+            if pod["spec"]["serviceAccountName"].as_str() != Some(account) {
+                return Err(ApiError::bad_request(format!(
+                    "cannot bind token for serviceaccount {account:?} to pod running with different serviceaccount name."
+                )));
+            }
+            let node = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()).map(|node| {
+                let uid = store.get(&ResourceId::new("", "nodes"), "", node).map(|n| uid_of(&n)).unwrap_or_default();
+                (node.to_owned(), uid)
+            });
+            Bound::Pod { name: name.clone(), uid: uid_of(&pod), node }
+        }
+        ("", "Secret") => Bound::Secret { name: name.clone(), uid: uid_of(&get("secrets", namespace)?) },
+        ("", "Node") => Bound::Node { name: name.clone(), uid: uid_of(&get("nodes", "")?) },
+        _ => {
+            let version = text("apiVersion");
+            let gvk = match version.split_once('/') {
+                Some((group, version)) => format!("{group}/{version}, Kind={kind}"),
+                None => format!("/{version}, Kind={kind}"),
+            };
+            return Err(ApiError::bad_request(format!("cannot bind token to object of type {gvk}")));
+        }
+    };
+    let uid = match &bound {
+        Bound::Pod { uid, .. } | Bound::Secret { uid, .. } | Bound::Node { uid, .. } => uid,
+    };
+    if !wanted_uid.is_empty() && *uid != wanted_uid {
+        return Err(ApiError::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {kind} {name:?}: the UID in the bound object reference \
+                 ({wanted_uid}) does not match the UID in record. The object might have been deleted and then recreated"
+            ),
+        ));
+    }
+    Ok(Some(bound))
+}
+
+/// TokenRequest: a token for a ServiceAccount (a signed JWT, `tokens`), for the API's audience unless others are
+/// asked for, bound to the account's uid and to the object `spec.boundObjectRef` names.
 pub fn token_request(
     store: &Store,
     authenticator: &Authenticator,
@@ -172,9 +230,20 @@ pub fn token_request(
             )],
         ));
     }
-    let (token, expires) = authenticator.issue_service_account_token(&account, seconds);
+    let mut audiences: Vec<String> = body["spec"]["audiences"]
+        .as_array()
+        .map(|list| list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default();
+    if audiences.is_empty() {
+        audiences = vec![ISSUER.to_owned()];
+    }
+    let bound = bound_object(store, namespace, name, &body["spec"]["boundObjectRef"])?;
+    let (token, expires) = authenticator
+        .issue_service_account_token(&account, &audiences, bound.as_ref(), seconds)
+        .map_err(|e| ApiError::new(500, "InternalError", format!("failed to generate token: {e}")))?;
     body["metadata"]["name"] = json!(name);
     body["metadata"]["namespace"] = json!(namespace);
+    body["spec"]["audiences"] = json!(audiences);
     body["spec"]["expirationSeconds"] = json!(seconds);
     body["status"] = json!({"token": token, "expirationTimestamp": expires.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()});
     Ok(body)

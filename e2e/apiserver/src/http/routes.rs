@@ -76,6 +76,20 @@ pub(super) async fn route(
             return discovery(api, method, group, version, path);
         }
         ["openapi", rest @ ..] => return openapi::serve(api, user, method, path, rest, query, headers).await,
+        // ServiceAccount token issuer discovery (authorized as non-resource URLs, as kube-apiserver does).
+        [".well-known", "openid-configuration"] => {
+            let host = headers.get(axum::http::header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+            return get_only(crate::auth::tokens::discovery(host));
+        }
+        ["openid", "v1", "jwks"] => {
+            let keys = api
+                .authenticator
+                .jwks()
+                .map_err(|e| ApiError::new(500, "InternalError", e.to_string()))?;
+            let mut response = get_only(keys)?;
+            response.headers_mut().insert("content-type", HeaderValue::from_static("application/jwk-set+json"));
+            return Ok(response);
+        }
         _ => {}
     }
     let (group, version, rest): (&str, &str, &[&str]) = match parts.as_slice() {
