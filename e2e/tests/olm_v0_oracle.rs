@@ -346,13 +346,17 @@ enum Scenario {
     SucceededAgain,
     /// Ready once `ops/plumbus.v1.0.0` has left Succeeded.
     LeftSucceeded,
+    /// Ready once `ops/plumbus.v1.0.0` is Succeeded and `ops2/twin.v1.0.0` in this phase.
+    Twin(&'static str),
 }
 
 impl Scenario {
     async fn observe(self, cluster: &Cluster) -> Value {
         match self {
             Self::OperatorGroups | Self::GroupDeleted => observe_operator_groups(cluster).await,
-            Self::Csv(_) | Self::Replaced | Self::SucceededAgain | Self::LeftSucceeded => observe_csv(cluster).await,
+            Self::Csv(_) | Self::Replaced | Self::SucceededAgain | Self::LeftSucceeded | Self::Twin(_) => {
+                observe_csv(cluster).await
+            }
         }
     }
 
@@ -376,6 +380,10 @@ impl Scenario {
             Self::Replaced => {
                 observed["CSV ops/plumbus.v2.0.0"]["phase"] == "Succeeded"
                     && observed["CSV ops/plumbus.v1.0.0"].is_null()
+            }
+            Self::Twin(phase) => {
+                observed["CSV ops/plumbus.v1.0.0"]["phase"] == "Succeeded"
+                    && observed["CSV ops2/twin.v1.0.0"]["phase"] == phase
             }
         }
     }
@@ -548,4 +556,66 @@ async fn a_csv_not_supporting_its_groups_install_mode_fails_as_olm_v0_fails_it()
 async fn a_csv_whose_account_is_missing_waits_pending_as_olm_v0_keeps_it() {
     let missing = csv_scenario("{}", ALL_MODES, false);
     compare("missing-account", &missing, Scenario::Csv("Pending"), &["ops"]).await;
+}
+
+/// Groups choosing their targets by label: one selecting two labelled namespaces (and not a third), one selecting
+/// none; the `status.namespaces`, namespace labels and `olm.og.*` ClusterRoles OLM v0 settles on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn operator_groups_choosing_namespaces_by_selector_are_reconciled_as_olm_v0_does() {
+    let objects = "
+apiVersion: v1
+kind: Namespace
+metadata: {name: ops}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a, labels: {team: a}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-c, labels: {team: a}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-b, labels: {team: b}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: lonely}
+---
+apiVersion: operators.coreos.com/v1
+kind: OperatorGroup
+metadata: {name: og, namespace: ops}
+spec: {selector: {matchLabels: {team: a}}}
+---
+apiVersion: operators.coreos.com/v1
+kind: OperatorGroup
+metadata: {name: nobody, namespace: lonely}
+spec: {selector: {matchExpressions: [{key: team, operator: In, values: [z]}]}}
+";
+    compare("selectors", objects, Scenario::OperatorGroups, &[]).await;
+}
+
+/// A CSV in a group selecting one labelled namespace by label (SingleNamespace): installed, its RBAC made and its
+/// copy put there as OLM v0 does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_in_a_group_selecting_its_targets_by_label_is_installed_as_olm_v0_does() {
+    let objects = csv_scenario("{selector: {matchLabels: {team: a}}}", ALL_MODES, true)
+        .replacen("metadata: {name: team-a}", "metadata: {name: team-a, labels: {team: a}}", 1);
+    compare("selected", &objects, Scenario::Csv("Succeeded"), &["ops"]).await;
+}
+
+/// Two global groups whose CSVs own the same CRD: the second CSV meets the first's provided API in an intersecting
+/// group and fails as OLM v0 fails it (`InterOperatorGroupOwnerConflict`), the first untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_providing_an_api_an_intersecting_group_provides_fails_as_olm_v0_fails_it() {
+    let first = csv_scenario("{}", ALL_MODES, true);
+    let twin = first[first.find("---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role").unwrap()..]
+        .replace("namespace: ops", "namespace: ops2")
+        .replace("name: og,", "name: og2,")
+        .replace("name: plumbus.v1.0.0", "name: twin.v1.0.0")
+        .replace("plumbus-operator", "twin-operator");
+    let twin = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ops2}}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: plumbus, namespace: ops2}}\n{twin}");
+    let stages = [(first.as_str(), Scenario::Csv("Succeeded")), (twin.as_str(), Scenario::Twin("Failed"))];
+    compare_stages("intersection", &stages, &["ops", "ops2"]).await;
 }
