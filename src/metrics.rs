@@ -64,6 +64,16 @@ pub struct Metrics {
     pub bundle_pulls: Family<PullLabels, Counter>,
     /// The allocator's statistics, read again at each scrape.
     allocator: Family<AllocatorLabels, Gauge>,
+    /// When the certificate a Service is served with, and the newest CA trusted for it, expire (Unix seconds).
+    pub certificate_expiry: Family<CertificateLabels, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CertificateLabels {
+    /// The Service the certificate is for (`olmv2-webhook`, `olmv2-packages`).
+    pub service: String,
+    /// `serving`, or `ca` (the newest CA of the bundle its clients trust).
+    pub certificate: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -121,7 +131,15 @@ impl Default for Metrics {
             allocator.clone(),
         );
 
+        let certificate_expiry = Family::<CertificateLabels, Gauge>::default();
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "When the certificate a Service is served with (serving), and the newest CA its clients trust (ca), expire",
+            certificate_expiry.clone(),
+        );
+
         Self {
+            certificate_expiry,
             registry,
             reconciles,
             reconcile_failures,
@@ -136,6 +154,18 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Records when `certificate` of `service` (and the newest CA of its bundle, when known) expire.
+    pub fn certificate(&self, service: &str, certificate: &crate::tls::ServingCertificate) {
+        let set = |which: &'static str, pem: Option<&str>| {
+            if let Some((_, end)) = pem.and_then(crate::tls::validity) {
+                let labels = CertificateLabels { service: service.to_owned(), certificate: which };
+                self.certificate_expiry.get_or_create(&labels).set(end);
+            }
+        };
+        set("serving", Some(&certificate.cert_pem));
+        set("ca", certificate.ca_pem.as_deref());
+    }
+
     /// Counts a reconcile of `controller` as started and running; its duration is recorded by result when the
     /// answer is dropped, however the reconcile ends (`cancelled` unless [`ReconcileTimer::finished`] said).
     pub fn reconcile(&self, controller: &'static str) -> ReconcileTimer {

@@ -73,7 +73,14 @@ pub async fn start(
         config.headers.push((axum::http::header::USER_AGENT, agent));
     }
     let client = crate::controller::connect::client(config.clone()).map_err(WebhookError::Identify)?;
-    let webhook = crate::webhook::server::start(client.clone(), &options.webhook, &options.namespace).await?;
+    let webhook = crate::webhook::server::start(
+        client.clone(),
+        &options.webhook,
+        &options.namespace,
+        options.certificates,
+        health.metrics.clone(),
+    )
+    .await?;
     let (stop, stopped) = oneshot::channel::<()>();
     let process = Process::new(config, client, options, health.metrics.clone(), stopped);
     let api = if process.options.api.disabled {
@@ -87,6 +94,8 @@ pub async fn start(
             &options.namespace,
             process.catalogs.clone(),
             &options.global_catalog_namespace,
+            options.certificates,
+            process.metrics.clone(),
         )
         .await;
         match started {

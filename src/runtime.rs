@@ -52,6 +52,8 @@ pub struct ControllerOptions {
     pub adopt_subscriptions: bool,
     /// Whether (and how) replicas elect the one that reconciles.
     pub leader: leader::LeaderOptions,
+    /// How long the generated certificates of the webhook and the Installed API live (renewed when a third is left).
+    pub certificates: crate::tls::rotation::Lifetimes,
 }
 
 /// What every controller of the process is built from.

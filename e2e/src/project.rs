@@ -173,6 +173,7 @@ pub fn controller_options(
         protected_copied_csv_namespaces: Vec::new(),
         enable_v2alpha1: true,
         adopt_subscriptions: false,
+        certificates: olmv2::tls::rotation::Lifetimes::default(),
         leader: olmv2::controller::leader::LeaderOptions::default(),
     }
 }

@@ -600,8 +600,11 @@ spec: {selector: {matchExpressions: [{key: team, operator: In, values: [z]}]}}
 /// copy put there as OLM v0 does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_csv_in_a_group_selecting_its_targets_by_label_is_installed_as_olm_v0_does() {
-    let objects = csv_scenario("{selector: {matchLabels: {team: a}}}", ALL_MODES, true)
-        .replacen("metadata: {name: team-a}", "metadata: {name: team-a, labels: {team: a}}", 1);
+    let objects = csv_scenario("{selector: {matchLabels: {team: a}}}", ALL_MODES, true).replacen(
+        "metadata: {name: team-a}",
+        "metadata: {name: team-a, labels: {team: a}}",
+        1,
+    );
     compare("selected", &objects, Scenario::Csv("Succeeded"), &["ops"]).await;
 }
 

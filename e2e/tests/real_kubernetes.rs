@@ -340,13 +340,16 @@ async fn both_backends_issue_service_account_tokens_as_signed_jwts() {
                 .args(args)
                 .output()
                 .unwrap();
-            assert!(output.status.success(), "{kubernetes:?} kubectl {args:?}: {}", String::from_utf8_lossy(&output.stderr));
+            assert!(
+                output.status.success(),
+                "{kubernetes:?} kubectl {args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
             String::from_utf8_lossy(&output.stdout).trim().to_owned()
         };
         let token = kubectl(&["create", "token", "robot", "--duration=10m"]);
         let for_vault = kubectl(&["create", "token", "robot", "--audience=vault"]);
-        let bound =
-            kubectl(&["create", "token", "robot", "--bound-object-kind=Secret", "--bound-object-name=bound"]);
+        let bound = kubectl(&["create", "token", "robot", "--bound-object-kind=Secret", "--bound-object-name=bound"]);
         let discovery: serde_json::Value =
             serde_json::from_str(&kubectl(&["get", "--raw", "/.well-known/openid-configuration"])).unwrap();
         let jwks: serde_json::Value = serde_json::from_str(&kubectl(&["get", "--raw", "/openid/v1/jwks"])).unwrap();

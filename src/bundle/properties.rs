@@ -162,7 +162,8 @@ mod tests {
     use crate::bundle::fixtures::bundle;
 
     fn crd(group: &str, kind: &str, versions: &[&str]) -> Value {
-        let versions: Vec<Value> = versions.iter().map(|v| json!({"name": v, "served": true, "storage": true})).collect();
+        let versions: Vec<Value> =
+            versions.iter().map(|v| json!({"name": v, "served": true, "storage": true})).collect();
         json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
                "metadata": {"name": format!("{}s.{group}", kind.to_lowercase())},
                "spec": {"group": group, "names": {"kind": kind, "plural": format!("{}s", kind.to_lowercase())},
@@ -214,21 +215,29 @@ mod tests {
         ];
         bundle.dependencies = vec![
             property("olm.package", json!({"packageName": "grumbo", "version": ">=1.0.0"})),
-            property("olm.gvk", json!({"group": "manufacturing.how.theydoit.com", "kind": "Grumbo", "version": "v1alpha1"})),
+            property(
+                "olm.gvk",
+                json!({"group": "manufacturing.how.theydoit.com", "kind": "Grumbo", "version": "v1alpha1"}),
+            ),
         ];
-        let listed: Vec<(String, String)> =
-            rendered(&bundle).into_iter().map(|p| (p.property_type, p.value)).collect();
+        let listed: Vec<(String, String)> = rendered(&bundle).into_iter().map(|p| (p.property_type, p.value)).collect();
         let types: Vec<&str> = listed.iter().map(|(t, _)| t.as_str()).collect();
         assert_eq!(
             types,
-            ["olm.gvk", "olm.gvk", "olm.gvk", "olm.gvk.required", "olm.maxOpenShiftVersion", "olm.package", "olm.package.required"],
+            [
+                "olm.gvk",
+                "olm.gvk",
+                "olm.gvk",
+                "olm.gvk.required",
+                "olm.maxOpenShiftVersion",
+                "olm.package",
+                "olm.package.required"
+            ],
             "one olm.gvk per API, the bundle object left out: {listed:?}"
         );
         assert!(listed.contains(&("olm.maxOpenShiftVersion".into(), r#""4.18""#.into())));
-        assert!(listed.contains(&(
-            "olm.package".into(),
-            r#"{"packageName":"plumbus","version":"2.1.0","release":"2"}"#.into()
-        )));
+        assert!(listed
+            .contains(&("olm.package".into(), r#"{"packageName":"plumbus","version":"2.1.0","release":"2"}"#.into())));
         assert!(listed.contains(&(
             "olm.package.required".into(),
             r#"{"packageName":"grumbo","versionRange":"\u003e=1.0.0"}"#.into()
@@ -244,7 +253,8 @@ mod tests {
                         "spec": {"group": "a.example.com", "version": "v1beta1", "names": {"kind": "A"}}})],
         );
         bundle.annotations.package = "a".into();
-        let types: Vec<String> = rendered(&bundle).into_iter().map(|p| format!("{} {}", p.property_type, p.value)).collect();
+        let types: Vec<String> =
+            rendered(&bundle).into_iter().map(|p| format!("{} {}", p.property_type, p.value)).collect();
         assert_eq!(
             types,
             [

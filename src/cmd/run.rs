@@ -59,6 +59,13 @@ pub struct RunOptions {
     /// of namespaces annotated `operators.coreos.com/adopt-subscriptions: "true"` (what `olmv2 migrate apply` does).
     #[arg(long, env = "OLMV2_ADOPT_SUBSCRIPTIONS")]
     pub adopt_subscriptions: bool,
+    /// How long the CA generated for the webhook's and the Installed API's serving certificates lives (a Go
+    /// duration); a new one is added to their clients' trust once a third is left.
+    #[arg(long, env = "OLMV2_CA_VALIDITY", default_value = "17520h0m0s", value_parser = go_duration)]
+    pub ca_validity: Duration,
+    /// How long a generated serving certificate lives (a Go duration); renewed once a third is left.
+    #[arg(long, env = "OLMV2_SERVING_CERTIFICATE_VALIDITY", default_value = "2160h0m0s", value_parser = go_duration)]
+    pub serving_certificate_validity: Duration,
     #[command(flatten)]
     pub webhook: WebhookOptions,
     #[command(flatten)]
@@ -87,6 +94,10 @@ impl RunOptions {
             enable_v2alpha1: self.enable_v2alpha1,
             adopt_subscriptions: self.adopt_subscriptions,
             leader: self.leader.clone(),
+            certificates: crate::tls::rotation::Lifetimes {
+                ca: self.ca_validity,
+                serving: self.serving_certificate_validity,
+            },
             protected_copied_csv_namespaces: self
                 .protected_copied_csv_namespaces
                 .split(',')
@@ -207,5 +218,16 @@ mod tests {
         .expect("parsed");
         assert_eq!((cli.run.webhook.address.port(), cli.run.api.address.port()), (1, 2));
         assert_eq!((cli.run.webhook.service_name.as_str(), cli.run.api.service_name.as_str()), ("hook", "packages"));
+    }
+
+    #[test]
+    fn certificates_live_two_years_and_ninety_days_unless_told_otherwise() {
+        let defaults = Cli::try_parse_from(["olmv2-run"]).expect("parsed");
+        let lifetimes = defaults.run.controller_options().expect("options").certificates;
+        assert_eq!(lifetimes, crate::tls::rotation::Lifetimes::default());
+        let short = Cli::try_parse_from(["olmv2-run", "--ca-validity", "1h", "--serving-certificate-validity", "10m"])
+            .expect("parsed");
+        assert_eq!(short.run.ca_validity, Duration::from_secs(3600));
+        assert_eq!(short.run.serving_certificate_validity, Duration::from_secs(600));
     }
 }

@@ -21,7 +21,10 @@ use super::synthesize::GROUP;
 use crate::api::v1alpha1::CatalogSource;
 use crate::catalog::source::CatalogCache;
 use crate::controller::watches::trimmed;
-use crate::tls::{self, CertificateAuthority, CertificateIssuer, HttpsServer, ServingCertificate};
+use crate::metrics::Metrics;
+use crate::tls::rotation::Lifetimes;
+use crate::tls::shared::{keep_reloaded, keep_renewed, Issuing, SharedCertificate, MOUNTED_RELOAD};
+use crate::tls::{self, HttpsServer, ServingCertificate};
 
 /// Where the aggregated API server listens and how the aggregation layer reaches it. Each argument has its own id:
 /// the webhook's options have fields of the same names, and clap would take them for one argument.
@@ -95,12 +98,35 @@ pub struct RunningApi {
     pub cache: Arc<Cache>,
     _server: HttpsServer,
     _watches: tokio::task::JoinHandle<()>,
+    renewal: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for RunningApi {
     fn drop(&mut self) {
         self._watches.abort();
+        self.renewal.abort();
     }
+}
+
+/// The common name of the Installed API's generated CAs.
+pub const CA_NAME: &str = "olmv2-api-ca";
+
+/// Writes the APIServices of every version, trusting `ca` (or leaving that to cert-manager's injector).
+async fn register(
+    client: &Client,
+    options: &ApiOptions,
+    namespace: &str,
+    ca: Option<&str>,
+) -> Result<(), ApiServerError> {
+    for version in VERSIONS {
+        let body = api_service(version, namespace, &options.service_name, options.service_port, ca);
+        let name = format!("{version}.{GROUP}");
+        Api::<APIService>::all(client.clone())
+            .patch(&name, &PatchParams::apply("olmv2-api").force(), &Patch::Apply(&body))
+            .await
+            .map_err(|source| ApiServerError::Register { name: name.clone(), source })?;
+    }
+    Ok(())
 }
 
 /// The APIService of `version`: the aggregation layer sends requests for it to the Service, trusting `ca_pem`
@@ -174,18 +200,24 @@ pub async fn start(
     controller_namespace: &str,
     catalogs: Arc<CatalogCache>,
     global_namespace: &str,
+    lifetimes: Lifetimes,
+    metrics: Arc<Metrics>,
 ) -> Result<RunningApi, ApiServerError> {
     let request_header = RequestHeader::read(&client).await.map_err(ApiServerError::RequestHeader)?;
     let namespace = options.service_namespace.clone().unwrap_or_else(|| controller_namespace.to_owned());
+    let shared = SharedCertificate {
+        client: client.clone(),
+        namespace: controller_namespace.to_owned(),
+        service: options.service_name.clone(),
+        issuing: Issuing {
+            names: tls::service_dns_names(&options.service_name, &namespace),
+            ca_name: CA_NAME.to_owned(),
+            lifetimes,
+        },
+    };
     let certificate = match &options.cert_dir {
         Some(dir) => ServingCertificate::read_mounted(dir).map_err(ApiServerError::ReadCertificate)?,
-        None => {
-            let names = tls::service_dns_names(&options.service_name, &namespace);
-            let generate = || CertificateAuthority::new("olmv2-api-ca").and_then(|ca| ca.issue(&names));
-            tls::shared::shared(&client, controller_namespace, &options.service_name, &names, generate)
-                .await
-                .map_err(ApiServerError::Certificate)?
-        }
+        None => shared.load().await.map_err(ApiServerError::Certificate)?,
     };
     let cache = Arc::new(Cache::default());
     let (sources, writer) = kube::runtime::reflector::store();
@@ -207,20 +239,27 @@ pub async fn start(
     )
     .await
     .map_err(ApiServerError::Serve)?;
-    for version in VERSIONS {
-        let body = api_service(
-            version,
-            &namespace,
-            &options.service_name,
-            options.service_port,
-            certificate.ca_pem.as_deref(),
-        );
-        let name = format!("{version}.{GROUP}");
-        Api::<APIService>::all(client.clone())
-            .patch(&name, &PatchParams::apply("olmv2-api").force(), &Patch::Apply(&body))
-            .await
-            .map_err(|source| ApiServerError::Register { name: name.clone(), source })?;
-    }
+    register(&client, options, &namespace, certificate.ca_pem.as_deref()).await?;
+    metrics.certificate(&options.service_name, &certificate);
+    let changed = {
+        let (client, options, namespace) = (client.clone(), options.clone(), namespace.clone());
+        move |certificate: ServingCertificate| {
+            let (client, options, namespace, metrics) =
+                (client.clone(), options.clone(), namespace.clone(), metrics.clone());
+            async move {
+                metrics.certificate(&options.service_name, &certificate);
+                let Some(ca) = certificate.ca_pem.as_deref() else { return };
+                if let Err(error) = register(&client, &options, &namespace, Some(ca)).await {
+                    tracing::warn!("{}; written again at the next renewal", crate::category::report(&error));
+                }
+            }
+        }
+    };
+    let slot = server.certificate_slot();
+    let renewal = match &options.cert_dir {
+        Some(dir) => tokio::spawn(keep_reloaded(dir.clone(), slot, certificate, MOUNTED_RELOAD, changed)),
+        None => tokio::spawn(keep_renewed(shared, slot, certificate, changed)),
+    };
     // The watches start once serving and registered: a failed start leaves nothing running.
     let sources_watch = trimmed(Api::<CatalogSource>::all(client.clone()), kube::runtime::watcher::Config::default());
     let sources_fed = kube::runtime::reflector(writer, sources_watch);
@@ -237,7 +276,7 @@ pub async fn start(
     });
     let address = server.address;
     tracing::info!(%address, service = %format!("{namespace}/{}", options.service_name), "serving the Installed API");
-    Ok(RunningApi { address, cache, _server: server, _watches: watches })
+    Ok(RunningApi { address, cache, _server: server, _watches: watches, renewal })
 }
 
 #[cfg(test)]

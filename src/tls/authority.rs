@@ -64,15 +64,16 @@ pub struct CaOptions {
     pub validity: Option<Duration>,
 }
 
-/// A CA generated in memory: the one certificate authority of the project (the webhook's and the aggregated API
-/// server's, a bundle's rendering, and OLM's per-install CAs for the serving certificates of CSVs). It lives as
-/// long as its user needs it; nothing keeps its key.
+/// A CA generated in memory, or read back from where it was stored: the one certificate authority of the project
+/// (the webhook's and the aggregated API server's, a bundle's rendering, and OLM's per-install CAs for the serving
+/// certificates of CSVs). Nothing keeps its key but its user.
 pub struct CertificateAuthority {
-    params: CertificateParams,
-    key: KeyPair,
+    issuer: Issuer<'static, KeyPair>,
     ca_pem: String,
     organization: Option<String>,
     validity: Option<Duration>,
+    /// When the CA itself expires (Unix seconds), when known: no certificate it issues outlives it.
+    not_after: Option<i64>,
 }
 
 impl CertificateAuthority {
@@ -100,13 +101,35 @@ impl CertificateAuthority {
         params.key_usages =
             vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
         valid_for(&mut params, options.validity);
+        let not_after = options.validity.map(|_| params.not_after.unix_timestamp());
         let ca_pem = params.self_signed(&key).map_err(failed)?.pem();
-        Ok(Self { params, key, ca_pem, organization: options.organization.clone(), validity: options.validity })
+        Ok(Self {
+            issuer: Issuer::new(params, key),
+            ca_pem,
+            organization: options.organization.clone(),
+            validity: options.validity,
+            not_after,
+        })
+    }
+
+    /// The CA whose certificate and key were stored (PEM), issuing certificates valid for `validity` (never past the
+    /// CA's own expiry).
+    pub fn from_pem(ca_pem: &str, key_pem: &str, validity: Duration) -> Result<Self, CertificateError> {
+        let failed = |source| CertificateError { names: vec!["the stored CA".to_owned()], source };
+        let key = KeyPair::from_pem(key_pem).map_err(failed)?;
+        let issuer = Issuer::from_ca_cert_pem(ca_pem, key).map_err(failed)?;
+        let not_after = super::validity(ca_pem).map(|(_, not_after)| not_after);
+        Ok(Self { issuer, ca_pem: ca_pem.to_owned(), organization: None, validity: Some(validity), not_after })
     }
 
     /// The CA certificate, PEM.
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
+    }
+
+    /// The CA's private key, PEM: for the Secret a shared CA is kept in, so that any replica can issue from it.
+    pub fn key_pem(&self) -> String {
+        self.issuer.key().serialize_pem()
     }
 }
 
@@ -142,8 +165,10 @@ impl CertificateIssuer for CertificateAuthority {
         params.key_usages = vec![KeyUsagePurpose::KeyEncipherment, KeyUsagePurpose::DigitalSignature];
         params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
         valid_for(&mut params, self.validity);
-        let issuer = Issuer::from_params(&self.params, &self.key);
-        let cert_pem = params.signed_by(&key, &issuer).map_err(failed)?.pem();
+        if let Some(ca_end) = self.not_after.and_then(|end| time::OffsetDateTime::from_unix_timestamp(end).ok()) {
+            params.not_after = params.not_after.min(ca_end);
+        }
+        let cert_pem = params.signed_by(&key, &self.issuer).map_err(failed)?.pem();
         Ok(ServingCertificate { cert_pem, key_pem: key.serialize_pem(), ca_pem: Some(self.ca_pem.clone()) })
     }
 }
@@ -151,6 +176,29 @@ impl CertificateIssuer for CertificateAuthority {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stored_ca_issues_certificates_its_certificate_verifies_and_none_outliving_it() {
+        let options = CaOptions {
+            common_name: "test-ca".into(),
+            validity: Some(Duration::from_secs(3600)),
+            ..CaOptions::default()
+        };
+        let made = CertificateAuthority::with_options(&options).expect("a CA");
+        let stored = CertificateAuthority::from_pem(made.ca_pem(), &made.key_pem(), Duration::from_secs(86_400))
+            .expect("read back");
+        let leaf = stored.issue(&["a.b.svc".into()]).expect("issued");
+        let (_, ca_end) = crate::tls::validity(made.ca_pem()).expect("the CA's validity");
+        let (start, end) = crate::tls::validity(&leaf.cert_pem).expect("the leaf's validity");
+        assert_eq!(end, ca_end, "a day asked for, cut to the CA's hour");
+        assert!(end - start <= 3600);
+        let ca = x509_parser::pem::parse_x509_pem(made.ca_pem().as_bytes()).expect("pem").1;
+        let ca = ca.parse_x509().expect("CA");
+        let leaf = x509_parser::pem::parse_x509_pem(leaf.cert_pem.as_bytes()).expect("pem").1;
+        let leaf = leaf.parse_x509().expect("leaf");
+        assert_eq!(leaf.issuer(), ca.subject());
+        leaf.verify_signature(Some(ca.public_key())).expect("signed by the stored CA's key");
+    }
 
     #[test]
     fn a_missing_certificate_directory_is_an_error_naming_the_file() {

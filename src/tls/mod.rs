@@ -8,6 +8,7 @@
 //! them.
 
 pub mod authority;
+pub mod rotation;
 pub mod server;
 pub mod shared;
 
@@ -16,7 +17,7 @@ use base64::Engine as _;
 pub use authority::{
     CaOptions, CertificateAuthority, CertificateError, CertificateIssuer, ReadCertificateError, ServingCertificate,
 };
-pub use server::{HttpsServer, PeerCertificate, ServeError};
+pub use server::{CertificateSlot, HttpsServer, PeerCertificate, ServeError};
 
 /// The name the API server reaches a Service by, `<service>.<namespace>.svc`: what webhook and APIService
 /// `service` references resolve to, and so the first name of its serving certificate.
@@ -30,6 +31,31 @@ pub fn service_dns_names(service: &str, namespace: &str) -> Vec<String> {
     let host = service_host(service, namespace);
     let cluster_local = format!("{host}.cluster.local");
     vec![host, cluster_local, format!("{service}.{namespace}")]
+}
+
+/// The certificates of a PEM text (a bundle may hold several), each as its own PEM block.
+pub fn pem_certificates(pem: &str) -> Vec<String> {
+    let mut certificates = Vec::new();
+    let mut current = String::new();
+    for line in pem.lines() {
+        if line.starts_with("-----BEGIN CERTIFICATE-----") {
+            current.clear();
+        }
+        current.push_str(line);
+        current.push('\n');
+        if line.starts_with("-----END CERTIFICATE-----") {
+            certificates.push(std::mem::take(&mut current));
+        }
+    }
+    certificates
+}
+
+/// When the first certificate of `pem` starts and stops being valid (Unix seconds), if it is one.
+pub fn validity(pem: &str) -> Option<(i64, i64)> {
+    let (_, block) = x509_parser::pem::parse_x509_pem(pem.as_bytes()).ok()?;
+    let certificate = block.parse_x509().ok()?;
+    let validity = certificate.validity();
+    Some((validity.not_before.timestamp(), validity.not_after.timestamp()))
 }
 
 /// A PEM as the base64 of a `caBundle` field (webhook configurations, CRD conversion, APIServices).

@@ -33,11 +33,38 @@ pub enum ServeError {
 
 /// An HTTPS server running in its own task; it stops when dropped, and its open connections with it (an API server
 /// keeps connections alive: served on, they would let a stopped controller's webhook answer as a killed one could
-/// not).
+/// not). Its certificate can be replaced while it runs: every handshake after [`CertificateSlot::set`] presents the
+/// new one.
 pub struct HttpsServer {
     /// Where it listens (the port chosen when the requested one was 0).
     pub address: SocketAddr,
+    certificate: Arc<Presented>,
     task: tokio::task::JoinHandle<()>,
+}
+
+/// The certificate handshakes present now.
+#[derive(Debug)]
+struct Presented(std::sync::RwLock<Arc<rustls::sign::CertifiedKey>>);
+
+impl rustls::server::ResolvesServerCert for Presented {
+    fn resolve(&self, _hello: rustls::server::ClientHello<'_>) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone())
+    }
+}
+
+/// The certificate and key of `certificate`, ready to present.
+fn certified_key(certificate: &ServingCertificate) -> Result<Arc<rustls::sign::CertifiedKey>, ServeError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let unusable = |reason: String| ServeError::Certificate { reason };
+    let chain = CertificateDer::pem_slice_iter(certificate.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| unusable(format!("tls.crt: {e}")))?;
+    let key =
+        PrivateKeyDer::from_pem_slice(certificate.key_pem.as_bytes()).map_err(|e| unusable(format!("tls.key: {e}")))?;
+    let provider = rustls::crypto::aws_lc_rs::default_provider();
+    let certified = rustls::sign::CertifiedKey::from_der(chain, key, &provider).map_err(|e| unusable(e.to_string()))?;
+    Ok(Arc::new(certified))
 }
 
 impl Drop for HttpsServer {
@@ -65,27 +92,38 @@ impl HttpsServer {
         client_ca_pem: Option<&str>,
         router: Router,
     ) -> Result<Self, ServeError> {
-        let acceptor = acceptor(certificate, client_ca_pem)?;
+        let presented = Arc::new(Presented(std::sync::RwLock::new(certified_key(certificate)?)));
+        let acceptor = acceptor(presented.clone(), client_ca_pem)?;
         let listener =
             tokio::net::TcpListener::bind(address).await.map_err(|source| ServeError::Listen { address, source })?;
         let bound = listener.local_addr().map_err(|source| ServeError::Listen { address, source })?;
         let task = tokio::spawn(serve(name, listener, acceptor, router));
-        Ok(Self { address: bound, task })
+        Ok(Self { address: bound, certificate: presented, task })
+    }
+
+    /// The handle that replaces the certificate it presents.
+    pub fn certificate_slot(&self) -> CertificateSlot {
+        CertificateSlot(self.certificate.clone())
     }
 }
 
-fn acceptor(
-    certificate: &ServingCertificate,
-    client_ca_pem: Option<&str>,
-) -> Result<tokio_rustls::TlsAcceptor, ServeError> {
+/// Replaces the certificate a running [`HttpsServer`] presents.
+#[derive(Clone, Debug)]
+pub struct CertificateSlot(Arc<Presented>);
+
+impl CertificateSlot {
+    /// Presents `certificate` from the next handshake on (connections already open keep theirs).
+    pub fn set(&self, certificate: &ServingCertificate) -> Result<(), ServeError> {
+        let certified = certified_key(certificate)?;
+        *self.0 .0.write().unwrap_or_else(std::sync::PoisonError::into_inner) = certified;
+        Ok(())
+    }
+}
+
+fn acceptor(presented: Arc<Presented>, client_ca_pem: Option<&str>) -> Result<tokio_rustls::TlsAcceptor, ServeError> {
     use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    use rustls::pki_types::CertificateDer;
     let unusable = |reason: String| ServeError::Certificate { reason };
-    let chain = CertificateDer::pem_slice_iter(certificate.cert_pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| unusable(format!("tls.crt: {e}")))?;
-    let key =
-        PrivateKeyDer::from_pem_slice(certificate.key_pem.as_bytes()).map_err(|e| unusable(format!("tls.key: {e}")))?;
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -105,7 +143,7 @@ fn acceptor(
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let config = builder.with_single_cert(chain, key).map_err(|e| unusable(e.to_string()))?;
+    let config = builder.with_cert_resolver(presented);
     Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
 }
 

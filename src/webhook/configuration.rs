@@ -21,9 +21,12 @@ pub const MUTATE_SUBSCRIPTION_PATH: &str = "/mutate-subscription";
 /// Records who named an OperatorGroup's ServiceAccount.
 pub const MUTATE_OPERATOR_GROUP_PATH: &str = "/mutate-operatorgroup";
 
+/// The common name of the webhook's generated CAs.
+pub const CA_NAME: &str = "olmv2-webhook-ca";
+
 /// A CA and a certificate it signs for the Service's DNS names (`service.namespace.svc` and its other forms).
 pub fn generate(service: &str, namespace: &str) -> Result<ServingCertificate, CertificateError> {
-    CertificateAuthority::new("olmv2-webhook-ca")?.issue(&tls::service_dns_names(service, namespace))
+    CertificateAuthority::new(CA_NAME)?.issue(&tls::service_dns_names(service, namespace))
 }
 
 fn client_config(namespace: &str, service: &str, port: i32, ca_pem: Option<&str>, path: &str) -> Value {

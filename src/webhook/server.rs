@@ -1,5 +1,6 @@
 //! Starting the webhook: its routes, one per check (the handlers are in `handlers.rs`), served by the HTTPS server of
-//! `tls`, and the webhook configurations pointing the API server at it.
+//! `tls`, and the webhook configurations pointing the API server at it; then keeping its certificate renewed (and
+//! the configurations' `caBundle` with it) for as long as it runs.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +20,9 @@ use super::handlers::{
     mutate_csv, mutate_install, mutate_operator, mutate_operator_group, review_install, review_operator, Checker,
 };
 use super::{WebhookError, WebhookOptions};
+use crate::metrics::Metrics;
+use crate::tls::rotation::Lifetimes;
+use crate::tls::shared::{keep_reloaded, keep_renewed, Issuing, SharedCertificate, MOUNTED_RELOAD};
 use crate::tls::{HttpsServer, ServingCertificate};
 
 /// A running webhook; it stops when dropped.
@@ -26,6 +30,35 @@ pub struct RunningWebhook {
     pub address: SocketAddr,
     pub controller_username: String,
     _server: HttpsServer,
+    renewal: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RunningWebhook {
+    fn drop(&mut self) {
+        self.renewal.abort();
+    }
+}
+
+/// Writes both webhook configurations, trusting `ca` (or leaving that to cert-manager's injector).
+async fn configure(
+    client: &Client,
+    namespace: &str,
+    options: &WebhookOptions,
+    ca: Option<&str>,
+) -> Result<(), WebhookError> {
+    // The mutating configuration goes first: until it exists, the validating webhook refuses every create of an
+    // Install or Operator that does not record its creator.
+    let body = configuration::identity_configuration(namespace, &options.service_name, options.service_port, ca);
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .patch(IDENTITY_CONFIGURATION_NAME, &PatchParams::apply("olmv2-webhook").force(), &Patch::Apply(&body))
+        .await
+        .map_err(|source| WebhookError::Configure { name: IDENTITY_CONFIGURATION_NAME.into(), source })?;
+    let body = configuration::configuration(namespace, &options.service_name, options.service_port, ca);
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .patch(CONFIGURATION_NAME, &PatchParams::apply("olmv2-webhook").force(), &Patch::Apply(&body))
+        .await
+        .map_err(|source| WebhookError::Configure { name: CONFIGURATION_NAME.into(), source })?;
+    Ok(())
 }
 
 /// The username the API server knows the controller by.
@@ -42,18 +75,24 @@ pub async fn start(
     client: Client,
     options: &WebhookOptions,
     controller_namespace: &str,
+    lifetimes: Lifetimes,
+    metrics: Arc<Metrics>,
 ) -> Result<RunningWebhook, WebhookError> {
     let controller_username = own_username(&client).await?;
     let namespace = options.service_namespace.clone().unwrap_or_else(|| controller_namespace.to_owned());
+    let shared = SharedCertificate {
+        client: client.clone(),
+        namespace: controller_namespace.to_owned(),
+        service: options.service_name.clone(),
+        issuing: Issuing {
+            names: crate::tls::service_dns_names(&options.service_name, &namespace),
+            ca_name: configuration::CA_NAME.to_owned(),
+            lifetimes,
+        },
+    };
     let certificate = match &options.cert_dir {
         Some(dir) => ServingCertificate::read_mounted(dir).map_err(WebhookError::ReadCertificate)?,
-        None => {
-            let names = crate::tls::service_dns_names(&options.service_name, &namespace);
-            let generate = || configuration::generate(&options.service_name, &namespace);
-            crate::tls::shared::shared(&client, controller_namespace, &options.service_name, &names, generate)
-                .await
-                .map_err(WebhookError::Certificate)?
-        }
+        None => shared.load().await.map_err(WebhookError::Certificate)?,
     };
     let checker = Arc::new(Checker {
         client: client.clone(),
@@ -72,20 +111,28 @@ pub async fn start(
     let server =
         HttpsServer::start("webhook", options.address, &certificate, router).await.map_err(WebhookError::Serve)?;
     let address = server.address;
+    configure(&client, &namespace, options, certificate.ca_pem.as_deref()).await?;
+    metrics.certificate(&options.service_name, &certificate);
 
-    let ca = certificate.ca_pem.as_deref();
-    // The mutating configuration goes first: until it exists, the validating webhook refuses every create of an
-    // Install or Operator that does not record its creator.
-    let body = configuration::identity_configuration(&namespace, &options.service_name, options.service_port, ca);
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .patch(IDENTITY_CONFIGURATION_NAME, &PatchParams::apply("olmv2-webhook").force(), &Patch::Apply(&body))
-        .await
-        .map_err(|source| WebhookError::Configure { name: IDENTITY_CONFIGURATION_NAME.into(), source })?;
-    let body = configuration::configuration(&namespace, &options.service_name, options.service_port, ca);
-    Api::<ValidatingWebhookConfiguration>::all(client)
-        .patch(CONFIGURATION_NAME, &PatchParams::apply("olmv2-webhook").force(), &Patch::Apply(&body))
-        .await
-        .map_err(|source| WebhookError::Configure { name: CONFIGURATION_NAME.into(), source })?;
+    let changed = {
+        let (options, namespace) = (options.clone(), namespace.clone());
+        move |certificate: ServingCertificate| {
+            let (client, options, namespace, metrics) =
+                (client.clone(), options.clone(), namespace.clone(), metrics.clone());
+            async move {
+                metrics.certificate(&options.service_name, &certificate);
+                let Some(ca) = certificate.ca_pem.as_deref() else { return };
+                if let Err(error) = configure(&client, &namespace, &options, Some(ca)).await {
+                    tracing::warn!("{}; written again at the next renewal", crate::category::report(&error));
+                }
+            }
+        }
+    };
+    let slot = server.certificate_slot();
+    let renewal = match &options.cert_dir {
+        Some(dir) => tokio::spawn(keep_reloaded(dir.clone(), slot, certificate, MOUNTED_RELOAD, changed)),
+        None => tokio::spawn(keep_renewed(shared, slot, certificate, changed)),
+    };
     tracing::info!(%address, service = %format!("{namespace}/{}", options.service_name), "serving the approval webhook");
-    Ok(RunningWebhook { address, controller_username, _server: server })
+    Ok(RunningWebhook { address, controller_username, _server: server, renewal })
 }

@@ -7,6 +7,7 @@
 
 mod approval_integrity;
 mod attacks;
+mod certificates;
 mod faults;
 mod install;
 mod installed_api;

@@ -178,7 +178,8 @@ impl Authenticator {
     /// audience and in date, its account (and the pod, secret or node it is bound to) still there with the uid it
     /// was issued for and not being deleted.
     fn service_account(&self, store: &Store, token: &str) -> Result<UserInfo, ApiError> {
-        let claims = self.tokens.verify(token, &[ISSUER], jiff::Timestamp::now().as_second()).map_err(|_| unauthorized())?;
+        let claims =
+            self.tokens.verify(token, &[ISSUER], jiff::Timestamp::now().as_second()).map_err(|_| unauthorized())?;
         let kubernetes = &claims.kubernetes;
         let namespace = kubernetes.namespace.as_str();
         let account = &kubernetes.serviceaccount;

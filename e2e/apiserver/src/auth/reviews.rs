@@ -5,8 +5,8 @@
 use serde_json::{json, Value};
 
 use crate::auth::authn::{Authenticator, Bound, Credentials, UserInfo};
-use crate::auth::tokens::ISSUER;
 use crate::auth::rbac::{self, Attributes, Decision};
+use crate::auth::tokens::ISSUER;
 use crate::status::ApiError;
 use crate::status::{error, ErrorType};
 use crate::storage::store::{ResourceId, Store};

@@ -77,7 +77,8 @@ pub struct TokenIssuer {
 
 fn generate() -> Result<SigningKey, String> {
     let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256).map_err(|e| e.to_string())?;
-    let kid = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(Sha256::digest(rcgen::PublicKeyData::subject_public_key_info(&pair)));
+    let kid = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(Sha256::digest(rcgen::PublicKeyData::subject_public_key_info(&pair)));
     let encoding = EncodingKey::from_rsa_pem(pair.serialize_pem().as_bytes()).map_err(|e| e.to_string())?;
     let public = jsonwebtoken::jwk::Jwk::from_encoding_key(&encoding, Algorithm::RS256).map_err(|e| e.to_string())?;
     let decoding = DecodingKey::from_jwk(&public).map_err(|e| e.to_string())?;
@@ -204,7 +205,10 @@ mod tests {
         let issuer = TokenIssuer::default();
         let jwks = issuer.jwks().expect("jwks");
         let key = &jwks["keys"][0];
-        assert_eq!((key["kty"].as_str(), key["alg"].as_str(), key["use"].as_str()), (Some("RSA"), Some("RS256"), Some("sig")));
+        assert_eq!(
+            (key["kty"].as_str(), key["alg"].as_str(), key["use"].as_str()),
+            (Some("RSA"), Some("RS256"), Some("sig"))
+        );
         assert_eq!(key["e"], "AQAB");
         assert_eq!(key["kid"].as_str().map(str::len), Some(43), "base64url of a SHA-256, unpadded");
         let document = discovery("127.0.0.1:6443");

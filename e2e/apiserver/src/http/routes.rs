@@ -82,10 +82,7 @@ pub(super) async fn route(
             return get_only(crate::auth::tokens::discovery(host));
         }
         ["openid", "v1", "jwks"] => {
-            let keys = api
-                .authenticator
-                .jwks()
-                .map_err(|e| ApiError::new(500, "InternalError", e.to_string()))?;
+            let keys = api.authenticator.jwks().map_err(|e| ApiError::new(500, "InternalError", e.to_string()))?;
             let mut response = get_only(keys)?;
             response.headers_mut().insert("content-type", HeaderValue::from_static("application/jwk-set+json"));
             return Ok(response);

@@ -271,7 +271,8 @@ async fn a_subscription_installs_with_its_dependency_through_one_plan_once_a_per
     let installed = Api::<ClusterServiceVersion>::namespaced(harness.admin.clone(), "ops");
     let plumbus = installed.get("plumbus.v2.0.0-alpha").await.unwrap();
     let annotations = plumbus.metadata.annotations.unwrap_or_default();
-    for (key, value) in [("olm.operatorGroup", "og"), ("olm.operatorNamespace", "ops"), ("olm.targetNamespaces", "ops")] {
+    for (key, value) in [("olm.operatorGroup", "og"), ("olm.operatorNamespace", "ops"), ("olm.targetNamespaces", "ops")]
+    {
         assert_eq!(annotations.get(key).map(String::as_str), Some(value), "{key} on {annotations:?}");
     }
     let properties: Value =

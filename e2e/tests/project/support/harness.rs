@@ -204,6 +204,11 @@ impl Harness {
         self.controllers.take()
     }
 
+    /// Where the running controllers' webhook listens.
+    pub fn webhook_address(&self) -> Option<std::net::SocketAddr> {
+        self.controllers.as_ref().map(|c| c.webhook.address)
+    }
+
     /// What the running controllers recorded (reconciles per controller).
     pub fn metrics(&self) -> Option<std::sync::Arc<olmv2::metrics::Metrics>> {
         self.controllers.as_ref().map(|c| c.metrics.clone())
