@@ -18,7 +18,7 @@ use crate::bundle::unpack::UnpackLimits;
 use crate::bundle::{render, Bundle, BundleError, ConvertError, RenderOptions};
 use crate::category::Categorized;
 use crate::rbac::KindIndex;
-use crate::tls::{CertificateAuthority, CertificateError, CertificateIssuer, ServingCertificate};
+use crate::tls::{CaOptions, CertificateAuthority, CertificateError, CertificateIssuer, ServingCertificate};
 
 /// Why content did not resolve.
 #[derive(Debug, thiserror::Error)]
@@ -94,10 +94,23 @@ pub struct Resolver {
     pub metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
-/// Certificates issued earlier for the same Service, else new ones from a fresh authority.
+/// Certificates issued earlier for the same Service while a third of their life is left, else new ones from a fresh
+/// authority, valid as long as OLM v0's for a CSV (two years): renewed by the pass that finds them due, as OLM's CSV
+/// loop renews a CSV's (the Secret and the `caBundle` applied together).
 pub struct StoredCertificates {
     /// By namespace and Secret name.
     pub by_secret: BTreeMap<(String, String), ServingCertificate>,
+    /// Now, in Unix seconds.
+    pub now: i64,
+}
+
+/// How long the certificates issued for a bundle's webhooks live: OLM v0's for a CSV's.
+pub const BUNDLE_CERTIFICATE_VALIDITY: std::time::Duration = std::time::Duration::from_secs(730 * 24 * 3600);
+
+/// Whether a stored certificate is due for renewal at `now`: under a third of its life left. One whose dates cannot
+/// be read is kept (what was applied is not churned on a guess).
+fn due(certificate: &ServingCertificate, now: i64) -> bool {
+    crate::tls::validity(&certificate.cert_pem).is_some_and(|(start, end)| end - now < (end - start) / 3)
 }
 
 impl StoredCertificates {
@@ -116,7 +129,7 @@ impl StoredCertificates {
                 by_secret.insert((namespace.to_owned(), name.to_owned()), certificate);
             }
         }
-        Self { by_secret }
+        Self { by_secret, now: crate::tls::shared::unix_now() }
     }
 }
 
@@ -127,11 +140,15 @@ impl CertificateIssuer for StoredCertificates {
         let mut host = dns_names.first().map(|first| first.split('.')).into_iter().flatten();
         if let (Some(service), Some(namespace)) = (host.next(), host.next()) {
             if let Some(stored) = self.by_secret.get(&(namespace.to_owned(), webhook_secret_name(service))) {
-                return Ok(stored.clone());
+                if !due(stored, self.now) {
+                    return Ok(stored.clone());
+                }
             }
         }
         let name = dns_names.first().map_or("olmv2-webhook-ca", String::as_str);
-        CertificateAuthority::new(name)?.issue(dns_names)
+        let options =
+            CaOptions { common_name: name.to_owned(), organization: None, validity: Some(BUNDLE_CERTIFICATE_VALIDITY) };
+        CertificateAuthority::with_options(&options)?.issue(dns_names)
     }
 }
 
@@ -240,7 +257,7 @@ mod tests {
             limits: UnpackLimits::default(),
             metrics: std::sync::Arc::default(),
         };
-        let certificates = StoredCertificates { by_secret: BTreeMap::new() };
+        let certificates = StoredCertificates { by_secret: BTreeMap::new(), now: 0 };
         let refused = resolver.resolve(&install, &KindIndex::kubernetes(), &[], &certificates).await;
         assert!(matches!(refused, Err(ResolveError::ConfigWithoutBundle { index: 0 })), "{:?}", refused.err());
     }
@@ -271,6 +288,25 @@ mod tests {
         );
         let fresh = stored.issue(&["other-service.operators.svc".to_owned()]).expect("issued");
         assert!(fresh.cert_pem.contains("BEGIN CERTIFICATE"));
+    }
+
+    #[test]
+    fn a_stored_certificate_is_renewed_once_a_third_of_its_life_is_left_and_a_new_one_lives_two_years() {
+        let short = CaOptions {
+            common_name: "ca".into(),
+            organization: None,
+            validity: Some(std::time::Duration::from_secs(300)),
+        };
+        let names = vec!["plumbus-service.operators.svc".to_owned()];
+        let old = CertificateAuthority::with_options(&short).expect("CA").issue(&names).expect("issued");
+        let (start, _) = crate::tls::validity(&old.cert_pem).expect("dates");
+        let key = ("operators".to_owned(), webhook_secret_name("plumbus-service"));
+        let stored = |now| StoredCertificates { by_secret: BTreeMap::from([(key.clone(), old.clone())]), now };
+        assert_eq!(stored(start + 100).issue(&names).expect("kept"), old, "two thirds left");
+        let renewed = stored(start + 201).issue(&names).expect("renewed");
+        assert_ne!(renewed.cert_pem, old.cert_pem);
+        let (from, until) = crate::tls::validity(&renewed.cert_pem).expect("dates");
+        assert_eq!(until - from, 730 * 24 * 3600);
     }
 
     #[test]
