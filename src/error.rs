@@ -28,6 +28,8 @@ pub enum Error {
     InstallSignalHandler(#[source] std::io::Error),
     #[error("failed to register metrics")]
     RegisterMetrics(#[source] std::fmt::Error),
+    #[error("--serving-certificate-validity ({serving:?}) must be at least 3s and at most a third of --ca-validity ({ca:?}): a new CA is made once a third of the old one's life is left, and serving certificates must fit in it")]
+    CertificateLifetimes { serving: std::time::Duration, ca: std::time::Duration },
     #[error(transparent)]
     GenerateCrds(#[from] CrdGenError),
     #[error(transparent)]
@@ -118,6 +120,7 @@ impl Categorized for Error {
             Self::ServeHealthEndpoint(_) => "HealthEndpointFailed",
             Self::InstallSignalHandler(_) => "SignalHandlerFailed",
             Self::RegisterMetrics(_) => "MetricsRegistrationFailed",
+            Self::CertificateLifetimes { .. } => "CertificateLifetimesInvalid",
             Self::GenerateCrds(error) => error.category(),
             Self::LoadBundle(error) => error.category(),
             Self::ConvertBundle(error) => error.category(),

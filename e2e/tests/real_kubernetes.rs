@@ -385,6 +385,24 @@ async fn both_backends_issue_service_account_tokens_as_signed_jwts() {
             "{kubernetes:?}"
         );
 
+        // A TokenReview for an audience: the token issued for it passes, the API's does not.
+        let reviews: Api<k8s_openapi::api::authentication::v1::TokenReview> = Api::all(admin.clone());
+        let review = |token: &str, audiences: &[&str]| {
+            serde_json::from_value::<k8s_openapi::api::authentication::v1::TokenReview>(
+                json!({"spec": {"token": token, "audiences": audiences}}),
+            )
+            .unwrap()
+        };
+        let reviewed = reviews.create(&PostParams::default(), &review(&for_vault, &["vault"])).await.unwrap();
+        let status = reviewed.status.unwrap();
+        assert_eq!(
+            (status.authenticated, status.audiences),
+            (Some(true), Some(vec!["vault".to_owned()])),
+            "{kubernetes:?}"
+        );
+        let reviewed = reviews.create(&PostParams::default(), &review(&token, &["vault"])).await.unwrap();
+        assert_ne!(reviewed.status.unwrap().authenticated, Some(true), "the API's token for vault: {kubernetes:?}");
+
         assert_eq!(answer_with_token(&cluster, &token).await, 200, "{kubernetes:?}");
         assert_eq!(answer_with_token(&cluster, &bound).await, 200, "{kubernetes:?}");
         assert_eq!(answer_with_token(&cluster, &for_vault).await, 401, "another audience: {kubernetes:?}");

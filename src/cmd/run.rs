@@ -79,6 +79,10 @@ pub struct RunOptions {
 impl RunOptions {
     /// The controllers' options, with registry credentials read from the docker config.
     pub fn controller_options(&self) -> Result<ControllerOptions, Error> {
+        let (serving, ca) = (self.serving_certificate_validity, self.ca_validity);
+        if serving < Duration::from_secs(3) || serving * 3 > ca {
+            return Err(Error::CertificateLifetimes { serving, ca });
+        }
         Ok(ControllerOptions {
             namespace: self.namespace.clone(),
             webhook: self.webhook.clone(),
@@ -229,5 +233,12 @@ mod tests {
             .expect("parsed");
         assert_eq!(short.run.ca_validity, Duration::from_secs(3600));
         assert_eq!(short.run.serving_certificate_validity, Duration::from_secs(600));
+        assert!(short.run.controller_options().is_ok());
+        for (ca, serving) in [("1h", "30m"), ("1h", "0s"), ("1h", "2s")] {
+            let refused =
+                Cli::try_parse_from(["olmv2-run", "--ca-validity", ca, "--serving-certificate-validity", serving])
+                    .expect("parsed");
+            assert!(matches!(refused.run.controller_options(), Err(Error::CertificateLifetimes { .. })), "{serving}");
+        }
     }
 }

@@ -169,8 +169,14 @@ pub fn csv_record(bundle: &Bundle, namespace: &str, targets: &[String], group: O
     }
     let targets: Vec<&str> = targets.iter().map(String::as_str).filter(|t| !t.is_empty()).collect();
     let annotations = &mut metadata["annotations"];
-    if let Some(group) = group {
-        annotations[crate::api::v1::OPERATOR_GROUP_ANNOTATION] = json!(group);
+    match group {
+        Some(group) => annotations[crate::api::v1::OPERATOR_GROUP_ANNOTATION] = json!(group),
+        // Whatever the bundle's CSV says is not a group of this cluster.
+        None => {
+            if let Some(written) = annotations.as_object_mut() {
+                written.remove(crate::api::v1::OPERATOR_GROUP_ANNOTATION);
+            }
+        }
     }
     annotations[crate::api::v1::OPERATOR_NAMESPACE_ANNOTATION] = json!(namespace);
     annotations[crate::api::v1::TARGET_NAMESPACES_ANNOTATION] = json!(targets.join(","));
@@ -380,7 +386,9 @@ mod tests {
             r#"{"properties":[{"type":"olm.package","value":{"packageName":"plumbus","version":"1.0.0"}}]}"#,
             "the bundle's properties replace whatever the CSV carried"
         );
-        let groupless = csv_record(&bundle(csv(&[])), "operators", &["a".into(), "b".into()], None, "plumbus");
+        let mut claiming = csv(&[]);
+        claiming.metadata.annotations = Some([("olm.operatorGroup".to_owned(), "elsewhere".to_owned())].into());
+        let groupless = csv_record(&bundle(claiming), "operators", &["a".into(), "b".into()], None, "plumbus");
         assert!(groupless["metadata"]["annotations"].get("olm.operatorGroup").is_none());
         assert_eq!(groupless["metadata"]["annotations"]["olm.targetNamespaces"], "a,b");
         let record = csv_record(&bundle(csv(&[])), "operators", &[String::new()], None, "plumbus");

@@ -241,24 +241,32 @@ pub async fn start(
     .map_err(ApiServerError::Serve)?;
     register(&client, options, &namespace, certificate.ca_pem.as_deref()).await?;
     metrics.certificate(&options.service_name, &certificate);
-    let changed = {
+    let trust = {
         let (client, options, namespace) = (client.clone(), options.clone(), namespace.clone());
-        move |certificate: ServingCertificate| {
-            let (client, options, namespace, metrics) =
-                (client.clone(), options.clone(), namespace.clone(), metrics.clone());
+        move |bundle: String| {
+            let (client, options, namespace) = (client.clone(), options.clone(), namespace.clone());
             async move {
-                metrics.certificate(&options.service_name, &certificate);
-                let Some(ca) = certificate.ca_pem.as_deref() else { return };
-                if let Err(error) = register(&client, &options, &namespace, Some(ca)).await {
-                    tracing::warn!("{}; written again at the next renewal", crate::category::report(&error));
+                match register(&client, &options, &namespace, Some(&bundle)).await {
+                    Ok(()) => true,
+                    Err(error) => {
+                        tracing::warn!("{}; written again at the next look", crate::category::report(&error));
+                        false
+                    }
                 }
             }
         }
     };
+    let presented = {
+        let service = options.service_name.clone();
+        move |certificate: ServingCertificate| {
+            metrics.certificate(&service, &certificate);
+            std::future::ready(())
+        }
+    };
     let slot = server.certificate_slot();
     let renewal = match &options.cert_dir {
-        Some(dir) => tokio::spawn(keep_reloaded(dir.clone(), slot, certificate, MOUNTED_RELOAD, changed)),
-        None => tokio::spawn(keep_renewed(shared, slot, certificate, changed)),
+        Some(dir) => tokio::spawn(keep_reloaded(dir.clone(), slot, certificate, MOUNTED_RELOAD, presented)),
+        None => tokio::spawn(keep_renewed(shared, slot, certificate, trust, presented)),
     };
     // The watches start once serving and registered: a failed start leaves nothing running.
     let sources_watch = trimmed(Api::<CatalogSource>::all(client.clone()), kube::runtime::watcher::Config::default());

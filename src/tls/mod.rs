@@ -58,6 +58,14 @@ pub fn validity(pem: &str) -> Option<(i64, i64)> {
     Some((validity.not_before.timestamp(), validity.not_after.timestamp()))
 }
 
+/// Whether the first certificate of `certificate_pem` was signed by the key of the first of `ca_pem`.
+pub fn signed_by(certificate_pem: &str, ca_pem: &str) -> bool {
+    let parse = |pem: &str| x509_parser::pem::parse_x509_pem(pem.as_bytes()).ok().map(|(_, block)| block);
+    let (Some(certificate), Some(ca)) = (parse(certificate_pem), parse(ca_pem)) else { return false };
+    let (Ok(certificate), Ok(ca)) = (certificate.parse_x509(), ca.parse_x509()) else { return false };
+    certificate.verify_signature(Some(ca.public_key())).is_ok()
+}
+
 /// A PEM as the base64 of a `caBundle` field (webhook configurations, CRD conversion, APIServices).
 pub fn ca_bundle(pem: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(pem)

@@ -3,8 +3,9 @@
 //! days) and is renewed once less than a third of it is left. A CA is never replaced at once: the new one is added to
 //! the trust bundle beside the old (clients reload their `caBundle` from it), and serving certificates are signed by
 //! it only once it has been there for a grace period, long enough for every replica to have written the new bundle;
-//! until then they are signed by the previous CA, whose key is kept for that. A CA left in the bundle is dropped once
-//! it has expired.
+//! until then they are signed by the previous CA, whose key is kept for that. Older CAs leave the bundle once the
+//! serving certificate every replica presents is the newest CA's (or once they expire). Certificates made to live
+//! longer than the lifetimes allow (an earlier version's, valid to the year 4096) are renewed as if due.
 
 use std::time::Duration;
 
@@ -44,6 +45,8 @@ pub struct Held {
     /// Whether the key of the newest CA is held, and of the one before it.
     pub newest_key: bool,
     pub previous_key: bool,
+    /// Whether the serving certificate was signed by the newest CA.
+    pub serving_by_newest: bool,
 }
 
 /// What to do with the certificate now.
@@ -56,7 +59,8 @@ pub enum Step {
     RenewServing {
         by_newest: bool,
     },
-    /// Drop the expired CAs from the bundle.
+    /// Drop from the bundle the CAs no served certificate needs: every one but the newest once the serving
+    /// certificate is the newest's and every replica presents it, else the expired ones.
     Prune,
 }
 
@@ -66,16 +70,27 @@ fn seconds(duration: Duration) -> i64 {
 
 /// The step `held` needs at `now`.
 pub fn plan(held: &Held, now: i64, lifetimes: &Lifetimes) -> Step {
+    let (ca, serving, grace) = (seconds(lifetimes.ca), seconds(lifetimes.serving), seconds(lifetimes.grace()));
     let Some(&(newest_start, newest_end)) = held.cas.first() else { return Step::AddCa };
-    if !held.newest_key || newest_end - now < seconds(lifetimes.ca) / 3 {
+    let newest_too_long = newest_end - newest_start > ca;
+    if !held.newest_key || newest_end - now < ca / 3 || newest_too_long {
         return Step::AddCa;
     }
-    if held.serving.1 - now < seconds(lifetimes.serving) / 3 {
-        let settled = now - newest_start >= seconds(lifetimes.grace());
+    let (serving_start, serving_end) = held.serving;
+    if serving_end - now < serving / 3 || serving_end - serving_start > serving {
+        let settled = now - newest_start >= grace;
         let previous_usable = held.previous_key && held.cas.get(1).is_some_and(|&(_, end)| end > now);
-        return Step::RenewServing { by_newest: settled || !previous_usable };
+        return match (settled, previous_usable) {
+            (true, _) => Step::RenewServing { by_newest: true },
+            (false, true) => Step::RenewServing { by_newest: false },
+            // Nothing else may sign: wait for the new CA to be trusted, unless the certificate would expire first.
+            (false, false) if serving_end - now > grace => Step::Keep,
+            (false, false) => Step::RenewServing { by_newest: true },
+        };
     }
-    if held.cas.iter().skip(1).any(|&(_, end)| end <= now) {
+    let others = held.cas.iter().skip(1);
+    let served_everywhere = held.serving_by_newest && now - serving_start >= grace;
+    if held.cas.len() > 1 && served_everywhere || others.clone().any(|&(_, end)| end <= now) {
         return Step::Prune;
     }
     Step::Keep
@@ -88,7 +103,13 @@ mod tests {
     const DAY: i64 = 24 * 3600;
 
     fn held(serving: (i64, i64), cas: &[(i64, i64)]) -> Held {
-        Held { serving, cas: cas.to_vec(), newest_key: true, previous_key: cas.len() > 1 }
+        Held {
+            serving,
+            cas: cas.to_vec(),
+            newest_key: true,
+            previous_key: cas.len() > 1,
+            serving_by_newest: cas.len() < 2,
+        }
     }
 
     #[test]
@@ -125,12 +146,33 @@ mod tests {
         let due = 540 * DAY + 1;
         assert_eq!(plan(&both, due, &lifetimes), Step::RenewServing { by_newest: false });
         assert_eq!(plan(&both, 540 * DAY + 7200, &lifetimes), Step::RenewServing { by_newest: true });
+        // Without the old CA's key, the new one is waited for while the certificate has time left.
         let without_old_key = Held { previous_key: false, ..both.clone() };
-        assert_eq!(plan(&without_old_key, due, &lifetimes), Step::RenewServing { by_newest: true });
-        // The old CA expired: dropped from the bundle.
-        let renewed = held((700 * DAY, 790 * DAY), &[(540 * DAY, 1270 * DAY), (0, 730 * DAY)]);
-        assert_eq!(plan(&renewed, 700 * DAY, &lifetimes), Step::Keep);
-        assert_eq!(plan(&renewed, 730 * DAY, &lifetimes), Step::Prune);
+        assert_eq!(plan(&without_old_key, due, &lifetimes), Step::Keep);
+        assert_eq!(plan(&without_old_key, 560 * DAY - 3600, &lifetimes), Step::RenewServing { by_newest: true });
+        // Served by the new CA's certificate for its grace period: the old CA leaves the bundle.
+        let renewed = Held {
+            serving_by_newest: true,
+            ..held((700 * DAY, 790 * DAY), &[(540 * DAY, 1270 * DAY), (0, 730 * DAY)])
+        };
+        assert_eq!(plan(&renewed, 700 * DAY + 3600, &lifetimes), Step::Keep, "not every replica presents it yet");
+        assert_eq!(plan(&renewed, 700 * DAY + 7200, &lifetimes), Step::Prune);
+        // Still the old CA's certificate: the old CA stays until it expires.
+        let old_served = Held { serving_by_newest: false, ..renewed.clone() };
+        assert_eq!(plan(&old_served, 700 * DAY + 7200, &lifetimes), Step::Keep);
+        assert_eq!(plan(&old_served, 730 * DAY, &lifetimes), Step::Prune);
+    }
+
+    #[test]
+    fn certificates_made_to_live_longer_than_allowed_are_replaced() {
+        let lifetimes = Lifetimes::default();
+        let forever = 80_000 * 365 * DAY;
+        // An earlier version's CA and certificate, valid to the year 4096: a new CA first, then its certificate.
+        let earlier = held((0, forever), &[(0, forever)]);
+        assert_eq!(plan(&earlier, DAY, &lifetimes), Step::AddCa);
+        let added = Held { serving_by_newest: false, ..held((0, forever), &[(DAY, 731 * DAY), (0, forever)]) };
+        assert_eq!(plan(&added, DAY + 100, &lifetimes), Step::RenewServing { by_newest: false });
+        assert_eq!(plan(&added, DAY + 7200, &lifetimes), Step::RenewServing { by_newest: true });
     }
 
     #[test]

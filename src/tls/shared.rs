@@ -115,7 +115,15 @@ pub fn dates(stored: &Stored) -> Option<Held> {
         .iter()
         .map(|pem| super::validity(pem))
         .collect::<Option<Vec<_>>>()?;
-    Some(Held { serving, cas, newest_key: stored.ca_key.is_some(), previous_key: stored.previous_ca_key.is_some() })
+    let bundle = pem_certificates(stored.certificate.ca_pem.as_deref().unwrap_or_default());
+    let serving_by_newest = bundle.first().is_some_and(|ca| super::signed_by(&stored.certificate.cert_pem, ca));
+    Some(Held {
+        serving,
+        cas,
+        newest_key: stored.ca_key.is_some(),
+        previous_key: stored.previous_ca_key.is_some(),
+        serving_by_newest,
+    })
 }
 
 /// How a shared certificate is issued.
@@ -152,6 +160,16 @@ impl Issuing {
         Ok(Stored { certificate: issuer.issue(&self.names)?, ca_key: Some(ca.key_pem()), previous_ca_key: None })
     }
 
+    /// What a replica serving `current` stores when the Secret is gone or unreadable: a new CA put before the
+    /// bundle `current` is trusted by, and `current` kept, so that no replica's certificate loses its trust; the new CA
+    /// signs once its grace period is over.
+    fn recover(&self, current: &ServingCertificate) -> Result<Stored, CertificateError> {
+        let ca = self.new_ca()?;
+        let mut certificate = current.clone();
+        certificate.ca_pem = Some(format!("{}{}", ca.ca_pem(), current.ca_pem.as_deref().unwrap_or_default()));
+        Ok(Stored { certificate, ca_key: Some(ca.key_pem()), previous_ca_key: None })
+    }
+
     /// `stored` after `step` at `now`.
     fn carry_out(&self, stored: &Stored, step: Step, now: i64) -> Result<Stored, CertificateError> {
         let bundle = pem_certificates(stored.certificate.ca_pem.as_deref().unwrap_or_default());
@@ -182,13 +200,18 @@ impl Issuing {
                 next.certificate.key_pem = issued.key_pem;
             }
             Step::Prune => {
+                // The newest, and any other that has not expired and signed the certificate served.
+                let needed = |pem: &String| {
+                    super::validity(pem).is_some_and(|(_, end)| end > now)
+                        && super::signed_by(&stored.certificate.cert_pem, pem)
+                };
                 let kept: Vec<&String> = bundle
                     .iter()
                     .enumerate()
-                    .filter(|(index, pem)| *index == 0 || super::validity(pem).is_some_and(|(_, end)| end > now))
+                    .filter(|(index, pem)| *index == 0 || needed(pem))
                     .map(|(_, pem)| pem)
                     .collect();
-                if kept.len() < 2 {
+                if !bundle.get(1).is_some_and(|previous| kept.contains(&previous)) {
                     next.previous_ca_key = None;
                 }
                 next.certificate.ca_pem = Some(kept.into_iter().cloned().collect());
@@ -241,30 +264,45 @@ impl SharedCertificate {
         }
     }
 
-    /// Looks at the certificate again at `now` (Unix seconds): renews what is due in the Secret (an update at the
-    /// resourceVersion read: of replicas renewing at once, one wins and the others serve what it wrote) and answers
-    /// what the Secret holds then.
-    pub async fn refresh(&self, now: i64) -> Result<ServingCertificate, SharedCertificateError> {
+    /// Looks at the certificate again at `now` (Unix seconds), as a replica serving `current`: renews what is due in
+    /// the Secret (a merge patch at the resourceVersion read: of replicas renewing at once, one wins and the others
+    /// serve what it wrote) and answers what the Secret holds then. A Secret deleted or whose certificates cannot be
+    /// read is made again from `current` (`Issuing::recover`), never from scratch: every replica's certificate stays
+    /// trusted.
+    pub async fn refresh(
+        &self,
+        current: &ServingCertificate,
+        now: i64,
+    ) -> Result<ServingCertificate, SharedCertificateError> {
         let name = secret_name(&self.service);
         let secrets = Api::<Secret>::namespaced(self.client.clone(), &self.namespace);
         let read = |source| SharedCertificateError::Read { name: name.clone(), source };
-        let Some(secret) = secrets.get_opt(&name).await.map_err(read)? else {
-            // Deleted: made again, as at a first start.
-            return Ok(self.read_or_create().await?.certificate);
-        };
         let names = &self.issuing.names;
+        let Some(secret) = secrets.get_opt(&name).await.map_err(read)? else {
+            let recovered = self.issuing.recover(current)?;
+            return match secrets.create(&PostParams::default(), &to_secret(&name, &recovered, names)).await {
+                Ok(_) => {
+                    tracing::warn!(secret = %format!("{}/{name}", self.namespace), "the serving certificate's Secret was gone: made again");
+                    Ok(recovered.certificate)
+                }
+                Err(kube::Error::Api(status)) if status.code == 409 => {
+                    Ok(held(&name, &secrets.get(&name).await.map_err(read)?, names)?.certificate)
+                }
+                Err(source) => Err(SharedCertificateError::Create { name, source }),
+            };
+        };
         let stored = held(&name, &secret, names)?;
-        // Certificates that cannot be read are made again (`RenewServing` without a usable CA generates both).
-        let unreadable = Step::RenewServing { by_newest: false };
-        let step = dates(&stored).map_or(unreadable, |held| plan(&held, now, &self.issuing.lifetimes));
-        if step == Step::Keep {
-            return Ok(stored.certificate);
-        }
-        let next = self.issuing.carry_out(&stored, step, now)?;
+        let (next, step) = match dates(&stored) {
+            Some(dates) => match plan(&dates, now, &self.issuing.lifetimes) {
+                Step::Keep => return Ok(stored.certificate),
+                step => (self.issuing.carry_out(&stored, step, now)?, format!("{step:?}")),
+            },
+            None => (self.issuing.recover(current)?, "Recover".to_owned()),
+        };
         let patch = renewal_patch(&to_secret(&name, &next, names), secret.metadata.resource_version.as_deref());
         match secrets.patch(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
             Ok(_) => {
-                tracing::info!(secret = %format!("{}/{name}", self.namespace), ?step, "renewed the serving certificate");
+                tracing::info!(secret = %format!("{}/{name}", self.namespace), %step, "renewed the serving certificate");
                 Ok(next.certificate)
             }
             // Another replica renewed it first: serve what it wrote.
@@ -286,39 +324,57 @@ pub fn unix_now() -> i64 {
 }
 
 /// Keeps a server presenting the certificate its Secret holds, renewed when due (`SharedCertificate::refresh`),
-/// looking again every check interval of its lifetimes; `changed` is called with each new certificate once it is
-/// presented (to write its bundle into the `caBundle` of the server's clients, and its dates into the metrics). A
-/// new bundle is always written before a certificate its new CA signed is presented: the new CA joins the bundle
-/// alone, and signs only after its grace period.
-pub async fn keep_renewed<F, Fut>(
+/// looking at once and then every check interval of its lifetimes. `trust` writes a bundle into the `caBundle` of the
+/// server's clients and answers whether it did; `presented` is told each certificate once it is presented (the
+/// metrics). A bundle the Secret holds is written before anything else changes, and no certificate is presented
+/// while the bundle it needs is not written: a failed write is tried again at the next look, the old certificate
+/// served meanwhile. (A new CA joins the bundle alone and signs only after its grace period.)
+pub async fn keep_renewed<T, TrustFut, P, PresentedFut>(
     shared: SharedCertificate,
     slot: CertificateSlot,
     mut current: ServingCertificate,
-    changed: F,
+    trust: T,
+    presented: P,
 ) where
-    F: Fn(ServingCertificate) -> Fut,
-    Fut: std::future::Future<Output = ()>,
+    T: Fn(String) -> TrustFut,
+    TrustFut: std::future::Future<Output = bool>,
+    P: Fn(ServingCertificate) -> PresentedFut,
+    PresentedFut: std::future::Future<Output = ()>,
 {
     let interval = shared.issuing.lifetimes.check_interval();
+    // What the clients were told to trust at start.
+    let mut trusted = current.ca_pem.clone();
     loop {
-        tokio::time::sleep(interval).await;
-        match shared.refresh(unix_now()).await {
-            Ok(certificate) if certificate != current => {
-                if certificate.ca_pem != current.ca_pem {
-                    changed(ServingCertificate { cert_pem: current.cert_pem.clone(), ..certificate.clone() }).await;
+        match shared.refresh(&current, unix_now()).await {
+            Ok(certificate) => {
+                if certificate.ca_pem != trusted {
+                    let written = match certificate.ca_pem.clone() {
+                        Some(bundle) => trust(bundle).await,
+                        None => true,
+                    };
+                    if !written {
+                        tokio::time::sleep(interval).await;
+                        continue;
+                    }
+                    trusted = certificate.ca_pem.clone();
                 }
-                if let Err(error) = slot.set(&certificate) {
-                    tracing::error!(%error, service = %shared.service, "the renewed serving certificate cannot be served");
-                    continue;
+                if certificate != current {
+                    match slot.set(&certificate) {
+                        Ok(()) => {
+                            presented(certificate.clone()).await;
+                            current = certificate;
+                        }
+                        Err(error) => {
+                            tracing::error!(%error, service = %shared.service, "the renewed certificate cannot be served");
+                        }
+                    }
                 }
-                changed(certificate.clone()).await;
-                current = certificate;
             }
-            Ok(_) => {}
             Err(error) => {
                 tracing::warn!(service = %shared.service, "{}; trying again", crate::category::report(&error));
             }
         }
+        tokio::time::sleep(interval).await;
     }
 }
 
@@ -436,6 +492,19 @@ mod tests {
     }
 
     #[test]
+    fn a_lost_secret_is_made_again_around_the_certificate_served_never_from_scratch() {
+        let issuing = issuing();
+        let served = issuing.generate().unwrap().certificate;
+        let recovered = issuing.recover(&served).unwrap();
+        assert_eq!(recovered.certificate.cert_pem, served.cert_pem, "still served, still trusted");
+        let bundle = pem_certificates(recovered.certificate.ca_pem.as_deref().unwrap());
+        assert_eq!(bundle.len(), 2);
+        assert_eq!(bundle[1], served.ca_pem.clone().unwrap());
+        assert!(recovered.ca_key.is_some() && recovered.previous_ca_key.is_none());
+        assert!(!dates(&recovered).unwrap().serving_by_newest);
+    }
+
+    #[test]
     fn a_renewal_is_a_merge_patch_at_the_version_read_removing_what_is_no_longer_held() {
         let stored = issuing().generate().unwrap();
         let patch = renewal_patch(&to_secret("s", &stored, &[]), Some("42"));
@@ -468,6 +537,13 @@ mod tests {
         let by_new = issuing.carry_out(&by_old, Step::RenewServing { by_newest: true }, now).unwrap();
         assert!(signed_by(&by_new, &bundle[0]));
 
+        // Pruned while both live: the CA that signed the certificate served stays, the other goes.
+        let kept = issuing.carry_out(&by_old, Step::Prune, now).unwrap();
+        assert_eq!(pem_certificates(kept.certificate.ca_pem.as_deref().unwrap()).len(), 2);
+        assert_eq!(kept.previous_ca_key, by_old.previous_ca_key);
+        let dropped = issuing.carry_out(&by_new, Step::Prune, now).unwrap();
+        assert_eq!(pem_certificates(dropped.certificate.ca_pem.as_deref().unwrap()), [bundle[0].clone()]);
+        assert_eq!(dropped.previous_ca_key, None);
         let pruned = issuing.carry_out(&by_new, Step::Prune, now + 800 * 86_400).unwrap();
         assert_eq!(pem_certificates(pruned.certificate.ca_pem.as_deref().unwrap()), [bundle[0].clone()]);
         assert_eq!(pruned.previous_ca_key, None);

@@ -114,24 +114,32 @@ pub async fn start(
     configure(&client, &namespace, options, certificate.ca_pem.as_deref()).await?;
     metrics.certificate(&options.service_name, &certificate);
 
-    let changed = {
-        let (options, namespace) = (options.clone(), namespace.clone());
-        move |certificate: ServingCertificate| {
-            let (client, options, namespace, metrics) =
-                (client.clone(), options.clone(), namespace.clone(), metrics.clone());
+    let trust = {
+        let (client, options, namespace) = (client.clone(), options.clone(), namespace.clone());
+        move |bundle: String| {
+            let (client, options, namespace) = (client.clone(), options.clone(), namespace.clone());
             async move {
-                metrics.certificate(&options.service_name, &certificate);
-                let Some(ca) = certificate.ca_pem.as_deref() else { return };
-                if let Err(error) = configure(&client, &namespace, &options, Some(ca)).await {
-                    tracing::warn!("{}; written again at the next renewal", crate::category::report(&error));
+                match configure(&client, &namespace, &options, Some(&bundle)).await {
+                    Ok(()) => true,
+                    Err(error) => {
+                        tracing::warn!("{}; written again at the next look", crate::category::report(&error));
+                        false
+                    }
                 }
             }
         }
     };
+    let presented = {
+        let service = options.service_name.clone();
+        move |certificate: ServingCertificate| {
+            metrics.certificate(&service, &certificate);
+            std::future::ready(())
+        }
+    };
     let slot = server.certificate_slot();
     let renewal = match &options.cert_dir {
-        Some(dir) => tokio::spawn(keep_reloaded(dir.clone(), slot, certificate, MOUNTED_RELOAD, changed)),
-        None => tokio::spawn(keep_renewed(shared, slot, certificate, changed)),
+        Some(dir) => tokio::spawn(keep_reloaded(dir.clone(), slot, certificate, MOUNTED_RELOAD, presented)),
+        None => tokio::spawn(keep_renewed(shared, slot, certificate, trust, presented)),
     };
     tracing::info!(%address, service = %format!("{namespace}/{}", options.service_name), "serving the approval webhook");
     Ok(RunningWebhook { address, controller_username, _server: server, renewal })

@@ -177,9 +177,14 @@ impl Authenticator {
     /// The user a ServiceAccount token proves, as kube-apiserver's validator checks it: signed here for the API's
     /// audience and in date, its account (and the pod, secret or node it is bound to) still there with the uid it
     /// was issued for and not being deleted.
-    fn service_account(&self, store: &Store, token: &str) -> Result<UserInfo, ApiError> {
+    fn service_account(
+        &self,
+        store: &Store,
+        token: &str,
+        audiences: &[&str],
+    ) -> Result<(UserInfo, Vec<String>), ApiError> {
         let claims =
-            self.tokens.verify(token, &[ISSUER], jiff::Timestamp::now().as_second()).map_err(|_| unauthorized())?;
+            self.tokens.verify(token, audiences, jiff::Timestamp::now().as_second()).map_err(|_| unauthorized())?;
         let kubernetes = &claims.kubernetes;
         let namespace = kubernetes.namespace.as_str();
         let account = &kubernetes.serviceaccount;
@@ -209,7 +214,24 @@ impl Authenticator {
             extra("node-name", &node.name);
             extra("node-uid", &node.uid);
         }
-        Ok(user)
+        let valid_for = claims.aud.iter().filter(|a| audiences.contains(&a.as_str())).cloned().collect();
+        Ok((user, valid_for))
+    }
+
+    /// A TokenReview's answer: the user behind `token` if it is valid for one of `audiences` (the API's when none
+    /// is asked for), and the audiences it is valid for (all those asked, for a static token, which has none).
+    pub fn review(
+        &self,
+        store: &Store,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<(UserInfo, Vec<String>), ApiError> {
+        let asked: Vec<&str> =
+            if audiences.is_empty() { vec![ISSUER] } else { audiences.iter().map(String::as_str).collect() };
+        if let Some(user) = self.static_tokens.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(token) {
+            return Ok((user.clone(), asked.iter().map(|a| (*a).to_owned()).collect()));
+        }
+        self.service_account(store, token, &asked)
     }
 
     /// The user behind `credentials`: 401 for a token nobody issued, one that expired, or one whose ServiceAccount is
@@ -227,7 +249,7 @@ impl Authenticator {
                 {
                     return Ok(user.clone());
                 }
-                self.service_account(store, token)
+                self.service_account(store, token, &[ISSUER]).map(|(user, _)| user)
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::auth::authn::{Authenticator, Bound, Credentials, UserInfo};
+use crate::auth::authn::{Authenticator, Bound, UserInfo};
 use crate::auth::rbac::{self, Attributes, Decision};
 use crate::auth::tokens::ISSUER;
 use crate::status::ApiError;
@@ -140,11 +140,15 @@ pub fn self_subject_review(user: &UserInfo, mut body: Value) -> Value {
     body
 }
 
-/// TokenReview: who does this token belong to?
+/// TokenReview: who does this token belong to, for which of the audiences asked (the API's when none are)?
 pub fn token_review(store: &Store, authenticator: &Authenticator, mut body: Value) -> Value {
     let token = body["spec"]["token"].as_str().unwrap_or_default().to_owned();
-    body["status"] = match authenticator.authenticate(store, &Credentials::Bearer(token)) {
-        Ok(user) => json!({"authenticated": true, "user": user.to_json()}),
+    let audiences: Vec<String> = body["spec"]["audiences"]
+        .as_array()
+        .map(|list| list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .unwrap_or_default();
+    body["status"] = match authenticator.review(store, &token, &audiences) {
+        Ok((user, valid_for)) => json!({"authenticated": true, "user": user.to_json(), "audiences": valid_for}),
         Err(_) => json!({"authenticated": false, "error": "invalid bearer token"}),
     };
     body
