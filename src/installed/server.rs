@@ -23,7 +23,7 @@ use crate::catalog::source::CatalogCache;
 use crate::controller::watches::trimmed;
 use crate::metrics::Metrics;
 use crate::tls::rotation::Lifetimes;
-use crate::tls::shared::{keep_reloaded, keep_renewed, Issuing, SharedCertificate, MOUNTED_RELOAD};
+use crate::tls::shared::{spawn_renewal, Issuing, SharedCertificate};
 use crate::tls::{self, HttpsServer, ServingCertificate};
 
 /// Where the aggregated API server listens and how the aggregation layer reaches it. Each argument has its own id:
@@ -241,33 +241,17 @@ pub async fn start(
     .map_err(ApiServerError::Serve)?;
     register(&client, options, &namespace, certificate.ca_pem.as_deref()).await?;
     metrics.certificate(&options.service_name, &certificate);
-    let trust = {
+    let write = {
         let (client, options, namespace) = (client.clone(), options.clone(), namespace.clone());
         move |bundle: String| {
             let (client, options, namespace) = (client.clone(), options.clone(), namespace.clone());
-            async move {
-                match register(&client, &options, &namespace, Some(&bundle)).await {
-                    Ok(()) => true,
-                    Err(error) => {
-                        tracing::warn!("{}; written again at the next look", crate::category::report(&error));
-                        false
-                    }
-                }
-            }
+            async move { register(&client, &options, &namespace, Some(&bundle)).await }
         }
     };
-    let presented = {
-        let service = options.service_name.clone();
-        move |certificate: ServingCertificate| {
-            metrics.certificate(&service, &certificate);
-            std::future::ready(())
-        }
-    };
-    let slot = server.certificate_slot();
-    let renewal = match &options.cert_dir {
-        Some(dir) => tokio::spawn(keep_reloaded(dir.clone(), slot, certificate, MOUNTED_RELOAD, presented)),
-        None => tokio::spawn(keep_renewed(shared, slot, certificate, trust, presented)),
-    };
+    let service = options.service_name.clone();
+    let presented = move |certificate: &ServingCertificate| metrics.certificate(&service, certificate);
+    let renewal =
+        spawn_renewal(shared, options.cert_dir.clone(), server.certificate_slot(), certificate, write, presented);
     // The watches start once serving and registered: a failed start leaves nothing running.
     let sources_watch = trimmed(Api::<CatalogSource>::all(client.clone()), kube::runtime::watcher::Config::default());
     let sources_fed = kube::runtime::reflector(writer, sources_watch);

@@ -323,13 +323,48 @@ pub fn unix_now() -> i64 {
     i64::try_from(now.as_secs()).unwrap_or(i64::MAX)
 }
 
+/// Starts keeping a running server's certificate current, for as long as the handle lives: the certificate mounted in
+/// `mounted` read again (`keep_reloaded`), else the shared one renewed (`keep_renewed`). `write` puts a bundle into
+/// the `caBundle` of the server's clients (a failure is logged and tried again at the next look); `presented` is told
+/// each certificate presented.
+pub fn spawn_renewal<W, WriteFut, E, P>(
+    shared: SharedCertificate,
+    mounted: Option<std::path::PathBuf>,
+    slot: CertificateSlot,
+    certificate: ServingCertificate,
+    write: W,
+    presented: P,
+) -> tokio::task::JoinHandle<()>
+where
+    W: Fn(String) -> WriteFut + Send + Sync + 'static,
+    WriteFut: std::future::Future<Output = Result<(), E>> + Send + 'static,
+    E: std::error::Error,
+    P: Fn(&ServingCertificate) + Send + Sync + 'static,
+{
+    let Some(dir) = mounted else {
+        let trust = move |bundle: String| {
+            let written = write(bundle);
+            async move {
+                written
+                    .await
+                    .inspect_err(|error| {
+                        tracing::warn!("{}; written again at the next look", crate::category::report(error));
+                    })
+                    .is_ok()
+            }
+        };
+        return tokio::spawn(keep_renewed(shared, slot, certificate, trust, presented));
+    };
+    tokio::spawn(keep_reloaded(dir, slot, certificate, MOUNTED_RELOAD, presented))
+}
+
 /// Keeps a server presenting the certificate its Secret holds, renewed when due (`SharedCertificate::refresh`),
 /// looking at once and then every check interval of its lifetimes. `trust` writes a bundle into the `caBundle` of the
 /// server's clients and answers whether it did; `presented` is told each certificate once it is presented (the
 /// metrics). A bundle the Secret holds is written before anything else changes, and no certificate is presented
 /// while the bundle it needs is not written: a failed write is tried again at the next look, the old certificate
 /// served meanwhile. (A new CA joins the bundle alone and signs only after its grace period.)
-pub async fn keep_renewed<T, TrustFut, P, PresentedFut>(
+async fn keep_renewed<T, TrustFut, P>(
     shared: SharedCertificate,
     slot: CertificateSlot,
     mut current: ServingCertificate,
@@ -338,8 +373,7 @@ pub async fn keep_renewed<T, TrustFut, P, PresentedFut>(
 ) where
     T: Fn(String) -> TrustFut,
     TrustFut: std::future::Future<Output = bool>,
-    P: Fn(ServingCertificate) -> PresentedFut,
-    PresentedFut: std::future::Future<Output = ()>,
+    P: Fn(&ServingCertificate),
 {
     let interval = shared.issuing.lifetimes.check_interval();
     // What the clients were told to trust at start.
@@ -361,7 +395,7 @@ pub async fn keep_renewed<T, TrustFut, P, PresentedFut>(
                 if certificate != current {
                     match slot.set(&certificate) {
                         Ok(()) => {
-                            presented(certificate.clone()).await;
+                            presented(&certificate);
                             current = certificate;
                         }
                         Err(error) => {
@@ -379,24 +413,21 @@ pub async fn keep_renewed<T, TrustFut, P, PresentedFut>(
 }
 
 /// Keeps a server presenting the certificate mounted in `dir` (cert-manager's Secret, which the kubelet updates in
-/// place), read again every `interval`; `changed` is called with each new one once it is presented.
-pub async fn keep_reloaded<F, Fut>(
+/// place), read again every `interval`; `presented` is told each new one once it is presented.
+async fn keep_reloaded<P: Fn(&ServingCertificate)>(
     dir: std::path::PathBuf,
     slot: CertificateSlot,
     mut current: ServingCertificate,
     interval: std::time::Duration,
-    changed: F,
-) where
-    F: Fn(ServingCertificate) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
+    presented: P,
+) {
     loop {
         tokio::time::sleep(interval).await;
         match ServingCertificate::read_mounted(&dir) {
             Ok(certificate) if certificate != current => match slot.set(&certificate) {
                 Ok(()) => {
                     tracing::info!(dir = %dir.display(), "serving the renewed mounted certificate");
-                    changed(certificate.clone()).await;
+                    presented(&certificate);
                     current = certificate;
                 }
                 // Half-written (the key updated before the certificate, say): read again next time.

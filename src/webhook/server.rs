@@ -22,7 +22,7 @@ use super::handlers::{
 use super::{WebhookError, WebhookOptions};
 use crate::metrics::Metrics;
 use crate::tls::rotation::Lifetimes;
-use crate::tls::shared::{keep_reloaded, keep_renewed, Issuing, SharedCertificate, MOUNTED_RELOAD};
+use crate::tls::shared::{spawn_renewal, Issuing, SharedCertificate};
 use crate::tls::{HttpsServer, ServingCertificate};
 
 /// A running webhook; it stops when dropped.
@@ -114,33 +114,17 @@ pub async fn start(
     configure(&client, &namespace, options, certificate.ca_pem.as_deref()).await?;
     metrics.certificate(&options.service_name, &certificate);
 
-    let trust = {
+    let write = {
         let (client, options, namespace) = (client.clone(), options.clone(), namespace.clone());
         move |bundle: String| {
             let (client, options, namespace) = (client.clone(), options.clone(), namespace.clone());
-            async move {
-                match configure(&client, &namespace, &options, Some(&bundle)).await {
-                    Ok(()) => true,
-                    Err(error) => {
-                        tracing::warn!("{}; written again at the next look", crate::category::report(&error));
-                        false
-                    }
-                }
-            }
+            async move { configure(&client, &namespace, &options, Some(&bundle)).await }
         }
     };
-    let presented = {
-        let service = options.service_name.clone();
-        move |certificate: ServingCertificate| {
-            metrics.certificate(&service, &certificate);
-            std::future::ready(())
-        }
-    };
-    let slot = server.certificate_slot();
-    let renewal = match &options.cert_dir {
-        Some(dir) => tokio::spawn(keep_reloaded(dir.clone(), slot, certificate, MOUNTED_RELOAD, presented)),
-        None => tokio::spawn(keep_renewed(shared, slot, certificate, trust, presented)),
-    };
+    let service = options.service_name.clone();
+    let presented = move |certificate: &ServingCertificate| metrics.certificate(&service, certificate);
+    let renewal =
+        spawn_renewal(shared, options.cert_dir.clone(), server.certificate_slot(), certificate, write, presented);
     tracing::info!(%address, service = %format!("{namespace}/{}", options.service_name), "serving the approval webhook");
     Ok(RunningWebhook { address, controller_username, _server: server, renewal })
 }
