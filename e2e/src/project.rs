@@ -235,11 +235,16 @@ pub const IMAGE_PROFILE: &str = "production";
 /// a cluster would run.
 pub fn build_controller(cargo: &str) -> Result<std::path::PathBuf, String> {
     let profile = std::env::var("OLMV2_BENCH_PROFILE").unwrap_or_else(|_| IMAGE_PROFILE.into());
+    build_controller_in(cargo, &profile)
+}
+
+/// [`build_controller`] in the cargo profile named: for a benchmark that compares builds.
+pub fn build_controller_in(cargo: &str, profile: &str) -> Result<std::path::PathBuf, String> {
     let output = std::process::Command::new(cargo)
         .args([
             "build",
             "--profile",
-            &profile,
+            profile,
             "--locked",
             "-p",
             "olmv2",

@@ -55,8 +55,22 @@ pub fn controller_of_changes<K>(api: Api<K>, config: watcher::Config, changed: f
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    controller_of_changes_kept(api, config, changed, |_| {})
+}
+
+/// [`controller_of_changes`] for a loop that reads less of each object than the controller writes: `unread` drops
+/// the rest (an Operator's status, whose references grow with its components) before the object is stored.
+pub fn controller_of_changes_kept<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    changed: fn(&K) -> Option<u64>,
+    unread: fn(&mut K),
+) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
     let (reader, writer) = reflector::store();
-    let objects = reflector(writer, trimmed(api, config))
+    let objects = reflector(writer, trimmed(api, config).modify(unread))
         .applied_objects()
         .predicate_filter(changed, kube::runtime::PredicateConfig::default());
     Controller::for_stream(objects, reader)

@@ -79,9 +79,14 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         .filter_map(|event| std::future::ready(event.ok().map(|_| ())));
     let controller = watches::controller(Api::<Install>::all(client.clone()), watcher::Config::default())
         .reconcile_all_on(policies)
-        .watches(Api::<Deployment>::all(client), watcher::Config::default(), |deployment| {
-            deployment.annotations().get(grants::INSTALL_ANNOTATION).map(|name| ObjectRef::<Install>::new(name))
-        });
+        // Every Deployment's metadata (its annotation names the Install; a status change still moves it): a
+        // cluster's Deployments are not decoded whole for that.
+        .watches_stream(
+            watches::metadata::<Deployment>(client, watcher::Config::default()).touched_objects(),
+            |deployment| {
+                deployment.annotations().get(grants::INSTALL_ANNOTATION).map(|name| ObjectRef::<Install>::new(name))
+            },
+        );
     let counting = count_states(controller.store(), process.metrics.clone(), process.shutdown());
     let running = runner::run(controller, context, process.shutdown());
     async move {

@@ -11,7 +11,8 @@ use std::time::Duration;
 use futures_util::future::{BoxFuture, FutureExt};
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::watcher;
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 use serde_json::json;
 
@@ -201,6 +202,23 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         retry: options.retry,
         resync: options.resync,
     });
-    let controller = watches::controller(Api::<Operator>::all(client), watcher::Config::default());
+    // Woken by what others change (the revert annotation, a deletion), not by the Operator loop's status writes:
+    // each component change wrote an Operator's status and woke this loop for nothing.
+    // Its store holds no status: a revert reads the Operator's spec and annotations only. What a refusal waits on
+    // (the Operator's Installs) wakes the Operators owning them.
+    let installs = watches::metadata::<Install>(client.clone(), watcher::Config::default()).touched_objects();
+    let controller = watches::controller_of_changes_kept(
+        Api::<Operator>::all(client),
+        watcher::Config::default(),
+        watches::changed_by_others,
+        |operator| operator.status = None,
+    )
+    .watches_stream(installs, |install| {
+        install
+            .owner_references()
+            .iter()
+            .find(|owner| owner.kind == "Operator")
+            .map(|owner| ObjectRef::<Operator>::new(&owner.name))
+    });
     runner::run(controller, context, process.shutdown()).boxed()
 }

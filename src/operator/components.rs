@@ -21,8 +21,9 @@ pub fn operators_of(labels: &BTreeMap<String, String>) -> Vec<String> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Component {
     pub reference: ComponentRef,
-    /// Set for ClusterServiceVersions: what `status.metadata` may be read from.
-    pub csv: Option<CsvFacts>,
+    /// Set for ClusterServiceVersions: what `status.metadata` may be read from (boxed: most components are no CSV,
+    /// and the index holds one of these per labelled object).
+    pub csv: Option<Box<CsvFacts>>,
     /// What OLM v0's loops generated from it, which carries its label too.
     pub projects_to: Vec<ProjectionTarget>,
 }
@@ -51,7 +52,7 @@ pub fn component_of(kind: &ComponentKind, object: &Value) -> Component {
         resource_version: text(&metadata["resourceVersion"]),
         conditions: conditions_of(kind, object),
     };
-    let csv = (kind.kind == "ClusterServiceVersion").then(|| csv_facts(object));
+    let csv = (kind.kind == "ClusterServiceVersion").then(|| Box::new(csv_facts(object)));
     Component { reference, csv, projects_to: projection_targets(kind, object) }
 }
 
@@ -233,6 +234,29 @@ mod tests {
         assert_eq!(facts.requires[0].kind, "Grumbo");
         let no_phase = component_of(kind_named("ClusterServiceVersion"), &json!({"metadata": {"name": "x"}}));
         assert!(no_phase.reference.conditions.is_empty());
+    }
+
+    #[test]
+    fn kinds_watched_as_metadata_are_read_from_nothing_else_and_the_others_are() {
+        // An object with every field any kind's component reads: a kind watched as metadata only must make the same
+        // component of its metadata alone, and a kind watched whole must not (or its whole watch is waste).
+        let metadata = json!({"name": "x", "namespace": "operators", "uid": "u", "resourceVersion": "3",
+                              "labels": {"v2alpha1.operators.coreos.com/plumbus": ""}});
+        let whole = json!({
+            "metadata": metadata,
+            "spec": {"version": "1.0.0", "displayName": "X",
+                     "install": {"spec": {"deployments": [{"name": "d"}]}},
+                     "customresourcedefinitions": {"owned": [{"name": "xs.example.com", "version": "v1", "kind": "X"}]},
+                     "clusterServiceVersionNames": ["x.v1"]},
+            "status": {"phase": "Succeeded", "conditions": [{"type": "Ready", "status": "True"}],
+                       "installPlanRef": {"name": "install-1"}, "installedCSV": "x.v1",
+                       "plan": [{"resource": {"kind": "Role", "name": "r"}}]}
+        });
+        let only_metadata = json!({"metadata": metadata});
+        for kind in COMPONENT_KINDS {
+            let same = component_of(kind, &whole) == component_of(kind, &only_metadata);
+            assert_eq!(same, !kind.body, "{}: watched {}", kind.kind, if kind.body { "whole" } else { "as metadata" });
+        }
     }
 
     #[test]

@@ -9,21 +9,31 @@ use serde_json::Value;
 use super::components::{component_of, operators_of, Component};
 use super::kinds::ComponentKind;
 
-/// Identifies one object: its kind, namespace and name.
+/// Identifies one object: its kind (by plural, unique among the component kinds; a key is held twice per labelled
+/// object, so it is kept small), namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey {
-    pub kind: ComponentKind,
+    pub kind: &'static str,
     pub namespace: Option<String>,
     pub name: String,
 }
 
 impl ObjectKey {
-    fn of(kind: &ComponentKind, object: &Value) -> Self {
+    /// The key of the object of `kind` in `namespace` (ignored for a cluster-scoped kind) named `name`.
+    pub fn named(kind: &ComponentKind, namespace: Option<&str>, name: &str) -> Self {
         Self {
-            kind: *kind,
-            namespace: object["metadata"]["namespace"].as_str().filter(|_| kind.namespaced).map(str::to_owned),
-            name: object["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+            kind: kind.plural,
+            namespace: namespace.filter(|_| kind.namespaced).map(str::to_owned),
+            name: name.to_owned(),
         }
+    }
+
+    fn of(kind: &ComponentKind, object: &Value) -> Self {
+        Self::named(
+            kind,
+            object["metadata"]["namespace"].as_str(),
+            object["metadata"]["name"].as_str().unwrap_or_default(),
+        )
     }
 }
 
@@ -39,6 +49,10 @@ pub struct ComponentIndex {
     by_operator: HashMap<String, BTreeSet<ObjectKey>>,
     /// The kinds whose watch has listed them once, or failed to (a kind the cluster does not serve).
     settled: BTreeSet<&'static str>,
+    /// The name of every Install, labelled or not: an Operator whose Install does not exist asks nothing.
+    installs: BTreeSet<String>,
+    /// Whether the Installs were listed once: before, an Install's absence is not known.
+    listed_installs: bool,
 }
 
 impl ComponentIndex {
@@ -77,13 +91,49 @@ impl ComponentIndex {
         self.remove(&ObjectKey::of(kind, object))
     }
 
+    /// Forgets the deleted object of this key; returns the Operators it was a component of.
+    pub fn delete_key(&mut self, key: &ObjectKey) -> BTreeSet<String> {
+        self.remove(key)
+    }
+
+    /// Whether the object of this key is kept (it was a component when last seen).
+    pub fn holds(&self, key: &ObjectKey) -> bool {
+        self.entries.contains_key(key)
+    }
+
+    /// Records that an Install of this name exists, or (`exists` false) no longer does; answers whether that is news
+    /// (the Operator of that name may find its name taken, or free).
+    pub fn note_install(&mut self, name: &str, exists: bool) -> bool {
+        if exists {
+            self.installs.insert(name.to_owned())
+        } else {
+            self.installs.remove(name)
+        }
+    }
+
+    /// Replaces the names of every Install with a relist's; answers the names that came or went.
+    pub fn replace_installs(&mut self, names: Vec<String>) -> BTreeSet<String> {
+        let names: BTreeSet<String> = names.into_iter().collect();
+        let changed = names.symmetric_difference(&self.installs).cloned().collect();
+        self.installs = names;
+        self.listed_installs = true;
+        changed
+    }
+
+    /// Whether the Install of this name is known not to exist: the Installs were listed and none has this name
+    /// since. Not known before they were listed (nor when they cannot be). Known as the watch tells: an Install
+    /// created a moment ago may not be seen yet, and its creation is then refused as a conflict.
+    pub fn install_absent(&self, name: &str) -> bool {
+        self.listed_installs && !self.installs.contains(name)
+    }
+
     /// Replaces everything known of `kind` with `objects` (a watch's full relist); returns the Operators whose
     /// components changed.
     pub fn replace_kind(&mut self, kind: &ComponentKind, objects: &[Value]) -> BTreeSet<String> {
         let before: BTreeMap<ObjectKey, (Vec<String>, Component)> = self
             .entries
             .iter()
-            .filter(|(key, _)| key.kind == *kind)
+            .filter(|(key, _)| key.kind == kind.plural)
             .map(|(key, entry)| (key.clone(), (entry.operators.clone(), entry.component.clone())))
             .collect();
         let mut touched = BTreeSet::new();
@@ -93,7 +143,8 @@ impl ComponentIndex {
         for object in objects {
             self.apply(kind, object);
         }
-        let after: BTreeMap<&ObjectKey, &Entry> = self.entries.iter().filter(|(key, _)| key.kind == *kind).collect();
+        let after: BTreeMap<&ObjectKey, &Entry> =
+            self.entries.iter().filter(|(key, _)| key.kind == kind.plural).collect();
         for (key, (operators, component)) in &before {
             let unchanged =
                 after.get(key).is_some_and(|entry| &entry.operators == operators && &entry.component == component);
@@ -230,6 +281,43 @@ mod tests {
         assert_eq!(touched, set(&["grumbo", "morty"]));
         assert_eq!(index.components_of("rick").len(), 1, "other kinds stay");
         assert!(index.components_of("grumbo").is_empty());
+    }
+
+    #[test]
+    fn an_install_is_known_absent_only_once_the_installs_were_listed() {
+        let mut index = ComponentIndex::default();
+        assert!(!index.install_absent("plumbus"), "not listed yet: not known");
+        index.replace_installs(vec!["grumbo".into()]);
+        assert!(index.install_absent("plumbus"));
+        assert!(!index.install_absent("grumbo"));
+        assert!(index.note_install("plumbus", true), "news");
+        assert!(!index.note_install("plumbus", true), "known");
+        assert!(!index.install_absent("plumbus"));
+        assert!(index.note_install("plumbus", false));
+        assert!(!index.note_install("plumbus", false));
+        assert!(index.install_absent("plumbus"));
+        let set = |names: &[&str]| names.iter().map(|name| (*name).to_owned()).collect::<BTreeSet<_>>();
+        assert_eq!(
+            index.replace_installs(vec!["plumbus".into(), "other".into()]),
+            set(&["grumbo", "other", "plumbus"])
+        );
+    }
+
+    #[test]
+    fn a_kept_object_is_held_by_its_key_and_deleted_by_it() {
+        let mut index = ComponentIndex::default();
+        index.apply(kind("ConfigMap"), &object("a", &["plumbus"], "1"));
+        let key = ObjectKey::named(kind("ConfigMap"), Some("operators"), "a");
+        assert!(index.holds(&key));
+        assert!(!index.holds(&ObjectKey::named(kind("ConfigMap"), Some("elsewhere"), "a")));
+        index.apply(kind("ClusterRole"), &object("r", &["plumbus"], "1"));
+        assert!(
+            index.holds(&ObjectKey::named(kind("ClusterRole"), None, "r")),
+            "a cluster-scoped key has no namespace"
+        );
+        assert!(index.holds(&ObjectKey::named(kind("ClusterRole"), Some("elsewhere"), "r")));
+        assert_eq!(index.delete_key(&key), set(&["plumbus"]));
+        assert!(!index.holds(&key));
     }
 
     #[test]

@@ -10,6 +10,9 @@ pub struct ComponentKind {
     pub kind: &'static str,
     pub plural: &'static str,
     pub namespaced: bool,
+    /// Whether a component of this kind is read from more than its metadata (its conditions, or what it generated):
+    /// the others are watched as metadata only, so that every Secret and ConfigMap of a cluster is not decoded.
+    pub body: bool,
 }
 
 impl ComponentKind {
@@ -29,7 +32,19 @@ const fn kind(
     plural: &'static str,
     namespaced: bool,
 ) -> ComponentKind {
-    ComponentKind { group, version, kind, plural, namespaced }
+    let body = matches!(
+        kind.as_bytes(),
+        b"CustomResourceDefinition"
+            | b"APIService"
+            | b"Deployment"
+            | b"ReplicaSet"
+            | b"Pod"
+            | b"ClusterServiceVersion"
+            | b"Subscription"
+            | b"InstallPlan"
+            | b"Install"
+    );
+    ComponentKind { group, version, kind, plural, namespaced, body }
 }
 
 /// Every kind an Install applies from bundles, the kinds OLM v0's loops generate, and the ones seed 004 asks
@@ -66,4 +81,16 @@ pub const COMPONENT_KINDS: &[ComponentKind] = &[
 /// The component kind of this name, if objects of that kind can be components.
 pub fn component_kind(kind: &str) -> Option<ComponentKind> {
     COMPONENT_KINDS.iter().find(|known| known.kind == kind).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::COMPONENT_KINDS;
+
+    #[test]
+    fn each_component_kind_has_a_plural_of_its_own() {
+        // The index keys objects and settled kinds by plural alone.
+        let plurals: std::collections::BTreeSet<&str> = COMPONENT_KINDS.iter().map(|kind| kind.plural).collect();
+        assert_eq!(plurals.len(), COMPONENT_KINDS.len());
+    }
 }

@@ -100,10 +100,7 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
     let name = operator.name_any();
     let install_name = own_install_name(&operator);
     let installs = ctx.client.all::<Install>();
-    let install = installs
-        .get_opt(&install_name)
-        .await
-        .map_err(|source| ReconcileError::ReadInstall { name: install_name.clone(), source })?;
+    let install = read_install(&installs, &ctx.index, &operator, &install_name).await?;
     let uid = operator.uid().unwrap_or_default();
     let foreign = install.as_ref().is_some_and(|install| !owned_by(install, &uid));
     if foreign && install.as_ref().is_some_and(|install| being_adopted(&operator, install)) && recent(&operator) {
@@ -174,6 +171,22 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
         ctx.events.publish(&*operator, &transitions(&previous.conditions, &next.conditions, &EVENTS)).await;
     }
     Ok(Action::requeue(ctx.options.resync))
+}
+
+/// The Operator's own Install as the API server has it. Not asked for when the Operator has no source (it writes no
+/// Install: one of its name only decides whether the name is taken) and the Installs' watch knows there is none; one
+/// made a moment ago, unseen yet, wakes the Operator once seen (`watch.rs`). An Operator with a source always reads
+/// it: what it writes builds on the Install as it is (the bundle installed, the mark of a change).
+async fn read_install(
+    installs: &Objects<Install>,
+    index: &SharedIndex,
+    operator: &Operator,
+    name: &str,
+) -> Result<Option<Install>, ReconcileError> {
+    if operator.spec.updates.is_none() && lock(index).install_absent(name) {
+        return Ok(None);
+    }
+    installs.get_opt(name).await.map_err(|source| ReconcileError::ReadInstall { name: name.to_owned(), source })
 }
 
 /// Whether the Operator of this uid owns `install`: the only Installs it writes.

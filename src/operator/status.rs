@@ -431,12 +431,12 @@ mod tests {
                 name: name.into(),
                 ..ComponentRef::default()
             },
-            csv: Some(CsvFacts {
+            csv: Some(Box::new(CsvFacts {
                 phase: phase.into(),
                 version: Version::parse(version).ok(),
                 display_name: Some(format!("Plumbus {version}")),
                 ..CsvFacts::default()
-            }),
+            })),
             projects_to: Vec::new(),
         }
     }

@@ -304,11 +304,8 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let by_chain = csvs.clone();
     let by_crd = csvs;
     let controller = controller
-        .watches(
-            Api::<Deployment>::all(client.clone()),
-            watcher::Config::default().labels(OWNED_BY_CSV),
-            |deployment| owner_csv(deployment.labels()),
-        )
+        // Its Deployments (metadata only: their labels name the CSV; a status change still moves them).
+        .watches_stream(owned_metadata::<Deployment>(&client), |deployment| owner_csv(deployment.labels()))
         // Its RBAC, namespaced and cluster-scoped (metadata only), as OLM's `requeueOwnerCSVs`: a binding made after
         // its Role is seen at once, and a binding deleted fails a Succeeded CSV at once, not at the resync.
         .watches_stream(owned_metadata::<Role>(&client), |role| owner_csv(role.labels()))
