@@ -546,6 +546,14 @@ async fn a_csv_in_a_group_targeting_its_own_namespace_is_installed_as_olm_v0_doe
     compare("own-namespace", &own, Scenario::Csv("Succeeded"), &["ops"]).await;
 }
 
+/// A group whose selector matches no namespace names no targets, so its CSV is given none (not `""`, which would
+/// read as all namespaces) and fails with `NoTargetNamespaces`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_csv_in_a_group_selecting_no_namespace_fails_as_olm_v0_fails_it() {
+    let nothing = csv_scenario("{selector: {matchLabels: {team: z}}}", ALL_MODES, true);
+    compare("no-targets", &nothing, Scenario::Csv("Failed"), &[]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_csv_not_supporting_its_groups_install_mode_fails_as_olm_v0_fails_it() {
     let own_only = "{type: OwnNamespace, supported: true}, {type: AllNamespaces, supported: false}";

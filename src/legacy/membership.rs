@@ -14,14 +14,35 @@ use crate::api::v1alpha1::ClusterServiceVersion;
 pub use crate::api::v1alpha1::{is_copied, COPIED_FROM_LABEL, COPIED_REASON};
 use crate::install::content::CSV_RECORD_ANNOTATION;
 
-/// The three annotations of a member of group `name` in `namespace` targeting `targets`.
-pub fn group_annotations(name: &str, namespace: &str, targets: &Targets) -> BTreeMap<String, String> {
-    [
+/// The annotations a member of group `name` in `namespace` is given, as OLM's `setOperatorGroupAnnotations` writes
+/// them: the group's name and namespace, and `olm.targetNamespaces` only once the group's `status.namespaces` names
+/// targets. A group without them (new, or selecting no namespace) must not hand its members `""`, which reads as
+/// all namespaces: a CSV annotated so would be installed for every namespace before its group has decided.
+pub fn group_annotations(name: &str, namespace: &str, status_namespaces: &[String]) -> BTreeMap<String, String> {
+    let mut annotations: BTreeMap<String, String> = [
         (OPERATOR_GROUP_ANNOTATION.to_owned(), name.to_owned()),
         (OPERATOR_NAMESPACE_ANNOTATION.to_owned(), namespace.to_owned()),
-        (TARGET_NAMESPACES_ANNOTATION.to_owned(), targets.annotation()),
     ]
-    .into()
+    .into();
+    if !status_namespaces.is_empty() {
+        annotations
+            .insert(TARGET_NAMESPACES_ANNOTATION.to_owned(), Targets::from_status(status_namespaces).annotation());
+    }
+    annotations
+}
+
+/// Whether `current` (a CSV's annotations) differs from what membership of group `name` in `namespace` with
+/// `status_namespaces` gives, as OLM's `operatorGroupAnnotationsDiffer`: a missing `olm.targetNamespaces` always
+/// differs, and the targets compare with the group's (`""` while it names none).
+pub fn annotations_differ(
+    current: &BTreeMap<String, String>,
+    name: &str,
+    namespace: &str,
+    status_namespaces: &[String],
+) -> bool {
+    current.get(OPERATOR_NAMESPACE_ANNOTATION).map(String::as_str) != Some(namespace)
+        || current.get(OPERATOR_GROUP_ANNOTATION).map(String::as_str) != Some(name)
+        || current.get(TARGET_NAMESPACES_ANNOTATION) != Some(&Targets::from_status(status_namespaces).annotation())
 }
 
 /// Whether `csv` is the record of an Install: the Install controller applies its content and writes its phase.
@@ -60,20 +81,19 @@ pub fn membership(groups: &[OperatorGroup]) -> Membership<'_> {
     }
 }
 
-/// The annotations `csv` lacks to be a member of `group` (empty when it has them): OLM's
-/// `operatorGroupAnnotationsDiffer`, with the targets read from the group's status.
+/// The annotations to write on `csv` for it to be a member of `group` (empty when it needs none): OLM's
+/// `operatorGroupAnnotationsDiffer` then `setOperatorGroupAnnotations`, with the targets read from the group's
+/// status. While the group names no targets this is never empty for a CSV without `olm.targetNamespaces`, as in
+/// OLM: the CSV waits, annotated with the group alone.
 pub fn missing_annotations(csv: &ClusterServiceVersion, group: &OperatorGroup) -> BTreeMap<String, String> {
-    let targets = Targets::from_status(group.status.as_ref().map(|status| status.namespaces.as_slice()).unwrap_or(&[]));
-    let wanted = group_annotations(
-        group.metadata.name.as_deref().unwrap_or_default(),
-        group.metadata.namespace.as_deref().unwrap_or_default(),
-        &targets,
-    );
+    let targets = group.status.as_ref().map(|status| status.namespaces.as_slice()).unwrap_or(&[]);
+    let name = group.metadata.name.as_deref().unwrap_or_default();
+    let namespace = group.metadata.namespace.as_deref().unwrap_or_default();
     let current = csv.metadata.annotations.clone().unwrap_or_default();
-    if wanted.iter().all(|(key, value)| current.get(key) == Some(value)) {
-        BTreeMap::new()
+    if annotations_differ(&current, name, namespace, targets) {
+        group_annotations(name, namespace, targets)
     } else {
-        wanted
+        BTreeMap::new()
     }
 }
 
@@ -124,5 +144,22 @@ mod tests {
         assert!(missing_annotations(&annotated, &group(&["a", "b"])).is_empty());
         let global = missing_annotations(&annotated, &group(&[""]));
         assert_eq!(global.get("olm.targetNamespaces").map(String::as_str), Some(""));
+    }
+
+    #[test]
+    fn a_group_naming_no_targets_yet_gives_its_members_none() {
+        let member = csv(json!({}), json!({}), "");
+        let undecided = missing_annotations(&member, &group(&[]));
+        assert_eq!(undecided.get("olm.operatorGroup").map(String::as_str), Some("og"));
+        assert_eq!(undecided.get("olm.targetNamespaces"), None, "\"\" would read as all namespaces");
+        let grouped = csv(serde_json::to_value(&undecided).expect("json"), json!({}), "");
+        assert!(!missing_annotations(&grouped, &group(&[])).is_empty(), "it waits for the group's targets");
+        let all_before = csv(
+            json!({"olm.operatorGroup": "og", "olm.operatorNamespace": "ns",
+                                    "olm.targetNamespaces": ""}),
+            json!({}),
+            "",
+        );
+        assert!(missing_annotations(&all_before, &group(&[])).is_empty(), "as OLM compares, \"\" equals no targets");
     }
 }

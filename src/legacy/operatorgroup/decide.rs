@@ -11,9 +11,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use super::super::apis::{api_set_string, group_provided_apis, provided_apis, ApiSet};
-use super::super::membership::{group_annotations, is_copied, is_install_record};
+use super::super::membership::{annotations_differ, group_annotations, is_copied, is_install_record};
 use super::super::roles::{group_role, SUFFIXES};
-use super::super::targets::{targets, Targets};
+use super::super::targets::targets;
 use crate::api::v1::{OperatorGroup, OperatorGroupStatus};
 use crate::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 use crate::controller::conditions::{conditions, Wanted, TRUE};
@@ -126,14 +126,14 @@ pub fn decide(observed: &Observed<'_>) -> Decision {
 
     let name = group.metadata.name.clone().unwrap_or_default();
     let namespace = group.metadata.namespace.clone().unwrap_or_default();
-    let annotations = group_annotations(&name, &namespace, &Targets::from_status(&previous.namespaces));
+    let annotations = group_annotations(&name, &namespace, &previous.namespaces);
     let members: Vec<&ClusterServiceVersion> =
         observed.csvs.iter().filter(|csv| !is_copied(csv) && !is_install_record(csv)).collect();
     let annotate = members
         .iter()
         .filter(|csv| {
             let current = csv.metadata.annotations.clone().unwrap_or_default();
-            annotations.iter().any(|(key, value)| current.get(key) != Some(value))
+            annotations_differ(&current, &name, &namespace, &previous.namespaces)
         })
         .map(|csv| (csv.metadata.name.clone().unwrap_or_default(), annotations.clone()))
         .collect();
@@ -240,6 +240,18 @@ mod tests {
         assert_eq!(decision.annotate[0].1.get("olm.targetNamespaces").map(String::as_str), Some(""));
         assert_eq!(decision.roles.len(), 3);
         assert_eq!(decision.roles[0]["aggregationRule"]["clusterRoleSelectors"].as_array().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn a_group_selecting_no_namespace_gives_its_members_no_targets() {
+        let group = group(json!({"selector": {"matchLabels": {"team": "z"}}}), json!({}), json!({}));
+        let csvs = [csv("a", "plumbuses.example.com", "")];
+        let decision = decide(&observed(&group, &csvs));
+        assert!(!decision.targets_changed(&group), "no namespaces, as none before");
+        assert_eq!(decision.annotate.len(), 1);
+        let annotations = &decision.annotate[0].1;
+        assert_eq!(annotations.get("olm.operatorGroup").map(String::as_str), Some("og"));
+        assert_eq!(annotations.get("olm.targetNamespaces"), None, "\"\" would read as all namespaces");
     }
 
     #[test]
