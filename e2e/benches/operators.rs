@@ -199,7 +199,7 @@ async fn run(binary: &Path, size: Size, idle: Duration) {
     let (_, at_start) = scale::rss_kib(&child);
     let heap_at_start = scale::metric(health, "olmv2_allocator_bytes{statistic=\"allocated\"}");
 
-    let setup = Instant::now();
+    let (setup, loops_at_setup) = (Instant::now(), loop_counters(health));
     let mut objects = Vec::new();
     for index in 0..size.operators {
         let name = format!("op-{index:04}");
@@ -215,6 +215,7 @@ async fn run(binary: &Path, size: Size, idle: Duration) {
         .buffer_unordered(16)
         .collect::<Vec<_>>()
         .await;
+    let created_in = setup.elapsed();
     let admin = plane.client().await.expect("admin");
     let operators = Api::<Operator>::all(admin.clone());
     let gathered = |operator: &Operator| {
@@ -236,6 +237,25 @@ async fn run(binary: &Path, size: Size, idle: Duration) {
         size.operators * size.components,
         goal.map_or(String::new(), |goal| against(gathered_in <= goal, "2 s"))
     );
+    // Where the set-up's time went: creating the objects (the bench's own requests, 16 at a time), then what the
+    // controller asked while it gathered (each status write beyond one per Operator is a pass that ran while an
+    // Operator's components were still arriving).
+    let (setup_kinds, setup_requests, setup_writes) = controller_requests(&plane, setup);
+    println!(
+        "  created in {created_in:.1?}, gathered {:.1?} after the last create; the controller's requests meanwhile: \
+         {setup_requests} ({setup_writes} writes)",
+        gathered_in.saturating_sub(created_in)
+    );
+    for (request, count) in setup_kinds.iter().filter(|(request, _)| !request.starts_with("watch ")) {
+        println!("    {request:<40} {count:>6}");
+    }
+    for (name, (reconciles, seconds)) in &loop_counters(health) {
+        let (reconciles_before, seconds_before) = loops_at_setup.get(name).copied().unwrap_or_default();
+        let (count, spent) = (reconciles - reconciles_before, seconds - seconds_before);
+        if count > 0.0 {
+            println!("    loop {name:<16} {count:>6} passes, {:.2} ms each", spent * 1000.0 / count);
+        }
+    }
     tokio::time::sleep(Duration::from_secs(2)).await;
 
     let mut watch = watcher::watcher(operators.clone(), watcher::Config::default()).applied_objects().boxed();
