@@ -34,7 +34,7 @@ pub fn group_annotations(name: &str, namespace: &str, status_namespaces: &[Strin
 /// Whether `current` (a CSV's annotations) differs from what membership of group `name` in `namespace` with
 /// `status_namespaces` gives, as OLM's `operatorGroupAnnotationsDiffer`: a missing `olm.targetNamespaces` always
 /// differs, and the targets compare with the group's (`""` while it names none).
-pub fn annotations_differ(
+fn annotations_differ(
     current: &BTreeMap<String, String>,
     name: &str,
     namespace: &str,
@@ -154,12 +154,8 @@ mod tests {
         assert_eq!(undecided.get("olm.targetNamespaces"), None, "\"\" would read as all namespaces");
         let grouped = csv(serde_json::to_value(&undecided).expect("json"), json!({}), "");
         assert!(!missing_annotations(&grouped, &group(&[])).is_empty(), "it waits for the group's targets");
-        let all_before = csv(
-            json!({"olm.operatorGroup": "og", "olm.operatorNamespace": "ns",
-                                    "olm.targetNamespaces": ""}),
-            json!({}),
-            "",
-        );
+        let annotations = json!({"olm.operatorGroup": "og", "olm.operatorNamespace": "ns", "olm.targetNamespaces": ""});
+        let all_before = csv(annotations, json!({}), "");
         assert!(missing_annotations(&all_before, &group(&[])).is_empty(), "as OLM compares, \"\" equals no targets");
     }
 }

@@ -326,13 +326,13 @@ mod tests {
     fn a_csv_annotated_by_a_group_without_status_waits_for_its_targets() {
         let fresh = group(json!({"targetNamespaces": ["ops"]}), None);
         let grouped = csv(json!({"olm.operatorGroup": "og", "olm.operatorNamespace": "ops"}));
-        let facts = facts(&grouped, &fresh);
-        assert!(facts.annotations_missing, "no olm.targetNamespaces yet: not installed for all namespaces");
-        assert_eq!(facts.install_modes.map_err(|(reason, _)| reason), Err("NoTargetNamespaces"));
+        let waiting = facts(&grouped, &fresh);
+        assert!(waiting.annotations_missing, "no olm.targetNamespaces yet: not installed for all namespaces");
+        assert_eq!(waiting.install_modes.map_err(|(reason, _)| reason), Err("NoTargetNamespaces"));
         let settled = group(json!({"targetNamespaces": ["ops"]}), Some(json!({"namespaces": ["ops"]})));
         let annotated = csv(json!({"olm.operatorGroup": "og", "olm.operatorNamespace": "ops",
                                    "olm.targetNamespaces": "ops"}));
-        assert!(!super::group_facts(&annotated, &settled, &[], &[], &BTreeSet::new()).annotations_missing);
+        assert!(!facts(&annotated, &settled).annotations_missing);
     }
 
     #[test]

@@ -51,7 +51,13 @@ pub(super) async fn annotate(
     place: &Place,
 ) -> Result<(), ReconcileError> {
     let Some(group) = group.filter(|_| outcome.annotate) else { return Ok(()) };
-    let patch = json!({"metadata": {"annotations": missing_annotations(csv, group)}});
+    // Only what changes: a CSV waiting for its group's targets already carries the rest.
+    let mut missing = missing_annotations(csv, group);
+    missing.retain(|key, value| csv.annotations().get(key) != Some(value));
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let patch = json!({"metadata": {"annotations": missing}});
     ctx.client
         .namespaced::<ClusterServiceVersion>(&place.namespace)
         .merge_patch(&place.name, &patch, None)

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use super::super::apis::{api_set_string, group_provided_apis, provided_apis, ApiSet};
-use super::super::membership::{annotations_differ, group_annotations, is_copied, is_install_record};
+use super::super::membership::{group_annotations, is_copied, is_install_record};
 use super::super::roles::{group_role, SUFFIXES};
 use super::super::targets::targets;
 use crate::api::v1::{OperatorGroup, OperatorGroupStatus};
@@ -133,7 +133,9 @@ pub fn decide(observed: &Observed<'_>) -> Decision {
         .iter()
         .filter(|csv| {
             let current = csv.metadata.annotations.clone().unwrap_or_default();
-            annotations_differ(&current, &name, &namespace, &previous.namespaces)
+            // A write only where it changes something: while the group names no targets, a member already
+            // carrying its name and namespace is left alone (it waits, as OLM's no-op update leaves it).
+            annotations.iter().any(|(key, value)| current.get(key) != Some(value))
         })
         .map(|csv| (csv.metadata.name.clone().unwrap_or_default(), annotations.clone()))
         .collect();
