@@ -201,9 +201,14 @@ fn denial(webhook_name: &str, status: &Value) -> ApiError {
 }
 
 fn configurations(store: &Store, resource: &str) -> Vec<Value> {
-    let mut found = store.all(&ResourceId::new("admissionregistration.k8s.io", resource));
-    found.sort_by(|a, b| a["metadata"]["name"].as_str().cmp(&b["metadata"]["name"].as_str()));
-    found.into_iter().flat_map(|c| c["webhooks"].as_array().cloned().unwrap_or_default()).collect()
+    // Only the webhooks are copied, in the configurations' name order (the store's order: they are cluster-scoped).
+    store
+        .map(&ResourceId::new("admissionregistration.k8s.io", resource), |_, _, configuration| {
+            configuration["webhooks"].as_array().cloned()
+        })
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 fn is_admission_configuration(resource: &ResourceType) -> bool {

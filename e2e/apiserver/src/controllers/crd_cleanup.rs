@@ -8,10 +8,9 @@ use crate::storage::store::ResourceId;
 
 pub(super) async fn crd_cleanup(api: &ApiServer) {
     let Some(crd_type) = resource_type(api, &crd_resource()) else { return };
-    for crd in api.store.all(&crd_resource()) {
-        if crd["metadata"]["deletionTimestamp"].is_null() {
-            continue;
-        }
+    // Only the definitions being deleted are copied: a pass runs after every burst of writes, and definitions are
+    // large.
+    for crd in api.store.matching(&crd_resource(), |_, _, crd| !crd["metadata"]["deletionTimestamp"].is_null()) {
         let group = crd["spec"]["group"].as_str().unwrap_or_default();
         let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
         let id = ResourceId::new(group, plural);

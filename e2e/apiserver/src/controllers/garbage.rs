@@ -12,16 +12,17 @@ use crate::model::resources::ResourceType;
 use crate::request::api_server::ApiServer;
 use crate::request::deletion::Propagation;
 
-/// An object the collector can see, with where it lives.
+/// An object the collector can see, with where it lives (its resource type shared by every object of the type: a
+/// pass sees every object of the cluster).
 struct Node {
-    resource: ResourceType,
+    resource: std::sync::Arc<ResourceType>,
     object: Value,
 }
 
 pub(super) async fn garbage_collect(api: &ApiServer) {
     let mut nodes: BTreeMap<String, Node> = BTreeMap::new();
     for id in api.store.resource_ids() {
-        let Some(resource) = resource_type(api, &id) else { continue };
+        let Some(resource) = resource_type(api, &id).map(std::sync::Arc::new) else { continue };
         let read = api.store.map(&id, |_, _, object| {
             let uid = object["metadata"]["uid"].as_str()?.to_owned();
             Some((uid, as_node(object)))
@@ -210,7 +211,7 @@ mod tests {
         let reference =
             |uid: &Value, name: &str| json!({"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": uid});
         let dependent = |reference: Value| Node {
-            resource: configmaps.clone(),
+            resource: configmaps.clone().into(),
             object: json!({"metadata": {"name": "dependent", "namespace": "default", "ownerReferences": [reference]}}),
         };
         let snapshot = BTreeMap::new();

@@ -17,8 +17,11 @@ pub enum ListType {
 /// The merge shape of one kind.
 #[derive(Clone, Debug)]
 pub enum Shape {
-    Builtin { kind: String },
-    Schema(Value),
+    Builtin {
+        kind: String,
+    },
+    /// A custom resource's schema, shared with its resource type.
+    Schema(std::sync::Arc<Value>),
 }
 
 fn keyed(key: &str) -> ListType {
@@ -139,9 +142,11 @@ mod tests {
 
     #[test]
     fn schema_list_types() {
-        let shape = Shape::Schema(json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+        let shape = Shape::Schema(std::sync::Arc::new(
+            json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
             "items": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"], "items": {"type": "object", "properties": {"tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}}}}},
-            "labels": {"type": "object", "x-kubernetes-map-type": "atomic", "additionalProperties": {"type": "string"}}}}}}));
+            "labels": {"type": "object", "x-kubernetes-map-type": "atomic", "additionalProperties": {"type": "string"}}}}}}),
+        ));
         assert_eq!(shape.list_type(&["spec", "items"]), keyed("name"));
         assert_eq!(shape.list_type(&["spec", "items", "tags"]), ListType::Set);
         assert_eq!(shape.list_type(&["spec", "other"]), ListType::Atomic);

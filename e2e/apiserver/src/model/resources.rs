@@ -27,8 +27,9 @@ pub struct ResourceType {
     pub subresources: Vec<String>,
     pub verbs: Vec<String>,
     pub list_kind: String,
-    /// The structural schema of a custom resource's version; `None` for built-in kinds.
-    pub schema: Option<Value>,
+    /// The structural schema of a custom resource's version; `None` for built-in kinds. Shared: every request
+    /// copies its resource type, and a schema can be hundreds of kilobytes.
+    pub schema: Option<std::sync::Arc<Value>>,
     pub printer_columns: Vec<Value>,
     /// Served by an aggregated API server: requests are proxied to it.
     pub proxied: bool,
@@ -308,7 +309,9 @@ impl Resources {
                     subresources,
                     verbs: CRUD.iter().map(|v| (*v).to_owned()).collect(),
                     list_kind: spec["names"]["listKind"].as_str().map_or_else(|| format!("{kind}List"), str::to_owned),
-                    schema: Some(version["schema"]["openAPIV3Schema"].clone()).filter(|s| !s.is_null()),
+                    schema: Some(version["schema"]["openAPIV3Schema"].clone())
+                        .filter(|s| !s.is_null())
+                        .map(std::sync::Arc::new),
                     printer_columns: version["additionalPrinterColumns"].as_array().cloned().unwrap_or_default(),
                     proxied: false,
                     scale: Some(version["subresources"]["scale"].clone()).filter(Value::is_object),

@@ -102,13 +102,9 @@ fn validate(target: &Target, old: Option<&Value>, object: &Value) -> Result<(), 
                 map.remove("apiVersion");
                 map.remove("kind");
             }
-            let mut without_meta = schema.clone();
-            if let Some(properties) = without_meta["properties"].as_object_mut() {
-                properties.remove("metadata");
-                properties.remove("apiVersion");
-                properties.remove("kind");
-            }
-            errors.extend(schema::validate(&body, &without_meta, ""));
+            // The body without its type and metadata is validated against the whole schema: the schema's own
+            // `metadata`, `apiVersion` and `kind` properties then validate nothing, and the schema is not copied.
+            errors.extend(schema::validate(&body, schema, ""));
             if let Some(name_schema) = schema["properties"]["metadata"]["properties"].get("name") {
                 errors.extend(schema::validate(&object["metadata"]["name"], name_schema, "metadata.name"));
             }

@@ -72,7 +72,7 @@ pub fn definitions(resource: &ResourceType, type_meta: &Map<String, Value>, v2: 
 
 fn kind_definition(resource: &ResourceType, type_meta: &Map<String, Value>, v2: bool) -> Value {
     let group_version_kind = json!([gvk(&resource.group, &resource.version, &resource.kind)]);
-    let schema = resource.schema.as_ref().map(structural);
+    let schema = resource.schema.as_deref().map(structural);
     let mut definition = match schema {
         Some(schema) if !(v2 && preserves_unknown(&schema)) => {
             let mut schema = schema;
