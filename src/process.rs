@@ -147,7 +147,7 @@ pub fn user_agent(identity: &str) -> Option<axum::http::HeaderValue> {
 }
 
 /// Runs the controllers during each term this replica holds the Lease (`controller::leader`), and keeps the
-/// catalogs the Installed API shows loaded all along. A term ends at once when the lease manager or the term's own
+/// catalogs the Installed API shows loaded all along. A term ends at once when the election or the term's own
 /// renew deadline says the Lease is not ours: the controllers are aborted where they are, as in a killed process.
 /// Stopping the process lets them finish, then releases the Lease. An election that ends is joined again.
 async fn lead(process: Process) {
@@ -159,12 +159,8 @@ async fn lead(process: Process) {
     background.spawn(keep_catalogs_loaded(process.client.clone(), process.catalogs.clone()));
     let mut retry = leader::RETRY;
     'election: loop {
-        let joined = match leader::election_client(&process.config) {
-            Ok(client) => leader::elect(client, &options.namespace, &options.leader).await,
-            Err(error) => Err(error.into()),
-        };
-        let mut election = match joined {
-            Ok(election) => election,
+        let mut election = match leader::election_client(&process.config) {
+            Ok(client) => leader::elect(client, &options.namespace, &options.leader),
             Err(error) => {
                 tracing::warn!(%error, retry_seconds = retry.as_secs(), "cannot join the leader election; trying again");
                 tokio::select! {

@@ -1,19 +1,18 @@
 //! Leader election (`--leader-elect`): several replicas serve the approval webhook and the aggregated API, and only
-//! the one holding a `coordination.k8s.io/v1` Lease in the controller's namespace reconciles. The protocol is
-//! kube-lease-manager's (server-side apply of the Lease, renewal before it expires, tolerated clock skew); this
-//! module turns its "am I the leader" channel into terms during which the controllers run, and fences each term
-//! with a renew deadline of its own ([`watch_term`]): the crate's channel stays true while the API cannot be
-//! reached, and a leader that cannot confirm its Lease must stop before another may take it, as client-go's
-//! leader election does. Leaving releases the Lease with a write of its own, conditioned on the version read
-//! ([`Election::leave`]): the crate's release is not conditioned.
+//! the one holding a `coordination.k8s.io/v1` Lease in the controller's namespace reconciles. The protocol (read,
+//! decide, write on the version read) is in [`super::lease`]; this module turns its "am I the leader" channel into
+//! terms during which the controllers run, and fences each term with reads of its own ([`watch_term`]): a leader
+//! that cannot confirm its Lease must stop before another may take it, as client-go's leader election does.
+//! Leaving releases the Lease with a write conditioned on the version read ([`Election::leave`]).
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
-use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use tokio::sync::watch;
+
+use super::lease::{self, Timing};
 use tokio::task::JoinHandle;
 
 /// How replicas elect the one that reconciles.
@@ -88,22 +87,19 @@ pub fn identity(options: &LeaderOptions) -> String {
 
 /// This replica's part in the election.
 pub struct Election {
-    /// Whether this replica holds the Lease, as the lease manager last saw it.
+    /// Whether this replica holds the Lease, as the election's last read and write say.
     pub leading: watch::Receiver<bool>,
     pub identity: String,
-    /// The lease manager's task; `None` once left.
-    task: Option<JoinHandle<Result<LeaseManager, LeaseManagerError>>>,
+    /// The election's task; `None` once left.
+    task: Option<JoinHandle<()>>,
     leases: Api<Lease>,
     lease_name: String,
 }
 
 impl Election {
-    /// Leaves the election: the lease manager stops, and the Lease is released if it is still this replica's,
-    /// before this returns or within a few seconds (the Lease otherwise expires as a killed replica's would).
-    ///
-    /// The lease manager's own release (when its channel closes) patches the Lease it last saw as its own without a
-    /// precondition, so a replica that left just after another took the Lease would clear the new holder's: the
-    /// manager is stopped without releasing, and the release is a write on the version read ([`release_patch`]).
+    /// Leaves the election: its task stops, and the Lease is released if it is still this replica's, before this
+    /// returns or within a few seconds (the Lease otherwise expires as a killed replica's would). The release is a
+    /// write on the version read ([`release_patch`]), so that a Lease another replica took meanwhile is left alone.
     pub async fn leave(mut self) {
         let Some(task) = self.task.take() else { return };
         task.abort();
@@ -121,9 +117,8 @@ impl Election {
 }
 
 impl Drop for Election {
-    /// Dropped without leaving (the replica's task aborted where it was, as in a killed process): the lease manager
-    /// stops too, without releasing the Lease, which expires. (The abort is asked before the manager's channel
-    /// closes, so it never runs its release.)
+    /// Dropped without leaving (the replica's task aborted where it was, as in a killed process): the election stops
+    /// too, without releasing the Lease, which expires.
     fn drop(&mut self) {
         if let Some(task) = &self.task {
             task.abort();
@@ -139,9 +134,8 @@ enum Released {
     NotOurs,
 }
 
-/// The merge patch that releases the Lease `identity` holds, as the lease manager releases it (holder, times and
-/// duration cleared: the other replicas' managers, which read it again when they expect it to expire, find it free
-/// and take it without forcing it), naming the `resourceVersion` read so that it fails if another replica took the
+/// The merge patch that releases the Lease `identity` holds (holder, times and duration cleared, its transitions
+/// kept: the other replicas find it free on their next read and take it), naming the `resourceVersion` read so that it fails if another replica took the
 /// Lease since; `None` when it is not `identity`'s.
 pub fn release_patch(lease: &Lease, identity: &str) -> Option<serde_json::Value> {
     let spec = lease.spec.as_ref()?;
@@ -156,7 +150,7 @@ pub fn release_patch(lease: &Lease, identity: &str) -> Option<serde_json::Value>
 }
 
 /// Releases the Lease if it is `identity`'s, on the version read (a `409 Conflict` when it changed meanwhile). A
-/// patch, as the lease manager's writes: the controller's role may patch its Lease, not update it.
+/// patch, as the election's writes: the controller's role may patch its Lease, not update it.
 async fn release(leases: &Api<Lease>, name: &str, identity: &str) -> Result<Released, kube::Error> {
     let Some(lease) = leases.get_opt(name).await? else { return Ok(Released::NotOurs) };
     let Some(patch) = release_patch(&lease, identity) else { return Ok(Released::NotOurs) };
@@ -167,42 +161,29 @@ async fn release(leases: &Api<Lease>, name: &str, identity: &str) -> Result<Rele
 /// How long leaving waits for the Lease to be released.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The lease duration and the renew grace, as the lease manager takes them (at least 2 s, grace below duration).
-fn timing(options: &LeaderOptions) -> (u64, u64) {
+/// The election's timing from the options (a lease of at least 2 s, a grace below it).
+fn timing(options: &LeaderOptions) -> Timing {
     let duration = options.lease_seconds.max(2);
-    (duration, options.grace_seconds.clamp(1, duration - 1))
+    Timing::new(duration, options.grace_seconds.clamp(1, duration - 1))
 }
 
-/// The client the election writes the Lease with: the process's configuration without kube's retry of `429`, `503`
-/// and `504`. The lease manager's writes are blind patches carrying the renew time it read the clock for; retried
-/// with backoff across a partition, a renewal lands seconds late, after another replica took the Lease, and moves
-/// that replica's renew time back, so that every replica takes its Lease for expired and releases it (seen in the
-/// fault suite's cut-off leader). A renewal that fails is simply made again, fresh, on the lease manager's next beat.
+/// The client the election reads and writes the Lease with: the process's configuration without kube's retry of
+/// `429`, `503` and `504`. Each attempt is bounded by the renew deadline and made again from a fresh read; a
+/// retry with backoff would only hold the election past the point where its answer still matters.
 pub fn election_client(config: &kube::Config) -> Result<kube::Client, kube::Error> {
     let mut config = config.clone();
     config.default_retry = false;
     super::connect::client(config)
 }
 
-/// Joins the election. Each replica applies the Lease with a field manager of its own, so that taking it is a
-/// server-side apply conflict between replicas.
-pub async fn elect(
-    client: kube::Client,
-    namespace: &str,
-    options: &LeaderOptions,
-) -> Result<Election, LeaseManagerError> {
+/// Joins the election: its task runs until the [`Election`] is left or dropped.
+pub fn elect(client: kube::Client, namespace: &str, options: &LeaderOptions) -> Election {
     let identity = identity(options);
-    let (duration, grace) = timing(options);
-    let leases = Api::<Lease>::namespaced(client.clone(), namespace);
-    let manager = LeaseManagerBuilder::new(client, options.lease_name.clone())
-        .with_namespace(namespace)
-        .with_identity(identity.clone())
-        .with_duration(duration)
-        .with_grace(grace)
-        .build()
-        .await?;
-    let (leading, task) = manager.watch().await;
-    Ok(Election { leading, identity, task: Some(task), leases, lease_name: options.lease_name.clone() })
+    let leases = Api::<Lease>::namespaced(client, namespace);
+    let (leader, leading) = watch::channel(false);
+    let task =
+        tokio::spawn(lease::run(leases.clone(), options.lease_name.clone(), identity.clone(), timing(options), leader));
+    Election { leading, identity, task: Some(task), leases, lease_name: options.lease_name.clone() }
 }
 
 /// What one read of the Lease says about this replica's term.
@@ -218,15 +199,9 @@ pub enum Observed {
 
 /// Reads what the Lease says of `identity` at `now`.
 pub fn observe(lease: Option<&Lease>, identity: &str, now: Timestamp) -> Observed {
-    let Some(spec) = lease.and_then(|lease| lease.spec.as_ref()) else { return Observed::NotOurs };
-    let ours = spec.holder_identity.as_deref() == Some(identity);
-    let duration = spec.lease_duration_seconds.map_or(0, i64::from);
-    let current = spec
-        .renew_time
-        .as_ref()
-        .and_then(|renewed| renewed.0.checked_add(k8s_openapi::jiff::SignedDuration::from_secs(duration)).ok())
-        .is_some_and(|expiry| expiry > now);
-    if ours && current {
+    let spec = lease.and_then(|lease| lease.spec.as_ref());
+    let ours = spec.is_some_and(|spec| spec.holder_identity.as_deref() == Some(identity));
+    if ours && lease::current(spec, now) {
         Observed::Ours
     } else {
         Observed::NotOurs
@@ -256,7 +231,7 @@ async fn read(leases: &Api<Lease>, name: &str, identity: &str) -> Observed {
 }
 
 /// Completes once the Lease reads as this replica's: a term starts only then (after a term its fence ended, the
-/// lease manager may still say it leads).
+/// election may still say it leads until its next read).
 pub async fn confirmed(client: kube::Client, namespace: &str, options: &LeaderOptions, identity: &str) {
     let leases = Api::<Lease>::namespaced(client, namespace);
     while read(&leases, &options.lease_name, identity).await != Observed::Ours {
@@ -268,8 +243,7 @@ pub async fn confirmed(client: kube::Client, namespace: &str, options: &LeaderOp
 /// deadline (the API unreachable, or answering too slowly).
 pub async fn watch_term(client: kube::Client, namespace: &str, options: &LeaderOptions, identity: &str) {
     let leases = Api::<Lease>::namespaced(client, namespace);
-    let (duration, grace) = timing(options);
-    let deadline = Duration::from_secs(duration - grace);
+    let deadline = timing(options).renew_deadline;
     let mut confirmed = Instant::now();
     loop {
         tokio::time::sleep(CHECK).await;
@@ -364,7 +338,7 @@ mod tests {
                 "metadata": {"resourceVersion": "42"},
                 "spec": {"holderIdentity": null, "acquireTime": null, "renewTime": null, "leaseDurationSeconds": null},
             }),
-            "cleared as the lease manager clears it (its transitions kept), and only on the version read"
+            "cleared, its transitions kept, and only on the version read"
         );
         let mut theirs = lease("b", now, 15);
         theirs.metadata.resource_version = Some("43".into());

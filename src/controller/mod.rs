@@ -11,6 +11,7 @@ pub mod connect;
 pub mod events;
 pub mod impersonation;
 pub mod leader;
+pub mod lease;
 pub mod rbac_cache;
 pub mod runner;
 pub mod watches;

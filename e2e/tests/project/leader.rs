@@ -133,7 +133,9 @@ async fn a_leader_that_loses_its_lease_stops_reconciling_until_it_holds_it_again
     let install = crate::attacks::raw_install("waiting", &crate::attacks::config_map("waiting", "x"), "operators");
     let created = harness.admin_kubectl(&["apply", "-f", "-"], Some(&install));
     assert!(created.status.success());
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Longer than replica a's own Lease (3 s): a renewal it made blind, from what it last read, would have given the
+    // intruder's Lease replica a's duration and let replica a take it back before the intruder's 30 seconds.
+    tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(holder(&harness).await.as_deref(), Some("intruder"), "the intruder's Lease holds");
     assert_eq!(install_reconciles(&metrics), frozen, "nothing reconciled while another holds the Lease");
     let waiting = crate::support::installs::installs(&harness).get("waiting").await.unwrap();
