@@ -18,6 +18,8 @@ pub struct Backend {
     pub address: SocketAddr,
     /// The CA that signed the serving certificate: a webhook's or APIService's `caBundle`.
     pub ca_pem: String,
+    /// How many TLS connections it accepted.
+    pub connections: Arc<std::sync::atomic::AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -87,12 +89,15 @@ impl Backend {
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
         let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let address = listener.local_addr()?;
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let accepted = connections.clone();
         let task = tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { continue };
-                let (acceptor, router) = (acceptor.clone(), router.clone());
+                let (acceptor, router, accepted) = (acceptor.clone(), router.clone(), accepted.clone());
                 tokio::spawn(async move {
                     let Ok(stream) = acceptor.accept(stream).await else { return };
+                    accepted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     let name = stream
                         .get_ref()
                         .1
@@ -107,7 +112,7 @@ impl Backend {
                 });
             }
         });
-        Ok(Self { address, ca_pem, task })
+        Ok(Self { address, ca_pem, connections, task })
     }
 
     /// The `caBundle` field value: the CA, base64-encoded.
