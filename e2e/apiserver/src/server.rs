@@ -359,7 +359,7 @@ async fn bootstrap(api: &ApiServer, published: &Published, address: std::net::So
         }
     }
     publish_api_service(api, address).await;
-    controllers::reconcile(api, published).await;
+    controllers::reconcile(api, published, true).await;
 }
 
 /// The `kubernetes` Service of the `default` namespace, which kube-apiserver keeps on the service CIDR's first
