@@ -121,7 +121,7 @@ pub struct Trust<'a> {
 /// The TLS client configuration of a trust: built once per CA bundle and client certificate (parsing the roots and
 /// building a configuration per request cost as much as the request).
 fn config(trust: &Trust<'_>) -> Result<Arc<rustls::ClientConfig>, String> {
-    let key = (trust.ca_bundle.map(<[u8]>::to_vec), trust.client.map(|identity| identity.cert_der.to_vec()));
+    let key = trust.key();
     let mut configs = CONFIGS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(config) = configs.get(&key) {
         return Ok(config.clone());
@@ -150,6 +150,12 @@ fn config(trust: &Trust<'_>) -> Result<Arc<rustls::ClientConfig>, String> {
 
 /// A CA bundle and a client certificate.
 type TrustKey = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+impl Trust<'_> {
+    fn key(&self) -> TrustKey {
+        (self.ca_bundle.map(<[u8]>::to_vec), self.client.map(|identity| identity.cert_der.to_vec()))
+    }
+}
 
 /// Where a connection leads and whom it trusts: a connection is reused only for the same of both.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -268,7 +274,7 @@ pub async fn exchange(
     let key = ConnectionKey {
         address: destination.address,
         server_name: destination.server_name.clone(),
-        trust: (trust.ca_bundle.map(<[u8]>::to_vec), trust.client.map(|identity| identity.cert_der.to_vec())),
+        trust: trust.key(),
     };
     let config = config(trust)?;
     let request = with_destination(destination, request, body)?;
