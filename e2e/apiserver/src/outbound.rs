@@ -120,10 +120,9 @@ pub struct Trust<'a> {
 
 /// The TLS client configuration of a trust: built once per CA bundle and client certificate (parsing the roots and
 /// building a configuration per request cost as much as the request).
-fn config(trust: &Trust<'_>) -> Result<Arc<rustls::ClientConfig>, String> {
-    let key = trust.key();
+fn config(trust: &Trust<'_>, key: &TrustKey) -> Result<Arc<rustls::ClientConfig>, String> {
     let mut configs = CONFIGS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(config) = configs.get(&key) {
+    if let Some(config) = configs.get(key) {
         return Ok(config.clone());
     }
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
@@ -144,7 +143,7 @@ fn config(trust: &Trust<'_>) -> Result<Arc<rustls::ClientConfig>, String> {
     if configs.len() >= MAX_ENTRIES {
         configs.clear();
     }
-    configs.insert(key, config.clone());
+    configs.insert(key.clone(), config.clone());
     Ok(config)
 }
 
@@ -253,7 +252,7 @@ pub async fn send(
     body: Bytes,
     timeout: Duration,
 ) -> Result<hyper::Response<hyper::body::Incoming>, String> {
-    let config = config(trust)?;
+    let config = config(trust, &trust.key())?;
     let exchange = async {
         let mut sender = connect(destination, config).await?;
         sender.send_request(with_destination(destination, request, body)?).await.map_err(|e| e.to_string())
@@ -276,7 +275,7 @@ pub async fn exchange(
         server_name: destination.server_name.clone(),
         trust: trust.key(),
     };
-    let config = config(trust)?;
+    let config = config(trust, &key.trust)?;
     let request = with_destination(destination, request, body)?;
     let exchange = async {
         if let Some(mut sender) = checkout(&key) {
