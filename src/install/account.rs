@@ -1,5 +1,6 @@
 //! Which ServiceAccount an Install runs as (docs/design.md, 'Who an Install runs as'), and when that account's rights
-//! count as approved. Pure functions: the I/O is in `cluster.rs`.
+//! count as approved: decided by pure functions, then the pass's first step ([`assign_account`]) that reads the
+//! OperatorGroups, makes the account and asks who may use it (the reads and the one write below them).
 //!
 //! The controller's own account is an eponymous one: named after the Install *and its uid*, so no name an Install
 //! can take (`olmv2-controller`, `default`, the name of an Install deleted with `--cascade=orphan`) ever designates
@@ -9,12 +10,20 @@
 //! writing an OperatorGroup must not lend an account its author could not use (an admin's, bound to cluster-admin).
 
 use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::ResourceExt;
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use kube::ResourceExt;
-
+use super::apply::service_account_user;
+use super::cluster::{creator_of, list_error, owner_reference, Cluster, ClusterError};
+use super::conditions::Outcome;
+use super::grants::INSTALL_ANNOTATION;
+use super::reconcile::{Context, Pass, ReconcileError, Step, Stop};
+use crate::access::{account_namer_checks, operator_group_use_checks};
 use crate::api::v1::{OperatorGroup, ACCOUNT_NAMED_BY_ANNOTATION};
-use crate::api::v2alpha1::{Requester, ServiceAccountReference};
+use crate::api::v2alpha1::{Install, Requester, ServiceAccountReference};
+use crate::category::Categorized;
+use crate::controller::client::{ClientError, ControllerClient};
 
 /// Which ServiceAccount an Install runs as.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,6 +115,173 @@ pub fn account_namer(group: Option<&OperatorGroup>, account: &ServiceAccountRefe
     serde_json::from_str::<Requester>(group.annotations().get(ACCOUNT_NAMED_BY_ANNOTATION)?)
         .ok()
         .filter(|namer| !namer.username.is_empty())
+}
+
+/// The account the content runs as, and how its rights count.
+pub struct Account {
+    pub reference: ServiceAccountReference,
+    /// Its username (`system:serviceaccount:<namespace>:<name>`).
+    pub user: String,
+    /// A client impersonating it.
+    pub client: ControllerClient,
+    /// The OperatorGroups of the install namespace.
+    pub groups: Vec<OperatorGroup>,
+    /// Whether what an OperatorGroup's account held before counts as approved for this Install.
+    pub lends_existing_rights: bool,
+}
+
+impl Account {
+    /// `namespace/name`, as messages name it.
+    pub fn describe(&self) -> String {
+        format!("{}/{}", self.reference.namespace, self.reference.name)
+    }
+}
+
+/// The pass's first step: the account, made when it is the Install's own (one already there that was not made for
+/// this Install is refused, reported).
+pub async fn assign_account(ctx: &Context, pass: &mut Pass<'_>) -> Result<Step<Account>, ReconcileError> {
+    let groups = ctx.cluster.operator_groups(&pass.namespace).await?;
+    let assignment = assign_service_account(
+        pass.previous.service_account_ref.as_ref(),
+        &pass.name,
+        &pass.uid,
+        &pass.namespace,
+        &groups,
+        &ctx.options.controller_namespace,
+    );
+    let reference = assignment.account().clone();
+    pass.status.service_account_ref = Some(reference.clone());
+    if let Assignment::Eponymous(account) = &assignment {
+        match ctx.cluster.ensure_service_account(pass.install, account, pass.label.as_deref()).await {
+            Ok(()) => {}
+            Err(error @ ClusterError::ServiceAccountTaken { .. }) => {
+                tracing::warn!(install = %pass.name, %error, "refusing a ServiceAccount not created for this Install");
+                let outcome = Outcome::ApplyFailed { reason: error.category(), message: error.to_string() };
+                return Ok(Step::Break(Stop::new(outcome, ctx.options.retry)));
+            }
+            Err(error) => return Err(error.into()),
+        }
+    }
+    // An OperatorGroup's account lends what it held before only where the Install's creator may use it, and whoever
+    // named it in the group could run as it; otherwise, like the Install's own account, only what was granted for
+    // this Install's uid counts as approved.
+    let lends_existing_rights = match &assignment {
+        Assignment::OperatorGroup { account, group } => {
+            let group = groups.iter().find(|candidate| candidate.name_any() == *group);
+            ctx.cluster.creator_may_use(pass.install, account).await?
+                && ctx.cluster.namer_may_use(group, account).await?
+        }
+        Assignment::Eponymous(_) => false,
+    };
+    let client = ctx.cluster.as_account(&reference)?;
+    Ok(Step::Continue(Account {
+        user: service_account_user(&reference),
+        reference,
+        client,
+        groups,
+        lends_existing_rights,
+    }))
+}
+
+/// The reads and the one write of the account's step, as the controller.
+impl Cluster {
+    pub async fn operator_groups(&self, namespace: &str) -> Result<Vec<OperatorGroup>, ClusterError> {
+        self.client.namespaced::<OperatorGroup>(namespace).list().await.map_err(list_error("OperatorGroups"))
+    }
+
+    /// Creates the eponymous ServiceAccount an Install runs as, controlled by the Install. An account of that name
+    /// that exists is used only when it was created for this Install (its controlling owner has the Install's uid):
+    /// any other is never adopted, relabelled or owned.
+    pub async fn ensure_service_account(
+        &self,
+        install: &Install,
+        account: &ServiceAccountReference,
+        component_label: Option<&str>,
+    ) -> Result<(), ClusterError> {
+        let accounts = self.client.namespaced::<ServiceAccount>(&account.namespace);
+        let ensure_error = |source| ClusterError::EnsureServiceAccount {
+            namespace: account.namespace.clone(),
+            name: account.name.clone(),
+            source,
+        };
+        let existing = accounts.get_opt(&account.name).await.map_err(ensure_error)?;
+        let existing = match existing {
+            Some(existing) => existing,
+            None => {
+                let mut body = json!({
+                    "apiVersion": "v1", "kind": "ServiceAccount",
+                    "metadata": {"name": account.name, "namespace": account.namespace,
+                        "annotations": {INSTALL_ANNOTATION: install.name_any()},
+                        "ownerReferences": [owner_reference(install)]},
+                });
+                if let Some(label) = component_label {
+                    body["metadata"]["labels"] = json!({label: ""});
+                }
+                let object: ServiceAccount =
+                    serde_json::from_value(body).map_err(|error| ensure_error(ClientError::Encode(error)))?;
+                // Created, never applied: an apply would adopt an account of the name that exists.
+                match accounts.create(&object).await {
+                    Ok(created) => created,
+                    // Created meanwhile, by a pass of ours or by someone else: judged below like any existing one.
+                    Err(error) if error.code() == Some(409) => {
+                        accounts.get(&account.name).await.map_err(ensure_error)?
+                    }
+                    Err(source) => return Err(ensure_error(source)),
+                }
+            }
+        };
+        if created_for(&existing, &install.uid().unwrap_or_default()) {
+            Ok(())
+        } else {
+            Err(ClusterError::ServiceAccountTaken { namespace: account.namespace.clone(), name: account.name.clone() })
+        }
+    }
+
+    /// Whether the person who created `install` may use the OperatorGroup account `account` themselves (one of
+    /// [`operator_group_use_checks`]); an Install without a recorded creator may not.
+    pub async fn creator_may_use(
+        &self,
+        install: &Install,
+        account: &ServiceAccountReference,
+    ) -> Result<bool, ClusterError> {
+        let Some(creator) = creator_of(install) else { return Ok(false) };
+        for check in operator_group_use_checks(account) {
+            let allowed = crate::access::allowed(self.client.kube(), &creator, &check).await.map_err(|source| {
+                ClusterError::ReviewCreator {
+                    install: install.name_any(),
+                    account: format!("{}/{}", account.namespace, account.name),
+                    source,
+                }
+            })?;
+            if allowed {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Whether whoever named `account` in the OperatorGroup `group` could run as it themselves (one of
+    /// [`account_namer_checks`]); a group with no record of who named it (or gone) lends nothing.
+    pub async fn namer_may_use(
+        &self,
+        group: Option<&OperatorGroup>,
+        account: &ServiceAccountReference,
+    ) -> Result<bool, ClusterError> {
+        let Some(namer) = account_namer(group, account) else { return Ok(false) };
+        for check in account_namer_checks(account) {
+            let allowed = crate::access::allowed(self.client.kube(), &namer, &check).await.map_err(|source| {
+                ClusterError::ReviewAccountNamer {
+                    group: group.map(ResourceExt::name_any).unwrap_or_default(),
+                    account: format!("{}/{}", account.namespace, account.name),
+                    source,
+                }
+            })?;
+            if allowed {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
 }
 
 #[cfg(test)]

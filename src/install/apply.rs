@@ -1,19 +1,29 @@
 //! Writing content as the ServiceAccount (docs/design.md, 'How content is applied'), with a client impersonating it
 //! (`cluster`): server-side apply of untyped objects, reads of live state and pruning. The API server judges every
-//! write with the account's RBAC, so nothing the content brings is written with the controller's own identity.
+//! write with the account's RBAC, so nothing the content brings is written with the controller's own identity. The
+//! pass's apply step ([`apply_content`]) applies, takes over and prunes with them.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
 
 use kube::api::DynamicObject;
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
-use std::collections::BTreeSet;
-
+use super::account::Account;
+use super::conditions::Outcome;
+use super::content;
 use super::crd_schema::{self, VersionValidator};
+use super::drift;
 use super::follows::{self, ObjectKey};
-use super::takeover;
-use crate::api::v2alpha1::{AppliedObject, ServiceAccountReference};
+use super::plan::{self, Existing};
+use super::reconcile::{Context, Pass, ReconcileError, Step, Stop};
+use super::resolve::Content;
+use super::takeover::{self, TakenCsv, Takeover};
+use crate::api::v2alpha1::{AppliedObject, InstallState, ServiceAccountReference};
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient, Objects};
+use crate::controller::conditions::Transition;
 use crate::rbac::required::RBAC_GROUP;
 use crate::rbac::KindIndex;
 
@@ -262,24 +272,6 @@ pub async fn get(
         .map_err(|error| ApplyError::InvalidObject { object: describe_ref(reference), reason: error.to_string() })
 }
 
-/// The Secrets an Install applied, read as its ServiceAccount (which was granted `get` on exactly those names), so
-/// that rendering again reuses their serving certificates. The controller itself reads no Secret. One that cannot
-/// be read only costs a certificate rotation.
-pub async fn applied_secrets(
-    client: &ControllerClient,
-    applied: &[AppliedObject],
-) -> Vec<k8s_openapi::api::core::v1::Secret> {
-    let mut secrets = Vec::new();
-    for reference in applied.iter().filter(|r| r.kind == "Secret" && r.api_version == "v1") {
-        let Some(namespace) = reference.namespace.as_deref() else { continue };
-        match client.namespaced::<k8s_openapi::api::core::v1::Secret>(namespace).get_opt(&reference.name).await {
-            Ok(found) => secrets.extend(found),
-            Err(error) => tracing::debug!(%error, secret = %describe_ref(reference), "serving certificate not read"),
-        }
-    }
-    secrets
-}
-
 /// Deletes an object the content no longer has; one already gone is fine. Kinds no longer served are skipped:
 /// their objects went with their definition.
 pub async fn prune(
@@ -310,6 +302,127 @@ pub fn deployment_available(live: &Value) -> bool {
         .flatten()
         .any(|condition| condition["type"] == "Available" && condition["status"] == "True");
     observed >= generation && available
+}
+
+/// What the apply found: the content's Deployments as they are, and the objects someone changed.
+pub struct Applied {
+    pub deployments: Vec<Value>,
+    pub diverged: Vec<String>,
+}
+
+/// The pass's apply step: applies the content as the account (unless a settled Install finds everything as applied), never over an object
+/// someone else made, nor a CRD losing a stored version; takes over what OLM v0 made for the operator's CSV, and
+/// prunes what the content no longer has.
+pub async fn apply_content(
+    ctx: &Context,
+    pass: &mut Pass<'_>,
+    account: &Account,
+    content: &Content,
+    taken: Option<&(Takeover, TakenCsv)>,
+    same_content: bool,
+) -> Result<Step<Applied>, ReconcileError> {
+    let (client, kinds, objects) = (&account.client, &content.kinds, &content.objects);
+    let retry = ctx.options.retry;
+    let settled = matches!(pass.previous.state, Some(InstallState::Installed | InstallState::Applying));
+    let mut diverged = Vec::new();
+    // An Operator that came to own the Install (an adopted Subscription's) labels its objects: applied again, but
+    // not drift, which is someone changing what the Install applied.
+    let mut relabel = false;
+    if same_content && settled {
+        for object in objects {
+            match get(client, kinds, &content::applied_ref(object)).await? {
+                Some(live) if drift::holds(object, &live) => {}
+                Some(live) if drift::holds(&drift::without_label(object, pass.label.as_deref()), &live) => {
+                    relabel = true
+                }
+                _ => diverged.push(describe(object)),
+            }
+        }
+    }
+    let mut deployments = Vec::new();
+    if same_content && settled && diverged.is_empty() && !relabel {
+        for object in objects.iter().filter(|object| object["kind"] == "Deployment") {
+            deployments.extend(get(client, kinds, &content::applied_ref(object)).await?);
+        }
+        return Ok(Step::Continue(Applied { deployments, diverged }));
+    }
+    let content_crds = takeover::owned_crds(objects);
+    let mut to_disown = Vec::new();
+    for object in objects {
+        let reference = content::applied_ref(object);
+        let owned_before = pass.previous.applied.contains(&reference);
+        if !owned_before || object["kind"] == "CustomResourceDefinition" {
+            if let Some(live) = get(client, kinds, &reference).await? {
+                let taken_over = taken.is_some_and(|(takeover, csv)| {
+                    takeover::made_for_csv(&live, takeover, csv, &content_crds, &pass.name)
+                });
+                let created = content::created_by(&live, &pass.name, &pass.uid);
+                match plan::existing(object, &live, owned_before, created, taken_over) {
+                    Existing::NotOwned => {
+                        return Ok(Step::Break(failed(&ApplyError::NotOwned { object: describe(object) }, retry)))
+                    }
+                    Existing::DropsStoredVersion(version) => {
+                        let error = ApplyError::UnsafeCrdUpgrade { crd: reference.name.clone(), version };
+                        return Ok(Step::Break(failed(&error, retry)));
+                    }
+                    Existing::Apply { disown: take, check_crd } => {
+                        // (Also when a pass that failed halfway applied it already.)
+                        if take {
+                            to_disown.push(object.clone());
+                        }
+                        if check_crd {
+                            if let Err(error) = check_crd_resources(ctx, pass, account, &live, object).await {
+                                return Ok(Step::Break(failed(&error, retry)));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        match apply(client, &account.user, kinds, object).await {
+            Ok(live) => {
+                ctx.cluster.wrote(&live);
+                deployments.extend((live["kind"] == "Deployment").then_some(live));
+            }
+            Err(error) => return Ok(Step::Break(failed(&error, retry))),
+        }
+    }
+    for object in &to_disown {
+        if let Err(error) = disown(client, &account.user, kinds, object).await {
+            return Ok(Step::Break(failed(&error, retry)));
+        }
+    }
+    if !to_disown.is_empty() {
+        tracing::info!(install = %pass.name, objects = to_disown.len(), "took over objects OLM v0 made for a CSV");
+    }
+    for stale in content::to_prune(&pass.previous.applied, objects) {
+        if let Err(error) = prune(client, &account.user, kinds, &stale).await {
+            return Ok(Step::Break(failed(&error, retry)));
+        }
+    }
+    Ok(Step::Continue(Applied { deployments, diverged }))
+}
+
+/// A CRD replacing `live`: its existing resources read against the new schema, a warning told as an event.
+async fn check_crd_resources(
+    ctx: &Context,
+    pass: &Pass<'_>,
+    account: &Account,
+    live: &Value,
+    object: &Value,
+) -> Result<(), ApplyError> {
+    if let Some(warning) = check_existing_resources(&account.client, &account.user, live, object).await? {
+        tracing::warn!(install = %pass.name, "{warning}");
+        let transition = Transition { warning: true, reason: "CRDValidation".into(), note: warning };
+        ctx.cluster.events.publish(pass.install, &[transition]).await;
+    }
+    Ok(())
+}
+
+/// How a failed grant or apply ends the pass: reported, to try again after `retry`.
+pub fn failed(error: &ApplyError, retry: Duration) -> Stop {
+    let outcome = Outcome::ApplyFailed { reason: error.category(), message: crate::category::report(error) };
+    Stop::new(outcome, retry)
 }
 
 #[cfg(test)]

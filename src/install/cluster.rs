@@ -9,23 +9,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
-use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
-use kube::api::{Api, ListParams, ObjectMeta, PartialObjectMeta, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
-use super::account::{account_namer, created_for};
 use super::apply::{service_account_user, FIELD_MANAGER};
-use super::grants::INSTALL_ANNOTATION;
-use super::takeover::{taken_csv, TakenCsv, Takeover};
-use crate::access::{account_namer_checks, operator_group_use_checks};
-use crate::api::v1::OperatorGroup;
-use crate::api::v1alpha1::COPIED_FROM_LABEL;
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus};
 use crate::api::v2alpha1::{
-    Install, InstallPolicy, InstallStatus, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION,
-    CREATOR_ANNOTATION,
+    Install, InstallStatus, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
 };
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
@@ -152,7 +144,7 @@ pub struct Cluster {
     rbac: Arc<RbacCache>,
 }
 
-fn list_error(what: &'static str) -> impl FnOnce(ClientError) -> ClusterError {
+pub(super) fn list_error(what: &'static str) -> impl FnOnce(ClientError) -> ClusterError {
     move |source| ClusterError::List { what, source }
 }
 
@@ -231,134 +223,6 @@ impl Cluster {
     pub async fn rbac_objects(&self) -> Result<(RbacObjects, Arc<RbacSnapshot>), ClusterError> {
         self.rbac.current().await.map_err(ClusterError::ReadRbac)?;
         Ok((self.rbac.objects(), self.rbac.snapshot()))
-    }
-
-    /// Whether the person who created `install` may use the OperatorGroup account `account` themselves (one of
-    /// [`operator_group_use_checks`]); an Install without a recorded creator may not.
-    pub async fn creator_may_use(
-        &self,
-        install: &Install,
-        account: &ServiceAccountReference,
-    ) -> Result<bool, ClusterError> {
-        let Some(creator) = creator_of(install) else { return Ok(false) };
-        for check in operator_group_use_checks(account) {
-            let allowed = crate::access::allowed(self.client.kube(), &creator, &check).await.map_err(|source| {
-                ClusterError::ReviewCreator {
-                    install: install.name_any(),
-                    account: format!("{}/{}", account.namespace, account.name),
-                    source,
-                }
-            })?;
-            if allowed {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// Whether whoever named `account` in the OperatorGroup `group` could run as it themselves (one of
-    /// [`account_namer_checks`]); a group with no record of who named it (or gone) lends nothing.
-    pub async fn namer_may_use(
-        &self,
-        group: Option<&OperatorGroup>,
-        account: &ServiceAccountReference,
-    ) -> Result<bool, ClusterError> {
-        let Some(namer) = account_namer(group, account) else { return Ok(false) };
-        for check in account_namer_checks(account) {
-            let allowed = crate::access::allowed(self.client.kube(), &namer, &check).await.map_err(|source| {
-                ClusterError::ReviewAccountNamer {
-                    group: group.map(ResourceExt::name_any).unwrap_or_default(),
-                    account: format!("{}/{}", account.namespace, account.name),
-                    source,
-                }
-            })?;
-            if allowed {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    /// The CSV an Install takes over, as it is now (`takeover::taken_csv`): read by namespace and name, its copies
-    /// among the copied CSVs' metadata.
-    pub async fn taken_csv(&self, takeover: &Takeover) -> Result<Option<TakenCsv>, ClusterError> {
-        let live = self
-            .client
-            .namespaced::<ClusterServiceVersion>(&takeover.namespace)
-            .get_opt(&takeover.name)
-            .await
-            .map_err(list_error("the CSV taken over"))?;
-        let copied = ListParams::default()
-            .labels(&format!("{COPIED_FROM_LABEL}={}", takeover.namespace))
-            .fields(&format!("metadata.name={}", takeover.name));
-        let copies = self
-            .client
-            .all::<PartialObjectMeta<ClusterServiceVersion>>()
-            .list_with(&copied)
-            .await
-            .map_err(list_error("the copies of the CSV taken over"))?;
-        let metadata: Vec<ObjectMeta> = copies.into_iter().map(|copy| copy.metadata).collect();
-        Ok(taken_csv(takeover, live.as_ref(), &metadata))
-    }
-
-    /// Every InstallPolicy (docs/policy.md): read on each pass, so that a grant or an apply always measures against
-    /// the policies of the moment.
-    pub async fn install_policies(&self) -> Result<Vec<InstallPolicy>, ClusterError> {
-        let mut policies = self.client.all::<InstallPolicy>().list().await.map_err(list_error("InstallPolicies"))?;
-        policies.sort_by_key(ResourceExt::name_any);
-        Ok(policies)
-    }
-
-    pub async fn operator_groups(&self, namespace: &str) -> Result<Vec<OperatorGroup>, ClusterError> {
-        self.client.namespaced::<OperatorGroup>(namespace).list().await.map_err(list_error("OperatorGroups"))
-    }
-
-    /// Creates the eponymous ServiceAccount an Install runs as, controlled by the Install. An account of that name
-    /// that exists is used only when it was created for this Install (its controlling owner has the Install's uid):
-    /// any other is never adopted, relabelled or owned.
-    pub async fn ensure_service_account(
-        &self,
-        install: &Install,
-        account: &ServiceAccountReference,
-        component_label: Option<&str>,
-    ) -> Result<(), ClusterError> {
-        let accounts = self.client.namespaced::<ServiceAccount>(&account.namespace);
-        let ensure_error = |source| ClusterError::EnsureServiceAccount {
-            namespace: account.namespace.clone(),
-            name: account.name.clone(),
-            source,
-        };
-        let existing = accounts.get_opt(&account.name).await.map_err(ensure_error)?;
-        let existing = match existing {
-            Some(existing) => existing,
-            None => {
-                let mut body = json!({
-                    "apiVersion": "v1", "kind": "ServiceAccount",
-                    "metadata": {"name": account.name, "namespace": account.namespace,
-                        "annotations": {INSTALL_ANNOTATION: install.name_any()},
-                        "ownerReferences": [owner_reference(install)]},
-                });
-                if let Some(label) = component_label {
-                    body["metadata"]["labels"] = json!({label: ""});
-                }
-                let object: ServiceAccount =
-                    serde_json::from_value(body).map_err(|error| ensure_error(ClientError::Encode(error)))?;
-                // Created, never applied: an apply would adopt an account of the name that exists.
-                match accounts.create(&object).await {
-                    Ok(created) => created,
-                    // Created meanwhile, by a pass of ours or by someone else: judged below like any existing one.
-                    Err(error) if error.code() == Some(409) => {
-                        accounts.get(&account.name).await.map_err(ensure_error)?
-                    }
-                    Err(source) => return Err(ensure_error(source)),
-                }
-            }
-        };
-        if created_for(&existing, &install.uid().unwrap_or_default()) {
-            Ok(())
-        } else {
-            Err(ClusterError::ServiceAccountTaken { namespace: account.namespace.clone(), name: account.name.clone() })
-        }
     }
 
     /// Whether the webhooks guarding approvals still guard: their configurations are as the controller wrote them,

@@ -7,8 +7,14 @@
 //! content itself needs a person (a Manual Operator's update, content changed by someone who does not hold what the
 //! account was granted): then every rule the content uses is pending, so the approver holds all the content can do,
 //! and the approval binds to the content's digests.
+//!
+//! And content over an InstallPolicy waits at the gate whatever was approved, unless it runs on as let through
+//! before ([`held_by_policy`]).
 
-use crate::api::v2alpha1::{Approval, PendingPermission, PendingReason, PermissionScope, ResolvedContent};
+use crate::api::v2alpha1::{
+    AppliedObject, Approval, InstallStatus, PendingPermission, PendingReason, PermissionScope, PolicyStatus,
+    ResolvedContent,
+};
 use crate::rbac::missing::rule_of;
 use crate::rbac::{breakdown, rule_covers};
 
@@ -132,9 +138,75 @@ fn applies_in(approved: &PendingPermission, place: Option<&str>) -> bool {
     }
 }
 
+/// The summary of the policies the content exceeds, when it must wait for them: content let through before a policy
+/// tightened keeps running where it was (re-applied with what it holds and nothing more); anything else over a
+/// policy waits, whatever was approved.
+pub fn held_by_policy(
+    policy: Option<&PolicyStatus>,
+    decision: &Gate,
+    resolved: &[ResolvedContent],
+    previous: &InstallStatus,
+    placed: &[AppliedObject],
+) -> Option<String> {
+    let violations = policy.filter(|p| crate::policy::exceeds(Some(p)))?;
+    let running = match decision {
+        Gate::Apply { grant } => {
+            crate::policy::runs_on(grant, resolved, &previous.approved_content, placed, &previous.applied)
+        }
+        Gate::AwaitApproval { .. } => false,
+    };
+    (!running).then(|| crate::policy::summary(&violations.violations))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::v2alpha1::{PolicyState, PolicyViolation};
+
+    fn placed(name: &str) -> AppliedObject {
+        AppliedObject {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: Some("operators".into()),
+            name: name.into(),
+        }
+    }
+
+    fn exceeding() -> PolicyStatus {
+        PolicyStatus {
+            state: Some(PolicyState::Exceeds),
+            violations: vec![PolicyViolation { policy: "tight".into(), message: "ConfigMap x is forbidden".into() }],
+        }
+    }
+
+    #[test]
+    fn content_over_a_policy_waits_unless_it_runs_on_as_let_through_before() {
+        let previous =
+            InstallStatus { approved_content: content("a"), applied: vec![placed("x")], ..InstallStatus::default() };
+        let apply_nothing = Gate::Apply { grant: Vec::new() };
+        let here = [placed("x")];
+        assert_eq!(held_by_policy(None, &apply_nothing, &content("b"), &previous, &here), None, "no policy");
+        let within = PolicyStatus { state: Some(PolicyState::Within), violations: Vec::new() };
+        assert_eq!(held_by_policy(Some(&within), &apply_nothing, &content("b"), &previous, &here), None);
+        let over = exceeding();
+        // What ran before, where it ran, granting nothing: runs on.
+        assert_eq!(held_by_policy(Some(&over), &apply_nothing, &content("a"), &previous, &here), None);
+        let summary = Some("InstallPolicy tight: ConfigMap x is forbidden".to_owned());
+        // Other content, another place, a grant, or an approval awaited: waits.
+        assert_eq!(held_by_policy(Some(&over), &apply_nothing, &content("b"), &previous, &here), summary);
+        assert_eq!(held_by_policy(Some(&over), &apply_nothing, &content("a"), &previous, &[placed("y")]), summary);
+        let granting = Gate::Apply { grant: vec![cluster(&["create"], &["configmaps"])] };
+        assert_eq!(held_by_policy(Some(&over), &granting, &content("a"), &previous, &here), summary);
+        let awaiting = Gate::AwaitApproval {
+            pending: vec![cluster(&["create"], &["configmaps"])],
+            reason: crate::api::v2alpha1::PendingReason::Permissions,
+            revoke_approval: false,
+        };
+        assert_eq!(held_by_policy(Some(&over), &awaiting, &content("a"), &previous, &here), summary);
+        // Never installed: nothing runs on.
+        let fresh = InstallStatus::default();
+        assert_eq!(held_by_policy(Some(&over), &apply_nothing, &content("a"), &fresh, &here), summary);
+    }
 
     fn namespaced(verbs: &[&str], resources: &[&str], namespaces: &[&str]) -> PendingPermission {
         PendingPermission {

@@ -1,14 +1,23 @@
 //! The RBAC objects that hold exactly the approved rules for an Install's ServiceAccount (docs/design.md, 'How content
 //! is applied'): a ClusterRole and ClusterRoleBinding for the cluster-wide rules, a Role and RoleBinding in each
 //! namespace for the others. They are owned by the Install, so garbage collection removes them with it, and named after
-//! their rules, so a retried grant after a crash writes the same objects again instead of new ones.
+//! their rules, so a retried grant after a crash writes the same objects again instead of new ones. The pass's grant
+//! step ([`grant`]) applies them as the controller.
 
 use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use crate::api::v2alpha1::{PendingPermission, PermissionScope, ServiceAccountReference};
+use super::account::Account;
+use super::apply::{self, failed};
+use super::follows;
+use super::gate::add_grants;
+use super::measure::Measured;
+use super::reconcile::{Context, Pass, ReconcileError, Step};
+use super::resolve::Content;
+use crate::api::v2alpha1::{PendingPermission, PendingPermissions, PermissionScope, ServiceAccountReference};
 use crate::bundle::names::generated_name;
+use crate::controller::conditions::Transition;
 
 /// Annotation naming the Install an object was created or applied for (defined with the API: policies read it).
 pub use crate::api::v2alpha1::INSTALL_ANNOTATION;
@@ -135,6 +144,44 @@ fn object(owner: &GrantOwner<'_>, kind: &str, namespace: Option<&str>, name: &st
         target.extend(fields.clone());
     }
     object
+}
+
+/// The pass's step after the gate let rules through: grants `grant` to the account, what followed from a `create` apart and marked so (told in an event), as the
+/// controller; the status records it as granted and the content as let through.
+pub async fn grant(
+    ctx: &Context,
+    pass: &mut Pass<'_>,
+    account: &Account,
+    content: &Content,
+    measured: &Measured,
+    grant: &[PendingPermission],
+) -> Result<Step<()>, ReconcileError> {
+    if !measured.split.follows.is_empty() {
+        let note = format!(
+            "granting get, patch, update and delete on objects this Install creates, following from the create it \
+             was granted: {}",
+            measured.absent.iter().map(follows::describe).collect::<Vec<_>>().join(", ")
+        );
+        tracing::info!(install = %pass.name, "{note}");
+        let transition = Transition { warning: false, reason: "GrantFollowsCreate".into(), note };
+        ctx.cluster.events.publish(pass.install, &[transition]).await;
+    }
+    let (followed, approved): (Vec<_>, Vec<_>) =
+        grant.iter().cloned().partition(|rule| measured.split.follows.contains(rule));
+    for (rules, followed) in [(approved, false), (followed, true)] {
+        let owner =
+            GrantOwner { install: &pass.name, uid: &pass.uid, component_label: pass.label.as_deref(), followed };
+        for object in grant_objects(&owner, &account.reference, &rules) {
+            match apply::apply(&ctx.cluster.client, "the controller", &content.kinds, &object).await {
+                Ok(live) => ctx.cluster.wrote(&live),
+                Err(error) => return Ok(Step::Break(failed(&error, ctx.options.retry))),
+            }
+        }
+    }
+    pass.status.pending = Some(PendingPermissions::default());
+    pass.status.granted = add_grants(&pass.status.granted, grant);
+    pass.status.approved_content = content.resolved.clone();
+    Ok(Step::Continue(()))
 }
 
 #[cfg(test)]

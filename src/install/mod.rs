@@ -1,8 +1,8 @@
 //! The Install controller: content applied as a controller-assigned ServiceAccount once a person holding the
 //! permissions it lacks approved them. `account`, `content`, `crd_safety`, `follows`, `gate`, `plan`, `grants`,
 //! `conditions`, `takeover` and `drift` decide; `resolve`, `apply` and `cluster` read and write; `reconcile` sequences
-//! one pass as steps that observe (`observe`) and steps that write (`steps`); [`controller`] runs it for every
-//! Install.
+//! one pass as named steps, each in the module of what it reads or writes (`account`, `resolve`, `takeover`,
+//! `measure`; `steps`, `grants`, `apply`); [`controller`] runs it for every Install.
 
 pub mod account;
 pub mod apply;
@@ -15,7 +15,7 @@ pub mod drift;
 pub mod follows;
 pub mod gate;
 pub mod grants;
-pub mod observe;
+pub mod measure;
 pub mod plan;
 pub mod reconcile;
 pub mod resolve;

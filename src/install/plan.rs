@@ -1,6 +1,6 @@
 //! The decisions of an Install's pass that were not a sibling module's already (`gate`, `follows`, `policy`,
-//! `crd_safety`, `drift`, `conditions`): whether a person must approve whatever is pending, whether content over a
-//! policy may still run, whether the pass lets something through the gate, what to do with an object of the content
+//! `crd_safety`, `drift`, `conditions`): whether a person must approve whatever is pending, whether the pass lets
+//! something through the gate, what to do with an object of the content
 //! that exists, and what the content's CSVs say of the rollout. Pure: the pass (`reconcile`) reads, calls these, and
 //! writes.
 
@@ -8,10 +8,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::gate::{Gate, PersonRequired};
+use super::gate::PersonRequired;
 use crate::api::v2alpha1::{
-    AppliedObject, InstallStatus, PendingPermission, PolicyStatus, ResolvedContent, CONTENT_CHANGED_BY_ANNOTATION,
-    MANUAL_APPROVAL_ANNOTATION,
+    InstallStatus, PendingPermission, ResolvedContent, CONTENT_CHANGED_BY_ANNOTATION, MANUAL_APPROVAL_ANNOTATION,
 };
 
 /// Who changed the content, when a change marked it (the Install's `CONTENT_CHANGED_BY_ANNOTATION`), and whether
@@ -33,26 +32,6 @@ pub fn person_required(annotations: &BTreeMap<String, String>) -> (Option<Person
 /// checked for drift rather than applied again).
 pub fn same_content(previous: &InstallStatus, resolved: &[ResolvedContent], generation: Option<i64>) -> bool {
     previous.resolved == resolved && previous.observed_generation == generation
-}
-
-/// The summary of the policies the content exceeds, when it must wait for them: content let through before a policy
-/// tightened keeps running where it was (re-applied with what it holds and nothing more); anything else over a
-/// policy waits, whatever was approved.
-pub fn held_by_policy(
-    policy: Option<&PolicyStatus>,
-    decision: &Gate,
-    resolved: &[ResolvedContent],
-    previous: &InstallStatus,
-    placed: &[AppliedObject],
-) -> Option<String> {
-    let violations = policy.filter(|p| crate::policy::exceeds(Some(p)))?;
-    let running = match decision {
-        Gate::Apply { grant } => {
-            crate::policy::runs_on(grant, resolved, &previous.approved_content, placed, &previous.applied)
-        }
-        Gate::AwaitApproval { .. } => false,
-    };
-    (!running).then(|| crate::policy::summary(&violations.violations))
 }
 
 /// Whether the pass lets something through that an approval stands for: a grant, or content not let through

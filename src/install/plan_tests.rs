@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::api::v2alpha1::{ContentType, PolicyState, PolicyViolation};
+use crate::api::v2alpha1::ContentType;
 
 fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(key, value)| ((*key).to_owned(), (*value).to_owned())).collect()
@@ -16,27 +16,11 @@ fn content(digest: &str) -> Vec<ResolvedContent> {
     }]
 }
 
-fn placed(name: &str) -> AppliedObject {
-    AppliedObject {
-        api_version: "v1".into(),
-        kind: "ConfigMap".into(),
-        namespace: Some("operators".into()),
-        name: name.into(),
-    }
-}
-
 fn rule() -> PendingPermission {
     serde_json::from_value(
         json!({"scope": "Cluster", "apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}),
     )
     .unwrap()
-}
-
-fn exceeding() -> PolicyStatus {
-    PolicyStatus {
-        state: Some(PolicyState::Exceeds),
-        violations: vec![PolicyViolation { policy: "tight".into(), message: "ConfigMap x is forbidden".into() }],
-    }
 }
 
 #[test]
@@ -56,35 +40,6 @@ fn the_same_content_is_the_recorded_one_at_the_recorded_generation() {
     assert!(same_content(&previous, &content("a"), Some(2)));
     assert!(!same_content(&previous, &content("a"), Some(3)), "a new generation may move the content");
     assert!(!same_content(&previous, &content("b"), Some(2)));
-}
-
-#[test]
-fn content_over_a_policy_waits_unless_it_runs_on_as_let_through_before() {
-    let previous =
-        InstallStatus { approved_content: content("a"), applied: vec![placed("x")], ..InstallStatus::default() };
-    let apply_nothing = Gate::Apply { grant: Vec::new() };
-    let here = [placed("x")];
-    assert_eq!(held_by_policy(None, &apply_nothing, &content("b"), &previous, &here), None, "no policy");
-    let within = PolicyStatus { state: Some(PolicyState::Within), violations: Vec::new() };
-    assert_eq!(held_by_policy(Some(&within), &apply_nothing, &content("b"), &previous, &here), None);
-    let over = exceeding();
-    // What ran before, where it ran, granting nothing: runs on.
-    assert_eq!(held_by_policy(Some(&over), &apply_nothing, &content("a"), &previous, &here), None);
-    let summary = Some("InstallPolicy tight: ConfigMap x is forbidden".to_owned());
-    // Other content, another place, a grant, or an approval awaited: waits.
-    assert_eq!(held_by_policy(Some(&over), &apply_nothing, &content("b"), &previous, &here), summary);
-    assert_eq!(held_by_policy(Some(&over), &apply_nothing, &content("a"), &previous, &[placed("y")]), summary);
-    let granting = Gate::Apply { grant: vec![rule()] };
-    assert_eq!(held_by_policy(Some(&over), &granting, &content("a"), &previous, &here), summary);
-    let awaiting = Gate::AwaitApproval {
-        pending: vec![rule()],
-        reason: crate::api::v2alpha1::PendingReason::Permissions,
-        revoke_approval: false,
-    };
-    assert_eq!(held_by_policy(Some(&over), &awaiting, &content("a"), &previous, &here), summary);
-    // Never installed: nothing runs on.
-    let fresh = InstallStatus::default();
-    assert_eq!(held_by_policy(Some(&over), &apply_nothing, &content("a"), &fresh, &here), summary);
 }
 
 #[test]

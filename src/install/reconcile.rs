@@ -1,8 +1,10 @@
-//! One reconcile of an Install, as a short sequence of named steps: observe (`observe`: assign its ServiceAccount,
-//! resolve its content, measure what the account lacks, read what it takes over and the policies), decide (`gate`,
-//! and `plan` for the rest: pure), then write (`steps`: hold over a policy, await approval, require the webhook's
-//! guard, grant exactly the approved rules, apply as the account and prune, report). This file holds the sequence,
-//! the controller's settings and context, and the status report every step ends with.
+//! One reconcile of an Install, as a short sequence of named steps, each in the module of what it reads or writes:
+//! assign the account (`account`), resolve the content (`resolve`), measure what the account lacks and what the
+//! policies say of it (`measure`), read what it takes over (`takeover`), decide (`gate`, and `plan` for the rest:
+//! pure), then write (`steps`: hold over a policy, await approval, require the webhook's guard; `grants`: grant
+//! exactly the approved rules; `apply`: apply as the account and prune; `steps`: report). This file holds the
+//! sequence, what a pass knows ([`Pass`]), the controller's settings and context, and the status report: a step that
+//! cannot go on answers why ([`Stop`]), and the sequence reports it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,17 +13,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
-use super::apply::ApplyError;
+use super::account::Account;
+use super::apply::{self, deployment_available, Applied, ApplyError};
 use super::cluster::{Cluster, ClusterError};
 use super::conditions::{self, Outcome};
-use super::gate::{gate, GateInput};
-use super::observe::{self, Pass};
-use super::plan;
-use super::resolve::Resolver;
-use super::steps;
-use crate::api::v2alpha1::{Install, InstallStatus};
+use super::content::{applied_ref, install_namespace};
+use super::gate::{add_grants, gate, held_by_policy, GateInput};
+use super::resolve::{self, Content, Resolver};
+use super::{account, grants, measure, plan, steps, takeover};
+use crate::api::component::component_label_key;
+use crate::api::v2alpha1::{AppliedObject, Install, InstallStatus, ADOPTED_FROM_ANNOTATION};
 use crate::category::Categorized;
-use crate::controller::next;
 use crate::webhook::configuration::WebhookService;
 
 /// Installed reason while the approval webhook does not guard Installs.
@@ -80,6 +82,74 @@ pub fn owning_operator(install: &Install) -> Option<String> {
         .map(|owner| owner.name.clone())
 }
 
+/// What the pass knows of the Install, and the status it builds to write at its end.
+pub struct Pass<'a> {
+    pub install: &'a Install,
+    pub name: String,
+    pub uid: String,
+    /// The status as the pass found it.
+    pub previous: InstallStatus,
+    /// The namespace the content goes to (its OperatorGroups assign the account).
+    pub namespace: String,
+    /// The component label of the Operator owning the Install, which everything it applies carries.
+    pub label: Option<String>,
+    /// The status being built.
+    pub status: InstallStatus,
+}
+
+impl<'a> Pass<'a> {
+    pub fn new(install: &'a Install) -> Self {
+        let previous = install.status.clone().unwrap_or_default();
+        let status = InstallStatus {
+            resolved: previous.resolved.clone(),
+            pending: previous.pending.clone(),
+            applied: previous.applied.clone(),
+            granted: previous.granted.clone(),
+            approved_content: previous.approved_content.clone(),
+            adopted_from: install.annotations().get(ADOPTED_FROM_ANNOTATION).cloned(),
+            ..InstallStatus::default()
+        };
+        Self {
+            install,
+            name: install.name_any(),
+            uid: install.uid().unwrap_or_default(),
+            namespace: install_namespace(&install.spec.namespaces),
+            label: owning_operator(install).as_deref().map(component_label_key),
+            previous,
+            status,
+        }
+    }
+}
+
+/// Why a step ended the pass: the outcome to report, when to look again, and the Install's resourceVersion the
+/// status may only be written at (when the step voided an approval or shows a pending set: an approval given since
+/// must not be answered with a status judged without it).
+pub struct Stop {
+    pub outcome: Outcome,
+    pub requeue: Duration,
+    pub precondition: Option<String>,
+}
+
+impl Stop {
+    pub fn new(outcome: Outcome, requeue: Duration) -> Self {
+        Self { outcome, requeue, precondition: None }
+    }
+
+    /// The same stop, its status written only while the Install is at `precondition`.
+    pub fn at(self, precondition: Option<String>) -> Self {
+        Self { precondition, ..self }
+    }
+}
+
+/// Goes on to the next step with `T`, or ends the pass ([`Stop`]).
+pub type Step<T> = std::ops::ControlFlow<Stop, T>;
+
+/// Reports why a step stopped the pass, and ends it.
+async fn finish(ctx: &Context, pass: &Pass<'_>, stop: Stop) -> Result<Action, ReconcileError> {
+    report(ctx, pass.install, pass.status.clone(), &stop.outcome, stop.precondition.as_deref()).await?;
+    Ok(Action::requeue(stop.requeue))
+}
+
 fn now() -> Time {
     Time(k8s_openapi::jiff::Timestamp::now())
 }
@@ -108,18 +178,70 @@ pub(super) async fn report(
     Ok(written)
 }
 
-/// Reconciles one Install: observe (the account, the content, what the account lacks, what is taken over, the
+/// Reports the content applied (its CSVs' phase with it), and clears a content change's mark once what a person
+/// approved after it is applied.
+pub async fn report_applied(
+    ctx: &Context,
+    mut pass: Pass<'_>,
+    account: &Account,
+    content: &Content,
+    applied: Applied,
+    changed_by: Option<String>,
+) -> Result<Action, ReconcileError> {
+    pass.status.applied = content.objects.iter().map(applied_ref).collect();
+    let rolling_out: Vec<String> = applied
+        .deployments
+        .iter()
+        .filter(|live| !deployment_available(live))
+        .map(|live| live["metadata"]["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let (phase, reason, message) = plan::csv_phase(&rolling_out);
+    for csv in &content.csvs {
+        ctx.cluster.write_csv_phase(&pass.namespace, csv, phase, reason, &message).await?;
+    }
+    let requeue = if rolling_out.is_empty() { ctx.options.resync } else { ctx.options.retry };
+    let outcome = Outcome::Applied {
+        objects: content.objects.len(),
+        account: account.describe(),
+        rolling_out,
+        diverged: applied.diverged,
+    };
+    let written = report(ctx, pass.install, pass.status, &outcome, None).await?;
+    if changed_by.is_some() {
+        // The changed content was approved by a person holding all it uses, and is applied: the mark has done its
+        // work. Cleared only if nothing changed since the status was written (a new change brings a new mark).
+        ctx.cluster.clear_content_change(&written).await?;
+    }
+    Ok(Action::requeue(requeue))
+}
+
+/// The value a step went on with; or, the step's stop reported, the end of the pass.
+macro_rules! step {
+    ($ctx:expr, $pass:expr, $step:expr) => {
+        match $step {
+            std::ops::ControlFlow::Continue(value) => value,
+            std::ops::ControlFlow::Break(stop) => return finish(&$ctx, &$pass, stop).await,
+        }
+    };
+}
+
+/// Reconciles one Install: observe (the account, the content, what it takes over, what the account lacks, the
 /// policies), decide (the gate), then the write steps in order; any step may end the pass, its reason reported.
 pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Action, ReconcileError> {
     if install.metadata.deletion_timestamp.is_some() {
         // Garbage collection removes what the Install owns.
         return Ok(Action::await_change());
     }
-    let mut pass = Pass::new(&install);
-    let account = next!(observe::assign_account(&ctx, &mut pass).await?);
-    let content = next!(observe::resolve_content(&ctx, &pass, &account).await?);
-    let measured = next!(observe::measure_permissions(&ctx, &mut pass, &account, &content).await?);
     let (person, changed_by) = plan::person_required(install.annotations());
+    let mut pass = Pass::new(&install);
+    let account = step!(ctx, pass, account::assign_account(&ctx, &mut pass).await?);
+    let content = step!(ctx, pass, resolve::resolve_content(&ctx, &pass, &account).await?);
+    let taken = takeover::taken_over(&ctx, &pass).await?;
+    let measured = step!(ctx, pass, measure::measure_permissions(&ctx, &pass, &account, &content).await?);
+    measure::evaluate_policies(&ctx, &mut pass, &content, &measured, taken.as_ref()).await?;
+    pass.status.resolved = content.resolved.clone();
+    pass.status.granted = add_grants(&pass.status.granted, &measured.own_grants);
+
     let same_content = plan::same_content(&pass.previous, &content.resolved, install.metadata.generation);
     let recorded_pending = pass.previous.pending.as_ref().map(|p| p.permissions.clone()).unwrap_or_default();
     let decision = gate(&GateInput {
@@ -133,14 +255,21 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
         needed: &measured.needed,
         person,
     });
-    pass.status.resolved = content.resolved.clone();
-    let taken = observe::takeover(&ctx, &pass).await?;
-    observe::evaluate_policies(&ctx, &mut pass, &content, &measured, taken.as_ref()).await?;
+    let placed: Vec<AppliedObject> = content.objects.iter().map(applied_ref).collect();
+    let held = held_by_policy(pass.status.policy.as_ref(), &decision, &content.resolved, &pass.previous, &placed);
 
-    next!(steps::hold_over_policy(&ctx, &mut pass, &content, &decision).await?);
-    let grant = next!(steps::await_approval(&ctx, &mut pass, decision, &measured, &account, changed_by.clone()).await?);
-    next!(steps::require_guard(&ctx, &pass, &grant, &content).await?);
-    next!(steps::grant(&ctx, &mut pass, &account, &content, &measured, &grant).await?);
-    let applied = next!(steps::apply_content(&ctx, &mut pass, &account, &content, taken.as_ref(), same_content).await?);
-    steps::report_applied(&ctx, pass, &account, &content, applied, changed_by).await
+    step!(ctx, pass, steps::hold_over_policy(&ctx, &mut pass, held).await?);
+    let grant = step!(
+        ctx,
+        pass,
+        steps::await_approval(&ctx, &mut pass, decision, &measured, &account, changed_by.clone()).await?
+    );
+    step!(ctx, pass, steps::require_guard(&ctx, &pass, &grant, &content).await?);
+    step!(ctx, pass, grants::grant(&ctx, &mut pass, &account, &content, &measured, &grant).await?);
+    let applied = step!(
+        ctx,
+        pass,
+        apply::apply_content(&ctx, &mut pass, &account, &content, taken.as_ref(), same_content).await?
+    );
+    report_applied(&ctx, pass, &account, &content, applied, changed_by).await
 }

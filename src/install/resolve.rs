@@ -1,22 +1,33 @@
 //! Resolving an Install's content into plain objects: bundle images are pulled (pinned by digest), loaded and
 //! converted for the install namespace and the namespaces their operator watches, with the CSV as a record; Raw
 //! manifests are parsed and placed. Serving certificates of bundle webhooks are reused from the Secrets already
-//! applied, so that resolving again does not rotate them.
+//! applied (read as the account), so that resolving again does not rotate them. The pass's second step
+//! ([`resolve_content`]) resolves, decorates and orders the content, and refuses a CRD naming an API the cluster
+//! serves already.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use k8s_openapi::api::core::v1::Secret;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::content::{csv_record, install_namespace, parse_raw, place_raw, target_namespaces};
+use super::account::Account;
+use super::apply;
+use super::conditions::Outcome;
+use super::content::{csv_record, decorate, install_namespace, parse_raw, place_raw, sort_for_apply};
+use super::content::{target_namespaces, Decoration};
+use super::crd_safety;
+use super::reconcile::{Context, Pass, ReconcileError, Step, Stop};
 use crate::api::v1::OperatorGroup;
+use crate::api::v2alpha1::AppliedObject;
 use crate::api::v2alpha1::{ContentSource, ContentType, DeploymentConfig, Install, ResolvedContent};
 use crate::bundle::image::{ImageClient, PullError};
 use crate::bundle::names::webhook_secret_name;
 use crate::bundle::unpack::UnpackLimits;
 use crate::bundle::{render, Bundle, BundleError, ConvertError, RenderOptions};
 use crate::category::Categorized;
+use crate::controller::client::ControllerClient;
 use crate::rbac::KindIndex;
 use crate::tls::{CaOptions, CertificateAuthority, CertificateError, CertificateIssuer, ServingCertificate};
 
@@ -235,6 +246,83 @@ pub fn config_digest(config: &DeploymentConfig) -> Result<String, serde_json::Er
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The content: its objects decorated and in apply order, what it resolved to, its CSVs, and the kinds known with
+/// its CRDs.
+pub struct Content {
+    pub objects: Vec<Value>,
+    pub resolved: Vec<ResolvedContent>,
+    pub csvs: Vec<String>,
+    pub kinds: KindIndex,
+}
+
+/// The pass's second step: the content resolved (pulled, or found unpacked) and pinned; refused when it cannot be,
+/// or when a CRD of it names an API the cluster serves already.
+pub async fn resolve_content(
+    ctx: &Context,
+    pass: &Pass<'_>,
+    account: &Account,
+) -> Result<Step<Content>, ReconcileError> {
+    let kinds = ctx.cluster.kinds(false).await?;
+    let certificates =
+        StoredCertificates::from_secrets(&applied_secrets(&account.client, &pass.previous.applied).await);
+    let resolved = match ctx.resolver.resolve(pass.install, &kinds, &account.groups, &certificates).await {
+        Ok(resolved) => resolved,
+        Err(error) => {
+            let message = crate::category::report(&error);
+            let outcome = if error.is_import_failure() {
+                Outcome::ImportFailed { message }
+            } else {
+                Outcome::Invalid { reason: error.category(), message }
+            };
+            return Ok(Step::Break(Stop::new(outcome, ctx.options.retry)));
+        }
+    };
+    let Resolved { mut objects, resolved, csvs } = resolved;
+    let decoration = Decoration { install: &pass.name, uid: &pass.uid, component_label: pass.label.as_deref() };
+    decorate(&mut objects, &decoration);
+    sort_for_apply(&mut objects);
+    // Content defines only new APIs: a CRD naming a resource the cluster serves with no CRD behind it (a built-in,
+    // an aggregated API) is refused, before anything counts the rules on that resource as the content's own.
+    for reference in crd_safety::crds_naming_served_apis(&objects, &kinds, &pass.previous.applied) {
+        if apply::get(&ctx.cluster.client, &kinds, &reference).await?.is_none() {
+            let message = format!(
+                "CustomResourceDefinition {} names a resource the API server already serves (a built-in or aggregated API): content may define only new APIs",
+                reference.name
+            );
+            let outcome = Outcome::Invalid { reason: "CrdNamesServedApi", message };
+            return Ok(Step::Break(Stop::new(outcome, ctx.options.resync)));
+        }
+    }
+    let mut kinds = kinds;
+    kinds.add_crds(objects.iter());
+    if objects.iter().any(|object| !known(&kinds, object)) {
+        kinds = ctx.cluster.kinds(true).await?;
+        kinds.add_crds(objects.iter());
+    }
+    Ok(Step::Continue(Content { objects, resolved, csvs, kinds }))
+}
+
+fn known(kinds: &KindIndex, object: &Value) -> bool {
+    kinds
+        .resolve(object["apiVersion"].as_str().unwrap_or_default(), object["kind"].as_str().unwrap_or_default())
+        .is_some()
+}
+
+/// The Secrets an Install applied, read as its ServiceAccount (which was granted `get` on exactly those names), so
+/// that rendering again reuses their serving certificates. The controller itself reads no Secret. One that cannot
+/// be read only costs a certificate rotation.
+async fn applied_secrets(client: &ControllerClient, applied: &[AppliedObject]) -> Vec<Secret> {
+    let mut secrets = Vec::new();
+    for reference in applied.iter().filter(|r| r.kind == "Secret" && r.api_version == "v1") {
+        let Some(namespace) = reference.namespace.as_deref() else { continue };
+        match client.namespaced::<Secret>(namespace).get_opt(&reference.name).await {
+            Ok(found) => secrets.extend(found),
+            Err(error) => tracing::debug!(%error, namespace, secret = %reference.name, "serving certificate not read"),
+        }
+    }
+    secrets
 }
 
 #[cfg(test)]

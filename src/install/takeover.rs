@@ -5,15 +5,18 @@
 //! its namespace that name it as their owner, those of other namespaces that name one of its copies there, the
 //! cluster-scoped ones OLM labels as its (`olm.owner`), and the CRDs both it and the content's CSV own. Only while that
 //! CSV is still the one recorded (same uid, not being deleted). Only the controller writes the annotations naming
-//! the CSV (the validating webhook refuses anyone else). Pure functions.
+//! the CSV (the validating webhook refuses anyone else). Pure functions, and the pass's step that reads the CSV
+//! taken over ([`taken_over`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::api::ObjectMeta;
+use kube::api::{ListParams, ObjectMeta, PartialObjectMeta};
 use kube::ResourceExt;
 use serde_json::Value;
 
+use super::cluster::{list_error, Cluster, ClusterError};
 use super::grants::INSTALL_ANNOTATION;
+use super::reconcile::{Context, Pass, ReconcileError};
 use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::api::v1alpha1::COPIED_FROM_LABEL;
 use crate::api::v1alpha1::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
@@ -135,6 +138,39 @@ pub fn made_for_csv(
                 && labels[OWNER_NAMESPACE_LABEL] == takeover.namespace.as_str()
                 && labels[OWNER_KIND_LABEL] == "ClusterServiceVersion"
         }
+    }
+}
+
+/// The pass's step after the gate: for an Install made for an operator OLM v0 installed, on its first apply, the CSV
+/// whose objects it takes over, while that CSV is the one recorded.
+pub async fn taken_over(ctx: &Context, pass: &Pass<'_>) -> Result<Option<(Takeover, TakenCsv)>, ReconcileError> {
+    Ok(match first_apply(pass.install, &pass.previous.applied) {
+        Some(takeover) => ctx.cluster.taken_csv(&takeover).await?.map(|csv| (takeover, csv)),
+        None => None,
+    })
+}
+
+impl Cluster {
+    /// The CSV an Install takes over, as it is now (`takeover::taken_csv`): read by namespace and name, its copies
+    /// among the copied CSVs' metadata.
+    pub async fn taken_csv(&self, takeover: &Takeover) -> Result<Option<TakenCsv>, ClusterError> {
+        let live = self
+            .client
+            .namespaced::<ClusterServiceVersion>(&takeover.namespace)
+            .get_opt(&takeover.name)
+            .await
+            .map_err(list_error("the CSV taken over"))?;
+        let copied = ListParams::default()
+            .labels(&format!("{COPIED_FROM_LABEL}={}", takeover.namespace))
+            .fields(&format!("metadata.name={}", takeover.name));
+        let copies = self
+            .client
+            .all::<PartialObjectMeta<ClusterServiceVersion>>()
+            .list_with(&copied)
+            .await
+            .map_err(list_error("the copies of the CSV taken over"))?;
+        let metadata: Vec<ObjectMeta> = copies.into_iter().map(|copy| copy.metadata).collect();
+        Ok(taken_csv(takeover, live.as_ref(), &metadata))
     }
 }
 
