@@ -216,28 +216,7 @@ fn plan_one(
     inputs: &Inputs<'_>,
     namespaces_of: &BTreeMap<&str, BTreeSet<String>>,
 ) -> SubscriptionPlan {
-    let namespace = subscription.namespace().unwrap_or_default();
-    let name = subscription.name_any();
-    let spec = &subscription.spec;
-    let key = format!("{namespace}/{name}");
-    let origin = adopted_from(&namespace, &name);
-    let manual = spec.install_plan_approval == Some(InstallPlanApproval::Manual);
-    let mut plan = SubscriptionPlan {
-        namespace: namespace.clone(),
-        name: name.clone(),
-        package: spec.name.clone(),
-        channel: spec.channel.clone(),
-        catalog: format!("{}/{}", spec.source_namespace, spec.source),
-        manual,
-        asked: (inputs.asked)(&namespace),
-        install: None,
-        account: None,
-        granted: Vec::new(),
-        install_adopted: false,
-        takeover: None,
-        operator: None,
-        blocked: None,
-    };
+    let mut plan = SubscriptionPlan::of(subscription, inputs);
     // Made again from an Operator on purpose: adopting it would undo that.
     if let Some(origin) = subscription.annotations().get(super::revert::REVERTED_FROM_ANNOTATION) {
         plan.blocked = blocked(
@@ -250,19 +229,9 @@ fn plan_one(
         );
         return plan;
     }
-    // Its Install: the one made for it, or the one an earlier pass adopted from it.
-    // One adopted from a Subscription of the same name that was deleted and made again is not this one's.
-    let uid = subscription.uid();
-    let install = inputs.installs.iter().find(|install| {
-        let annotations = install.annotations();
-        let adopted = annotations.get(ADOPTED_FROM_ANNOTATION) == Some(&origin)
-            && uid.is_some()
-            && annotations.get(ADOPTED_FROM_UID_ANNOTATION) == uid.as_ref();
-        annotations.get(SUBSCRIPTION_ANNOTATION) == Some(&key) || adopted
-    });
     // None for an operator OLM v0 installed: the Install to make, which takes it over.
     let provisional;
-    let install = match install {
+    let install = match own_install(subscription, inputs) {
         Some(install) => install,
         None => match takeover_install(subscription, inputs) {
             Ok((install, takeover, holds)) => {
@@ -277,133 +246,197 @@ fn plan_one(
             }
         },
     };
-    let install_name = install.name_any();
-    plan.install = Some(install_name.clone());
-    if plan.takeover.is_none() {
-        plan.granted = install.status.as_ref().map(|status| status.granted.clone()).unwrap_or_default();
-        plan.takeover = taking_over(install);
+    plan.record_install(install, inputs);
+    match choose_operator(subscription, install, inputs, namespaces_of, &plan.catalog) {
+        Ok(choice) => {
+            plan.install_adopted = owners(install).contains(&choice.name);
+            plan.blocked = install_blocker(&plan, install, &choice.name);
+            plan.operator = Some(choice);
+        }
+        Err(why) => plan.blocked = Some(why),
     }
-    if let Some(takeover) = plan.takeover.as_mut() {
-        let key = (namespace.clone(), takeover.csv.clone());
-        takeover.copies = inputs.copies.get(&key).cloned().unwrap_or_default();
-    }
-    plan.account = install
-        .status
-        .as_ref()
-        .and_then(|status| status.service_account_ref.as_ref())
-        .map(|account| format!("{}/{}", account.namespace, account.name));
+    plan
+}
 
-    // The Operator: one that names this Install already (an earlier pass), one that matches, or one to generate.
+impl SubscriptionPlan {
+    /// The plan of `subscription` before anything is decided: what it subscribes to, and whether it was asked for.
+    fn of(subscription: &Subscription, inputs: &Inputs<'_>) -> Self {
+        let namespace = subscription.namespace().unwrap_or_default();
+        let spec = &subscription.spec;
+        Self {
+            asked: (inputs.asked)(&namespace),
+            namespace,
+            name: subscription.name_any(),
+            package: spec.name.clone(),
+            channel: spec.channel.clone(),
+            catalog: format!("{}/{}", spec.source_namespace, spec.source),
+            manual: spec.install_plan_approval == Some(InstallPlanApproval::Manual),
+            install: None,
+            account: None,
+            granted: Vec::new(),
+            install_adopted: false,
+            takeover: None,
+            operator: None,
+            blocked: None,
+        }
+    }
+
+    /// Records the Subscription's Install: its name, what it was granted and runs as, and the CSV it takes over with
+    /// that CSV's copies.
+    fn record_install(&mut self, install: &Install, inputs: &Inputs<'_>) {
+        self.install = Some(install.name_any());
+        if self.takeover.is_none() {
+            self.granted = install.status.as_ref().map(|status| status.granted.clone()).unwrap_or_default();
+            self.takeover = taking_over(install);
+        }
+        if let Some(takeover) = self.takeover.as_mut() {
+            let key = (self.namespace.clone(), takeover.csv.clone());
+            takeover.copies = inputs.copies.get(&key).cloned().unwrap_or_default();
+        }
+        self.account = install
+            .status
+            .as_ref()
+            .and_then(|status| status.service_account_ref.as_ref())
+            .map(|account| format!("{}/{}", account.namespace, account.name));
+    }
+}
+
+/// The Subscription's Install: the one made for it, or the one an earlier pass adopted from it. One adopted from a
+/// Subscription of the same name that was deleted and made again is not this one's.
+fn own_install<'a>(subscription: &Subscription, inputs: &Inputs<'a>) -> Option<&'a Install> {
+    let (namespace, name) = (subscription.namespace().unwrap_or_default(), subscription.name_any());
+    let key = format!("{namespace}/{name}");
+    let origin = adopted_from(&namespace, &name);
+    let uid = subscription.uid();
+    inputs.installs.iter().find(|install| {
+        let annotations = install.annotations();
+        let adopted = annotations.get(ADOPTED_FROM_ANNOTATION) == Some(&origin)
+            && uid.is_some()
+            && annotations.get(ADOPTED_FROM_UID_ANNOTATION) == uid.as_ref();
+        annotations.get(SUBSCRIPTION_ANNOTATION) == Some(&key) || adopted
+    })
+}
+
+/// The Operator the Subscription becomes: one that names its Install already (an earlier pass), one that matches,
+/// or one to generate; or why none can be.
+fn choose_operator(
+    subscription: &Subscription,
+    install: &Install,
+    inputs: &Inputs<'_>,
+    namespaces_of: &BTreeMap<&str, BTreeSet<String>>,
+    catalog: &str,
+) -> Result<OperatorChoice, Blocked> {
+    let spec = &subscription.spec;
+    let install_name = install.name_any();
+    let refused = |reason: &'static str, message: String| Err(Blocked { reason, message, transient: false });
     let associated = inputs
         .operators
         .iter()
         .find(|operator| operator.annotations().get(OPERATOR_INSTALL_ANNOTATION) == Some(&install_name));
-    let choice = if let Some(operator) = associated {
-        OperatorChoice { name: operator.name_any(), exists: true, associated: true, spec: operator.spec.clone() }
-    } else {
-        if namespaces_of.get(spec.name.as_str()).is_some_and(|namespaces| namespaces.len() > 1) {
-            let namespaces: Vec<&str> =
-                namespaces_of[spec.name.as_str()].iter().map(String::as_str).collect::<Vec<_>>();
-            plan.blocked = blocked(
-                "PackageSubscribedInSeveralNamespaces",
+    if let Some(operator) = associated {
+        return Ok(OperatorChoice {
+            name: operator.name_any(),
+            exists: true,
+            associated: true,
+            spec: operator.spec.clone(),
+        });
+    }
+    // A package subscribed in several namespaces cannot become one Operator named after it without choosing.
+    if let Some(namespaces) = namespaces_of.get(spec.name.as_str()).filter(|namespaces| namespaces.len() > 1) {
+        let namespaces: Vec<&str> = namespaces.iter().map(String::as_str).collect();
+        return refused(
+            "PackageSubscribedInSeveralNamespaces",
+            format!(
+                "package {} is subscribed in namespaces {}: one Operator named after it can adopt only one; \
+                 delete the others' Subscriptions, or adopt one namespace at a time",
+                spec.name,
+                namespaces.join(", ")
+            ),
+        );
+    }
+    if let Some(operator) = inputs.operators.iter().find(|operator| matches(operator, subscription, install, inputs)) {
+        let own = own_install_name(operator);
+        if inputs.installs.iter().any(|install| install.name_any() == own) {
+            return refused(
+                "OperatorAlreadyInstalled",
                 format!(
-                    "package {} is subscribed in namespaces {}: one Operator named after it can adopt only one; \
-                     delete the others' Subscriptions, or adopt one namespace at a time",
-                    spec.name,
-                    namespaces.join(", ")
+                    "Operator {} installs package {} already, through its own Install {own}: adopting this \
+                     Subscription into it would install the operator twice",
+                    operator.name_any(),
+                    spec.name
                 ),
-                false,
             );
-            return plan;
         }
-        let matching = inputs.operators.iter().find(|operator| matches(operator, subscription, install, inputs));
-        match matching {
-            Some(operator) => {
-                let own = own_install_name(operator);
-                if inputs.installs.iter().any(|install| install.name_any() == own) {
-                    plan.blocked = blocked(
-                        "OperatorAlreadyInstalled",
-                        format!(
-                            "Operator {} installs package {} already, through its own Install {own}: adopting this \
-                             Subscription into it would install the operator twice",
-                            operator.name_any(),
-                            spec.name
-                        ),
-                        false,
-                    );
-                    return plan;
-                }
-                OperatorChoice {
-                    name: operator.name_any(),
-                    exists: true,
-                    associated: false,
-                    spec: operator.spec.clone(),
-                }
-            }
-            None => {
-                if let Some(taken) = inputs.operators.iter().find(|operator| operator.name_any() == spec.name) {
-                    plan.blocked = blocked(
-                        "OperatorNameTaken",
-                        format!(
-                            "an Operator named {} exists that does not install package {} from {} channel {} into \
-                             namespace {namespace}",
-                            taken.name_any(),
-                            spec.name,
-                            plan.catalog,
-                            spec.channel.as_deref().unwrap_or("(default)")
-                        ),
-                        false,
-                    );
-                    return plan;
-                }
-                OperatorChoice {
-                    name: spec.name.clone(),
-                    exists: false,
-                    associated: false,
-                    spec: generated_spec(subscription, manual),
-                }
-            }
-        }
-    };
-    // Someone else's Install is never moved: only one the controller made for this Subscription, or adopted from it.
-    let owners: Vec<String> = install
-        .owner_references()
-        .iter()
-        .filter(|owner| owner.kind == "Operator")
-        .map(|owner| owner.name.clone())
-        .collect();
-    plan.install_adopted = owners.contains(&choice.name);
-    if owners.iter().any(|owner| *owner != choice.name) {
-        plan.blocked = blocked(
+        return Ok(OperatorChoice {
+            name: operator.name_any(),
+            exists: true,
+            associated: false,
+            spec: operator.spec.clone(),
+        });
+    }
+    if let Some(taken) = inputs.operators.iter().find(|operator| operator.name_any() == spec.name) {
+        let namespace = subscription.namespace().unwrap_or_default();
+        return refused(
+            "OperatorNameTaken",
+            format!(
+                "an Operator named {} exists that does not install package {} from {catalog} channel {} into \
+                 namespace {namespace}",
+                taken.name_any(),
+                spec.name,
+                spec.channel.as_deref().unwrap_or("(default)")
+            ),
+        );
+    }
+    let manual = spec.install_plan_approval == Some(InstallPlanApproval::Manual);
+    Ok(OperatorChoice {
+        name: spec.name.clone(),
+        exists: false,
+        associated: false,
+        spec: generated_spec(subscription, manual),
+    })
+}
+
+/// The Operators owning `install`.
+fn owners(install: &Install) -> Vec<String> {
+    install.owner_references().iter().filter(|owner| owner.kind == "Operator").map(|owner| owner.name.clone()).collect()
+}
+
+/// Why the Install cannot come under Operator `chosen` yet, if it cannot: someone else's Install is never moved
+/// (only one the controller made for this Subscription, or adopted from it), and one not settled waits.
+fn install_blocker(plan: &SubscriptionPlan, install: &Install, chosen: &str) -> Option<Blocked> {
+    let install_name = install.name_any();
+    let owners = owners(install);
+    if owners.iter().any(|owner| owner != chosen) {
+        return blocked(
             "InstallOwnedElsewhere",
             format!("Install {install_name} belongs to Operator {} already", owners.join(", ")),
             false,
         );
-    } else if plan.takeover.as_ref().is_some_and(|takeover| takeover.to_create) {
-        // The first step: the Install is made; the rest waits for it to be approved and applied.
-    } else if !plan.install_adopted && !settled(install) {
-        let pending = install.status.as_ref().and_then(|status| status.pending.as_ref()).map_or(0, |p| p.count);
-        let waits = install.status.as_ref().and_then(|status| status.state) == Some(InstallState::PendingApproval);
-        plan.blocked = match &plan.takeover {
-            Some(takeover) if waits => blocked(
-                "InstallPendingApproval",
-                format!(
-                    "Install {install_name} takes over CSV {}, which OLM v0 installed, once a person who holds the \
-                     {pending} permissions it needs approves them: `olmv2 migrate apply --approve`, or `kubectl \
-                     olmv2 approve {install_name}`",
-                    takeover.csv
-                ),
-                false,
-            ),
-            _ => blocked(
-                "InstallNotSettled",
-                format!("Install {install_name} is not installed yet: it is adopted once it is"),
-                true,
-            ),
-        };
     }
-    plan.operator = Some(choice);
-    plan
+    if plan.takeover.as_ref().is_some_and(|takeover| takeover.to_create) || plan.install_adopted || settled(install) {
+        // A takeover's first step makes the Install, and the rest waits for it to be approved and applied; an
+        // adopted or settled Install blocks nothing.
+        return None;
+    }
+    let pending = install.status.as_ref().and_then(|status| status.pending.as_ref()).map_or(0, |p| p.count);
+    let waits = install.status.as_ref().and_then(|status| status.state) == Some(InstallState::PendingApproval);
+    match &plan.takeover {
+        Some(takeover) if waits => blocked(
+            "InstallPendingApproval",
+            format!(
+                "Install {install_name} takes over CSV {}, which OLM v0 installed, once a person who holds the \
+                 {pending} permissions it needs approves them: `olmv2 migrate apply --approve`, or `kubectl \
+                 olmv2 approve {install_name}`",
+                takeover.csv
+            ),
+            false,
+        ),
+        _ => blocked(
+            "InstallNotSettled",
+            format!("Install {install_name} is not installed yet: it is adopted once it is"),
+            true,
+        ),
+    }
 }
 
 /// The CSV an Install made for a takeover takes over, as its annotations record it.

@@ -10,6 +10,7 @@
 //! Pure: [`decide`] answers what to create or change and the plan's next status.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -18,7 +19,9 @@ use kube::ResourceExt;
 use serde_json::{json, Value};
 
 use super::plan::{STEP_CREATED, STEP_PRESENT, STEP_UNKNOWN};
-use crate::api::v1alpha1::{InstallPlan, InstallPlanCondition, InstallPlanPhase, InstallPlanStatus, Subscription};
+use crate::api::v1alpha1::{
+    BundleLookup, InstallPlan, InstallPlanCondition, InstallPlanPhase, InstallPlanStatus, Subscription,
+};
 use crate::api::v2alpha1::{
     DeploymentConfig, Install, InstallState, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
     MANUAL_APPROVAL_ANNOTATION, TAKES_OVER_CSV_ANNOTATION, TAKES_OVER_CSV_UID_ANNOTATION,
@@ -269,130 +272,19 @@ fn failure_message(install: &Install) -> String {
 /// Decides a pass of a plan in phase `Installing`.
 pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
     let plan = observed.plan;
-    let namespace = plan.namespace().unwrap_or_default();
     let mut status = plan.status.clone().unwrap_or_default();
     status.start_time.get_or_insert_with(|| now.clone());
-    let mut decision = Decision::default();
-    // The Subscriptions this plan was made for (its generated ones aside).
-    let requesters: Vec<&Subscription> = observed
-        .subscriptions
-        .iter()
-        .filter(|s| references(s, plan) && s.annotations().get(GENERATED_BY_ANNOTATION) != Some(&plan.name_any()))
-        .collect();
-    // OLM's Subscription steps: the dependencies' Subscriptions, made first.
-    for step in status.plan.iter_mut().filter(|step| step.resource.kind == "Subscription") {
-        let exists = observed.subscriptions.iter().any(|s| s.name_any() == step.resource.name);
-        if exists {
-            if step.status == STEP_UNKNOWN {
-                step.status = STEP_PRESENT.into();
-            }
-            continue;
-        }
-        let Some(mut manifest) = step.resource.manifest.as_deref().and_then(|m| serde_json::from_str::<Value>(m).ok())
-        else {
-            continue;
-        };
-        manifest["metadata"]["labels"] = json!({MANAGED_LABEL: "true"});
-        manifest["metadata"]["annotations"] = json!({GENERATED_BY_ANNOTATION: plan.name_any()});
-        if let Some(author) = common_author(&requesters) {
-            manifest["metadata"]["annotations"][CREATOR_ANNOTATION] = json!(author);
-        }
-        decision.create_subscriptions.push(manifest);
-        step.status = STEP_CREATED.into();
-    }
+    let mut decision =
+        Decision { create_subscriptions: subscription_steps(observed, &mut status), ..Decision::default() };
     let mut standings = Vec::new();
     let mut done_installs: BTreeMap<String, &Install> = BTreeMap::new();
     for lookup in &status.bundle_lookups {
-        let csv = &lookup.identifier;
-        // The Subscription this plan moved to this bundle, or the one it generated for it: a plan no Subscription
-        // points at any more (superseded) moves nothing.
-        let subscription = observed.subscriptions.iter().find(|s| {
-            (references(s, plan) && s.status.as_ref().and_then(|st| st.current_csv.as_deref()) == Some(csv.as_str()))
-                || (s.annotations().get(GENERATED_BY_ANNOTATION) == Some(&plan.name_any())
-                    && s.spec.starting_csv.as_deref() == Some(csv.as_str()))
-        });
-        if lookup.path.is_empty() {
-            let message =
-                format!("bundle {csv} has no image: its content is inline in its catalog, which is not installed");
-            standings.push((csv.clone(), Standing::Failing(message)));
-            continue;
+        let (standing, done) =
+            bundle_standing(observed, lookup, &mut decision, &mut status.attenuated_service_account_ref);
+        if let Some(install) = done {
+            done_installs.insert(lookup.identifier.clone(), install);
         }
-        let Some(subscription) = subscription else {
-            standings.push((csv.clone(), Standing::Waiting(format!("waiting for the Subscription of {csv}"))));
-            continue;
-        };
-        let name = install_name(&subscription.spec.name, &namespace);
-        match observed.installs.get(&name) {
-            None => {
-                let mut install = new_install(subscription, csv, &lookup.path);
-                // An operator OLM v0 installed: its objects are taken over, not clashed with (`install::takeover`).
-                // The CSV of this very bundle (a Subscription made again for it), else the one it upgrades from: the
-                // Subscription's installed CSV, or the one the bundle replaces.
-                let installed = subscription.status.as_ref().and_then(|status| status.installed_csv.as_ref());
-                let by_olm = &observed.installed_by_olm;
-                let taken = by_olm
-                    .get_key_value(csv)
-                    .or_else(|| installed.and_then(|name| by_olm.get_key_value(name)))
-                    .or_else(|| by_olm.get_key_value(&lookup.replaces));
-                if let Some((taken, uid)) = taken {
-                    take_over(&mut install, &namespace, taken, uid);
-                }
-                decision.create_installs.push(install);
-                standings.push((csv.clone(), Standing::Waiting(format!("Install {name} is being created"))));
-            }
-            Some(install) if !made_for(install, subscription) => standings.push((
-                csv.clone(),
-                Standing::Blocked(format!(
-                    "Install {name} exists and was not made for Subscription {}; it is left alone",
-                    subscription_key(subscription)
-                )),
-            )),
-            Some(install) if !holds_content(install, subscription, &lookup.path) => {
-                decision.update_installs.push(Move {
-                    install: install.clone(),
-                    subscription: subscription.clone(),
-                    csv: csv.clone(),
-                    image: lookup.path.clone(),
-                });
-                standings.push((csv.clone(), Standing::Waiting(format!("Install {name} is moving to {csv}"))));
-            }
-            Some(install) => {
-                // OLM's attenuatedServiceAccountRef: the OperatorGroup's account, when the Install runs as it (an
-                // account in the plan's namespace; the controller's own live in its namespace).
-                if let Some(account) = install.status.as_ref().and_then(|s| s.service_account_ref.as_ref()) {
-                    if account.namespace == namespace {
-                        status.attenuated_service_account_ref = Some(ObjectReference {
-                            api_version: Some("v1".into()),
-                            kind: Some("ServiceAccount".into()),
-                            name: Some(account.name.clone()),
-                            namespace: Some(account.namespace.clone()),
-                            ..ObjectReference::default()
-                        });
-                    }
-                }
-                let state = install.status.as_ref().and_then(|s| s.state);
-                if settled(install) {
-                    done_installs.insert(csv.clone(), install);
-                }
-                standings.push((
-                    csv.clone(),
-                    match state {
-                        _ if settled(install) => Standing::Done,
-                        Some(InstallState::PendingApproval) => Standing::AwaitingApproval(format!(
-                            "Install {name} waits for a person who holds the permissions it needs to approve them \
-                         (kubectl olmv2 approve {name})"
-                        )),
-                        Some(InstallState::Failed) if failed_forbidden(install) => {
-                            Standing::Blocked(format!("Install {name}: {}", failure_message(install)))
-                        }
-                        Some(InstallState::Failed) => {
-                            Standing::Failing(format!("Install {name}: {}", failure_message(install)))
-                        }
-                        _ => Standing::Waiting(format!("Install {name} is installing {csv}")),
-                    },
-                ));
-            }
-        }
+        standings.push((lookup.identifier.clone(), standing));
     }
     for step in status.plan.iter_mut().filter(|step| step.resource.kind == "ClusterServiceVersion") {
         if standings.iter().any(|(csv, standing)| *csv == step.resource.name && matches!(standing, Standing::Done)) {
@@ -414,44 +306,178 @@ pub fn decide(observed: &Observed<'_>, now: &Time) -> Decision {
             }
         }
     }
+    decision.retrying = conclude(&mut status, &standings, observed.retry_timeout, now);
+    decision.status = status;
+    decision
+}
+
+/// OLM's Subscription steps: the dependencies' Subscriptions, made first (the manifests to create), each step's
+/// status marked.
+fn subscription_steps(observed: &Observed<'_>, status: &mut InstallPlanStatus) -> Vec<Value> {
+    let plan = observed.plan;
+    // The Subscriptions this plan was made for (its generated ones aside).
+    let requesters: Vec<&Subscription> = observed
+        .subscriptions
+        .iter()
+        .filter(|s| references(s, plan) && s.annotations().get(GENERATED_BY_ANNOTATION) != Some(&plan.name_any()))
+        .collect();
+    let mut create = Vec::new();
+    for step in status.plan.iter_mut().filter(|step| step.resource.kind == "Subscription") {
+        let exists = observed.subscriptions.iter().any(|s| s.name_any() == step.resource.name);
+        if exists {
+            if step.status == STEP_UNKNOWN {
+                step.status = STEP_PRESENT.into();
+            }
+            continue;
+        }
+        let Some(mut manifest) = step.resource.manifest.as_deref().and_then(|m| serde_json::from_str::<Value>(m).ok())
+        else {
+            continue;
+        };
+        manifest["metadata"]["labels"] = json!({MANAGED_LABEL: "true"});
+        manifest["metadata"]["annotations"] = json!({GENERATED_BY_ANNOTATION: plan.name_any()});
+        if let Some(author) = common_author(&requesters) {
+            manifest["metadata"]["annotations"][CREATOR_ANNOTATION] = json!(author);
+        }
+        create.push(manifest);
+        step.status = STEP_CREATED.into();
+    }
+    create
+}
+
+/// Where one bundle of the plan stands, the Install to create or move for it added to `decision`, and its Install
+/// when that is settled; OLM's `attenuatedServiceAccountRef` recorded when its Install runs as an OperatorGroup's
+/// account.
+fn bundle_standing<'a>(
+    observed: &Observed<'a>,
+    lookup: &BundleLookup,
+    decision: &mut Decision,
+    attenuated: &mut Option<ObjectReference>,
+) -> (Standing, Option<&'a Install>) {
+    let plan = observed.plan;
+    let namespace = plan.namespace().unwrap_or_default();
+    let csv = &lookup.identifier;
+    // The Subscription this plan moved to this bundle, or the one it generated for it: a plan no Subscription
+    // points at any more (superseded) moves nothing.
+    let subscription = observed.subscriptions.iter().find(|s| {
+        (references(s, plan) && s.status.as_ref().and_then(|st| st.current_csv.as_deref()) == Some(csv.as_str()))
+            || (s.annotations().get(GENERATED_BY_ANNOTATION) == Some(&plan.name_any())
+                && s.spec.starting_csv.as_deref() == Some(csv.as_str()))
+    });
+    if lookup.path.is_empty() {
+        let message =
+            format!("bundle {csv} has no image: its content is inline in its catalog, which is not installed");
+        return (Standing::Failing(message), None);
+    }
+    let Some(subscription) = subscription else {
+        return (Standing::Waiting(format!("waiting for the Subscription of {csv}")), None);
+    };
+    let name = install_name(&subscription.spec.name, &namespace);
+    let install = match observed.installs.get(&name) {
+        None => {
+            let mut install = new_install(subscription, csv, &lookup.path);
+            // An operator OLM v0 installed: its objects are taken over, not clashed with (`install::takeover`). The
+            // CSV of this very bundle (a Subscription made again for it), else the one it upgrades from: the
+            // Subscription's installed CSV, or the one the bundle replaces.
+            let installed = subscription.status.as_ref().and_then(|status| status.installed_csv.as_ref());
+            let by_olm = &observed.installed_by_olm;
+            let taken = by_olm
+                .get_key_value(csv)
+                .or_else(|| installed.and_then(|name| by_olm.get_key_value(name)))
+                .or_else(|| by_olm.get_key_value(&lookup.replaces));
+            if let Some((taken, uid)) = taken {
+                take_over(&mut install, &namespace, taken, uid);
+            }
+            decision.create_installs.push(install);
+            return (Standing::Waiting(format!("Install {name} is being created")), None);
+        }
+        Some(install) => install,
+    };
+    if !made_for(install, subscription) {
+        let message = format!(
+            "Install {name} exists and was not made for Subscription {}; it is left alone",
+            subscription_key(subscription)
+        );
+        return (Standing::Blocked(message), None);
+    }
+    if !holds_content(install, subscription, &lookup.path) {
+        decision.update_installs.push(Move {
+            install: install.clone(),
+            subscription: subscription.clone(),
+            csv: csv.clone(),
+            image: lookup.path.clone(),
+        });
+        return (Standing::Waiting(format!("Install {name} is moving to {csv}")), None);
+    }
+    // OLM's attenuatedServiceAccountRef: the OperatorGroup's account, when the Install runs as it (an account in the
+    // plan's namespace; the controller's own live in its namespace).
+    if let Some(account) = install.status.as_ref().and_then(|s| s.service_account_ref.as_ref()) {
+        if account.namespace == namespace {
+            *attenuated = Some(ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("ServiceAccount".into()),
+                name: Some(account.name.clone()),
+                namespace: Some(account.namespace.clone()),
+                ..ObjectReference::default()
+            });
+        }
+    }
+    if settled(install) {
+        return (Standing::Done, Some(install));
+    }
+    let standing = match install.status.as_ref().and_then(|s| s.state) {
+        Some(InstallState::PendingApproval) => Standing::AwaitingApproval(format!(
+            "Install {name} waits for a person who holds the permissions it needs to approve them \
+             (kubectl olmv2 approve {name})"
+        )),
+        Some(InstallState::Failed) if failed_forbidden(install) => {
+            Standing::Blocked(format!("Install {name}: {}", failure_message(install)))
+        }
+        Some(InstallState::Failed) => Standing::Failing(format!("Install {name}: {}", failure_message(install))),
+        _ => Standing::Waiting(format!("Install {name} is installing {csv}")),
+    };
+    (standing, None)
+}
+
+/// The plan's phase, message and `Installed` condition from where its bundles stand; answers whether an error is
+/// being retried. OLM's transitionInstallPlanState: an error is retried until the plan has been installing for the
+/// retry timeout, then the plan fails for good; a forbidden error is retried for ever. Time spent waiting for a
+/// person (OLM's plans never wait for one while installing) does not count: the clock starts again after it.
+fn conclude(
+    status: &mut InstallPlanStatus,
+    standings: &[(String, Standing)],
+    retry_timeout: Duration,
+    now: &Time,
+) -> bool {
     let waiting: Vec<&str> = standings.iter().filter_map(|(_, standing)| standing.waiting()).collect();
     let failing: Vec<&str> = standings.iter().filter_map(|(_, standing)| standing.failing()).collect();
-    // OLM's transitionInstallPlanState: an error is retried until the plan has been installing for the retry
-    // timeout, then the plan fails for good; a forbidden error is retried for ever. Time spent waiting for a person
-    // (OLM's plans never wait for one while installing) does not count: the clock starts again after it.
-    if standings.iter().any(|(_, standing)| matches!(standing, Standing::AwaitingApproval(_))) {
+    let awaiting_approval = standings.iter().any(|(_, standing)| matches!(standing, Standing::AwaitingApproval(_)));
+    if awaiting_approval {
         status.start_time = Some(now.clone());
     }
     let terminal = standings.iter().any(|(_, standing)| matches!(standing, Standing::Failing(_)));
     let started = status.start_time.clone().unwrap_or_else(|| now.clone());
+    let mut retrying = false;
     status.message = None;
     if !failing.is_empty() {
-        if terminal && elapsed(&started, now) >= observed.retry_timeout {
+        if terminal && elapsed(&started, now) >= retry_timeout {
             status.phase = InstallPlanPhase::Failed;
             status.message = Some(failing.join("; "));
         } else {
             status.message = Some(format!("retrying execution due to error: {}", failing.join("; ")));
-            decision.retrying = true;
+            retrying = true;
         }
     }
-    let installed = if !failing.is_empty() {
-        Some(("False", INSTALL_COMPONENT_FAILED, failing.join("; ")))
+    if !failing.is_empty() {
+        set_condition(status, "False", Some(INSTALL_COMPONENT_FAILED), &failing.join("; "), now);
     } else if !waiting.is_empty() {
-        let approval = standings.iter().any(|(_, s)| matches!(s, Standing::AwaitingApproval(_)));
-        let reason = if approval { INSTALL_PENDING_APPROVAL } else { "Installing" };
-        Some(("False", reason, waiting.join("; ")))
+        let reason = if awaiting_approval { INSTALL_PENDING_APPROVAL } else { "Installing" };
+        set_condition(status, "False", Some(reason), &waiting.join("; "), now);
     } else {
-        None
-    };
-    match installed {
-        Some((state, reason, message)) => set_condition(&mut status, state, Some(reason), &message, now),
-        None => {
-            set_condition(&mut status, "True", None, "", now);
-            status.phase = InstallPlanPhase::Complete;
-        }
+        set_condition(status, "True", None, "", now);
+        status.phase = InstallPlanPhase::Complete;
     }
-    decision.status = status;
-    decision
+    retrying
 }
 
 /// A step per object an Install applied (the CSV record being the CSV step already there), from `template`'s
