@@ -54,12 +54,18 @@ impl OlmV0 {
     /// registered with the command line it parses), and `CI` is unset: with it set, OLM checks that everything its
     /// clients create carries `olm.managed=true`, and panics otherwise.
     pub fn start(plane: &RealControlPlane, binaries: &OlmV0Binaries) -> Result<Self, OlmV0Error> {
+        Self::start_as(plane, binaries, &plane.admin_kubeconfig())
+    }
+
+    /// Starts `olm` with the identity of `kubeconfig` (a benchmark gives it its own user, so that the audit log tells
+    /// its requests from everyone else's).
+    pub fn start_as(plane: &RealControlPlane, binaries: &OlmV0Binaries, kubeconfig: &Path) -> Result<Self, OlmV0Error> {
         let log = plane.dir().join("olm-v0.log");
         let failed = |source| OlmV0Error::Start { path: binaries.olm.clone(), source };
         let file = std::fs::File::create(&log).map_err(failed)?;
         let errors = file.try_clone().map_err(failed)?;
         let child = Command::new(&binaries.olm)
-            .env("KUBECONFIG", plane.admin_kubeconfig())
+            .env("KUBECONFIG", kubeconfig)
             .env_remove("CI")
             .stdin(Stdio::null())
             .stdout(file)
@@ -68,7 +74,25 @@ impl OlmV0 {
             .map_err(failed)?;
         Ok(Self { child, log })
     }
+
+    /// The process id, whose memory and CPU time a benchmark reads.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether it answers its health check (`/healthz` on port 8080) with 200.
+    pub fn healthy(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", HEALTH_PORT)) else { return false };
+        let mut answer = String::new();
+        write!(stream, "GET /healthz HTTP/1.0\r\nHost: localhost\r\n\r\n").is_ok()
+            && stream.read_to_string(&mut answer).is_ok()
+            && answer.lines().next().is_some_and(|status| status.contains(" 200 "))
+    }
 }
+
+/// The port of OLM v0's health and metrics server.
+const HEALTH_PORT: u16 = 8080;
 
 impl Drop for OlmV0 {
     fn drop(&mut self) {

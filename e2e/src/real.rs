@@ -212,6 +212,25 @@ pub fn spawn_kubelet(admin: kube::Client, namespace: &str) -> tokio::task::JoinH
     })
 }
 
+/// As [`spawn_kubelet`], for the pods of every namespace, listed every 500 ms (a benchmark's hundreds of namespaces
+/// would be hundreds of lists otherwise).
+pub fn spawn_kubelet_everywhere(admin: kube::Client) -> tokio::task::JoinHandle<()> {
+    let all: Api<Pod> = Api::all(admin.clone());
+    tokio::spawn(async move {
+        loop {
+            if let Ok(list) = all.list(&ListParams::default()).await {
+                for pod in list.items {
+                    let Some(namespace) = pod.metadata.namespace.as_deref() else { continue };
+                    let pods: Api<Pod> = Api::namespaced(admin.clone(), namespace);
+                    // A failure (the pod deleted meanwhile, a conflict) is retried on the next round.
+                    let _ = run_pod(&pods, &pod).await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+}
+
 async fn run_pod(pods: &Api<Pod>, pod: &Pod) -> Result<(), kube::Error> {
     let name = pod.metadata.name.clone().unwrap_or_default();
     if pod.metadata.deletion_timestamp.is_some() {
