@@ -25,14 +25,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, ListParams};
 use kube_emulator::audit::Record;
 use kube_emulator::{ControlPlane, Options};
-use olmv2::api::v1alpha1::ClusterServiceVersion;
 use olmv2_e2e::project;
 
 use scale::{
-    create_csvs, deployment_stand_in, env_namespace_counts, env_number, mib, prepare, report_log, rss_kib,
+    copied_csvs, create_csvs, deployment_stand_in, env_namespace_counts, env_number, mib, prepare, report_log, rss_kib,
     start_controller, wait_succeeded, Copies,
 };
 
@@ -107,24 +105,6 @@ fn controller_writes(plane: &ControlPlane) -> Vec<Record> {
         .into_iter()
         .filter(|r| r.acting_user() == CONTROLLER_USER && WRITE_VERBS.contains(&r.verb.as_str()))
         .collect()
-}
-
-/// The copied CSVs present (`olm.copiedFrom`), counted a page at a time.
-async fn copied_csvs(admin: &kube::Client) -> usize {
-    let csvs = Api::<ClusterServiceVersion>::all(admin.clone());
-    let (mut count, mut token) = (0, None::<String>);
-    loop {
-        let mut params = ListParams::default().labels("olm.copiedFrom").limit(500);
-        if let Some(token) = &token {
-            params = params.continue_token(token);
-        }
-        let page = csvs.list(&params).await.expect("copies listed");
-        count += page.items.len();
-        match page.metadata.continue_ {
-            Some(next) if !next.is_empty() => token = Some(next),
-            _ => return count,
-        }
-    }
 }
 
 /// Waits until the controller's writes stop; answers when the last one was, or None when they never stopped.

@@ -34,7 +34,7 @@ use futures_util::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams, WatchEvent, WatchParams};
 use kube::core::GroupVersionKind;
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 use olmv2_e2e::cluster::{Cluster, Crds, Kubernetes};
@@ -44,7 +44,9 @@ use olmv2_e2e::project;
 use olmv2_e2e::real::{spawn_kubelet_everywhere, ServicePorts};
 use serde_json::{json, Value};
 
-use scale::{create_csvs, csv_namespace, env_namespace_counts, env_number, mib, ready, wait_succeeded, Copies};
+use scale::{
+    copied_csvs, create_csvs, csv_namespace, env_namespace_counts, env_number, mib, ready, wait_succeeded, Copies,
+};
 
 const WRITE_VERBS: [&str; 4] = ["create", "update", "patch", "delete"];
 /// OLM v0's identity here: a client certificate's user in `system:masters`, as the cluster-admin binding of its
@@ -351,24 +353,6 @@ async fn prepare(admin: &kube::Client, csvs: usize, namespaces: usize, copies: C
                 "spec": {"features": {"disableCopiedCSVs": true}}}),
         )
         .await;
-    }
-}
-
-/// The copied CSVs present (`olm.copiedFrom`), counted a page at a time.
-async fn copied_csvs(admin: &kube::Client) -> usize {
-    let csvs = Api::<ClusterServiceVersion>::all(admin.clone());
-    let (mut count, mut token) = (0, None::<String>);
-    loop {
-        let mut params = ListParams::default().labels("olm.copiedFrom").limit(500);
-        if let Some(token) = &token {
-            params = params.continue_token(token);
-        }
-        let page = csvs.list_metadata(&params).await.expect("copies listed");
-        count += page.items.len();
-        match page.metadata.continue_ {
-            Some(next) if !next.is_empty() => token = Some(next),
-            _ => return count,
-        }
     }
 }
 

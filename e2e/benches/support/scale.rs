@@ -267,6 +267,24 @@ pub fn deployment_stand_in(admin: kube::Client) -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// The copied CSVs present (`olm.copiedFrom`), counted a page at a time.
+pub async fn copied_csvs(admin: &kube::Client) -> usize {
+    let csvs = Api::<ClusterServiceVersion>::all(admin.clone());
+    let (mut count, mut token) = (0, None::<String>);
+    loop {
+        let mut params = ListParams::default().labels("olm.copiedFrom").limit(500);
+        if let Some(token) = &token {
+            params = params.continue_token(token);
+        }
+        let page = csvs.list_metadata(&params).await.expect("copies listed");
+        count += page.items.len();
+        match page.metadata.continue_ {
+            Some(next) if !next.is_empty() => token = Some(next),
+            _ => return count,
+        }
+    }
+}
+
 /// Says how much the controller logged (warnings and errors), with its first lines.
 pub fn report_log(dir: &Path) {
     let log = std::fs::read_to_string(dir.join("controller.log")).unwrap_or_default();
