@@ -159,6 +159,8 @@ struct Figures {
     missed: usize,
     /// The writes counted by verb and resource.
     setup_kinds: BTreeMap<String, usize>,
+    /// The reads (get, list, watch) counted by verb and resource.
+    setup_reads: BTreeMap<String, usize>,
     idle_kinds: BTreeMap<String, usize>,
 }
 
@@ -171,11 +173,12 @@ struct AuditTail {
     user: &'static str,
     traffic: Traffic,
     by_kind: BTreeMap<String, usize>,
+    reads_by_kind: BTreeMap<String, usize>,
 }
 
 impl AuditTail {
     fn new(path: PathBuf, user: &'static str) -> Self {
-        Self { path, offset: 0, user, traffic: Traffic::default(), by_kind: BTreeMap::new() }
+        Self { path, offset: 0, user, traffic: Traffic::default(), by_kind: BTreeMap::new(), reads_by_kind: BTreeMap::new() }
     }
 
     /// Reads the lines written since the last call (up to the last whole line).
@@ -194,6 +197,8 @@ impl AuditTail {
             if WRITE_VERBS.contains(&record.verb.as_str()) {
                 self.traffic.writes += 1;
                 *self.by_kind.entry(kind(&record)).or_insert(0) += 1;
+            } else {
+                *self.reads_by_kind.entry(kind(&record)).or_insert(0) += 1;
             }
         }
         self.offset += whole as u64;
@@ -462,6 +467,7 @@ async fn run(manager: Manager, settings: &Settings, copies: Copies, namespaces: 
     let cpu_setup = cpu_seconds(pid) - start_cpu;
     let (_, rss_settled_kib) = rss_kib(pid);
     let setup_kinds = std::mem::take(&mut tail.by_kind);
+    let setup_reads = std::mem::take(&mut tail.reads_by_kind);
 
     tokio::time::sleep(settings.idle).await;
     let idle = tail.poll() - setup - start_traffic;
@@ -507,6 +513,7 @@ async fn run(manager: Manager, settings: &Settings, copies: Copies, namespaces: 
         recovered,
         missed,
         setup_kinds,
+        setup_reads,
         idle_kinds,
     }
 }
@@ -585,6 +592,7 @@ fn print_run(f: &Figures, settings: &Settings) {
         println!("  {name}: {text}");
     }
     print_kinds("setup writes", &f.setup_kinds);
+    print_kinds("setup reads", &f.setup_reads);
     print_kinds("idle writes", &f.idle_kinds);
 }
 
