@@ -89,13 +89,14 @@ pub struct Outcome {
 const GROUP_REASONS: &[&str] =
     &["NoTargetNamespaces", "NoOperatorGroup", "TooManyOperatorGroups", "UnsupportedOperatorGroup"];
 
+/// One pass of OLM's `transitionCSVState`: the checks of the CSV's group, install modes and provided APIs end the
+/// pass first when they fail; then the CSV's phase decides, and a CSV that is (or becomes) Succeeded gets its roles.
 pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed) -> Outcome {
     let reason = status.reason.as_deref().unwrap_or_default();
     let mut outcome = Outcome::default();
     if reason == "InstallComponentFailedNoRetry" {
         return outcome;
     }
-    let fail = |reason: &'static str, message: String| Some((CsvPhase::Failed, reason, message));
     if let Some((failure, message)) = observed.group_failure {
         outcome.phase = fail(failure, message.into());
         return outcome;
@@ -112,8 +113,44 @@ pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed) -> O
         outcome.phase = fail(reason, message);
         return outcome;
     }
-    match observed.apis {
-        ApiReconciliation::Add | ApiReconciliation::Remove if observed.static_group => {
+    if let Some(stopped) = provided_apis(reason, observed.apis, observed.static_group) {
+        return stopped;
+    }
+
+    match status.phase {
+        CsvPhase::None => outcome.phase = to(CsvPhase::Pending, "RequirementsUnknown", "requirements not yet checked"),
+        CsvPhase::Pending => from_pending(observed, &mut outcome),
+        CsvPhase::InstallReady => from_install_ready(observed.author, &mut outcome),
+        CsvPhase::Installing => from_installing(status, &observed, &mut outcome),
+        CsvPhase::Succeeded => from_succeeded(observed, &mut outcome),
+        CsvPhase::Failed => from_failed(reason, observed, &mut outcome),
+        CsvPhase::Replacing => from_replacing(&observed.chain, &mut outcome),
+        CsvPhase::Deleting => outcome.delete = true,
+        // OLM has no handler for Unknown either: such a CSV stays as it is.
+        CsvPhase::Unknown => {}
+    }
+    // The roles for using its APIs come with a CSV that is (or has just become) Succeeded.
+    outcome.api_roles = outcome.phase.as_ref().map_or(status.phase, |(phase, _, _)| *phase) == CsvPhase::Succeeded;
+    outcome
+}
+
+/// Phase Failed for `reason`, as OLM words it.
+fn fail(reason: &'static str, message: String) -> Option<(CsvPhase, &'static str, String)> {
+    Some((CsvPhase::Failed, reason, message))
+}
+
+/// Phase `phase` for `reason`, with OLM's fixed message.
+fn to(phase: CsvPhase, reason: &'static str, message: &str) -> Option<(CsvPhase, &'static str, String)> {
+    Some((phase, reason, message.to_owned()))
+}
+
+/// OLM's check of the CSV's provided APIs against its group's, in every phase: the outcome that ends the pass when
+/// they cannot be provided as they are (a static group asked to change, an intersecting group providing them) or
+/// the group's annotation is to change first; None when they fit.
+fn provided_apis(reason: &str, apis: ApiReconciliation, static_group: bool) -> Option<Outcome> {
+    let mut outcome = Outcome::default();
+    match apis {
+        ApiReconciliation::Add | ApiReconciliation::Remove if static_group => {
             // OLM's guard compares with the conflict reason, so a CSV already failing so is left as it is.
             if reason != "InterOperatorGroupOwnerConflict" {
                 outcome.phase = fail(
@@ -122,7 +159,6 @@ pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed) -> O
                 );
                 outcome.remove_deployments = true;
             }
-            return outcome;
         }
         ApiReconciliation::Conflict => {
             if reason != "InterOperatorGroupOwnerConflict" {
@@ -130,118 +166,125 @@ pub fn transition(status: &ClusterServiceVersionStatus, observed: Observed) -> O
                     fail("InterOperatorGroupOwnerConflict", "intersecting operatorgroups provide the same apis".into());
                 outcome.remove_deployments = true;
             }
-            return outcome;
         }
-        ApiReconciliation::Add | ApiReconciliation::Remove => {
-            outcome.group_apis = Some(observed.apis);
-            return outcome;
-        }
-        ApiReconciliation::NoConflict => {}
+        ApiReconciliation::Add | ApiReconciliation::Remove => outcome.group_apis = Some(apis),
+        ApiReconciliation::NoConflict => return None,
     }
+    Some(outcome)
+}
 
+/// Pending: InstallReady once its requirements are met and nothing it owns conflicts (a refused webhook, a CRD or
+/// APIService owned by another), and the CSV it replaces has stepped aside. Its requirements' status is recorded
+/// on every pass, for the user to see what is missing.
+fn from_pending(observed: Observed, outcome: &mut Outcome) {
     let (met, statuses) = observed.requirements;
-    let to = |phase: CsvPhase, reason: &'static str, message: &str| Some((phase, reason, message.to_owned()));
-    match status.phase {
-        CsvPhase::None => outcome.phase = to(CsvPhase::Pending, "RequirementsUnknown", "requirements not yet checked"),
-        CsvPhase::Pending => {
-            outcome.requirement_status = Some(statuses);
-            let chain = &observed.chain;
-            outcome.phase = if !met {
-                to(CsvPhase::Pending, "RequirementsNotMet", "one or more requirements couldn't be found")
-            } else if let Some(message) = &observed.components.invalid_webhooks {
-                fail("InvalidWebhookDescription", message.clone())
-            } else if chain.crd_owner_conflict {
-                fail("OwnerConflict", "conflicting CRD owner in namespace".into())
-            } else if observed.components.unadoptable_api_service {
-                fail("OwnerConflict", "unable to adopt APIService".into())
-            } else if chain.replaces.as_ref().is_some_and(|(_, phase)| *phase != CsvPhase::Replacing) {
-                // The CSV it replaces must step aside first (it goes Replacing once it sees this one).
-                None
-            } else {
-                to(CsvPhase::InstallReady, "AllRequirementsMet", "all requirements found, attempting install")
-            };
+    outcome.requirement_status = Some(statuses);
+    let chain = &observed.chain;
+    outcome.phase = if !met {
+        to(CsvPhase::Pending, "RequirementsNotMet", "one or more requirements couldn't be found")
+    } else if let Some(message) = &observed.components.invalid_webhooks {
+        fail("InvalidWebhookDescription", message.clone())
+    } else if chain.crd_owner_conflict {
+        fail("OwnerConflict", "conflicting CRD owner in namespace".into())
+    } else if observed.components.unadoptable_api_service {
+        fail("OwnerConflict", "unable to adopt APIService".into())
+    } else if chain.replaces.as_ref().is_some_and(|(_, phase)| *phase != CsvPhase::Replacing) {
+        // The CSV it replaces must step aside first (it goes Replacing once it sees this one).
+        None
+    } else {
+        to(CsvPhase::InstallReady, "AllRequirementsMet", "all requirements found, attempting install")
+    };
+}
+
+/// InstallReady: the Deployments are applied when the CSV's author may create them; otherwise the install fails
+/// rather than doing on the author's behalf what it could not do itself.
+fn from_install_ready(author: Result<(), String>, outcome: &mut Outcome) {
+    match author {
+        Err(why) => outcome.phase = fail("InstallComponentFailed", format!("install strategy failed: {why}")),
+        Ok(()) => {
+            outcome.install = true;
+            outcome.phase =
+                to(CsvPhase::Installing, "InstallSucceeded", "waiting for install components to report healthy");
         }
-        CsvPhase::InstallReady => match observed.author {
-            Err(why) => outcome.phase = fail("InstallComponentFailed", format!("install strategy failed: {why}")),
-            Ok(()) => {
-                outcome.install = true;
-                outcome.phase =
-                    to(CsvPhase::Installing, "InstallSucceeded", "waiting for install components to report healthy");
-            }
-        },
-        CsvPhase::Installing => {
-            outcome.phase = health(&observed.health, CsvPhase::Installing, "InstallWaiting");
-            let waited = elapsed(status.last_transition_time.as_ref(), &observed.now);
-            if observed.health.is_err() && waited >= INSTALL_TIMEOUT {
-                outcome.phase = fail("InstallCheckFailed", "install timeout".into());
-            }
-        }
-        CsvPhase::Succeeded => {
-            if let Some((next, _)) = &observed.chain.replaced_by {
-                outcome.phase = Some((CsvPhase::Replacing, "BeingReplaced", format!("being replaced by csv: {next}")));
-            } else if observed.components.rotate {
-                outcome.phase =
-                    to(CsvPhase::Pending, "NeedsCertRotation", "CSV owns resources that require a cert refresh");
-            } else if !met {
-                outcome.requirement_status = Some(statuses);
-                outcome.phase = fail("RequirementsNotMet", "requirements no longer met".into());
-            } else {
-                outcome.phase = health(&observed.health, CsvPhase::Failed, "ComponentUnhealthy");
-            }
-        }
-        CsvPhase::Failed if observed.chain.fail_forward && observed.chain.replaced_by.is_some() => {
-            let next = observed.chain.replaced_by.as_ref().map(|(name, _)| name.as_str()).unwrap_or_default();
-            outcome.phase = Some((
-                CsvPhase::Replacing,
-                "BeingReplaced",
-                format!("Fail Forward is enabled, allowing Failed csv to be replaced by csv: {next}"),
-            ));
-        }
-        // The author still may not: failing again after a round through Pending and InstallReady would rewrite the
-        // status (and an event) on every retry of an idle cluster. A new author (a change of the spec) or new
-        // rights heal it.
-        CsvPhase::Failed if reason == "InstallComponentFailed" && observed.author.is_err() => {}
-        CsvPhase::Failed => {
-            let healed = match reason {
-                reason if GROUP_REASONS.contains(&reason) => Some("InstallModes now support target namespaces"),
-                "InterOperatorGroupOwnerConflict" => {
-                    Some("OperatorGroup no longer intersecting with conflicting owner")
-                }
-                "CannotModifyStaticOperatorGroupProvidedAPIs" => {
-                    Some("static OperatorGroup and intersecting groups now support providedAPIs")
-                }
-                _ => None,
-            };
-            if let Some(message) = healed {
-                outcome.phase = to(CsvPhase::Pending, "RequirementsUnknown", message);
-            } else if !met {
-                outcome.requirement_status = Some(statuses);
-                outcome.phase = to(CsvPhase::Pending, "RequirementsNotMet", "requirements not met");
-            } else if observed.components.rotate {
-                outcome.phase = to(CsvPhase::Pending, "NeedsCertRotation", "owned APIServices need cert refresh");
-            } else {
-                outcome.phase = health(&observed.health, CsvPhase::Pending, "NeedsReinstall");
-            }
-        }
-        CsvPhase::Replacing => {
-            // Only the oldest of a chain goes first; with fail-forward, it waits for the newest of the chain.
-            let chain = &observed.chain;
-            let next = if chain.fail_forward { chain.newest.as_ref() } else { chain.replaced_by.as_ref() };
-            if chain.replaces.is_none() && next.is_some_and(|(_, phase)| *phase == CsvPhase::Succeeded) {
-                outcome.phase = to(
-                    CsvPhase::Deleting,
-                    "Replaced",
-                    "has been replaced by a newer ClusterServiceVersion that has successfully installed.",
-                );
-            }
-        }
-        CsvPhase::Deleting => outcome.delete = true,
-        // OLM has no handler for Unknown either: such a CSV stays as it is.
-        CsvPhase::Unknown => {}
     }
-    // The roles for using its APIs come with a CSV that is (or has just become) Succeeded.
-    outcome.api_roles = outcome.phase.as_ref().map_or(status.phase, |(phase, _, _)| *phase) == CsvPhase::Succeeded;
-    outcome
+}
+
+/// Installing: as the Deployments' health says, until unhealthy Deployments have waited [`INSTALL_TIMEOUT`] since
+/// the phase began, when the install fails.
+fn from_installing(status: &ClusterServiceVersionStatus, observed: &Observed, outcome: &mut Outcome) {
+    outcome.phase = health(&observed.health, CsvPhase::Installing, "InstallWaiting");
+    let waited = elapsed(status.last_transition_time.as_ref(), &observed.now);
+    if observed.health.is_err() && waited >= INSTALL_TIMEOUT {
+        outcome.phase = fail("InstallCheckFailed", "install timeout".into());
+    }
+}
+
+/// Succeeded: a CSV replacing it takes over first; then a certificate to rotate sends it back to Pending, unmet
+/// requirements fail it, and otherwise its Deployments' health keeps or fails it.
+fn from_succeeded(observed: Observed, outcome: &mut Outcome) {
+    let (met, statuses) = observed.requirements;
+    if let Some((next, _)) = &observed.chain.replaced_by {
+        outcome.phase = Some((CsvPhase::Replacing, "BeingReplaced", format!("being replaced by csv: {next}")));
+    } else if observed.components.rotate {
+        outcome.phase = to(CsvPhase::Pending, "NeedsCertRotation", "CSV owns resources that require a cert refresh");
+    } else if !met {
+        outcome.requirement_status = Some(statuses);
+        outcome.phase = fail("RequirementsNotMet", "requirements no longer met".into());
+    } else {
+        outcome.phase = health(&observed.health, CsvPhase::Failed, "ComponentUnhealthy");
+    }
+}
+
+/// Failed: with fail-forward, a CSV replacing it takes over; otherwise a failure that has healed, unmet
+/// requirements, a certificate to rotate or the Deployments' health send it back to Pending, to be installed again.
+fn from_failed(reason: &str, observed: Observed, outcome: &mut Outcome) {
+    if observed.chain.fail_forward && observed.chain.replaced_by.is_some() {
+        let next = observed.chain.replaced_by.as_ref().map(|(name, _)| name.as_str()).unwrap_or_default();
+        outcome.phase = Some((
+            CsvPhase::Replacing,
+            "BeingReplaced",
+            format!("Fail Forward is enabled, allowing Failed csv to be replaced by csv: {next}"),
+        ));
+        return;
+    }
+    // The author still may not: failing again after a round through Pending and InstallReady would rewrite the
+    // status (and an event) on every retry of an idle cluster. A new author (a change of the spec) or new rights
+    // heal it.
+    if reason == "InstallComponentFailed" && observed.author.is_err() {
+        return;
+    }
+    let healed = match reason {
+        reason if GROUP_REASONS.contains(&reason) => Some("InstallModes now support target namespaces"),
+        "InterOperatorGroupOwnerConflict" => Some("OperatorGroup no longer intersecting with conflicting owner"),
+        "CannotModifyStaticOperatorGroupProvidedAPIs" => {
+            Some("static OperatorGroup and intersecting groups now support providedAPIs")
+        }
+        _ => None,
+    };
+    let (met, statuses) = observed.requirements;
+    if let Some(message) = healed {
+        outcome.phase = to(CsvPhase::Pending, "RequirementsUnknown", message);
+    } else if !met {
+        outcome.requirement_status = Some(statuses);
+        outcome.phase = to(CsvPhase::Pending, "RequirementsNotMet", "requirements not met");
+    } else if observed.components.rotate {
+        outcome.phase = to(CsvPhase::Pending, "NeedsCertRotation", "owned APIServices need cert refresh");
+    } else {
+        outcome.phase = health(&observed.health, CsvPhase::Pending, "NeedsReinstall");
+    }
+}
+
+/// Replacing: the CSV is deleted once the CSV replacing it has Succeeded (with fail-forward, the newest of the
+/// chain). Only the oldest of a chain goes first, so a chain is deleted from its start.
+fn from_replacing(chain: &Chain, outcome: &mut Outcome) {
+    let next = if chain.fail_forward { chain.newest.as_ref() } else { chain.replaced_by.as_ref() };
+    if chain.replaces.is_none() && next.is_some_and(|(_, phase)| *phase == CsvPhase::Succeeded) {
+        outcome.phase = to(
+            CsvPhase::Deleting,
+            "Replaced",
+            "has been replaced by a newer ClusterServiceVersion that has successfully installed.",
+        );
+    }
 }
 
 /// OLM's `updateInstallStatus`: Succeeded when healthy; a Deployment to apply again goes back to InstallReady; one
