@@ -52,141 +52,169 @@ pub enum Outcome {
 
 /// `(type, status, reason, message)` of every condition for `outcome`.
 fn wanted(outcome: &Outcome) -> [Wanted; 6] {
-    let unresolved = || ("Unknown", "ContentUnresolved".to_owned(), "the content has not been resolved".to_owned());
     match outcome {
-        Outcome::ImportFailed { message } => {
-            let (status, reason, text) = unresolved();
-            [
-                (CONTENT_IMPORT_ERROR, "True", MANIFEST_IMAGE_PULL_FAILED.into(), message.clone()),
-                (INVALID_CONTENT, status, reason.clone(), text.clone()),
-                (PENDING_APPROVAL, status, reason.clone(), text.clone()),
-                (INSTALLED, "False", MANIFEST_IMAGE_PULL_FAILED.into(), "a manifest image pull has failed".into()),
-                (PROGRESSING, "False", MANIFEST_IMAGE_PULL_FAILED.into(), "retrying the pull with backoff".into()),
-                (COMPONENTS_DIVERGE, status, reason, text),
-            ]
-        }
-        Outcome::Invalid { reason, message } => {
-            let (status, unresolved_reason, text) = unresolved();
-            [
-                (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
-                (INVALID_CONTENT, "True", (*reason).into(), message.clone()),
-                (PENDING_APPROVAL, status, unresolved_reason.clone(), text.clone()),
-                (INSTALLED, "False", "InvalidContent".into(), "the content cannot be installed".into()),
-                (PROGRESSING, "False", "InvalidContent".into(), "waiting for the content to be fixed".into()),
-                (COMPONENTS_DIVERGE, status, unresolved_reason, text),
-            ]
-        }
+        Outcome::ImportFailed { message } => when_import_failed(message),
+        Outcome::Invalid { reason, message } => when_invalid(reason, message),
         Outcome::AwaitingApproval { count, reason, changed_by, account, installed_before } => {
-            let installed_message = if *installed_before {
-                "the update waits for approval; what was installed before keeps running".to_owned()
-            } else {
-                "nothing is applied until the pending permissions are approved".to_owned()
-            };
-            [
-                (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
-                (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
-                match reason {
-                    PendingReason::ManualApproval => (
-                        PENDING_APPROVAL,
-                        "True",
-                        UPDATE_APPROVAL_REQUIRED.into(),
-                        format!("updates are approved by hand: a person holding the {count} rules this content uses must set spec.approval to Approved"),
-                    ),
-                    PendingReason::ContentChanged => (
-                        PENDING_APPROVAL,
-                        "True",
-                        CONTENT_CHANGE_APPROVAL_REQUIRED.into(),
-                        format!(
-                            "{} changed the content without holding what ServiceAccount {account} was granted: a person holding the {count} rules it uses must approve it",
-                            changed_by.as_deref().unwrap_or("someone")
-                        ),
-                    ),
-                    PendingReason::Permissions => (
-                        PENDING_APPROVAL,
-                        "True",
-                        UNSATISFIED_PERMISSIONS.into(),
-                        format!("pending approval of {count} unsatisfied permissions for ServiceAccount {account}"),
-                    ),
-                },
-                (INSTALLED, "False", "AwaitingApproval".into(), installed_message),
-                (PROGRESSING, "False", "AwaitingApproval".into(), "waiting for approval".into()),
-                (
-                    COMPONENTS_DIVERGE,
-                    "Unknown",
-                    "AwaitingApproval".into(),
-                    "the resolved content is not applied yet".into(),
-                ),
-            ]
+            when_awaiting_approval(*count, *reason, changed_by.as_deref(), account, *installed_before)
         }
-        Outcome::ExceedsPolicy { installed_before, .. } => {
-            let installed_message = if *installed_before {
-                "the content exceeds an InstallPolicy; what was installed before keeps running"
-            } else {
-                "the content exceeds an InstallPolicy: nothing is applied"
-            };
-            [
-                (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
-                (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
-                (
-                    PENDING_APPROVAL,
-                    "False",
-                    EXCEEDS_POLICY.into(),
-                    "nothing can be approved: the content exceeds an InstallPolicy".into(),
-                ),
-                (INSTALLED, "False", EXCEEDS_POLICY.into(), installed_message.into()),
-                (PROGRESSING, "False", EXCEEDS_POLICY.into(), "waiting for the content or the policy to change".into()),
-                (COMPONENTS_DIVERGE, "Unknown", EXCEEDS_POLICY.into(), "the resolved content is not applied".into()),
-            ]
-        }
-        Outcome::ApplyFailed { reason, message } => [
-            (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
-            (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
-            (PENDING_APPROVAL, "False", "PermissionsSatisfied".into(), "no permission is pending".into()),
-            (INSTALLED, "False", (*reason).into(), message.clone()),
-            (PROGRESSING, "True", "Retrying".into(), "retrying the apply with backoff".into()),
-            (COMPONENTS_DIVERGE, "Unknown", (*reason).into(), "the content is not fully applied".into()),
-        ],
+        Outcome::ExceedsPolicy { installed_before, .. } => when_exceeding_policy(*installed_before),
+        Outcome::ApplyFailed { reason, message } => when_apply_failed(reason, message),
         Outcome::Applied { objects, account, rolling_out, diverged } => {
-            let progressing = if rolling_out.is_empty() {
-                ("False", "Complete".to_owned(), "every Deployment is available".to_owned())
-            } else {
-                (
-                    "True",
-                    "DeploymentsRollingOut".to_owned(),
-                    format!("waiting for Deployments {}", rolling_out.join(", ")),
-                )
-            };
-            let diverge = if diverged.is_empty() {
-                (
-                    "False",
-                    "ComponentsMatchResolvedContent".to_owned(),
-                    "on-cluster components match the resolved content".to_owned(),
-                )
-            } else {
-                (
-                    "True",
-                    COMPONENTS_DIVERGE_FROM_RESOLVED_CONTENT.to_owned(),
-                    format!(
-                        "on-cluster components diverge from resolved content, applied again: {}",
-                        diverged.join(", ")
-                    ),
-                )
-            };
-            [
-                (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
-                (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
-                (PENDING_APPROVAL, "False", "PermissionsSatisfied".into(), "no permission is pending".into()),
-                (
-                    INSTALLED,
-                    "True",
-                    "ContentApplied".into(),
-                    format!("applied {objects} objects as ServiceAccount {account}"),
-                ),
-                (PROGRESSING, progressing.0, progressing.1, progressing.2),
-                (COMPONENTS_DIVERGE, diverge.0, diverge.1, diverge.2),
-            ]
+            when_applied(*objects, account, rolling_out, diverged)
         }
     }
+}
+
+/// The status, reason and message of a condition that cannot be told before the content is resolved.
+fn unresolved() -> (&'static str, String, String) {
+    ("Unknown", "ContentUnresolved".to_owned(), "the content has not been resolved".to_owned())
+}
+
+/// An image could not be pulled: only the import and the install can be told; the rest waits for the content.
+fn when_import_failed(message: &str) -> [Wanted; 6] {
+    let (status, reason, text) = unresolved();
+    [
+        (CONTENT_IMPORT_ERROR, "True", MANIFEST_IMAGE_PULL_FAILED.into(), message.to_owned()),
+        (INVALID_CONTENT, status, reason.clone(), text.clone()),
+        (PENDING_APPROVAL, status, reason.clone(), text.clone()),
+        (INSTALLED, "False", MANIFEST_IMAGE_PULL_FAILED.into(), "a manifest image pull has failed".into()),
+        (PROGRESSING, "False", MANIFEST_IMAGE_PULL_FAILED.into(), "retrying the pull with backoff".into()),
+        (COMPONENTS_DIVERGE, status, reason, text),
+    ]
+}
+
+/// The content is not installable (for `reason`, the error's category): its permissions and components cannot be
+/// told, as it was never resolved into objects.
+fn when_invalid(reason: &str, message: &str) -> [Wanted; 6] {
+    let (status, unresolved_reason, text) = unresolved();
+    [
+        (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
+        (INVALID_CONTENT, "True", reason.into(), message.to_owned()),
+        (PENDING_APPROVAL, status, unresolved_reason.clone(), text.clone()),
+        (INSTALLED, "False", "InvalidContent".into(), "the content cannot be installed".into()),
+        (PROGRESSING, "False", "InvalidContent".into(), "waiting for the content to be fixed".into()),
+        (COMPONENTS_DIVERGE, status, unresolved_reason, text),
+    ]
+}
+
+/// Permissions wait for a person: nothing new is applied, and the install says whether earlier content keeps
+/// running meanwhile.
+fn when_awaiting_approval(
+    count: usize,
+    reason: PendingReason,
+    changed_by: Option<&str>,
+    account: &str,
+    installed_before: bool,
+) -> [Wanted; 6] {
+    let installed_message = if installed_before {
+        "the update waits for approval; what was installed before keeps running".to_owned()
+    } else {
+        "nothing is applied until the pending permissions are approved".to_owned()
+    };
+    [
+        (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
+        (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
+        pending_approval_condition(count, reason, changed_by, account),
+        (INSTALLED, "False", "AwaitingApproval".into(), installed_message),
+        (PROGRESSING, "False", "AwaitingApproval".into(), "waiting for approval".into()),
+        (COMPONENTS_DIVERGE, "Unknown", "AwaitingApproval".into(), "the resolved content is not applied yet".into()),
+    ]
+}
+
+/// The PendingApproval condition of content waiting for a person: each reason names who may approve, so the
+/// message tells the user whom to ask.
+fn pending_approval_condition(count: usize, reason: PendingReason, changed_by: Option<&str>, account: &str) -> Wanted {
+    match reason {
+        PendingReason::ManualApproval => (
+            PENDING_APPROVAL,
+            "True",
+            UPDATE_APPROVAL_REQUIRED.into(),
+            format!("updates are approved by hand: a person holding the {count} rules this content uses must set spec.approval to Approved"),
+        ),
+        PendingReason::ContentChanged => (
+            PENDING_APPROVAL,
+            "True",
+            CONTENT_CHANGE_APPROVAL_REQUIRED.into(),
+            format!(
+                "{} changed the content without holding what ServiceAccount {account} was granted: a person holding the {count} rules it uses must approve it",
+                changed_by.unwrap_or("someone")
+            ),
+        ),
+        PendingReason::Permissions => (
+            PENDING_APPROVAL,
+            "True",
+            UNSATISFIED_PERMISSIONS.into(),
+            format!("pending approval of {count} unsatisfied permissions for ServiceAccount {account}"),
+        ),
+    }
+}
+
+/// The content exceeds an InstallPolicy: nothing is granted or applied, and no approval can change that, so
+/// nothing is pending either.
+fn when_exceeding_policy(installed_before: bool) -> [Wanted; 6] {
+    let installed_message = if installed_before {
+        "the content exceeds an InstallPolicy; what was installed before keeps running"
+    } else {
+        "the content exceeds an InstallPolicy: nothing is applied"
+    };
+    [
+        (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
+        (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
+        (
+            PENDING_APPROVAL,
+            "False",
+            EXCEEDS_POLICY.into(),
+            "nothing can be approved: the content exceeds an InstallPolicy".into(),
+        ),
+        (INSTALLED, "False", EXCEEDS_POLICY.into(), installed_message.into()),
+        (PROGRESSING, "False", EXCEEDS_POLICY.into(), "waiting for the content or the policy to change".into()),
+        (COMPONENTS_DIVERGE, "Unknown", EXCEEDS_POLICY.into(), "the resolved content is not applied".into()),
+    ]
+}
+
+/// Granting or applying failed (for `reason`, the error's category): the content was fine, and the apply is
+/// retried.
+fn when_apply_failed(reason: &str, message: &str) -> [Wanted; 6] {
+    [
+        (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
+        (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
+        (PENDING_APPROVAL, "False", "PermissionsSatisfied".into(), "no permission is pending".into()),
+        (INSTALLED, "False", reason.into(), message.to_owned()),
+        (PROGRESSING, "True", "Retrying".into(), "retrying the apply with backoff".into()),
+        (COMPONENTS_DIVERGE, "Unknown", reason.into(), "the content is not fully applied".into()),
+    ]
+}
+
+/// Everything applied: Progressing names the Deployments still rolling out, and ComponentsDiverge the objects
+/// found changed since the last apply, so a user sees what the controller just put back.
+fn when_applied(objects: usize, account: &str, rolling_out: &[String], diverged: &[String]) -> [Wanted; 6] {
+    let progressing = if rolling_out.is_empty() {
+        ("False", "Complete".to_owned(), "every Deployment is available".to_owned())
+    } else {
+        ("True", "DeploymentsRollingOut".to_owned(), format!("waiting for Deployments {}", rolling_out.join(", ")))
+    };
+    let diverge = if diverged.is_empty() {
+        (
+            "False",
+            "ComponentsMatchResolvedContent".to_owned(),
+            "on-cluster components match the resolved content".to_owned(),
+        )
+    } else {
+        (
+            "True",
+            COMPONENTS_DIVERGE_FROM_RESOLVED_CONTENT.to_owned(),
+            format!("on-cluster components diverge from resolved content, applied again: {}", diverged.join(", ")),
+        )
+    };
+    [
+        (CONTENT_IMPORT_ERROR, "False", "ContentImported".into(), "all content was imported".into()),
+        (INVALID_CONTENT, "False", "ContentValid".into(), "the content can be installed".into()),
+        (PENDING_APPROVAL, "False", "PermissionsSatisfied".into(), "no permission is pending".into()),
+        (INSTALLED, "True", "ContentApplied".into(), format!("applied {objects} objects as ServiceAccount {account}")),
+        (PROGRESSING, progressing.0, progressing.1, progressing.2),
+        (COMPONENTS_DIVERGE, diverge.0, diverge.1, diverge.2),
+    ]
 }
 
 /// The ExceedsPolicy condition: how the content measures against the InstallPolicies (`policy`, absent when there is
