@@ -235,6 +235,8 @@ impl View {
         (!changes.is_empty()).then(|| self.record(changes))
     }
 
+    /// What `update` changed: the operators of the namespaces it touched, synthesized again; for namespaces, the
+    /// operators watching those that came or went.
     fn changes(&mut self, update: Update) -> Vec<Change> {
         let mut touched: BTreeSet<String> = BTreeSet::new();
         match update {
@@ -262,80 +264,21 @@ impl View {
                 touched.insert(subscription.namespace().unwrap_or_default());
                 self.subscriptions.remove(&key_of(&subscription));
             }
-            // A group's targets decide where the operators of its namespace are listed: they are synthesized again
-            // when the targets change (an update that moves only `lastUpdated` or the spec changes nothing shown).
-            Update::OperatorGroup(group) => {
-                self.bump(OPERATOR_GROUPS, version_of(&group));
-                let targets = group_targets(&group);
-                if self.groups.get(&key_of(&group)) != Some(&targets) {
-                    touched.insert(group.namespace().unwrap_or_default());
-                    self.groups.insert(key_of(&group), targets);
-                }
-            }
+            Update::OperatorGroup(group) => self.group_updated(&group, &mut touched),
             Update::OperatorGroupDeleted(group) => {
                 self.bump(OPERATOR_GROUPS, version_of(&group));
                 touched.insert(group.namespace().unwrap_or_default());
                 self.groups.remove(&key_of(&group));
             }
-            // An Install decides where its records are listed: the namespaces of the CSVs it applied, before and
-            // after, are synthesized again when that list (or its uid) changes, not on every status write.
-            Update::Install(install) => {
-                self.bump(INSTALLS, version_of(&install));
-                let applied = Applied::of(&install);
-                let before = self.installs.insert(install.name_any(), applied.clone());
-                if before.as_ref() != Some(&applied) {
-                    touched.extend(record_namespaces(before.as_ref()));
-                    touched.extend(record_namespaces(Some(&applied)));
-                }
-            }
+            Update::Install(install) => self.install_updated(&install, &mut touched),
             Update::InstallDeleted(install) => {
                 self.bump(INSTALLS, version_of(&install));
                 touched.extend(record_namespaces(self.installs.remove(&install.name_any()).as_ref()));
             }
-            Update::OperatorGroupsListed(groups) => {
-                if let Some(version) = newest(groups.iter().map(version_of)) {
-                    self.bump(OPERATOR_GROUPS, version);
-                }
-                let listed: Groups = groups.iter().map(|group| (key_of(group), group_targets(group))).collect();
-                let keys: BTreeSet<&Key> = self.groups.keys().chain(listed.keys()).collect();
-                touched.extend(
-                    keys.into_iter()
-                        .filter(|key| self.groups.get(*key) != listed.get(*key))
-                        .map(|(namespace, _)| namespace.clone()),
-                );
-                self.groups = listed;
-            }
-            Update::InstallsListed(installs) => {
-                if let Some(version) = newest(installs.iter().map(version_of)) {
-                    self.bump(INSTALLS, version);
-                }
-                let listed: Installs =
-                    installs.iter().map(|install| (install.name_any(), Applied::of(install))).collect();
-                for name in self.installs.keys().chain(listed.keys()) {
-                    let (before, after) = (self.installs.get(name), listed.get(name));
-                    if before != after {
-                        touched.extend(record_namespaces(before));
-                        touched.extend(record_namespaces(after));
-                    }
-                }
-                self.installs = listed;
-            }
-            Update::CsvsListed(csvs) => {
-                if let Some(version) = newest(csvs.iter().map(version_of)) {
-                    self.bump(CSVS, version);
-                }
-                touched.extend(self.csvs.keys().map(|(namespace, _)| namespace.clone()));
-                self.csvs = csvs.into_iter().filter(|csv| !is_copied(csv)).map(|csv| (key_of(&csv), csv)).collect();
-                touched.extend(self.csvs.keys().map(|(namespace, _)| namespace.clone()));
-            }
-            Update::SubscriptionsListed(subscriptions) => {
-                if let Some(version) = newest(subscriptions.iter().map(version_of)) {
-                    self.bump(SUBSCRIPTIONS, version);
-                }
-                touched.extend(self.subscriptions.keys().map(|(namespace, _)| namespace.clone()));
-                self.subscriptions = subscriptions.into_iter().map(|s| (key_of(&s), s)).collect();
-                touched.extend(self.subscriptions.keys().map(|(namespace, _)| namespace.clone()));
-            }
+            Update::OperatorGroupsListed(groups) => self.groups_listed(&groups, &mut touched),
+            Update::InstallsListed(installs) => self.installs_listed(&installs, &mut touched),
+            Update::CsvsListed(csvs) => self.csvs_listed(csvs, &mut touched),
+            Update::SubscriptionsListed(subscriptions) => self.subscriptions_listed(subscriptions, &mut touched),
             Update::Namespace { name, resource_version } => {
                 self.bump(NAMESPACES, resource_version);
                 return self.namespace_changed(&name, true).into_iter().collect();
@@ -344,26 +287,109 @@ impl View {
                 self.bump(NAMESPACES, resource_version);
                 return self.namespace_changed(&name, false).into_iter().collect();
             }
-            Update::NamespacesListed(namespaces) => {
-                if let Some(version) = newest(namespaces.iter().map(|(_, version)| version.clone())) {
-                    self.bump(NAMESPACES, version);
-                }
-                let listed: BTreeSet<String> = namespaces.into_iter().map(|(name, _)| name).collect();
-                let gone: Vec<String> = self.namespaces.difference(&listed).cloned().collect();
-                let new: Vec<String> = listed.difference(&self.namespaces).cloned().collect();
-                let mut changes = Vec::new();
-                for name in gone {
-                    changes.extend(self.namespace_changed(&name, false));
-                }
-                for name in new {
-                    changes.extend(self.namespace_changed(&name, true));
-                }
-                return changes;
-            }
+            Update::NamespacesListed(namespaces) => return self.namespaces_listed(namespaces),
         }
         let mut changes = Vec::new();
         for namespace in touched {
             changes.extend(self.recompute(&namespace));
+        }
+        changes
+    }
+
+    /// A group's targets decide where the operators of its namespace are listed: they are synthesized again (its
+    /// namespace `touched`) when the targets change; an update that moves only `lastUpdated` or the spec changes
+    /// nothing shown.
+    fn group_updated(&mut self, group: &OperatorGroup, touched: &mut BTreeSet<String>) {
+        self.bump(OPERATOR_GROUPS, version_of(group));
+        let targets = group_targets(group);
+        if self.groups.get(&key_of(group)) != Some(&targets) {
+            touched.insert(group.namespace().unwrap_or_default());
+            self.groups.insert(key_of(group), targets);
+        }
+    }
+
+    /// An Install decides where its records are listed: the namespaces of the CSVs it applied, before and after,
+    /// are `touched` when that list (or its uid) changes, not on every status write.
+    fn install_updated(&mut self, install: &Install, touched: &mut BTreeSet<String>) {
+        self.bump(INSTALLS, version_of(install));
+        let applied = Applied::of(install);
+        let before = self.installs.insert(install.name_any(), applied.clone());
+        if before.as_ref() != Some(&applied) {
+            touched.extend(record_namespaces(before.as_ref()));
+            touched.extend(record_namespaces(Some(&applied)));
+        }
+    }
+
+    /// The OperatorGroups listed again: the namespaces of the groups whose targets changed, came or went are
+    /// `touched`, as in `group_updated`.
+    fn groups_listed(&mut self, groups: &[OperatorGroup], touched: &mut BTreeSet<String>) {
+        if let Some(version) = newest(groups.iter().map(version_of)) {
+            self.bump(OPERATOR_GROUPS, version);
+        }
+        let listed: Groups = groups.iter().map(|group| (key_of(group), group_targets(group))).collect();
+        let keys: BTreeSet<&Key> = self.groups.keys().chain(listed.keys()).collect();
+        touched.extend(
+            keys.into_iter()
+                .filter(|key| self.groups.get(*key) != listed.get(*key))
+                .map(|(namespace, _)| namespace.clone()),
+        );
+        self.groups = listed;
+    }
+
+    /// The Installs listed again: the namespaces of the records of those whose applied CSVs changed, came or went
+    /// are `touched`, as in `install_updated`.
+    fn installs_listed(&mut self, installs: &[Install], touched: &mut BTreeSet<String>) {
+        if let Some(version) = newest(installs.iter().map(version_of)) {
+            self.bump(INSTALLS, version);
+        }
+        let listed: Installs = installs.iter().map(|install| (install.name_any(), Applied::of(install))).collect();
+        for name in self.installs.keys().chain(listed.keys()) {
+            let (before, after) = (self.installs.get(name), listed.get(name));
+            if before != after {
+                touched.extend(record_namespaces(before));
+                touched.extend(record_namespaces(after));
+            }
+        }
+        self.installs = listed;
+    }
+
+    /// The CSVs listed again (copies left out): every namespace that held one before or holds one now is
+    /// `touched`, as a list may have dropped CSVs as well as changed them.
+    fn csvs_listed(&mut self, csvs: Vec<ClusterServiceVersion>, touched: &mut BTreeSet<String>) {
+        if let Some(version) = newest(csvs.iter().map(version_of)) {
+            self.bump(CSVS, version);
+        }
+        touched.extend(self.csvs.keys().map(|(namespace, _)| namespace.clone()));
+        self.csvs = csvs.into_iter().filter(|csv| !is_copied(csv)).map(|csv| (key_of(&csv), csv)).collect();
+        touched.extend(self.csvs.keys().map(|(namespace, _)| namespace.clone()));
+    }
+
+    /// The Subscriptions listed again: every namespace that held one before or holds one now is `touched`, as a
+    /// list may have dropped Subscriptions as well as changed them.
+    fn subscriptions_listed(&mut self, subscriptions: Vec<Subscription>, touched: &mut BTreeSet<String>) {
+        if let Some(version) = newest(subscriptions.iter().map(version_of)) {
+            self.bump(SUBSCRIPTIONS, version);
+        }
+        touched.extend(self.subscriptions.keys().map(|(namespace, _)| namespace.clone()));
+        self.subscriptions = subscriptions.into_iter().map(|s| (key_of(&s), s)).collect();
+        touched.extend(self.subscriptions.keys().map(|(namespace, _)| namespace.clone()));
+    }
+
+    /// The namespaces listed again: those gone, then those new, each a change of its own, as when a watch sees
+    /// them one by one.
+    fn namespaces_listed(&mut self, namespaces: Vec<(String, String)>) -> Vec<Change> {
+        if let Some(version) = newest(namespaces.iter().map(|(_, version)| version.clone())) {
+            self.bump(NAMESPACES, version);
+        }
+        let listed: BTreeSet<String> = namespaces.into_iter().map(|(name, _)| name).collect();
+        let gone: Vec<String> = self.namespaces.difference(&listed).cloned().collect();
+        let new: Vec<String> = listed.difference(&self.namespaces).cloned().collect();
+        let mut changes = Vec::new();
+        for name in gone {
+            changes.extend(self.namespace_changed(&name, false));
+        }
+        for name in new {
+            changes.extend(self.namespace_changed(&name, true));
         }
         changes
     }
