@@ -178,7 +178,14 @@ struct AuditTail {
 
 impl AuditTail {
     fn new(path: PathBuf, user: &'static str) -> Self {
-        Self { path, offset: 0, user, traffic: Traffic::default(), by_kind: BTreeMap::new(), reads_by_kind: BTreeMap::new() }
+        Self {
+            path,
+            offset: 0,
+            user,
+            traffic: Traffic::default(),
+            by_kind: BTreeMap::new(),
+            reads_by_kind: BTreeMap::new(),
+        }
     }
 
     /// Reads the lines written since the last call (up to the last whole line).

@@ -44,7 +44,7 @@ pub(super) async fn ensure_api_roles(
         };
         for role in api_roles(&api) {
             let role_name = role["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-            let current = roles.get_opt(&role_name).await.map_err(place.read("ClusterRoles"))?;
+            let current = ctx.rbac.cluster_role(&roles, &role_name).await.map_err(place.read("ClusterRoles"))?;
             if role_differs(current.as_ref(), &role) {
                 changes_one |= current.is_some();
                 wanted.push((role_name, role));
@@ -68,7 +68,10 @@ pub(super) async fn ensure_api_roles(
     }
     ctx.forget_warning(csv, API_ROLES_REFUSED);
     for (role_name, role) in wanted {
-        roles.apply(&role_name, &role, None).await.map_err(place.write(format!("ClusterRole {role_name}")))?;
+        ctx.rbac
+            .apply_cluster_role(&roles, &role_name, &role)
+            .await
+            .map_err(place.write(format!("ClusterRole {role_name}")))?;
     }
     Ok(())
 }

@@ -80,6 +80,9 @@ pub struct Context {
     namespaces: Store<PartialObjectMeta<Namespace>>,
     /// The ClusterRoles and ClusterRoleBindings accounts are checked against.
     rbac: Arc<RbacCache>,
+    /// Every OperatorGroup, as watched: a pass read the groups of its namespace and of the whole cluster live
+    /// before, two lists per pass, each as long as the cluster has namespaces with operators.
+    groups: Store<OperatorGroup>,
     /// Namespaces keeping copies when copies are disabled.
     protected: BTreeSet<String>,
     /// The Warning events published per CSV (uid, reason) and their note: each is published once while it holds,
@@ -96,6 +99,15 @@ impl Context {
             .filter(|namespace| namespace.metadata.deletion_timestamp.is_none())
             .map(|namespace| namespace.name_any())
             .collect()
+    }
+
+    /// Every OperatorGroup as the watch holds them, once it has listed them; None before (or when it stopped), for
+    /// the pass to read them live.
+    async fn watched_groups(&self) -> Option<Vec<Arc<OperatorGroup>>> {
+        match tokio::time::timeout(GROUPS_LISTED, self.groups.wait_until_ready()).await {
+            Ok(Ok(())) => Some(self.groups.state()),
+            _ => None,
+        }
     }
 
     /// The cluster's ClusterRoles and ClusterRoleBindings, once both have been read (before, an empty snapshot:
@@ -233,6 +245,9 @@ impl Reconciler for Context {
     }
 }
 
+/// How long a pass waits for the OperatorGroups' watch to list them once before reading them live.
+const GROUPS_LISTED: Duration = Duration::from_secs(5);
+
 /// The label selector of what OLM made for a CSV.
 const OWNED_BY_CSV: &str = "olm.owner.kind=ClusterServiceVersion";
 
@@ -283,6 +298,11 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     // The cluster's RBAC, held once by the process for the permission checks (a change wakes no CSV: a CSV waiting
     // on RBAC looks again after the retry interval, as OLM's does).
     let rbac = process.rbac.clone();
+    let (groups, groups_writer) = kube::runtime::reflector::store::<OperatorGroup>();
+    let group_changes = kube::runtime::reflector(
+        groups_writer,
+        watches::trimmed(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default()),
+    );
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
         events: Events::new(client.clone(), "olmv2-csv-controller"),
@@ -291,6 +311,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         resync: process.options.resync,
         namespaces,
         rbac,
+        groups,
         protected: process.options.protected_copied_csv_namespaces.iter().cloned().collect(),
         warned: Mutex::default(),
     });
@@ -327,7 +348,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
                 .collect::<Vec<_>>()
         })
         // Membership, targets and provided APIs of any group can change any CSV's intersection.
-        .watches(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default(), move |_| by_group())
+        .watches_stream(group_changes.touched_objects(), move |_| by_group())
         // Copies on or off.
         .watches(Api::<OLMConfig>::all(client.clone()), watcher::Config::default(), move |_| by_config())
         // A new namespace needs the copies of every global group's operators (its labels, which the namespace loop

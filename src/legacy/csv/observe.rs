@@ -46,8 +46,8 @@ pub(super) async fn observe(
     now: &Time,
 ) -> Result<Seen, ReconcileError> {
     let namespace = place.namespace.as_str();
-    let groups =
-        ctx.client.namespaced::<OperatorGroup>(namespace).list().await.map_err(place.read("OperatorGroups"))?;
+    let watched = ctx.watched_groups().await;
+    let groups = groups_of(ctx, watched.as_deref(), place).await?;
     let (group, group_failure) = match membership(&groups) {
         Membership::Member(found) => (Some(found.clone()), None),
         other => (None, other.failure()),
@@ -71,7 +71,13 @@ pub(super) async fn observe(
         // the namespaces are listed then, not on every pass of a selector group's CSVs.
         let needed = selects_namespaces(found) && !missing_annotations(csv, found).is_empty();
         let namespaces = if needed { namespace_labels(ctx, place).await? } else { Vec::new() };
-        let all = ctx.client.all::<OperatorGroup>().list().await.map_err(place.read("OperatorGroups"))?;
+        let all = match watched {
+            Some(all) => all,
+            None => {
+                let listed = ctx.client.all::<OperatorGroup>().list().await.map_err(place.read("OperatorGroups"))?;
+                listed.into_iter().map(Arc::new).collect()
+            }
+        };
         let facts = group_facts(csv, found, &namespaces, &all, provided);
         observed.annotations_missing = facts.annotations_missing;
         observed.no_targets = facts.no_targets;
@@ -113,6 +119,28 @@ pub(super) async fn observe(
     Ok(Seen { group, observed })
 }
 
+/// The OperatorGroups of the CSV's namespace: from the watch when it shows exactly one, the common case; listed
+/// live otherwise, so that a group created a moment ago, or one deleted, is not judged missing or extra from a
+/// watch that has not seen it yet (the CSV would fail NoOperatorGroup or TooManyOperatorGroups for nothing, and a
+/// CSV applied with its group would go through Failed on its way).
+async fn groups_of(
+    ctx: &Context,
+    watched: Option<&[Arc<OperatorGroup>]>,
+    place: &Place,
+) -> Result<Vec<OperatorGroup>, ReconcileError> {
+    let namespace = place.namespace.as_str();
+    let here: Vec<OperatorGroup> = watched
+        .into_iter()
+        .flatten()
+        .filter(|group| group.namespace().as_deref() == Some(namespace))
+        .map(|group| group.as_ref().clone())
+        .collect();
+    if here.len() == 1 {
+        return Ok(here);
+    }
+    ctx.client.namespaced::<OperatorGroup>(namespace).list().await.map_err(place.read("OperatorGroups"))
+}
+
 /// What a CSV's membership of `group` says, from the group and the cluster around it.
 #[derive(Debug, PartialEq)]
 pub(super) struct GroupFacts {
@@ -131,7 +159,7 @@ pub(super) fn group_facts(
     csv: &ClusterServiceVersion,
     group: &OperatorGroup,
     namespaces: &[(String, BTreeMap<String, String>)],
-    all: &[OperatorGroup],
+    all: &[impl std::borrow::Borrow<OperatorGroup>],
     provided: &BTreeSet<ApiKey>,
 ) -> GroupFacts {
     let operator_namespace = csv.namespace().unwrap_or_default();
@@ -142,6 +170,7 @@ pub(super) fn group_facts(
     };
     let others: Vec<GroupSurface> = all
         .iter()
+        .map(|other| std::borrow::Borrow::<OperatorGroup>::borrow(other))
         .filter(|other| !(other.namespace() == group.namespace() && other.name_any() == group.name_any()))
         .map(GroupSurface::of)
         .collect();

@@ -78,12 +78,8 @@ async fn lift_to_cluster(
     let (roles, bindings) = owned_rbac(ctx, &owner, place).await?;
     let existing_roles: BTreeMap<String, ClusterRole> =
         ctx.rbac.cluster_roles().iter().map(|role| (role.name_any(), role.as_ref().clone())).collect();
-    let existing_bindings: BTreeMap<String, ClusterRoleBinding> = ctx
-        .rbac
-        .cluster_role_bindings()
-        .iter()
-        .map(|binding| (binding.name_any(), binding.as_ref().clone()))
-        .collect();
+    let existing_bindings: BTreeMap<String, ClusterRoleBinding> =
+        ctx.rbac.cluster_role_bindings().iter().map(|binding| (binding.name_any(), binding.as_ref().clone())).collect();
     let plan = singleton_plan(owner, &roles, &bindings, &existing_roles, &existing_bindings);
     if plan.is_empty() {
         return Ok(());

@@ -23,6 +23,7 @@ use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
+use crate::controller::rbac_cache::RbacCache;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
 use crate::metrics::Metrics;
@@ -36,6 +37,8 @@ pub struct Context {
     metrics: Arc<Metrics>,
     retry: Duration,
     resync: Duration,
+    /// The process's RBAC, for the group's aggregating ClusterRoles as stored.
+    rbac: Arc<RbacCache>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -131,6 +134,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         metrics: process.metrics.clone(),
         retry: process.options.retry,
         resync: process.options.resync,
+        rbac: process.rbac.clone(),
     });
     let controller = watches::controller(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default());
     let groups = controller.store();

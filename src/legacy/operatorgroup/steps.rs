@@ -129,9 +129,12 @@ pub(super) async fn ensure_roles(ctx: &Context, decision: &Decision, place: &Pla
     let roles = ctx.client.all::<ClusterRole>();
     for role in &decision.roles {
         let role_name = role["metadata"]["name"].as_str().unwrap_or_default();
-        let current = roles.get_opt(role_name).await.map_err(place.read("ClusterRoles"))?;
+        let current = ctx.rbac.cluster_role(&roles, role_name).await.map_err(place.read("ClusterRoles"))?;
         if role_differs(current.as_ref(), role) {
-            roles.apply(role_name, role, None).await.map_err(place.write(format!("ClusterRole {role_name}")))?;
+            ctx.rbac
+                .apply_cluster_role(&roles, role_name, role)
+                .await
+                .map_err(place.write(format!("ClusterRole {role_name}")))?;
         }
     }
     Ok(())
