@@ -324,21 +324,11 @@ pub async fn apply_content(
     let (client, kinds, objects) = (&account.client, &content.kinds, &content.objects);
     let retry = ctx.options.retry;
     let settled = matches!(pass.previous.state, Some(InstallState::Installed | InstallState::Applying));
-    let mut diverged = Vec::new();
-    // An Operator that came to own the Install (an adopted Subscription's) labels its objects: applied again, but
-    // not drift, which is someone changing what the Install applied.
-    let mut relabel = false;
-    if same_content && settled {
-        for object in objects {
-            match get(client, kinds, &content::applied_ref(object)).await? {
-                Some(live) if drift::holds(object, &live) => {}
-                Some(live) if drift::holds(&drift::without_label(object, pass.label.as_deref()), &live) => {
-                    relabel = true
-                }
-                _ => diverged.push(describe(object)),
-            }
-        }
-    }
+    let (diverged, relabel) = if same_content && settled {
+        compare_with_live(client, kinds, objects, pass.label.as_deref()).await?
+    } else {
+        (Vec::new(), false)
+    };
     let mut deployments = Vec::new();
     if same_content && settled && diverged.is_empty() && !relabel {
         for object in objects.iter().filter(|object| object["kind"] == "Deployment") {
@@ -349,35 +339,10 @@ pub async fn apply_content(
     let content_crds = takeover::owned_crds(objects);
     let mut to_disown = Vec::new();
     for object in objects {
-        let reference = content::applied_ref(object);
-        let owned_before = pass.previous.applied.contains(&reference);
-        if !owned_before || object["kind"] == "CustomResourceDefinition" {
-            if let Some(live) = get(client, kinds, &reference).await? {
-                let taken_over = taken.is_some_and(|(takeover, csv)| {
-                    takeover::made_for_csv(&live, takeover, csv, &content_crds, &pass.name)
-                });
-                let created = content::created_by(&live, &pass.name, &pass.uid);
-                match plan::existing(object, &live, owned_before, created, taken_over) {
-                    Existing::NotOwned => {
-                        return Ok(Step::Break(failed(&ApplyError::NotOwned { object: describe(object) }, retry)))
-                    }
-                    Existing::DropsStoredVersion(version) => {
-                        let error = ApplyError::UnsafeCrdUpgrade { crd: reference.name.clone(), version };
-                        return Ok(Step::Break(failed(&error, retry)));
-                    }
-                    Existing::Apply { disown: take, check_crd } => {
-                        // (Also when a pass that failed halfway applied it already.)
-                        if take {
-                            to_disown.push(object.clone());
-                        }
-                        if check_crd {
-                            if let Err(error) = check_crd_resources(ctx, pass, account, &live, object).await {
-                                return Ok(Step::Break(failed(&error, retry)));
-                            }
-                        }
-                    }
-                }
-            }
+        match admit_existing(ctx, pass, account, kinds, taken, &content_crds, object).await? {
+            Step::Continue(true) => to_disown.push(object.clone()),
+            Step::Continue(false) => {}
+            Step::Break(stop) => return Ok(Step::Break(stop)),
         }
         match apply(client, &account.user, kinds, object).await {
             Ok(live) => {
@@ -387,20 +352,93 @@ pub async fn apply_content(
             Err(error) => return Ok(Step::Break(failed(&error, retry))),
         }
     }
-    for object in &to_disown {
-        if let Err(error) = disown(client, &account.user, kinds, object).await {
-            return Ok(Step::Break(failed(&error, retry)));
+    if let Err(error) = disown_and_prune(pass, account, kinds, objects, &to_disown).await {
+        return Ok(Step::Break(failed(&error, retry)));
+    }
+    Ok(Step::Continue(Applied { deployments, diverged }))
+}
+
+/// A settled Install given the same content again: the objects someone changed since (`diverged`, drift to
+/// repair), and whether some only lack the component `label` (`relabel`). An Operator that came to own the Install
+/// (an adopted Subscription's) labels its objects: applied again, but not drift, which is someone changing what the
+/// Install applied.
+async fn compare_with_live(
+    client: &ControllerClient,
+    kinds: &KindIndex,
+    objects: &[Value],
+    label: Option<&str>,
+) -> Result<(Vec<String>, bool), ApplyError> {
+    let (mut diverged, mut relabel) = (Vec::new(), false);
+    for object in objects {
+        match get(client, kinds, &content::applied_ref(object)).await? {
+            Some(live) if drift::holds(object, &live) => {}
+            Some(live) if drift::holds(&drift::without_label(object, label), &live) => relabel = true,
+            _ => diverged.push(describe(object)),
         }
+    }
+    Ok((diverged, relabel))
+}
+
+/// An object about to be applied, checked against what exists under its name when the Install did not apply it
+/// before, or when it is a CRD: someone else's object, or a CRD dropping a stored version, ends the pass, as does a
+/// CRD whose existing resources fail its new schema. Goes on with whether the object is taken over from OLM v0 and
+/// so to be disowned once applied.
+async fn admit_existing(
+    ctx: &Context,
+    pass: &Pass<'_>,
+    account: &Account,
+    kinds: &KindIndex,
+    taken: Option<&(Takeover, TakenCsv)>,
+    content_crds: &BTreeSet<String>,
+    object: &Value,
+) -> Result<Step<bool>, ReconcileError> {
+    let retry = ctx.options.retry;
+    let reference = content::applied_ref(object);
+    let owned_before = pass.previous.applied.contains(&reference);
+    if owned_before && object["kind"] != "CustomResourceDefinition" {
+        return Ok(Step::Continue(false));
+    }
+    let Some(live) = get(&account.client, kinds, &reference).await? else { return Ok(Step::Continue(false)) };
+    let taken_over =
+        taken.is_some_and(|(takeover, csv)| takeover::made_for_csv(&live, takeover, csv, content_crds, &pass.name));
+    let created = content::created_by(&live, &pass.name, &pass.uid);
+    match plan::existing(object, &live, owned_before, created, taken_over) {
+        Existing::NotOwned => Ok(Step::Break(failed(&ApplyError::NotOwned { object: describe(object) }, retry))),
+        Existing::DropsStoredVersion(version) => {
+            let error = ApplyError::UnsafeCrdUpgrade { crd: reference.name.clone(), version };
+            Ok(Step::Break(failed(&error, retry)))
+        }
+        Existing::Apply { disown: take, check_crd } => {
+            // (Also when a pass that failed halfway applied it already.)
+            if check_crd {
+                if let Err(error) = check_crd_resources(ctx, pass, account, &live, object).await {
+                    return Ok(Step::Break(failed(&error, retry)));
+                }
+            }
+            Ok(Step::Continue(take))
+        }
+    }
+}
+
+/// What follows a complete apply: OLM v0's owner labels removed from the objects taken over (so the taken-over
+/// CSV's finalizer spares them), then what the content no longer has pruned. The first failure is the answer.
+async fn disown_and_prune(
+    pass: &Pass<'_>,
+    account: &Account,
+    kinds: &KindIndex,
+    objects: &[Value],
+    to_disown: &[Value],
+) -> Result<(), ApplyError> {
+    for object in to_disown {
+        disown(&account.client, &account.user, kinds, object).await?;
     }
     if !to_disown.is_empty() {
         tracing::info!(install = %pass.name, objects = to_disown.len(), "took over objects OLM v0 made for a CSV");
     }
     for stale in content::to_prune(&pass.previous.applied, objects) {
-        if let Err(error) = prune(client, &account.user, kinds, &stale).await {
-            return Ok(Step::Break(failed(&error, retry)));
-        }
+        prune(&account.client, &account.user, kinds, &stale).await?;
     }
-    Ok(Step::Continue(Applied { deployments, diverged }))
+    Ok(())
 }
 
 /// A CRD replacing `live`: its existing resources read against the new schema, a warning told as an event.
