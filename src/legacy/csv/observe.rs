@@ -20,6 +20,7 @@ use super::chain::chain_of;
 use super::phase::{Chain, Observed};
 use super::platform::{group_versions, Platform};
 use super::requirements::{requirements, Cluster};
+use super::strategy::Unhealthy;
 use super::{Context, Place, ReconcileError};
 use crate::api::v1::{OperatorGroup, UpgradeStrategyName, TARGET_NAMESPACES_ANNOTATION};
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, RequirementStatus};
@@ -67,18 +68,7 @@ pub(super) async fn observe(
         components: Default::default(),
     };
     if let Some(found) = &group {
-        // Whether the group targets none matters only while the CSV lacks its annotations (OLM's check sits there):
-        // the namespaces are listed then, not on every pass of a selector group's CSVs.
-        let needed = selects_namespaces(found) && !missing_annotations(csv, found).is_empty();
-        let namespaces = if needed { namespace_labels(ctx, place).await? } else { Vec::new() };
-        let all = match watched {
-            Some(all) => all,
-            None => {
-                let listed = ctx.client.all::<OperatorGroup>().list().await.map_err(place.read("OperatorGroups"))?;
-                listed.into_iter().map(Arc::new).collect()
-            }
-        };
-        let facts = group_facts(csv, found, &namespaces, &all, provided);
+        let facts = read_group_facts(ctx, csv, found, watched, provided, place).await?;
         observed.annotations_missing = facts.annotations_missing;
         observed.no_targets = facts.no_targets;
         observed.install_modes = facts.install_modes;
@@ -100,14 +90,7 @@ pub(super) async fn observe(
         observed.components = super::components::observe(ctx, csv, status.phase).await?;
     }
     if matches!(status.phase, CsvPhase::Installing | CsvPhase::Succeeded | CsvPhase::Failed) {
-        let mut found = BTreeMap::new();
-        for spec in &csv.spec.install.spec.deployments {
-            let deployments = ctx.client.namespaced::<Deployment>(namespace);
-            if let Some(deployment) = deployments.get_opt(&spec.name).await.map_err(place.read("Deployments"))? {
-                found.insert(spec.name.clone(), deployment);
-            }
-        }
-        observed.health = super::components::health(ctx, csv, &found).await?;
+        observed.health = read_health(ctx, csv, place).await?;
     }
     let install_failed = status.phase == CsvPhase::Failed && status.reason.as_deref() == Some("InstallComponentFailed");
     if status.phase == CsvPhase::InstallReady || install_failed {
@@ -117,6 +100,48 @@ pub(super) async fn observe(
         }
     }
     Ok(Seen { group, observed })
+}
+
+/// The facts of the CSV's membership of `group` (`group_facts`), with the reads they need. The OperatorGroups of
+/// the cluster come from the watch when it answered (`watched`), else they are listed live.
+async fn read_group_facts(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    group: &OperatorGroup,
+    watched: Option<Vec<Arc<OperatorGroup>>>,
+    provided: &BTreeSet<ApiKey>,
+    place: &Place,
+) -> Result<GroupFacts, ReconcileError> {
+    // Whether the group targets none matters only while the CSV lacks its annotations (OLM's check sits there):
+    // the namespaces are listed then, not on every pass of a selector group's CSVs.
+    let needed = selects_namespaces(group) && !missing_annotations(csv, group).is_empty();
+    let namespaces = if needed { namespace_labels(ctx, place).await? } else { Vec::new() };
+    let all = match watched {
+        Some(all) => all,
+        None => {
+            let listed = ctx.client.all::<OperatorGroup>().list().await.map_err(place.read("OperatorGroups"))?;
+            listed.into_iter().map(Arc::new).collect()
+        }
+    };
+    Ok(group_facts(csv, group, &namespaces, &all, provided))
+}
+
+/// The health of the CSV's install (`components::health`), judged on the Deployments its strategy names as they
+/// are now in its namespace; read only in the phases that watch over a running install.
+async fn read_health(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    place: &Place,
+) -> Result<Result<(), Unhealthy>, ReconcileError> {
+    let namespace = place.namespace.as_str();
+    let mut found = BTreeMap::new();
+    for spec in &csv.spec.install.spec.deployments {
+        let deployments = ctx.client.namespaced::<Deployment>(namespace);
+        if let Some(deployment) = deployments.get_opt(&spec.name).await.map_err(place.read("Deployments"))? {
+            found.insert(spec.name.clone(), deployment);
+        }
+    }
+    super::components::health(ctx, csv, &found).await
 }
 
 /// The OperatorGroups of the CSV's namespace: from the watch when it shows exactly one, the common case; listed
