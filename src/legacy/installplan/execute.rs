@@ -357,13 +357,7 @@ fn bundle_standing<'a>(
     let plan = observed.plan;
     let namespace = plan.namespace().unwrap_or_default();
     let csv = &lookup.identifier;
-    // The Subscription this plan moved to this bundle, or the one it generated for it: a plan no Subscription
-    // points at any more (superseded) moves nothing.
-    let subscription = observed.subscriptions.iter().find(|s| {
-        (references(s, plan) && s.status.as_ref().and_then(|st| st.current_csv.as_deref()) == Some(csv.as_str()))
-            || (s.annotations().get(GENERATED_BY_ANNOTATION) == Some(&plan.name_any())
-                && s.spec.starting_csv.as_deref() == Some(csv.as_str()))
-    });
+    let subscription = plan_subscription(observed, csv);
     if lookup.path.is_empty() {
         let message =
             format!("bundle {csv} has no image: its content is inline in its catalog, which is not installed");
@@ -375,20 +369,7 @@ fn bundle_standing<'a>(
     let name = install_name(&subscription.spec.name, &namespace);
     let install = match observed.installs.get(&name) {
         None => {
-            let mut install = new_install(subscription, csv, &lookup.path);
-            // An operator OLM v0 installed: its objects are taken over, not clashed with (`install::takeover`). The
-            // CSV of this very bundle (a Subscription made again for it), else the one it upgrades from: the
-            // Subscription's installed CSV, or the one the bundle replaces.
-            let installed = subscription.status.as_ref().and_then(|status| status.installed_csv.as_ref());
-            let by_olm = &observed.installed_by_olm;
-            let taken = by_olm
-                .get_key_value(csv)
-                .or_else(|| installed.and_then(|name| by_olm.get_key_value(name)))
-                .or_else(|| by_olm.get_key_value(&lookup.replaces));
-            if let Some((taken, uid)) = taken {
-                take_over(&mut install, &namespace, taken, uid);
-            }
-            decision.create_installs.push(install);
+            decision.create_installs.push(install_to_create(observed, subscription, lookup, &namespace));
             return (Standing::Waiting(format!("Install {name} is being created")), None);
         }
         Some(install) => install,
@@ -409,23 +390,66 @@ fn bundle_standing<'a>(
         });
         return (Standing::Waiting(format!("Install {name} is moving to {csv}")), None);
     }
-    // OLM's attenuatedServiceAccountRef: the OperatorGroup's account, when the Install runs as it (an account in the
-    // plan's namespace; the controller's own live in its namespace).
-    if let Some(account) = install.status.as_ref().and_then(|s| s.service_account_ref.as_ref()) {
-        if account.namespace == namespace {
-            *attenuated = Some(ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("ServiceAccount".into()),
-                name: Some(account.name.clone()),
-                namespace: Some(account.namespace.clone()),
-                ..ObjectReference::default()
-            });
-        }
+    if let Some(account) = attenuated_account(install, &namespace) {
+        *attenuated = Some(account);
     }
     if settled(install) {
         return (Standing::Done, Some(install));
     }
-    let standing = match install.status.as_ref().and_then(|s| s.state) {
+    (unsettled_standing(install, &name, csv), None)
+}
+
+/// The Subscription this plan moved to bundle `csv`, or the one it generated for it: a plan no Subscription points
+/// at any more (superseded) moves nothing.
+fn plan_subscription<'a>(observed: &Observed<'a>, csv: &str) -> Option<&'a Subscription> {
+    let plan = observed.plan;
+    observed.subscriptions.iter().find(|s| {
+        (references(s, plan) && s.status.as_ref().and_then(|st| st.current_csv.as_deref()) == Some(csv))
+            || (s.annotations().get(GENERATED_BY_ANNOTATION) == Some(&plan.name_any())
+                && s.spec.starting_csv.as_deref() == Some(csv))
+    })
+}
+
+/// The Install to create for `subscription`'s bundle (`lookup`) in `namespace`. An operator OLM v0 installed: its
+/// objects are taken over, not clashed with (`install::takeover`). The CSV of this very bundle (a Subscription made
+/// again for it), else the one it upgrades from: the Subscription's installed CSV, or the one the bundle replaces.
+fn install_to_create(
+    observed: &Observed<'_>,
+    subscription: &Subscription,
+    lookup: &BundleLookup,
+    namespace: &str,
+) -> Value {
+    let csv = &lookup.identifier;
+    let mut install = new_install(subscription, csv, &lookup.path);
+    let installed = subscription.status.as_ref().and_then(|status| status.installed_csv.as_ref());
+    let by_olm = &observed.installed_by_olm;
+    let taken = by_olm
+        .get_key_value(csv)
+        .or_else(|| installed.and_then(|name| by_olm.get_key_value(name)))
+        .or_else(|| by_olm.get_key_value(&lookup.replaces));
+    if let Some((taken, uid)) = taken {
+        take_over(&mut install, namespace, taken, uid);
+    }
+    install
+}
+
+/// OLM's attenuatedServiceAccountRef: the OperatorGroup's account, when the Install runs as it (an account in the
+/// plan's `namespace`; the controller's own live in its namespace).
+fn attenuated_account(install: &Install, namespace: &str) -> Option<ObjectReference> {
+    let account = install.status.as_ref().and_then(|s| s.service_account_ref.as_ref())?;
+    (account.namespace == namespace).then(|| ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("ServiceAccount".into()),
+        name: Some(account.name.clone()),
+        namespace: Some(account.namespace.clone()),
+        ..ObjectReference::default()
+    })
+}
+
+/// Where a bundle stands while its Install `name`, holding bundle `csv`, is not settled: waiting for a person,
+/// failing (blocked when only someone else can mend it), or still installing.
+fn unsettled_standing(install: &Install, name: &str, csv: &str) -> Standing {
+    match install.status.as_ref().and_then(|s| s.state) {
         Some(InstallState::PendingApproval) => Standing::AwaitingApproval(format!(
             "Install {name} waits for a person who holds the permissions it needs to approve them \
              (kubectl olmv2 approve {name})"
@@ -435,8 +459,7 @@ fn bundle_standing<'a>(
         }
         Some(InstallState::Failed) => Standing::Failing(format!("Install {name}: {}", failure_message(install))),
         _ => Standing::Waiting(format!("Install {name} is installing {csv}")),
-    };
-    (standing, None)
+    }
 }
 
 /// The plan's phase, message and `Installed` condition from where its bundles stand; answers whether an error is
