@@ -11,11 +11,13 @@ use super::reconcile::Context;
 use super::status::SourceOutcome;
 use crate::api::v1alpha1::CatalogSource;
 use crate::api::v2alpha1::INSTALL_ANNOTATION;
-use crate::api::v2alpha1::{CatalogSourceUpdates, Install, Operator, UpdateSource, SUBSCRIPTION_ANNOTATION};
+use crate::api::v2alpha1::{
+    CatalogSourceReference, CatalogSourceUpdates, Install, Operator, UpdateSource, SUBSCRIPTION_ANNOTATION,
+};
 use crate::catalog::dependencies::Source;
 use crate::catalog::properties::Gvk;
-use crate::catalog::resolve::{newer_in_other_channels, resolve, Selection};
-use crate::catalog::CatalogBundle;
+use crate::catalog::resolve::{newer_in_other_channels, resolve, Resolution, Selection};
+use crate::catalog::{Catalog, CatalogBundle};
 use crate::category::Categorized;
 
 /// What the Operator's `spec.updates` resolves to now. Source failures are outcomes, shown in the status, not
@@ -36,6 +38,8 @@ pub async fn source_outcome(ctx: &Context, operator: &Operator, install: Option<
     }
 }
 
+/// What an Operator following a CatalogSource resolves to: the bundle its selection leads to now (or the one its
+/// Install holds), the newer bundles of other channels, and the bundles it depends on.
 async fn catalog_outcome(
     ctx: &Context,
     operator: &Operator,
@@ -43,21 +47,9 @@ async fn catalog_outcome(
     install: Option<&Install>,
 ) -> SourceOutcome {
     let reference = &updates.catalog_ref;
-    let sources = ctx.client.namespaced::<CatalogSource>(&reference.namespace);
-    let source = match sources.get_opt(&reference.name).await {
-        Ok(Some(source)) => source,
-        Ok(None) => {
-            return SourceOutcome::Failed {
-                reason: "CatalogSourceNotFound",
-                message: format!("CatalogSource {}/{} does not exist", reference.namespace, reference.name),
-            }
-        }
-        Err(error) => {
-            return SourceOutcome::Failed {
-                reason: "CatalogSourceUnreadable",
-                message: format!("reading CatalogSource {}/{}: {error}", reference.namespace, reference.name),
-            }
-        }
+    let source = match read_catalog_source(ctx, reference).await {
+        Ok(source) => source,
+        Err(failed) => return failed,
     };
     let loaded = match ctx.catalogs.catalog_of(&source).await {
         Ok(loaded) => loaded,
@@ -65,34 +57,11 @@ async fn catalog_outcome(
             return SourceOutcome::Failed { reason: error.category(), message: crate::category::report(&error) }
         }
     };
-    let selection = Selection {
-        package: updates.package.as_deref(),
-        channel: updates.channel.as_deref(),
-        entrypoint: updates.entrypoint.as_deref(),
-    };
     let holding = holding_bundle(install);
-    // A bundle waiting on a policy is where the upgrade graph is walked from: its successor may fit.
-    let installed = install.filter(|install| settled(install) || waits_on_policy(install)).and_then(installed_bundle);
-    // An Install still installing (or waiting for approval) keeps its bundle: upgrades go one at a time.
-    let resolved = match holding {
-        Some(bundle) => resolve(&loaded.catalog, Selection { entrypoint: Some(bundle), ..selection }, None),
-        None => resolve(&loaded.catalog, selection, installed),
-    };
-    let resolution = match resolved {
+    let resolution = match resolve_bundle(&loaded.catalog, updates, install, holding) {
         Ok(resolution) => resolution,
-        Err(error) => return SourceOutcome::Failed { reason: "ResolutionFailed", message: error.to_string() },
+        Err(failed) => return failed,
     };
-    if resolution.bundle.image.is_empty() {
-        // A ConfigMap catalog's bundles carry their content inline, with no image to install from.
-        return SourceOutcome::Failed {
-            reason: "BundleWithoutImage",
-            message: format!(
-                "bundle {} of CatalogSource {}/{} has no image: its content is inline in the catalog, which Operators \
-                 do not install from",
-                resolution.bundle.name, reference.namespace, reference.name
-            ),
-        };
-    }
     let available = match &resolution.followed {
         Some((package, channel)) => loaded
             .catalog
@@ -128,6 +97,64 @@ async fn catalog_outcome(
         dependencies,
         holding: holding.is_some(),
     }
+}
+
+/// The CatalogSource the Operator's updates name; missing or unreadable, the outcome that says so.
+async fn read_catalog_source(
+    ctx: &Context,
+    reference: &CatalogSourceReference,
+) -> Result<CatalogSource, SourceOutcome> {
+    let sources = ctx.client.namespaced::<CatalogSource>(&reference.namespace);
+    match sources.get_opt(&reference.name).await {
+        Ok(Some(source)) => Ok(source),
+        Ok(None) => Err(SourceOutcome::Failed {
+            reason: "CatalogSourceNotFound",
+            message: format!("CatalogSource {}/{} does not exist", reference.namespace, reference.name),
+        }),
+        Err(error) => Err(SourceOutcome::Failed {
+            reason: "CatalogSourceUnreadable",
+            message: format!("reading CatalogSource {}/{}: {error}", reference.namespace, reference.name),
+        }),
+    }
+}
+
+/// The bundle the Operator's selection resolves to in `catalog`, from the bundle its Install holds (`holding`) or
+/// has installed; a selection that resolves to nothing, or to a bundle with no image, is the outcome that says so.
+fn resolve_bundle(
+    catalog: &Catalog,
+    updates: &CatalogSourceUpdates,
+    install: Option<&Install>,
+    holding: Option<&str>,
+) -> Result<Resolution, SourceOutcome> {
+    let reference = &updates.catalog_ref;
+    let selection = Selection {
+        package: updates.package.as_deref(),
+        channel: updates.channel.as_deref(),
+        entrypoint: updates.entrypoint.as_deref(),
+    };
+    // A bundle waiting on a policy is where the upgrade graph is walked from: its successor may fit.
+    let installed = install.filter(|install| settled(install) || waits_on_policy(install)).and_then(installed_bundle);
+    // An Install still installing (or waiting for approval) keeps its bundle: upgrades go one at a time.
+    let resolved = match holding {
+        Some(bundle) => resolve(catalog, Selection { entrypoint: Some(bundle), ..selection }, None),
+        None => resolve(catalog, selection, installed),
+    };
+    let resolution = match resolved {
+        Ok(resolution) => resolution,
+        Err(error) => return Err(SourceOutcome::Failed { reason: "ResolutionFailed", message: error.to_string() }),
+    };
+    if resolution.bundle.image.is_empty() {
+        // A ConfigMap catalog's bundles carry their content inline, with no image to install from.
+        return Err(SourceOutcome::Failed {
+            reason: "BundleWithoutImage",
+            message: format!(
+                "bundle {} of CatalogSource {}/{} has no image: its content is inline in the catalog, which Operators \
+                 do not install from",
+                resolution.bundle.name, reference.namespace, reference.name
+            ),
+        });
+    }
+    Ok(resolution)
 }
 
 /// The dependencies of `bundle`, resolved in the Operator's catalog against every Install holding a catalog bundle
