@@ -27,8 +27,8 @@ use crate::access::{allowed, AccessCheck};
 use crate::api::component::component_label_key;
 use crate::api::v1alpha1::{CatalogSource, ClusterServiceVersion, Subscription};
 use crate::api::v2alpha1::{
-    Install, Operator, UpdateApproval, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION, CREATOR_ANNOTATION,
-    OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
+    Install, Operator, OperatorSpec, UpdateApproval, ADOPTED_FROM_ANNOTATION, ADOPTED_FROM_UID_ANNOTATION,
+    CREATOR_ANNOTATION, OPERATOR_INSTALL_ANNOTATION, SUBSCRIPTION_ANNOTATION,
 };
 use crate::catalog::CatalogCache;
 use crate::category::Categorized;
@@ -459,71 +459,91 @@ impl Context {
         origin: &str,
     ) -> Result<Operator, AdoptionError> {
         let mut spec = choice.spec.clone();
-        let creator = creator_of(install);
+        let demoted_because = self.demote_unless_allowed(subscription, choice, install, origin, &mut spec).await?;
+        let body = operator_manifest(choice, install, origin, &spec)?;
+        let created = self.create_or_find_operator(&body, choice, install, origin).await?;
+        tracing::info!(operator = %choice.name, subscription = %origin, "created an Operator for a Subscription");
+        if let Some(note) = demoted_because {
+            let transition = Transition { warning: true, reason: "AdoptedWithManualApproval".into(), note };
+            self.events.publish(&created, &[transition]).await;
+        }
+        Ok(created)
+    }
+
+    /// Keeps the Automatic updates of `spec`'s CatalogSource only when the Subscription's authors may `install` from
+    /// it (`lacking_install`); otherwise makes them Manual and answers the note saying why, for an event.
+    async fn demote_unless_allowed(
+        &self,
+        subscription: &Subscription,
+        choice: &OperatorChoice,
+        install: &Install,
+        origin: &str,
+        spec: &mut OperatorSpec,
+    ) -> Result<Option<String>, AdoptionError> {
         let catalog = subscription.spec.source.clone();
         let catalog_namespace = subscription.spec.source_namespace.clone();
-        let mut demoted_because = None;
-        if let Some(updates) = spec.updates.as_mut().and_then(|u| u.catalog_source.as_mut()) {
-            if updates.approval == UpdateApproval::Automatic {
-                let check = AccessCheck::resource(
-                    Some(&catalog_namespace),
-                    "install",
-                    "operators.coreos.com",
-                    "catalogsources",
-                    &catalog,
-                );
-                // Both whom the Install was made for (the Operator's creator) and whoever last wrote the
-                // Subscription's spec (its recorded author) chose that catalog.
-                // (Whoever created it or last changed its spec.)
-                let author = recorded_author(subscription.annotations());
-                let mut lacking = None;
-                for person in [&creator, &author] {
-                    let Some(person) = person else {
-                        lacking = Some("nobody recorded".to_owned());
-                        break;
-                    };
-                    let may = allowed(self.client.kube(), person, &check).await.map_err(|source| {
-                        AdoptionError::ReviewAccess {
-                            user: person.username.clone(),
-                            what: format!("CatalogSource {catalog_namespace}/{catalog}"),
-                            source,
-                        }
-                    })?;
-                    if !may {
-                        lacking = Some(person.username.clone());
-                        break;
-                    }
-                }
-                if let Some(who) = lacking {
-                    updates.approval = UpdateApproval::Manual;
-                    demoted_because = Some(format!(
-                        "{origin} approved its updates automatically, but its author ({who}) may not install from \
-                         CatalogSource {catalog_namespace}/{catalog}: every update of Operator {} waits for a person; \
-                         grant the verb install on it and set approval: Automatic to change that",
-                        choice.name
-                    ));
-                }
+        let Some(updates) = spec.updates.as_mut().and_then(|u| u.catalog_source.as_mut()) else { return Ok(None) };
+        if updates.approval != UpdateApproval::Automatic {
+            return Ok(None);
+        }
+        let Some(who) = self.lacking_install(subscription, install, &catalog_namespace, &catalog).await? else {
+            return Ok(None);
+        };
+        updates.approval = UpdateApproval::Manual;
+        Ok(Some(format!(
+            "{origin} approved its updates automatically, but its author ({who}) may not install from \
+             CatalogSource {catalog_namespace}/{catalog}: every update of Operator {} waits for a person; \
+             grant the verb install on it and set approval: Automatic to change that",
+            choice.name
+        )))
+    }
+
+    /// Who may not `install` from CatalogSource `catalog_namespace/catalog` ("nobody recorded" when one is not
+    /// known), if anyone: both whom the Install was made for (the Operator's creator) and whoever last wrote the
+    /// Subscription's spec (its recorded author) chose that catalog.
+    async fn lacking_install(
+        &self,
+        subscription: &Subscription,
+        install: &Install,
+        catalog_namespace: &str,
+        catalog: &str,
+    ) -> Result<Option<String>, AdoptionError> {
+        let creator = creator_of(install);
+        let check = AccessCheck::resource(
+            Some(catalog_namespace),
+            "install",
+            "operators.coreos.com",
+            "catalogsources",
+            catalog,
+        );
+        // (Whoever created it or last changed its spec.)
+        let author = recorded_author(subscription.annotations());
+        for person in [&creator, &author] {
+            let Some(person) = person else { return Ok(Some("nobody recorded".to_owned())) };
+            let may = allowed(self.client.kube(), person, &check).await.map_err(|source| AdoptionError::ReviewAccess {
+                user: person.username.clone(),
+                what: format!("CatalogSource {catalog_namespace}/{catalog}"),
+                source,
+            })?;
+            if !may {
+                return Ok(Some(person.username.clone()));
             }
         }
-        let mut annotations = json!({OPERATOR_INSTALL_ANNOTATION: install.name_any(), ADOPTED_FROM_ANNOTATION: origin});
-        if let Some(recorded) = install.annotations().get(CREATOR_ANNOTATION) {
-            annotations[CREATOR_ANNOTATION] = json!(recorded);
-        }
-        let body: Operator = serde_json::from_value(json!({
-            "apiVersion": "operators.coreos.com/v2alpha1",
-            "kind": "Operator",
-            "metadata": {"name": choice.name, "annotations": annotations},
-            "spec": spec,
-        }))
-        .map_err(|error| AdoptionError::CreateOperator {
-            name: choice.name.clone(),
-            source: ClientError::Encode(error),
-        })?;
+        Ok(None)
+    }
+
+    /// Creates the Operator `body` for `choice`, or finds it. Made by a pass that did not get to see its answer, it
+    /// is the one; made by someone else meanwhile, it is not, and the next pass finds the name taken.
+    async fn create_or_find_operator(
+        &self,
+        body: &Operator,
+        choice: &OperatorChoice,
+        install: &Install,
+        origin: &str,
+    ) -> Result<Operator, AdoptionError> {
         let operators = self.client.all::<Operator>();
-        let created = match operators.create(&body).await {
-            Ok(created) => created,
-            // Made by a pass that did not get to see its answer, it is the one; made by someone else meanwhile, it
-            // is not, and the next pass finds the name taken.
+        match operators.create(body).await {
+            Ok(created) => Ok(created),
             Err(error) if error.code() == Some(409) => {
                 let found = operators
                     .get(&choice.name)
@@ -535,17 +555,32 @@ impl Context {
                 if !ours {
                     return Err(AdoptionError::OperatorTaken { name: choice.name.clone() });
                 }
-                found
+                Ok(found)
             }
-            Err(source) => return Err(AdoptionError::CreateOperator { name: choice.name.clone(), source }),
-        };
-        tracing::info!(operator = %choice.name, subscription = %origin, "created an Operator for a Subscription");
-        if let Some(note) = demoted_because {
-            let transition = Transition { warning: true, reason: "AdoptedWithManualApproval".into(), note };
-            self.events.publish(&created, &[transition]).await;
+            Err(source) => Err(AdoptionError::CreateOperator { name: choice.name.clone(), source }),
         }
-        Ok(created)
     }
+}
+
+/// The Operator generated for `choice` with `spec`: it names the Install it takes over and the Subscription it
+/// adopts (`origin`), and carries the creator the Install recorded, whose rights its Install keeps.
+fn operator_manifest(
+    choice: &OperatorChoice,
+    install: &Install,
+    origin: &str,
+    spec: &OperatorSpec,
+) -> Result<Operator, AdoptionError> {
+    let mut annotations = json!({OPERATOR_INSTALL_ANNOTATION: install.name_any(), ADOPTED_FROM_ANNOTATION: origin});
+    if let Some(recorded) = install.annotations().get(CREATOR_ANNOTATION) {
+        annotations[CREATOR_ANNOTATION] = json!(recorded);
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v2alpha1",
+        "kind": "Operator",
+        "metadata": {"name": choice.name, "annotations": annotations},
+        "spec": spec,
+    }))
+    .map_err(|error| AdoptionError::CreateOperator { name: choice.name.clone(), source: ClientError::Encode(error) })
 }
 
 /// Starts the adoption loop (with `--enable-v2alpha1`): every Subscription, woken also when its namespace asks for
