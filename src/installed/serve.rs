@@ -199,6 +199,33 @@ impl Watching {
             .extend(events(logged, self.asked.namespace.as_deref(), namespaces).into_iter().map(Pending::Event));
         self.seen = logged.version.clone();
     }
+
+    /// Where the watch starts, read under the view's lock (so that nothing changes between what is replayed and the
+    /// broadcast subscribed to): everything there is now as ADDED events when asked `from` none or `0`, else the
+    /// updates logged since `from`, to take in with the namespaces they are shown in. The broadcast is subscribed to
+    /// only when the watch can start.
+    fn replay(
+        &mut self,
+        cache: &Cache,
+        from: Option<&str>,
+    ) -> Result<(Vec<Arc<Logged>>, Arc<BTreeSet<String>>), ResumeError> {
+        let view = cache.view();
+        self.seen = view.version();
+        let replay = match from {
+            None | Some("") | Some("0") => {
+                for (namespace, entry) in view.listed(self.asked.namespace.as_deref()) {
+                    let version = entry.version.clone();
+                    self.pending.push_back(Pending::Event(Event { kind: "ADDED", namespace, entry, version }));
+                }
+                Ok(Vec::new())
+            }
+            Some(version) => view.since(version),
+        };
+        if replay.is_ok() {
+            self.changes = Some(cache.subscribe(&view));
+        }
+        replay.map(|logged| (logged, view.namespaces()))
+    }
 }
 
 /// A watch from the `resourceVersion` asked (none or `0`: everything there is now, as ADDED events). Under the
@@ -209,11 +236,7 @@ pub fn watch(cache: Arc<Cache>, asked: Asked, query: &BTreeMap<String, String>) 
         .and_then(|seconds| seconds.parse::<u64>().ok())
         .filter(|seconds| *seconds > 0)
         .map_or(DEFAULT_WATCH, Duration::from_secs);
-    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|b| b == "true").then(|| {
-        let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_INTERVAL, BOOKMARK_INTERVAL);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        interval
-    });
+    let bookmarks = bookmark_interval(query);
     let mut watching = Watching {
         cache: cache.clone(),
         asked,
@@ -223,24 +246,7 @@ pub fn watch(cache: Arc<Cache>, asked: Asked, query: &BTreeMap<String, String>) 
         seen: String::new(),
         deadline: tokio::time::Instant::now() + timeout,
     };
-    let replay = {
-        let view = cache.view();
-        watching.seen = view.version();
-        let replay = match query.get("resourceVersion").map(String::as_str) {
-            None | Some("") | Some("0") => {
-                for (namespace, entry) in view.listed(watching.asked.namespace.as_deref()) {
-                    let version = entry.version.clone();
-                    watching.pending.push_back(Pending::Event(Event { kind: "ADDED", namespace, entry, version }));
-                }
-                Ok(Vec::new())
-            }
-            Some(version) => view.since(version),
-        };
-        if replay.is_ok() {
-            watching.changes = Some(cache.subscribe(&view));
-        }
-        replay.map(|logged| (logged, view.namespaces()))
-    };
+    let replay = watching.replay(&cache, query.get("resourceVersion").map(String::as_str));
     match replay {
         Ok((logged, namespaces)) => {
             for logged in logged {
@@ -252,51 +258,66 @@ pub fn watch(cache: Arc<Cache>, asked: Asked, query: &BTreeMap<String, String>) 
         }
         Err(error) => watching.pending.push_back(Pending::Line(line("ERROR", &expired(&error.to_string())))),
     }
-    let stream = futures_util::stream::unfold(watching, |mut watching| async move {
-        loop {
-            match watching.pending.pop_front() {
-                Some(Pending::Line(line)) => return Some((Ok::<Bytes, Infallible>(line), watching)),
-                Some(Pending::Event(event)) => match watching.render(&event) {
-                    Some(line) => return Some((Ok(line), watching)),
-                    None => continue,
-                },
-                None => {}
-            }
-            let deadline = watching.deadline;
-            let changes = watching.changes.as_mut()?;
-            let bookmark = async {
-                match watching.bookmarks.as_mut() {
-                    Some(interval) => {
-                        interval.tick().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
-            tokio::select! {
-                change = changes.recv() => match change {
-                    Ok(logged) => {
-                        let namespaces = watching.cache.view().namespaces();
-                        watching.take_in(&logged, &namespaces);
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        // Fallen behind the broadcast: ended as too old, so that the client lists again.
-                        watching.changes = None;
-                        let current = watching.cache.view().version();
-                        let message = format!("too old resource version: {} ({current})", watching.seen);
-                        watching.pending.push_back(Pending::Line(line("ERROR", &expired(&message))));
-                    }
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                },
-                () = bookmark => {
-                    let bookmark = json!({"kind": KIND, "apiVersion": format!("{GROUP}/{VERSION}"),
-                                          "metadata": {"resourceVersion": watching.seen}});
-                    watching.pending.push_back(Pending::Line(line("BOOKMARK", &bookmark)));
-                }
-                () = tokio::time::sleep_until(deadline) => return None,
-            }
-        }
-    });
+    let stream = futures_util::stream::unfold(watching, next_line);
     streamed(Body::from_stream(stream))
+}
+
+/// The bookmarks of a watch that asked for them (`allowWatchBookmarks`): the first one interval in, and ticks missed
+/// while the stream was not read are not made up for in a burst.
+fn bookmark_interval(query: &BTreeMap<String, String>) -> Option<tokio::time::Interval> {
+    query.get("allowWatchBookmarks").is_some_and(|b| b == "true").then(|| {
+        let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + BOOKMARK_INTERVAL, BOOKMARK_INTERVAL);
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval
+    })
+}
+
+/// The watch's next line, and the watch to go on with: what is pending first, then what the broadcast brings or a
+/// bookmark when one is due. None ends the stream: the deadline passed, the broadcast closed, or the watch was ended
+/// as too old and that was sent.
+async fn next_line(mut watching: Watching) -> Option<(Result<Bytes, Infallible>, Watching)> {
+    loop {
+        match watching.pending.pop_front() {
+            Some(Pending::Line(line)) => return Some((Ok::<Bytes, Infallible>(line), watching)),
+            Some(Pending::Event(event)) => match watching.render(&event) {
+                Some(line) => return Some((Ok(line), watching)),
+                None => continue,
+            },
+            None => {}
+        }
+        let deadline = watching.deadline;
+        let changes = watching.changes.as_mut()?;
+        let bookmark = async {
+            match watching.bookmarks.as_mut() {
+                Some(interval) => {
+                    interval.tick().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            change = changes.recv() => match change {
+                Ok(logged) => {
+                    let namespaces = watching.cache.view().namespaces();
+                    watching.take_in(&logged, &namespaces);
+                }
+                Err(broadcast::error::RecvError::Lagged(_)) => {
+                    // Fallen behind the broadcast: ended as too old, so that the client lists again.
+                    watching.changes = None;
+                    let current = watching.cache.view().version();
+                    let message = format!("too old resource version: {} ({current})", watching.seen);
+                    watching.pending.push_back(Pending::Line(line("ERROR", &expired(&message))));
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            },
+            () = bookmark => {
+                let bookmark = json!({"kind": KIND, "apiVersion": format!("{GROUP}/{VERSION}"),
+                                      "metadata": {"resourceVersion": watching.seen}});
+                watching.pending.push_back(Pending::Line(line("BOOKMARK", &bookmark)));
+            }
+            () = tokio::time::sleep_until(deadline) => return None,
+        }
+    }
 }
 
 #[cfg(test)]
