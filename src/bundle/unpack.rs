@@ -351,22 +351,8 @@ fn unpack_entry<R: Read>(
     ensure_no_link_on_path(root, &relative)?;
     let destination = root.join(&relative);
 
-    if let Some(name) = relative.file_name().and_then(|n| n.to_str()) {
-        if let Some(hidden) = name.strip_prefix(".wh.") {
-            let parent = relative.parent().map(Path::to_path_buf).unwrap_or_default();
-            if hidden == ".wh..opq" {
-                // An opaque directory hides what lower layers put in it, but not what this layer adds.
-                for child in fs::read_dir(root.join(&parent)).into_iter().flatten().flatten() {
-                    let child_relative = parent.join(child.file_name());
-                    if !created_here.contains(&child_relative) {
-                        remove_any(&child.path())?;
-                    }
-                }
-            } else {
-                remove_any(&root.join(parent.join(hidden)))?;
-            }
-            return Ok(());
-        }
+    if apply_whiteout(root, &relative, created_here)? {
+        return Ok(());
     }
 
     if let Some(parent) = destination.parent() {
@@ -379,52 +365,105 @@ fn unpack_entry<R: Read>(
             }
             fs::create_dir_all(&destination).map_err(write_error(&destination))?;
         }
-        EntryType::Regular | EntryType::Continuous => {
-            let size = entry.header().size().map_err(UnpackError::Malformed)?;
-            if size > limits.max_file_bytes {
-                return Err(UnpackError::FileTooLarge { path: shown, size, limit: limits.max_file_bytes });
-            }
-            totals.bytes += size;
-            if totals.bytes > limits.max_total_bytes {
-                return Err(UnpackError::TooLarge { limit: limits.max_total_bytes });
-            }
-            remove_any(&destination)?;
-            let mut file = File::create(&destination).map_err(write_error(&destination))?;
-            io::copy(&mut entry.take(size), &mut file).map_err(classify(limits))?;
-        }
-        EntryType::Symlink => {
-            let target = entry.link_name().map_err(UnpackError::Malformed)?.map(|t| t.into_owned()).unwrap_or_default();
-            if resolve_link(&relative, &target).is_none() {
-                return Err(UnpackError::LinkEscapes { path: shown, target: target.to_string_lossy().into_owned() });
-            }
-            remove_any(&destination)?;
-            std::os::unix::fs::symlink(&target, &destination).map_err(write_error(&destination))?;
-        }
-        EntryType::Link => {
-            let target = entry.link_name().map_err(UnpackError::Malformed)?.map(|t| t.into_owned()).unwrap_or_default();
-            let escapes =
-                || UnpackError::LinkEscapes { path: shown.clone(), target: target.to_string_lossy().into_owned() };
-            let target_relative = relative_path(&target).map_err(|_| escapes())?;
-            ensure_no_link_on_path(root, &target_relative.join("x"))?;
-            let source = root.join(&target_relative);
-            let metadata = fs::symlink_metadata(&source).map_err(|_| escapes())?;
-            if !metadata.is_file() {
-                return Err(escapes());
-            }
-            totals.bytes += metadata.len();
-            if totals.bytes > limits.max_total_bytes {
-                return Err(UnpackError::TooLarge { limit: limits.max_total_bytes });
-            }
-            remove_any(&destination)?;
-            // A copy, not a hard link, so that nothing in the cache shares an inode with anything else.
-            fs::copy(&source, &destination).map_err(write_error(&destination))?;
-        }
+        EntryType::Regular | EntryType::Continuous => write_file(entry, &destination, shown, limits, totals)?,
+        EntryType::Symlink => write_symlink(entry, &relative, &destination, shown)?,
+        EntryType::Link => copy_hard_link(entry, root, &destination, shown, limits, totals)?,
         EntryType::Char => return Err(UnpackError::SpecialFile { path: shown, kind: "character device" }),
         EntryType::Block => return Err(UnpackError::SpecialFile { path: shown, kind: "block device" }),
         EntryType::Fifo => return Err(UnpackError::SpecialFile { path: shown, kind: "FIFO" }),
         _ => return Err(UnpackError::SpecialFile { path: shown, kind: "special entry" }),
     }
     created_here.insert(relative);
+    Ok(())
+}
+
+/// Applies the entry at `relative` when it is a whiteout (`.wh.<name>` removes what lower layers put at `<name>`,
+/// `.wh..wh..opq` what they put in its directory), answering whether it was one: a whiteout is a mark, never
+/// unpacked itself.
+fn apply_whiteout(root: &Path, relative: &Path, created_here: &HashSet<PathBuf>) -> Result<bool, UnpackError> {
+    let Some(name) = relative.file_name().and_then(|n| n.to_str()) else { return Ok(false) };
+    let Some(hidden) = name.strip_prefix(".wh.") else { return Ok(false) };
+    let parent = relative.parent().map(Path::to_path_buf).unwrap_or_default();
+    if hidden == ".wh..opq" {
+        // An opaque directory hides what lower layers put in it, but not what this layer adds.
+        for child in fs::read_dir(root.join(&parent)).into_iter().flatten().flatten() {
+            let child_relative = parent.join(child.file_name());
+            if !created_here.contains(&child_relative) {
+                remove_any(&child.path())?;
+            }
+        }
+    } else {
+        remove_any(&root.join(parent.join(hidden)))?;
+    }
+    Ok(true)
+}
+
+/// Writes a regular file at `destination`, refused before anything of it is written when it is over the limit on
+/// one file or brings the image over its total; the copy itself stops at the stream's limits (`classify`).
+fn write_file<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    destination: &Path,
+    shown: String,
+    limits: UnpackLimits,
+    totals: &mut Totals,
+) -> Result<(), UnpackError> {
+    let size = entry.header().size().map_err(UnpackError::Malformed)?;
+    if size > limits.max_file_bytes {
+        return Err(UnpackError::FileTooLarge { path: shown, size, limit: limits.max_file_bytes });
+    }
+    totals.bytes += size;
+    if totals.bytes > limits.max_total_bytes {
+        return Err(UnpackError::TooLarge { limit: limits.max_total_bytes });
+    }
+    remove_any(destination)?;
+    let mut file = File::create(destination).map_err(write_error(destination))?;
+    io::copy(&mut entry.take(size), &mut file).map_err(classify(limits))?;
+    Ok(())
+}
+
+/// Makes a symbolic link at `destination`, refused when its target leaves the root (`resolve_link`), so that no
+/// later read through it reaches outside the image.
+fn write_symlink<R: Read>(
+    entry: &tar::Entry<'_, R>,
+    relative: &Path,
+    destination: &Path,
+    shown: String,
+) -> Result<(), UnpackError> {
+    let target = entry.link_name().map_err(UnpackError::Malformed)?.map(|t| t.into_owned()).unwrap_or_default();
+    if resolve_link(relative, &target).is_none() {
+        return Err(UnpackError::LinkEscapes { path: shown, target: target.to_string_lossy().into_owned() });
+    }
+    remove_any(destination)?;
+    std::os::unix::fs::symlink(&target, destination).map_err(write_error(destination))?;
+    Ok(())
+}
+
+/// Makes a hard link at `destination` as a copy of the regular file it names, which must lie in the root and be
+/// reached through no link; its size counts towards the image's total as a file's does.
+fn copy_hard_link<R: Read>(
+    entry: &tar::Entry<'_, R>,
+    root: &Path,
+    destination: &Path,
+    shown: String,
+    limits: UnpackLimits,
+    totals: &mut Totals,
+) -> Result<(), UnpackError> {
+    let target = entry.link_name().map_err(UnpackError::Malformed)?.map(|t| t.into_owned()).unwrap_or_default();
+    let escapes = || UnpackError::LinkEscapes { path: shown.clone(), target: target.to_string_lossy().into_owned() };
+    let target_relative = relative_path(&target).map_err(|_| escapes())?;
+    ensure_no_link_on_path(root, &target_relative.join("x"))?;
+    let source = root.join(&target_relative);
+    let metadata = fs::symlink_metadata(&source).map_err(|_| escapes())?;
+    if !metadata.is_file() {
+        return Err(escapes());
+    }
+    totals.bytes += metadata.len();
+    if totals.bytes > limits.max_total_bytes {
+        return Err(UnpackError::TooLarge { limit: limits.max_total_bytes });
+    }
+    remove_any(destination)?;
+    // A copy, not a hard link, so that nothing in the cache shares an inode with anything else.
+    fs::copy(&source, destination).map_err(write_error(destination))?;
     Ok(())
 }
 
