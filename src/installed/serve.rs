@@ -204,11 +204,7 @@ impl Watching {
     /// broadcast subscribed to): everything there is now as ADDED events when asked `from` none or `0`, else the
     /// updates logged since `from`, to take in with the namespaces they are shown in. The broadcast is subscribed to
     /// only when the watch can start.
-    fn replay(
-        &mut self,
-        cache: &Cache,
-        from: Option<&str>,
-    ) -> Result<(Vec<Arc<Logged>>, Arc<BTreeSet<String>>), ResumeError> {
+    fn replay(&mut self, cache: &Cache, from: Option<&str>) -> Result<Replay, ResumeError> {
         let view = cache.view();
         self.seen = view.version();
         let replay = match from {
@@ -227,6 +223,9 @@ impl Watching {
         replay.map(|logged| (logged, view.namespaces()))
     }
 }
+
+/// The updates to replay at a watch's start, and the namespaces they are shown in.
+type Replay = (Vec<Arc<Logged>>, Arc<BTreeSet<String>>);
 
 /// A watch from the `resourceVersion` asked (none or `0`: everything there is now, as ADDED events). Under the
 /// view's lock only `Arc`s are gathered and the broadcast subscribed to; objects are rendered as they are sent.

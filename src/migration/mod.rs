@@ -520,11 +520,12 @@ impl Context {
         let author = recorded_author(subscription.annotations());
         for person in [&creator, &author] {
             let Some(person) = person else { return Ok(Some("nobody recorded".to_owned())) };
-            let may = allowed(self.client.kube(), person, &check).await.map_err(|source| AdoptionError::ReviewAccess {
-                user: person.username.clone(),
-                what: format!("CatalogSource {catalog_namespace}/{catalog}"),
-                source,
-            })?;
+            let may =
+                allowed(self.client.kube(), person, &check).await.map_err(|source| AdoptionError::ReviewAccess {
+                    user: person.username.clone(),
+                    what: format!("CatalogSource {catalog_namespace}/{catalog}"),
+                    source,
+                })?;
             if !may {
                 return Ok(Some(person.username.clone()));
             }
