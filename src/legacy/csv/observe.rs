@@ -154,16 +154,20 @@ async fn groups_of(
     place: &Place,
 ) -> Result<Vec<OperatorGroup>, ReconcileError> {
     let namespace = place.namespace.as_str();
-    let here: Vec<OperatorGroup> = watched
-        .into_iter()
-        .flatten()
-        .filter(|group| group.namespace().as_deref() == Some(namespace))
-        .map(|group| group.as_ref().clone())
-        .collect();
-    if here.len() == 1 {
-        return Ok(here);
+    if let Some(only) = watched.and_then(|watched| the_one_watched(watched, namespace)) {
+        return Ok(vec![only]);
     }
     ctx.client.namespaced::<OperatorGroup>(namespace).list().await.map_err(place.read("OperatorGroups"))
+}
+
+/// The one OperatorGroup the watch shows in `namespace`; None when it shows none or several, which only a live
+/// list may say.
+fn the_one_watched(watched: &[Arc<OperatorGroup>], namespace: &str) -> Option<OperatorGroup> {
+    let mut here = watched.iter().filter(|group| group.namespace().as_deref() == Some(namespace));
+    match (here.next(), here.next()) {
+        (Some(only), None) => Some(only.as_ref().clone()),
+        _ => None,
+    }
 }
 
 /// What a CSV's membership of `group` says, from the group and the cluster around it.
@@ -366,6 +370,21 @@ mod tests {
 
     fn facts(csv: &ClusterServiceVersion, group: &OperatorGroup) -> GroupFacts {
         group_facts(csv, group, &namespaces(), std::slice::from_ref(group), &BTreeSet::new())
+    }
+
+    #[test]
+    fn only_one_watched_group_in_the_namespace_is_taken_from_the_watch() {
+        let in_namespace = |name: &str, namespace: &str| {
+            let mut found = group(json!({}), None);
+            found.metadata.name = Some(name.into());
+            found.metadata.namespace = Some(namespace.into());
+            Arc::new(found)
+        };
+        let one = [in_namespace("og", "ops"), in_namespace("og", "team")];
+        assert_eq!(the_one_watched(&one, "ops").map(|found| found.name_any()), Some("og".to_owned()));
+        assert!(the_one_watched(&one, "elsewhere").is_none(), "none watched: listed live, not judged missing");
+        let two = [in_namespace("og", "ops"), in_namespace("second", "ops")];
+        assert!(the_one_watched(&two, "ops").is_none(), "several watched: listed live");
     }
 
     #[test]
