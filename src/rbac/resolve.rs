@@ -214,6 +214,24 @@ impl RbacSnapshot {
         (rules, missing)
     }
 
+    /// The rules the ServiceAccount `account` of `account_namespace` holds in `namespace` (what it is bound to
+    /// cluster-wide, and in `namespace` by `bindings` to `roles`), and those it holds everywhere: the two a CSV's
+    /// permissions are checked against.
+    pub fn account_rules_in(
+        &self,
+        account_namespace: &str,
+        account: &str,
+        namespace: &str,
+        roles: &[Role],
+        bindings: &[RoleBinding],
+    ) -> (Vec<Rule>, Vec<Rule>) {
+        let user = UserInfo::service_account(account_namespace, account);
+        let everywhere = self.cluster_rules_for(&user).0;
+        let mut there = everywhere.clone();
+        there.extend(self.local_rules_for(&user, namespace, roles, bindings));
+        (there, everywhere)
+    }
+
     /// The rules `user` holds in `namespace` through `bindings` there, with the Roles they refer to taken from
     /// `roles` (the namespace's) and the ClusterRoles from this snapshot: for a snapshot of the cluster-wide objects
     /// only, shared by many checks, and one namespace's objects read for one of them.

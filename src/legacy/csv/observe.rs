@@ -28,7 +28,7 @@ use crate::legacy::apis::ApiKey;
 use crate::legacy::intersection::{reconcile as reconcile_apis, ApiReconciliation, GroupSurface};
 use crate::legacy::membership::{membership, missing_annotations, Membership, COPIED_FROM_LABEL};
 use crate::legacy::targets::{supports, targets, Targets};
-use crate::rbac::{RbacSnapshot, UserInfo};
+use crate::rbac::RbacSnapshot;
 use crate::webhook::csv_author::recorded_author;
 
 /// What one pass read: the CSV's group (when it has exactly one) and the facts the phase machine decides on.
@@ -270,13 +270,7 @@ async fn read_requirements(
             ctx.client.namespaced::<RoleBinding>(namespace).list().await.map_err(place.read("RoleBindings"))?;
         (roles, bindings, ctx.cluster_rbac().await)
     };
-    let held = |account: &str| {
-        let user = UserInfo::service_account(namespace, account);
-        let everywhere = cluster.cluster_rules_for(&user).0;
-        let mut here = everywhere.clone();
-        here.extend(cluster.local_rules_for(&user, namespace, &roles, &bindings));
-        (here, everywhere)
-    };
+    let held = |account: &str| cluster.account_rules_in(namespace, account, namespace, &roles, &bindings);
     let server_version = match csv.spec.min_kube_version.as_deref().filter(|minimum| !minimum.is_empty()) {
         Some(_) => ctx.client.kube().apiserver_version().await.ok().map(|info| info.git_version),
         None => None,

@@ -171,13 +171,7 @@ async fn copy_into_target(
     let roles_there = ctx.client.namespaced::<Role>(target).list().await.map_err(place.read("Roles"))?;
     let bindings_there =
         ctx.client.namespaced::<RoleBinding>(target).list().await.map_err(place.read("RoleBindings"))?;
-    let held = |account: &str| {
-        let user = UserInfo::service_account(namespace, account);
-        let everywhere = cluster.cluster_rules_for(&user).0;
-        let mut there = everywhere.clone();
-        there.extend(cluster.local_rules_for(&user, target, &roles_there, &bindings_there));
-        (there, everywhere)
-    };
+    let held = |account: &str| cluster.account_rules_in(namespace, account, target, &roles_there, &bindings_there);
     if permissions_met(&csv.spec.install.spec, false, &held) {
         return Ok(None);
     }
