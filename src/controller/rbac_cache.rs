@@ -265,6 +265,17 @@ impl RbacCache {
         })
     }
 
+    /// The Roles and RoleBindings of `namespace`, as stored (copies: a namespace holds a few).
+    pub fn namespace_objects(&self, namespace: &str) -> (Vec<Role>, Vec<RoleBinding>) {
+        let here = |meta: &kube::api::ObjectMeta| meta.namespace.as_deref() == Some(namespace);
+        let roles =
+            self.roles.state().iter().filter(|role| here(&role.metadata)).map(|role| role.as_ref().clone()).collect();
+        let bindings = self.role_bindings.state();
+        let bindings =
+            bindings.iter().filter(|binding| here(&binding.metadata)).map(|binding| binding.as_ref().clone());
+        (roles, bindings.collect())
+    }
+
     /// The ClusterRoles, as stored.
     pub fn cluster_roles(&self) -> Vec<Arc<ClusterRole>> {
         self.cluster_roles.state()

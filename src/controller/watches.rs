@@ -6,7 +6,7 @@
 
 use std::fmt::Debug;
 
-use futures_util::Stream;
+use futures_util::{Stream, StreamExt};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::Controller;
 use kube::runtime::watcher::{self, Event};
@@ -46,6 +46,34 @@ where
 {
     let (reader, writer) = reflector::store();
     Controller::for_stream(reflector(writer, trimmed(api, config)).applied_objects(), reader)
+}
+
+/// [`controller`] whose every change of an object also wakes the objects of the same kind `related` names, found in
+/// the store after it took the change: a pass woken so reads a store that holds what woke it (a second watch of the
+/// same kind, mapped to the related objects, could wake them before this store took the change, and a pass would
+/// read the older object).
+pub fn controller_waking_related<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    related: impl Fn(&K, &reflector::Store<K>) -> Vec<reflector::ObjectRef<K>> + Send + 'static,
+) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
+    let store = reader.clone();
+    let objects = reflector(writer, trimmed(api, config)).applied_objects().inspect(move |changed| {
+        if let Ok(changed) = changed {
+            for object in related(changed, &store) {
+                // The receiver goes only with the controller, which stops polling this stream first.
+                let _ = wake.send(object);
+            }
+        }
+    });
+    let woken =
+        futures_util::stream::unfold(woken, |mut woken| async move { woken.recv().await.map(|at| (at, woken)) });
+    Controller::for_stream(objects, reader).reconcile_on(woken)
 }
 
 /// [`controller`], woken only when what `changed` hashes differs from the object's last event (the store still

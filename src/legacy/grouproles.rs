@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::rbac::v1::ClusterRole;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, PartialObjectMeta};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 
 use super::roles::{group_role_name, SUFFIXES};
@@ -38,6 +38,9 @@ pub struct Context {
     client: ControllerClient,
     metrics: Arc<Metrics>,
     retry: Duration,
+    /// Every OperatorGroup's metadata, as watched: a group the watch shows exists, and only one it does not show is
+    /// looked for live (each change of a group's roles read the group live before).
+    groups: Store<PartialObjectMeta<OperatorGroup>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +101,12 @@ impl Reconciler for Context {
     async fn reconcile(self: Arc<Self>, role: Arc<ClusterRole>) -> Result<Action, GroupRolesError> {
         let Some((namespace, name)) = owning_group(&role) else { return Ok(Action::await_change()) };
         let role_name = role.name_any();
+        if role.metadata.deletion_timestamp.is_some()
+            || self.groups.get(&ObjectRef::new(&name).within(&namespace)).is_some()
+        {
+            return Ok(Action::await_change());
+        }
+        // Not shown by the watch, which may not have seen a group just made: deleted only if it is not there.
         let group = self.client.namespaced::<OperatorGroup>(&namespace).get_opt(&name).await.map_err(|source| {
             GroupRolesError::ReadGroup {
                 namespace: namespace.clone(),
@@ -106,7 +115,7 @@ impl Reconciler for Context {
                 source,
             }
         })?;
-        if group.is_some() || role.metadata.deletion_timestamp.is_some() {
+        if group.is_some() {
             return Ok(Action::await_change());
         }
         // By name and by the owner labels read, so that a role changed since (no longer the group's) is kept.
@@ -137,17 +146,22 @@ impl Reconciler for Context {
 /// Starts the loop: every ClusterRole labelled as a group's, woken when it changes and when its group goes.
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
+    let (groups, writer) = kube::runtime::reflector::store();
+    let group_changes = kube::runtime::reflector(
+        writer,
+        watches::metadata::<OperatorGroup>(client.clone(), watcher::Config::default()),
+    );
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
         metrics: process.metrics.clone(),
         retry: process.options.retry,
+        groups,
     });
     let owned = watcher::Config::default().labels(&format!("{OWNER_KIND_LABEL}={GROUP_KIND}"));
-    let controller = watches::controller(Api::<ClusterRole>::all(client.clone()), owned).watches(
-        Api::<OperatorGroup>::all(client),
-        watcher::Config::default(),
-        |group| roles_of(&group.namespace().unwrap_or_default(), &group.name_any()),
-    );
+    let controller = watches::controller(Api::<ClusterRole>::all(client), owned)
+        .watches_stream(group_changes.touched_objects(), |group| {
+            roles_of(&group.namespace().unwrap_or_default(), &group.name_any())
+        });
     runner::run(controller, context, process.shutdown()).boxed()
 }
 

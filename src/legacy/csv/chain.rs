@@ -21,10 +21,17 @@ fn owned_crds(csv: &ClusterServiceVersion) -> BTreeSet<&str> {
 }
 
 /// The chain of `csv` among `neighbours` (the CSVs of its namespace; copies and itself are skipped).
-pub fn chain_of(csv: &ClusterServiceVersion, neighbours: &[ClusterServiceVersion], fail_forward: bool) -> Chain {
+pub fn chain_of(
+    csv: &ClusterServiceVersion,
+    neighbours: &[impl std::borrow::Borrow<ClusterServiceVersion>],
+    fail_forward: bool,
+) -> Chain {
     let own = name(csv);
-    let others: Vec<&ClusterServiceVersion> =
-        neighbours.iter().filter(|other| name(other) != own && !is_copied(other)).collect();
+    let others: Vec<&ClusterServiceVersion> = neighbours
+        .iter()
+        .map(std::borrow::Borrow::borrow)
+        .filter(|other| name(other) != own && !is_copied(other))
+        .collect();
     let find = |wanted: &str| others.iter().copied().find(|other| name(other) == wanted);
     let successor = |of: &str| {
         let mut candidates: Vec<&ClusterServiceVersion> =

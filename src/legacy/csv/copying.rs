@@ -18,11 +18,15 @@ use crate::legacy::membership::{missing_annotations, COPIED_FROM_LABEL};
 
 /// Whether copied CSVs are enabled: the `OLMConfig` `cluster` does not disable them (absent: enabled).
 pub async fn copies_enabled(client: &ControllerClient) -> Result<bool, ClientError> {
-    let config = client.all::<OLMConfig>().get_opt(OLM_CONFIG_NAME).await?;
-    Ok(!config
-        .and_then(|config| config.spec.features)
+    Ok(enabled_by(client.all::<OLMConfig>().get_opt(OLM_CONFIG_NAME).await?.as_ref()))
+}
+
+/// Whether `config` (the `OLMConfig` `cluster`, if any) leaves copied CSVs enabled.
+pub fn enabled_by(config: Option<&OLMConfig>) -> bool {
+    !config
+        .and_then(|config| config.spec.features.as_ref())
         .and_then(|features| features.disable_copied_csvs)
-        .unwrap_or(false))
+        .unwrap_or(false)
 }
 
 /// What a pass over an original decided about its copies.
@@ -34,7 +38,7 @@ pub struct Copying {
 }
 
 /// Syncs the copies of `original` (its status as just written), member of `group`, given the namespaces that exist
-/// (not terminating) and the protected ones. An original its group's annotations do not yet describe, or that is
+/// (not terminating), the protected ones and whether copies are enabled (they are off only for global groups). An original its group's annotations do not yet describe, or that is
 /// uncopiable (not processed, failing about its group), is left as it is, as OLM leaves it.
 pub async fn copy_original(
     client: &ControllerClient,
@@ -42,6 +46,7 @@ pub async fn copy_original(
     group: &OperatorGroup,
     existing: &BTreeSet<String>,
     protected: &BTreeSet<String>,
+    copies_enabled: bool,
 ) -> Result<Copying, ClientError> {
     let namespace = original.namespace().unwrap_or_default();
     let annotated_here = original.annotations().get(OPERATOR_NAMESPACE_ANNOTATION) == Some(&namespace);
@@ -50,7 +55,7 @@ pub async fn copy_original(
     }
     let targets = group.status.as_ref().map(|status| status.namespaces.clone()).unwrap_or_default();
     let global = targets.iter().any(String::is_empty);
-    let enabled = if global { copies_enabled(client).await? } else { true };
+    let enabled = !global || copies_enabled;
     let wanted = copy_namespaces(&namespace, &targets, existing, enabled, protected);
     let synced = sync_copies(client, original, &wanted).await?;
     Ok(Copying { synced, disabled: global && !enabled })

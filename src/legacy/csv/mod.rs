@@ -33,6 +33,7 @@ pub mod rotation;
 pub mod steps;
 pub mod strategy;
 pub mod tenants;
+pub mod wakes;
 pub mod webhooks;
 
 #[cfg(test)]
@@ -55,7 +56,7 @@ use kube::ResourceExt;
 
 use super::copies::DISABLED_COPIED_CSVS;
 use super::roles::{OWNER_LABEL, OWNER_NAMESPACE_LABEL};
-use crate::api::v1::{OLMConfig, OperatorGroup};
+use crate::api::v1::{OLMConfig, OperatorGroup, OLM_CONFIG_NAME};
 use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
@@ -83,6 +84,13 @@ pub struct Context {
     /// Every OperatorGroup, as watched: a pass read the groups of its namespace and of the whole cluster live
     /// before, two lists per pass, each as long as the cluster has namespaces with operators.
     groups: Store<OperatorGroup>,
+    /// The original CSVs, the loop's own store: a CSV's chain is read from it (a pass listed its namespace's CSVs
+    /// live before, the most frequent read of a pass).
+    csvs: Store<ClusterServiceVersion>,
+    /// The CRDs, without their schemas: what a CSV's requirements ask of its CRDs (a pass read each live before).
+    crds: Store<CustomResourceDefinition>,
+    /// The OLMConfig, which turns copies off (a pass read it live before).
+    configs: Store<OLMConfig>,
     /// Namespaces keeping copies when copies are disabled.
     protected: BTreeSet<String>,
     /// The Warning events published per CSV (uid, reason) and their note: each is published once while it holds,
@@ -104,10 +112,27 @@ impl Context {
     /// Every OperatorGroup as the watch holds them, once it has listed them; None before (or when it stopped), for
     /// the pass to read them live.
     async fn watched_groups(&self) -> Option<Vec<Arc<OperatorGroup>>> {
-        match tokio::time::timeout(GROUPS_LISTED, self.groups.wait_until_ready()).await {
-            Ok(Ok(())) => Some(self.groups.state()),
-            _ => None,
+        listed(&self.groups).await.then(|| self.groups.state())
+    }
+
+    /// The original CSVs of `namespace`, as the loop's store holds them.
+    fn csvs_in(&self, namespace: &str) -> Vec<Arc<ClusterServiceVersion>> {
+        let csvs = self.csvs.state();
+        csvs.into_iter().filter(|csv| csv.namespace().as_deref() == Some(namespace)).collect()
+    }
+
+    /// The CRD `name` as watched (schemas dropped); None when the watch has not listed the CRDs, for the pass to
+    /// read them live.
+    async fn watched_crd(&self, name: &str) -> Option<Option<Arc<CustomResourceDefinition>>> {
+        listed(&self.crds).await.then(|| self.crds.get(&ObjectRef::new(name)))
+    }
+
+    /// Whether copied CSVs are enabled: from the watched OLMConfig, live when the watch has not listed it.
+    async fn copies_enabled(&self) -> Result<bool, ClientError> {
+        if listed(&self.configs).await {
+            return Ok(copying::enabled_by(self.configs.get(&ObjectRef::new(OLM_CONFIG_NAME)).as_deref()));
         }
+        copying::copies_enabled(&self.client).await
     }
 
     /// The cluster's ClusterRoles and ClusterRoleBindings, once both have been read (before, an empty snapshot:
@@ -117,6 +142,13 @@ impl Context {
             Ok(()) => self.rbac.cluster_snapshot(),
             Err(_) => Arc::default(),
         }
+    }
+
+    /// The Roles and RoleBindings of `namespace` as the process's RBAC watch holds them, once it holds what this
+    /// process wrote; None when it cannot say, for the pass to list them live.
+    async fn watched_roles_in(&self, namespace: &str) -> Option<(Vec<Role>, Vec<RoleBinding>)> {
+        self.rbac.current().await.ok()?;
+        Some(self.rbac.namespace_objects(namespace))
     }
 
     /// Publishes OLM's Warning `DisabledCopiedCSVs` for `csv` once while its copies are off, and forgets it when
@@ -245,8 +277,43 @@ impl Reconciler for Context {
     }
 }
 
-/// How long a pass waits for the OperatorGroups' watch to list them once before reading them live.
-const GROUPS_LISTED: Duration = Duration::from_secs(5);
+/// How long a pass waits for a watch to list its objects once before reading them live.
+const STORE_LISTED: Duration = Duration::from_secs(5);
+
+/// Whether `store` has listed its objects once (waiting up to [`STORE_LISTED`]); false when it did not in that
+/// time or its watch stopped, for the pass to read live.
+async fn listed<K: kube::Resource + Clone>(store: &Store<K>) -> bool
+where
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    matches!(tokio::time::timeout(STORE_LISTED, store.wait_until_ready()).await, Ok(Ok(())))
+}
+
+/// The CSVs a change of `changed` concerns along `spec.replaces`: the one it replaces and those replacing it.
+fn chain_neighbours(
+    changed: &ClusterServiceVersion,
+    csvs: &Store<ClusterServiceVersion>,
+) -> Vec<ObjectRef<ClusterServiceVersion>> {
+    let (name, namespace) = (changed.name_any(), changed.namespace());
+    csvs.state()
+        .iter()
+        .filter(|csv| csv.namespace() == namespace)
+        .filter(|csv| {
+            changed.spec.replaces.as_deref() == Some(&csv.name_any()) || csv.spec.replaces.as_deref() == Some(&name)
+        })
+        .map(|csv| ObjectRef::from_obj(csv.as_ref()))
+        .collect()
+}
+
+/// Keeps of a CRD what a CSV's requirements read (names, versions served, conditions): schemas are most of a CRD.
+fn without_schemas(crd: &mut CustomResourceDefinition) {
+    crd.metadata.annotations = None;
+    for version in &mut crd.spec.versions {
+        version.schema = None;
+        version.additional_printer_columns = None;
+        version.subresources = None;
+    }
+}
 
 /// The label selector of what OLM made for a CSV.
 const OWNED_BY_CSV: &str = "olm.owner.kind=ClusterServiceVersion";
@@ -303,6 +370,24 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         groups_writer,
         watches::trimmed(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default()),
     );
+    let (crds, crds_writer) = kube::runtime::reflector::store::<CustomResourceDefinition>();
+    let crd_changes = kube::runtime::reflector(
+        crds_writer,
+        watches::trimmed(Api::<CustomResourceDefinition>::all(client.clone()), watcher::Config::default())
+            .modify(without_schemas),
+    );
+    let (configs, configs_writer) = kube::runtime::reflector::store::<OLMConfig>();
+    let config_changes = kube::runtime::reflector(
+        configs_writer,
+        watches::trimmed(Api::<OLMConfig>::all(client.clone()), watcher::Config::default()),
+    );
+    // A CSV's change concerns the one it replaces and those replacing it, woken once the store holds the change.
+    let controller = watches::controller_waking_related(
+        Api::<ClusterServiceVersion>::all(client.clone()),
+        super::operatorgroup::csv_watch(),
+        chain_neighbours,
+    );
+    let csvs = controller.store();
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
         events: Events::new(client.clone(), "olmv2-csv-controller"),
@@ -311,18 +396,18 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         resync: process.options.resync,
         namespaces,
         rbac,
-        groups,
+        groups: groups.clone(),
+        csvs: csvs.clone(),
+        crds,
+        configs,
         protected: process.options.protected_copied_csv_namespaces.iter().cloned().collect(),
         warned: Mutex::default(),
     });
-    let controller =
-        watches::controller(Api::<ClusterServiceVersion>::all(client.clone()), super::operatorgroup::csv_watch());
-    let csvs = controller.store();
     let every = |store: Store<ClusterServiceVersion>| {
         move || store.state().iter().map(|csv| ObjectRef::from_obj(csv.as_ref())).collect::<Vec<_>>()
     };
-    let (by_group, by_config, by_namespace) = (every(csvs.clone()), every(csvs.clone()), every(csvs.clone()));
-    let by_chain = csvs.clone();
+    let (by_config, by_namespace) = (every(csvs.clone()), every(csvs.clone()));
+    let (by_group, group_apis) = (csvs.clone(), wakes::GroupApis::new(groups));
     let by_crd = csvs;
     let controller = controller
         // Its Deployments (metadata only: their labels name the CSV; a status change still moves them).
@@ -333,24 +418,13 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         .watches_stream(owned_metadata::<RoleBinding>(&client), |binding| owner_csv(binding.labels()))
         .watches_stream(owned_metadata::<ClusterRole>(&client), |role| owner_csv(role.labels()))
         .watches_stream(owned_metadata::<ClusterRoleBinding>(&client), |binding| owner_csv(binding.labels()))
-        // A CSV's change concerns the one it replaces and those replacing it.
-        .watches(Api::<ClusterServiceVersion>::all(client.clone()), super::operatorgroup::csv_watch(), move |changed| {
-            let (name, namespace) = (changed.name_any(), changed.namespace());
-            by_chain
-                .state()
-                .iter()
-                .filter(|csv| csv.namespace() == namespace)
-                .filter(|csv| {
-                    changed.spec.replaces.as_deref() == Some(&csv.name_any())
-                        || csv.spec.replaces.as_deref() == Some(&name)
-                })
-                .map(|csv| ObjectRef::from_obj(csv.as_ref()))
-                .collect::<Vec<_>>()
+        // A group's membership, targets and provided APIs concern the CSVs of its namespace and the providers of
+        // the APIs it lists (`wakes`).
+        .watches_stream(group_changes.touched_objects(), move |group| {
+            wakes::concerned_by_group(&group, &group_apis.before(&group), &by_group.state())
         })
-        // Membership, targets and provided APIs of any group can change any CSV's intersection.
-        .watches_stream(group_changes.touched_objects(), move |_| by_group())
         // Copies on or off.
-        .watches(Api::<OLMConfig>::all(client.clone()), watcher::Config::default(), move |_| by_config())
+        .watches_stream(config_changes.touched_objects(), move |_| by_config())
         // A new namespace needs the copies of every global group's operators (its labels, which the namespace loop
         // writes to every namespace, wake nobody: a thousand namespaces labelled were a thousand sweeps).
         .watches_stream(
@@ -362,7 +436,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
             let origin = copy.labels().get(super::membership::COPIED_FROM_LABEL).cloned()?;
             Some(ObjectRef::<ClusterServiceVersion>::new(&copy.name_any()).within(&origin))
         })
-        .watches(Api::<CustomResourceDefinition>::all(client), watcher::Config::default(), move |crd| {
+        .watches_stream(crd_changes.touched_objects(), move |crd| {
             let crd_name = crd.name_any();
             by_crd
                 .state()

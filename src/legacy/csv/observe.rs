@@ -12,7 +12,6 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService;
-use kube::api::ListParams;
 use kube::ResourceExt;
 
 use super::authority::{self, OnBehalf};
@@ -26,7 +25,7 @@ use crate::api::v1::{OperatorGroup, UpgradeStrategyName, TARGET_NAMESPACES_ANNOT
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, RequirementStatus};
 use crate::legacy::apis::ApiKey;
 use crate::legacy::intersection::{reconcile as reconcile_apis, ApiReconciliation, GroupSurface};
-use crate::legacy::membership::{membership, missing_annotations, Membership, COPIED_FROM_LABEL};
+use crate::legacy::membership::{membership, missing_annotations, Membership};
 use crate::legacy::targets::{supports, targets, Targets};
 use crate::rbac::RbacSnapshot;
 use crate::webhook::csv_author::recorded_author;
@@ -75,12 +74,7 @@ pub(super) async fn observe(
         observed.static_group = found.spec.static_provided_apis;
         observed.apis = facts.apis;
     }
-    let neighbours = ctx
-        .client
-        .namespaced::<ClusterServiceVersion>(namespace)
-        .list_with(&ListParams::default().labels(&format!("!{COPIED_FROM_LABEL}")))
-        .await
-        .map_err(place.read("CSVs"))?;
+    let neighbours = ctx.csvs_in(namespace);
     let fail_forward = group
         .as_ref()
         .is_some_and(|group| group.spec.upgrade_strategy == UpgradeStrategyName::TechPreviewUnsafeFailForward);
@@ -244,12 +238,13 @@ async fn read_requirements(
     let descriptions =
         csv.spec.custom_resource_definitions.iter().flat_map(|crds| crds.owned.iter().chain(&crds.required));
     let names: Vec<String> = descriptions.map(|description| description.name.clone()).collect();
-    if !names.is_empty() {
-        let crd_api = ctx.client.all::<CustomResourceDefinition>();
-        for crd_name in &names {
-            if let Some(crd) = crd_api.get_opt(crd_name).await.map_err(place.read("CRDs"))? {
-                crds.insert(crd_name.clone(), crd);
-            }
+    for crd_name in &names {
+        let found = match ctx.watched_crd(crd_name).await {
+            Some(watched) => watched.map(|crd| crd.as_ref().clone()),
+            None => ctx.client.all::<CustomResourceDefinition>().get_opt(crd_name).await.map_err(place.read("CRDs"))?,
+        };
+        if let Some(crd) = found {
+            crds.insert(crd_name.clone(), crd);
         }
     }
     let accounts: BTreeMap<String, ServiceAccount> = ctx
@@ -262,15 +257,17 @@ async fn read_requirements(
         .map(|account| (account.name_any(), account))
         .collect();
     let strategy = &csv.spec.install.spec;
-    let (roles, bindings, cluster) = if strategy.permissions.is_empty() && strategy.cluster_permissions.is_empty() {
-        (Vec::new(), Vec::new(), Arc::new(RbacSnapshot::default()))
-    } else {
-        let roles = ctx.client.namespaced::<Role>(namespace).list().await.map_err(place.read("Roles"))?;
-        let bindings =
-            ctx.client.namespaced::<RoleBinding>(namespace).list().await.map_err(place.read("RoleBindings"))?;
-        (roles, bindings, ctx.cluster_rbac().await)
+    let needs_rbac = !(strategy.permissions.is_empty() && strategy.cluster_permissions.is_empty());
+    let (roles, bindings, cluster) = match needs_rbac {
+        false => (Vec::new(), Vec::new(), Arc::new(RbacSnapshot::default())),
+        true => match ctx.watched_roles_in(namespace).await {
+            Some((roles, bindings)) => (roles, bindings, ctx.cluster_rbac().await),
+            None => {
+                let (roles, bindings) = live_roles_in(ctx, place).await?;
+                (roles, bindings, ctx.cluster_rbac().await)
+            }
+        },
     };
-    let held = |account: &str| cluster.account_rules_in(namespace, account, namespace, &roles, &bindings);
     let server_version = match csv.spec.min_kube_version.as_deref().filter(|minimum| !minimum.is_empty()) {
         Some(_) => ctx.client.kube().apiserver_version().await.ok().map(|info| info.git_version),
         None => None,
@@ -297,7 +294,26 @@ async fn read_requirements(
         }
     }
     let platform = Platform { server_version: server_version.as_deref(), served: &served, api_services: &api_services };
-    Ok(requirements(csv, &Cluster { crds: &crds, accounts: &accounts, held: &held, platform }))
+    let judged = |roles: &[Role], bindings: &[RoleBinding]| {
+        let held = |account: &str| cluster.account_rules_in(namespace, account, namespace, roles, bindings);
+        requirements(csv, &Cluster { crds: &crds, accounts: &accounts, held: &held, platform })
+    };
+    let (met, statuses) = judged(&roles, &bindings);
+    if met || !needs_rbac {
+        return Ok((met, statuses));
+    }
+    // Not met on the watched Roles and RoleBindings: the watch may not yet hold the binding whose creation woke
+    // this pass (the loop's own metadata watch can see it first), so what the pass says is judged on a live read.
+    let (roles, bindings) = live_roles_in(ctx, place).await?;
+    Ok(judged(&roles, &bindings))
+}
+
+/// The Roles and RoleBindings of the CSV's namespace, read live.
+async fn live_roles_in(ctx: &Context, place: &Place) -> Result<(Vec<Role>, Vec<RoleBinding>), ReconcileError> {
+    let namespace = place.namespace.as_str();
+    let roles = ctx.client.namespaced::<Role>(namespace).list().await.map_err(place.read("Roles"))?;
+    let bindings = ctx.client.namespaced::<RoleBinding>(namespace).list().await.map_err(place.read("RoleBindings"))?;
+    Ok((roles, bindings))
 }
 
 /// Whether the CSV's recorded author may create Deployments in its namespace: Err says why not.

@@ -183,7 +183,8 @@ pub(super) async fn copy_to_targets(
     let (Some(group), Ok(())) = (group, ctx.namespaces.wait_until_ready().await) else { return Ok(()) };
     let mut original = csv.clone();
     original.status = Some(next.clone());
-    let copying = copy_original(&ctx.client, &original, group, &ctx.live_namespaces(), &ctx.protected)
+    let enabled = ctx.copies_enabled().await.map_err(place.read("the OLMConfig"))?;
+    let copying = copy_original(&ctx.client, &original, group, &ctx.live_namespaces(), &ctx.protected, enabled)
         .await
         .map_err(place.write("its copied CSVs"))?;
     ctx.copies_disabled_event(csv, copying.disabled).await;
