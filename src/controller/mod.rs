@@ -15,6 +15,7 @@ pub mod lease;
 pub mod rbac_cache;
 pub mod runner;
 pub mod watches;
+pub mod written;
 
 /// In a pass written as a sequence of steps, each answering a `ControlFlow`: goes on with what a step handed over,
 /// or ends the pass with the `Action` it decided.

@@ -65,6 +65,7 @@ use crate::controller::events::Events;
 use crate::controller::rbac_cache::RbacCache;
 use crate::controller::runner::{self, Reconciler};
 use crate::controller::watches;
+use crate::controller::written::{Stored, Written};
 use crate::metrics::Metrics;
 use crate::runtime::Process;
 
@@ -91,6 +92,10 @@ pub struct Context {
     crds: Store<CustomResourceDefinition>,
     /// The OLMConfig, which turns copies off (a pass read it live before).
     configs: Store<OLMConfig>,
+    /// The Deployments made for CSVs, without their pods' spec: what a pass judges a CSV's health on (read live
+    /// before, on every pass of an installed CSV), and the versions this loop wrote of them (read-your-writes).
+    deployments: Store<Deployment>,
+    written: Written,
     /// Namespaces keeping copies when copies are disabled.
     protected: BTreeSet<String>,
     /// The Warning events published per CSV (uid, reason) and their note: each is published once while it holds,
@@ -149,6 +154,15 @@ impl Context {
     async fn watched_roles_in(&self, namespace: &str) -> Option<(Vec<Role>, Vec<RoleBinding>)> {
         self.rbac.current().await.ok()?;
         Some(self.rbac.namespace_objects(namespace))
+    }
+
+    /// The Deployment `name` of `namespace` as watched, when the watch has listed them and holds what this loop
+    /// wrote of it; None when only a live read can say.
+    async fn watched_deployment(&self, namespace: &str, name: &str) -> Option<Option<Arc<Deployment>>> {
+        match listed(&self.deployments).await.then(|| self.written.read(&self.deployments, namespace, name))? {
+            Stored::Current(found) => Some(found),
+            Stored::Behind => None,
+        }
     }
 
     /// Publishes OLM's Warning `DisabledCopiedCSVs` for `csv` once while its copies are off, and forgets it when
@@ -305,6 +319,14 @@ fn chain_neighbours(
         .collect()
 }
 
+/// Keeps of a Deployment what a CSV's health is judged on (its labels, generation, status and pod template's
+/// metadata): the pods' spec is most of it.
+fn without_pod_spec(deployment: &mut Deployment) {
+    if let Some(spec) = deployment.spec.as_mut() {
+        spec.template.spec = None;
+    }
+}
+
 /// Keeps of a CRD what a CSV's requirements read (names, versions served, conditions): schemas are most of a CRD.
 fn without_schemas(crd: &mut CustomResourceDefinition) {
     crd.metadata.annotations = None;
@@ -376,6 +398,12 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         watches::trimmed(Api::<CustomResourceDefinition>::all(client.clone()), watcher::Config::default())
             .modify(without_schemas),
     );
+    let (deployments, deployments_writer) = kube::runtime::reflector::store::<Deployment>();
+    let deployment_changes = kube::runtime::reflector(
+        deployments_writer,
+        watches::trimmed(Api::<Deployment>::all(client.clone()), watcher::Config::default().labels(OWNED_BY_CSV))
+            .modify(without_pod_spec),
+    );
     let (configs, configs_writer) = kube::runtime::reflector::store::<OLMConfig>();
     let config_changes = kube::runtime::reflector(
         configs_writer,
@@ -400,6 +428,8 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         csvs: csvs.clone(),
         crds,
         configs,
+        deployments,
+        written: Written::default(),
         protected: process.options.protected_copied_csv_namespaces.iter().cloned().collect(),
         warned: Mutex::default(),
     });
@@ -410,8 +440,8 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let (by_group, group_apis) = (csvs.clone(), wakes::GroupApis::new(groups));
     let by_crd = csvs;
     let controller = controller
-        // Its Deployments (metadata only: their labels name the CSV; a status change still moves them).
-        .watches_stream(owned_metadata::<Deployment>(&client), |deployment| owner_csv(deployment.labels()))
+        // Its Deployments (their labels name the CSV).
+        .watches_stream(deployment_changes.touched_objects(), |deployment| owner_csv(deployment.labels()))
         // Its RBAC, namespaced and cluster-scoped (metadata only), as OLM's `requeueOwnerCSVs`: a binding made after
         // its Role is seen at once, and a binding deleted fails a Succeeded CSV at once, not at the resync.
         .watches_stream(owned_metadata::<Role>(&client), |role| owner_csv(role.labels()))

@@ -130,8 +130,14 @@ async fn read_health(
     let namespace = place.namespace.as_str();
     let mut found = BTreeMap::new();
     for spec in &csv.spec.install.spec.deployments {
-        let deployments = ctx.client.namespaced::<Deployment>(namespace);
-        if let Some(deployment) = deployments.get_opt(&spec.name).await.map_err(place.read("Deployments"))? {
+        let deployment = match ctx.watched_deployment(namespace, &spec.name).await {
+            Some(watched) => watched.map(|deployment| deployment.as_ref().clone()),
+            None => {
+                let deployments = ctx.client.namespaced::<Deployment>(namespace);
+                deployments.get_opt(&spec.name).await.map_err(place.read("Deployments"))?
+            }
+        };
+        if let Some(deployment) = deployment {
             found.insert(spec.name.clone(), deployment);
         }
     }

@@ -121,6 +121,7 @@ pub(super) async fn remove_deployments(
     let deployments = ctx.client.namespaced::<Deployment>(&place.namespace);
     for spec in &csv.spec.install.spec.deployments {
         deployments.ensure_deleted(&spec.name).await.map_err(place.write(format!("Deployment {}", spec.name)))?;
+        ctx.written.deleted(&place.namespace, &spec.name);
     }
     Ok(())
 }
@@ -140,10 +141,11 @@ pub(super) async fn install(
     let deployments = ctx.client.namespaced::<Deployment>(&place.namespace);
     for deployment in super::strategy::deployments_with(csv, &issued.hashes()) {
         let deployment_name = deployment["metadata"]["name"].as_str().unwrap_or_default().to_owned();
-        deployments
+        let applied = deployments
             .apply(&deployment_name, &deployment, None)
             .await
             .map_err(place.write(format!("Deployment {deployment_name}")))?;
+        ctx.written.wrote(&place.namespace, &deployment_name, applied.metadata.resource_version.as_deref());
     }
     super::components::install_apis(ctx, csv, &issued).await?;
     Ok(issued.rotated)

@@ -61,8 +61,15 @@ impl Read {
 
 pub(super) async fn observe(ctx: &Context, group: &OperatorGroup, place: &Place) -> Result<Read, ReconcileError> {
     let namespace = place.namespace.as_str();
-    let groups =
-        ctx.client.namespaced::<OperatorGroup>(namespace).list().await.map_err(place.read("OperatorGroups"))?;
+    let watched = ctx.groups.state().iter().filter(|group| group.namespace().as_deref() == Some(namespace)).count();
+    // One shown by the watch is this group alone; none or several is what only a live list may say (a group just
+    // made or deleted beside it).
+    let groups_in_namespace = match watched {
+        1 => 1,
+        _ => {
+            ctx.client.namespaced::<OperatorGroup>(namespace).list().await.map_err(place.read("OperatorGroups"))?.len()
+        }
+    };
     let account_name = group.spec.service_account_name.clone().filter(|name| !name.is_empty());
     let account = match &account_name {
         Some(account) => ctx
@@ -82,8 +89,17 @@ pub(super) async fn observe(ctx: &Context, group: &OperatorGroup, place: &Place)
     } else {
         Vec::new()
     };
-    let csvs = ctx.client.namespaced::<ClusterServiceVersion>(namespace).list().await.map_err(place.read("CSVs"))?;
-    Ok(Read { groups_in_namespace: groups.len(), account_name, account, namespaces, csvs })
+    let csvs = match ctx.listed_csvs().await {
+        true => ctx
+            .csvs
+            .state()
+            .iter()
+            .filter(|csv| csv.namespace().as_deref() == Some(namespace))
+            .map(|csv| csv.as_ref().clone())
+            .collect(),
+        false => ctx.client.namespaced::<ClusterServiceVersion>(namespace).list().await.map_err(place.read("CSVs"))?,
+    };
+    Ok(Read { groups_in_namespace, account_name, account, namespaces, csvs })
 }
 
 /// Writes the status the pass decided on, when it changed.
