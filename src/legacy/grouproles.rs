@@ -16,7 +16,7 @@ use kube::api::{Api, ListParams, PartialObjectMeta};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
-use kube::ResourceExt;
+use kube::{Resource, ResourceExt};
 
 use super::roles::{group_role_name, SUFFIXES};
 use crate::api::v1::OperatorGroup;
@@ -74,7 +74,7 @@ impl Categorized for GroupRolesError {
 
 /// The group (namespace, name) `role` was made for, when it is one of a group's aggregating roles by its owner
 /// labels and by its name.
-pub fn owning_group(role: &ClusterRole) -> Option<(String, String)> {
+pub fn owning_group(role: &impl Resource) -> Option<(String, String)> {
     let labels = role.labels();
     if labels.get(OWNER_KIND_LABEL).map(String::as_str) != Some(GROUP_KIND) {
         return None;
@@ -88,18 +88,18 @@ pub fn owning_group(role: &ClusterRole) -> Option<(String, String)> {
 }
 
 /// The roles a group of `namespace` and `name` has, by name.
-fn roles_of(namespace: &str, name: &str) -> impl Iterator<Item = ObjectRef<ClusterRole>> + use<> {
+fn roles_of(namespace: &str, name: &str) -> impl Iterator<Item = ObjectRef<PartialObjectMeta<ClusterRole>>> + use<> {
     let names: Vec<String> = SUFFIXES.iter().map(|suffix| group_role_name(namespace, name, suffix)).collect();
     names.into_iter().map(|role| ObjectRef::new(&role))
 }
 
 impl Reconciler for Context {
-    type Object = ClusterRole;
+    type Object = PartialObjectMeta<ClusterRole>;
     type Error = GroupRolesError;
     const NAME: &'static str = "operatorgroup-roles";
 
-    async fn reconcile(self: Arc<Self>, role: Arc<ClusterRole>) -> Result<Action, GroupRolesError> {
-        let Some((namespace, name)) = owning_group(&role) else { return Ok(Action::await_change()) };
+    async fn reconcile(self: Arc<Self>, role: Arc<PartialObjectMeta<ClusterRole>>) -> Result<Action, GroupRolesError> {
+        let Some((namespace, name)) = owning_group(role.as_ref()) else { return Ok(Action::await_change()) };
         let role_name = role.name_any();
         if role.metadata.deletion_timestamp.is_some()
             || self.groups.get(&ObjectRef::new(&name).within(&namespace)).is_some()
@@ -143,7 +143,8 @@ impl Reconciler for Context {
     }
 }
 
-/// Starts the loop: every ClusterRole labelled as a group's, woken when it changes and when its group goes.
+/// Starts the loop: every ClusterRole labelled as a group's (its metadata: labels and name are all a pass reads),
+/// woken when it changes and when its group goes.
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
     let (groups, writer) = kube::runtime::reflector::store();
@@ -158,7 +159,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         groups,
     });
     let owned = watcher::Config::default().labels(&format!("{OWNER_KIND_LABEL}={GROUP_KIND}"));
-    let controller = watches::controller(Api::<ClusterRole>::all(client), owned)
+    let controller = watches::controller(Api::<PartialObjectMeta<ClusterRole>>::all(client), owned)
         .watches_stream(group_changes.touched_objects(), |group| {
             roles_of(&group.namespace().unwrap_or_default(), &group.name_any())
         });
