@@ -6,6 +6,7 @@
 //! of Installed objects (when the cluster's aggregation layer is configured), then every controller of
 //! [`CONTROLLERS`]: at once, or, with leader election, during each term this replica holds the Lease. Tests start them in-process; the `run` command adds health and signals.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
@@ -153,83 +154,130 @@ pub fn user_agent(identity: &str) -> Option<axum::http::HeaderValue> {
 async fn lead(process: Process) {
     let stopped = process.shutdown();
     tokio::pin!(stopped);
-    let options = &process.options;
     // Aborted with this task (a JoinSet aborts what it holds when dropped).
     let mut background = JoinSet::new();
     background.spawn(keep_catalogs_loaded(process.client.clone(), process.catalogs.clone()));
-    let mut retry = leader::RETRY;
-    'election: loop {
-        let mut election = match leader::election_client(&process.config) {
-            Ok(client) => leader::elect(client, &options.namespace, &options.leader),
-            Err(error) => {
-                tracing::warn!(%error, retry_seconds = retry.as_secs(), "cannot join the leader election; trying again");
-                tokio::select! {
-                    () = &mut stopped => break 'election,
-                    () = tokio::time::sleep(retry) => {}
-                }
-                retry = (retry * 2).min(leader::MAX_RETRY);
-                continue 'election;
-            }
-        };
-        retry = leader::RETRY;
+    'election: while let Some(mut election) = join_election(&process, &mut stopped).await {
         loop {
-            tokio::select! {
-                () = &mut stopped => {
+            match until_confirmed(&process, &mut election, &mut stopped).await {
+                Wait::Confirmed => {}
+                Wait::NotLeading => continue,
+                Wait::ElectionEnded => continue 'election,
+                Wait::Stopped => {
                     election.leave().await;
                     break 'election;
                 }
-                led = leader::until(&mut election.leading, true) => if !led {
-                    tracing::warn!("the leader election ended; joining it again");
-                    continue 'election;
-                },
             }
-            let confirmed =
-                leader::confirmed(process.client.clone(), &options.namespace, &options.leader, &election.identity);
-            tokio::select! {
-                () = &mut stopped => {
-                    election.leave().await;
-                    break 'election;
-                }
-                _ = leader::until(&mut election.leading, false) => continue,
-                () = confirmed => {}
+            match run_term(&process, election, &mut stopped).await {
+                Some(kept) => election = kept,
+                None => break 'election,
             }
-            tracing::info!(lease = %options.leader.lease_name, identity = %election.identity, "leading: the controllers start");
-            let (end_term, term_ended) = oneshot::channel::<()>();
-            let term = process.term(term_ended);
-            let mut controllers = JoinSet::new();
-            for controller in CONTROLLERS {
-                controllers.spawn(controller(&term));
-            }
-            process.metrics.leader.set(1);
-            let identity = election.identity.clone();
-            let fence = leader::watch_term(process.client.clone(), &options.namespace, &options.leader, &identity);
-            tokio::pin!(fence);
-            tokio::select! {
-                () = &mut stopped => {
-                    let _ = end_term.send(());
-                    // The running reconciles finish only while the Lease is still this replica's.
-                    tokio::select! {
-                        () = async { while controllers.join_next().await.is_some() {} } => {},
-                        _ = leader::until(&mut election.leading, false) => {},
-                        () = &mut fence => {},
-                    }
-                    controllers.abort_all();
-                    while controllers.join_next().await.is_some() {}
-                    process.metrics.leader.set(0);
-                    // Released only if still ours (another may hold it now: `Election::leave`).
-                    election.leave().await;
-                    break 'election;
-                }
-                _ = leader::until(&mut election.leading, false) => {}
-                () = &mut fence => {}
-            }
-            tracing::warn!(lease = %options.leader.lease_name, "lost the Lease: the controllers stop at once");
-            controllers.abort_all();
-            while controllers.join_next().await.is_some() {}
-            process.metrics.leader.set(0);
         }
     }
     process.metrics.leader.set(0);
+}
+
+/// Joins the leader election, trying again after a delay that doubles (up to `leader::MAX_RETRY`) while it cannot
+/// be joined; `None` when the process stops first.
+async fn join_election(
+    process: &Process,
+    stopped: &mut (impl Future<Output = ()> + Unpin),
+) -> Option<leader::Election> {
+    let options = &process.options;
+    let mut retry = leader::RETRY;
+    loop {
+        match leader::election_client(&process.config) {
+            Ok(client) => return Some(leader::elect(client, &options.namespace, &options.leader)),
+            Err(error) => {
+                tracing::warn!(%error, retry_seconds = retry.as_secs(), "cannot join the leader election; trying again");
+                tokio::select! {
+                    () = &mut *stopped => return None,
+                    () = tokio::time::sleep(retry) => {}
+                }
+                retry = (retry * 2).min(leader::MAX_RETRY);
+            }
+        }
+    }
+}
+
+/// How waiting for a term ended.
+enum Wait {
+    /// The election says this replica leads, and the Lease reads as its own: a term starts.
+    Confirmed,
+    /// The election said this replica no longer leads before the Lease read as its own: wait again.
+    NotLeading,
+    /// The election ended: it is joined again.
+    ElectionEnded,
+    /// The process stops: the election is to be left.
+    Stopped,
+}
+
+/// Waits until `election` says this replica leads and the Lease reads as its own (`leader::confirmed`).
+async fn until_confirmed(
+    process: &Process,
+    election: &mut leader::Election,
+    stopped: &mut (impl Future<Output = ()> + Unpin),
+) -> Wait {
+    let options = &process.options;
+    tokio::select! {
+        () = &mut *stopped => return Wait::Stopped,
+        led = leader::until(&mut election.leading, true) => if !led {
+            tracing::warn!("the leader election ended; joining it again");
+            return Wait::ElectionEnded;
+        },
+    }
+    let confirmed = leader::confirmed(process.client.clone(), &options.namespace, &options.leader, &election.identity);
+    tokio::select! {
+        () = &mut *stopped => Wait::Stopped,
+        _ = leader::until(&mut election.leading, false) => Wait::NotLeading,
+        () = confirmed => Wait::Confirmed,
+    }
+}
+
+/// Runs the controllers for one term, until the Lease is not ours (the controllers aborted; the election is given
+/// back to be waited on again) or the process stops (the controllers finish while the Lease is still ours, then
+/// the election is left; `None`).
+async fn run_term(
+    process: &Process,
+    mut election: leader::Election,
+    stopped: &mut (impl Future<Output = ()> + Unpin),
+) -> Option<leader::Election> {
+    let options = &process.options;
+    tracing::info!(lease = %options.leader.lease_name, identity = %election.identity, "leading: the controllers start");
+    let (end_term, term_ended) = oneshot::channel::<()>();
+    let term = process.term(term_ended);
+    let mut controllers = JoinSet::new();
+    for controller in CONTROLLERS {
+        controllers.spawn(controller(&term));
+    }
+    process.metrics.leader.set(1);
+    let identity = election.identity.clone();
+    let fence = leader::watch_term(process.client.clone(), &options.namespace, &options.leader, &identity);
+    tokio::pin!(fence);
+    tokio::select! {
+        () = &mut *stopped => {
+            let _ = end_term.send(());
+            // The running reconciles finish only while the Lease is still this replica's.
+            tokio::select! {
+                () = async { while controllers.join_next().await.is_some() {} } => {},
+                _ = leader::until(&mut election.leading, false) => {},
+                () = &mut fence => {},
+            }
+            controllers.abort_all();
+            while controllers.join_next().await.is_some() {}
+            process.metrics.leader.set(0);
+            // Released only if still ours (another may hold it now: `Election::leave`).
+            election.leave().await;
+            return None;
+        }
+        _ = leader::until(&mut election.leading, false) => {}
+        () = &mut fence => {}
+    }
+    tracing::warn!(lease = %options.leader.lease_name, "lost the Lease: the controllers stop at once");
+    controllers.abort_all();
+    while controllers.join_next().await.is_some() {}
+    process.metrics.leader.set(0);
+    Some(election)
 }
 
 /// Keeps the catalogs loaded on a replica whether it leads or not: the CatalogSource loop, which loads them, runs on

@@ -216,6 +216,110 @@ fn origin_name(origins: &[String], origin: Origin) -> String {
     }
 }
 
+/// Each bundle's index among the candidates, by where it comes from, its package and its name.
+type PickIndex<'a> = HashMap<(Origin, &'a str, &'a str), usize>;
+
+/// Every bundle the solver may choose: what is installed first (preferred above any catalog), then each source's
+/// bundles, with the source's priority and whether the bundle is in its package's default channel.
+fn candidates_of(problem: &Problem<'_>) -> Vec<Candidate> {
+    let mut bundles = Vec::new();
+    for bundle in &problem.installed {
+        let (default_channel, priority, source_name) = (true, i32::MAX, String::new());
+        bundles.push(Candidate {
+            origin: Origin::Installed,
+            bundle: bundle.clone(),
+            default_channel,
+            priority,
+            source_name,
+        });
+    }
+    for (index, source) in problem.sources.iter().enumerate() {
+        for package in source.catalog.packages.values() {
+            let default = package.default_channel.as_ref().and_then(|name| package.channels.get(name));
+            for bundle in package.bundles.values() {
+                bundles.push(Candidate {
+                    origin: Origin::Source(index),
+                    bundle: bundle.clone(),
+                    default_channel: default.is_some_and(|c| c.entries.iter().any(|e| e.name == bundle.name)),
+                    priority: source.priority,
+                    source_name: format!("{}/{}", source.namespace, source.name),
+                });
+            }
+        }
+    }
+    bundles
+}
+
+/// Interns each bundle in `pool` as a solvable of its package, and as a claim to each API it provides: the
+/// solvables of each name, and each bundle's solvable (same index as `bundles`).
+fn intern_candidates(
+    pool: &Pool<Set, Name>,
+    bundles: &[Candidate],
+) -> (HashMap<NameId, Vec<SolvableId>>, Vec<SolvableId>) {
+    let mut by_name: HashMap<NameId, Vec<SolvableId>> = HashMap::new();
+    let mut solvables = Vec::new();
+    for (index, candidate) in bundles.iter().enumerate() {
+        let name = pool.intern_package_name(Name::Package(candidate.bundle.package.clone()));
+        let label = match candidate.origin {
+            Origin::Installed => format!("{} (installed)", candidate.bundle.name),
+            Origin::Source(_) => format!("{} (from {})", candidate.bundle.name, candidate.source_name),
+        };
+        let solvable = pool.intern_solvable(name, Entry { kind: Kind::Bundle(index), label: label.clone() });
+        by_name.entry(name).or_default().push(solvable);
+        solvables.push(solvable);
+        for gvk in &candidate.bundle.provides {
+            let api = pool.intern_package_name(Name::Api(gvk.clone()));
+            let claim =
+                pool.intern_solvable(api, Entry { kind: Kind::Provider { bundle: index }, label: label.clone() });
+            by_name.entry(api).or_default().push(claim);
+        }
+    }
+    (by_name, solvables)
+}
+
+/// Where each of `bundles` is, to find a pick by where it comes from, its package and its name.
+fn pick_index(bundles: &[Candidate]) -> PickIndex<'_> {
+    bundles
+        .iter()
+        .enumerate()
+        .map(|(i, c)| ((c.origin, c.bundle.package.as_str(), c.bundle.name.as_str()), i))
+        .collect()
+}
+
+/// The candidates of each want (same order as the problem's), as bundle indices. Each bundle is ranked by its
+/// position among the candidates of the first want listing it, and a want's first candidate is favored for its
+/// package; a candidate that is not there is an error.
+fn rank_wants(
+    problem: &Problem<'_>,
+    by_pick: &PickIndex<'_>,
+    origins: &[String],
+    rank: &mut HashMap<usize, usize>,
+    favored: &mut HashMap<String, usize>,
+) -> Result<Vec<Vec<usize>>, DependencyError> {
+    let mut wanted = Vec::new();
+    for want in &problem.wants {
+        let mut picks = Vec::new();
+        for (position, pick) in want.candidates.iter().enumerate() {
+            let index =
+                by_pick.get(&(pick.origin, want.package.as_str(), pick.bundle.as_str())).copied().ok_or_else(|| {
+                    DependencyError::UnknownCandidate {
+                        by: want.by.clone(),
+                        package: want.package.clone(),
+                        bundle: pick.bundle.clone(),
+                        origin: origin_name(origins, pick.origin),
+                    }
+                })?;
+            rank.entry(index).or_insert(position);
+            picks.push(index);
+        }
+        if let Some(first) = picks.first() {
+            favored.insert(want.package.clone(), *first);
+        }
+        wanted.push(picks);
+    }
+    Ok(wanted)
+}
+
 struct Provider {
     pool: Pool<Set, Name>,
     bundles: Vec<Candidate>,
@@ -233,84 +337,20 @@ struct Provider {
 impl Provider {
     /// The solver's view of `problem`; a want naming a bundle that is not there is an error.
     fn new(problem: &Problem<'_>) -> Result<Self, DependencyError> {
-        let mut bundles = Vec::new();
-        for bundle in &problem.installed {
-            let (default_channel, priority, source_name) = (true, i32::MAX, String::new());
-            bundles.push(Candidate {
-                origin: Origin::Installed,
-                bundle: bundle.clone(),
-                default_channel,
-                priority,
-                source_name,
-            });
-        }
-        for (index, source) in problem.sources.iter().enumerate() {
-            for package in source.catalog.packages.values() {
-                let default = package.default_channel.as_ref().and_then(|name| package.channels.get(name));
-                for bundle in package.bundles.values() {
-                    bundles.push(Candidate {
-                        origin: Origin::Source(index),
-                        bundle: bundle.clone(),
-                        default_channel: default.is_some_and(|c| c.entries.iter().any(|e| e.name == bundle.name)),
-                        priority: source.priority,
-                        source_name: format!("{}/{}", source.namespace, source.name),
-                    });
-                }
-            }
-        }
+        let bundles = candidates_of(problem);
         let origins: Vec<String> =
             problem.sources.iter().map(|s| format!("catalog {}/{}", s.namespace, s.name)).collect();
         let pool: Pool<Set, Name> = Pool::new();
-        let mut by_name: HashMap<NameId, Vec<SolvableId>> = HashMap::new();
-        let mut solvables = Vec::new();
-        for (index, candidate) in bundles.iter().enumerate() {
-            let name = pool.intern_package_name(Name::Package(candidate.bundle.package.clone()));
-            let label = match candidate.origin {
-                Origin::Installed => format!("{} (installed)", candidate.bundle.name),
-                Origin::Source(_) => format!("{} (from {})", candidate.bundle.name, candidate.source_name),
-            };
-            let solvable = pool.intern_solvable(name, Entry { kind: Kind::Bundle(index), label: label.clone() });
-            by_name.entry(name).or_default().push(solvable);
-            solvables.push(solvable);
-            for gvk in &candidate.bundle.provides {
-                let api = pool.intern_package_name(Name::Api(gvk.clone()));
-                let claim =
-                    pool.intern_solvable(api, Entry { kind: Kind::Provider { bundle: index }, label: label.clone() });
-                by_name.entry(api).or_default().push(claim);
-            }
-        }
-        let by_pick: HashMap<(Origin, &str, &str), usize> = bundles
-            .iter()
-            .enumerate()
-            .map(|(i, c)| ((c.origin, c.bundle.package.as_str(), c.bundle.name.as_str()), i))
-            .collect();
+        let (by_name, solvables) = intern_candidates(&pool, &bundles);
+        let by_pick = pick_index(&bundles);
         let mut favored: HashMap<String, usize> = bundles
             .iter()
             .enumerate()
             .filter(|(_, c)| c.origin == Origin::Installed)
             .map(|(i, c)| (c.bundle.package.clone(), i))
             .collect();
-        let (mut rank, mut wanted) = (HashMap::new(), Vec::new());
-        for want in &problem.wants {
-            let mut picks = Vec::new();
-            for (position, pick) in want.candidates.iter().enumerate() {
-                let index = by_pick
-                    .get(&(pick.origin, want.package.as_str(), pick.bundle.as_str()))
-                    .copied()
-                    .ok_or_else(|| DependencyError::UnknownCandidate {
-                        by: want.by.clone(),
-                        package: want.package.clone(),
-                        bundle: pick.bundle.clone(),
-                        origin: origin_name(&origins, pick.origin),
-                    })?;
-                rank.entry(index).or_insert(position);
-                picks.push(index);
-            }
-            if let Some(first) = picks.first() {
-                favored.insert(want.package.clone(), *first);
-            }
-            wanted.push(picks);
-        }
+        let mut rank = HashMap::new();
+        let wanted = rank_wants(problem, &by_pick, &origins, &mut rank, &mut favored)?;
         // Sorted before the rest of its package (a want's candidates keep the rank their want gave them); a preferred
         // bundle that is not there (the catalog dropped it) is simply no preference.
         for (package, pick) in &problem.preferred {

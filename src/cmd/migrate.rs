@@ -145,55 +145,89 @@ pub fn plan_table(plans: &[SubscriptionPlan]) -> String {
     if plans.is_empty() {
         return "No Subscriptions to adopt.\n".into();
     }
-    let rows: Vec<Vec<String>> = plans
-        .iter()
-        .map(|plan| {
-            let operator = plan.operator.as_ref().map_or("-".to_owned(), |o| {
-                let how = if o.associated {
-                    "adopting"
-                } else if o.exists {
-                    "existing"
-                } else {
-                    "new"
-                };
-                format!("{} ({how})", o.name)
-            });
-            let outcome = match &plan.blocked {
-                Some(blocked) if blocked.transient => format!("waits: {}", blocked.reason),
-                Some(blocked) => format!("blocked: {}", blocked.reason),
-                None if plan.takeover.as_ref().is_some_and(|t| t.to_create) => "take over, then adopt".into(),
-                None => "adopt".into(),
-            };
-            let install = match (&plan.install, &plan.takeover) {
-                (Some(install), Some(takeover)) => format!("{install} (takes over {})", takeover.csv),
-                (install, _) => install.clone().unwrap_or_else(|| "-".into()),
-            };
-            let holds = match (&plan.account, &plan.takeover) {
-                (None, Some(_)) => format!("{} rules (its CSV's)", plan.granted.len()),
-                (account, _) => format!("{} rules as {}", plan.granted.len(), account.as_deref().unwrap_or("-")),
-            };
-            vec![
-                format!("{}/{}", plan.namespace, plan.name),
-                plan.package.clone(),
-                plan.channel.clone().unwrap_or_else(|| "(default)".into()),
-                plan.catalog.clone(),
-                if plan.manual { "Manual".into() } else { "Automatic".into() },
-                install,
-                holds,
-                operator,
-                outcome,
-            ]
-        })
-        .collect();
+    let rows: Vec<Vec<String>> = plans.iter().map(plan_row).collect();
     let mut text = table(
         &["SUBSCRIPTION", "PACKAGE", "CHANNEL", "CATALOG", "APPROVAL", "INSTALL", "HOLDS", "OPERATOR", "PLAN"],
         &rows,
     );
-    let blocked: Vec<String> = plans
+    let blocked = blocked_lines(plans);
+    let copies = copy_lines(plans);
+    push_section(&mut text, "\nCopied CSVs deleted once adopted (what they own passes to the Operator):\n", &copies);
+    push_section(&mut text, "\nNot adopted now:\n", &blocked);
+    push_adoption_notes(&mut text, plans);
+    text
+}
+
+/// One plan's row of the table, in the order of `plan_table`'s headers.
+fn plan_row(plan: &SubscriptionPlan) -> Vec<String> {
+    let operator = operator_cell(plan);
+    let outcome = outcome_cell(plan);
+    let install = install_cell(plan);
+    let holds = holds_cell(plan);
+    vec![
+        format!("{}/{}", plan.namespace, plan.name),
+        plan.package.clone(),
+        plan.channel.clone().unwrap_or_else(|| "(default)".into()),
+        plan.catalog.clone(),
+        if plan.manual { "Manual".into() } else { "Automatic".into() },
+        install,
+        holds,
+        operator,
+        outcome,
+    ]
+}
+
+/// The OPERATOR cell: the Operator's name and whether it is adopted, already there, or made new.
+fn operator_cell(plan: &SubscriptionPlan) -> String {
+    plan.operator.as_ref().map_or("-".to_owned(), |o| {
+        let how = if o.associated {
+            "adopting"
+        } else if o.exists {
+            "existing"
+        } else {
+            "new"
+        };
+        format!("{} ({how})", o.name)
+    })
+}
+
+/// The PLAN cell: what adoption does with the Subscription, or why it waits or is blocked.
+fn outcome_cell(plan: &SubscriptionPlan) -> String {
+    match &plan.blocked {
+        Some(blocked) if blocked.transient => format!("waits: {}", blocked.reason),
+        Some(blocked) => format!("blocked: {}", blocked.reason),
+        None if plan.takeover.as_ref().is_some_and(|t| t.to_create) => "take over, then adopt".into(),
+        None => "adopt".into(),
+    }
+}
+
+/// The INSTALL cell: the Install, and the CSV it takes over if any.
+fn install_cell(plan: &SubscriptionPlan) -> String {
+    match (&plan.install, &plan.takeover) {
+        (Some(install), Some(takeover)) => format!("{install} (takes over {})", takeover.csv),
+        (install, _) => install.clone().unwrap_or_else(|| "-".into()),
+    }
+}
+
+/// The HOLDS cell: how many rules are granted, and to which account (the CSV's own on a takeover).
+fn holds_cell(plan: &SubscriptionPlan) -> String {
+    match (&plan.account, &plan.takeover) {
+        (None, Some(_)) => format!("{} rules (its CSV's)", plan.granted.len()),
+        (account, _) => format!("{} rules as {}", plan.granted.len(), account.as_deref().unwrap_or("-")),
+    }
+}
+
+/// One line for each blocked Subscription, saying why.
+fn blocked_lines(plans: &[SubscriptionPlan]) -> Vec<String> {
+    plans
         .iter()
         .filter_map(|plan| Some(format!("  {}/{}: {}", plan.namespace, plan.name, plan.blocked.as_ref()?.message)))
-        .collect();
-    let copies: Vec<String> = plans
+        .collect()
+}
+
+/// One line for each taken-over CSV with copies, naming the namespaces its copies are in.
+fn copy_lines(plans: &[SubscriptionPlan]) -> Vec<String> {
+    plans
         .iter()
         .filter_map(|plan| plan.takeover.as_ref().filter(|t| !t.copies.is_empty()).map(|t| (plan, t)))
         .map(|(plan, takeover)| {
@@ -205,17 +239,20 @@ pub fn plan_table(plans: &[SubscriptionPlan]) -> String {
                 takeover.copies.join(", ")
             )
         })
-        .collect();
-    if !copies.is_empty() {
-        text.push_str("\nCopied CSVs deleted once adopted (what they own passes to the Operator):\n");
-        text.push_str(&copies.join("\n"));
+        .collect()
+}
+
+/// Appends `heading` then `lines`, one a line, unless there are none.
+fn push_section(text: &mut String, heading: &str, lines: &[String]) {
+    if !lines.is_empty() {
+        text.push_str(heading);
+        text.push_str(&lines.join("\n"));
         text.push('\n');
     }
-    if !blocked.is_empty() {
-        text.push_str("\nNot adopted now:\n");
-        text.push_str(&blocked.join("\n"));
-        text.push('\n');
-    }
+}
+
+/// Appends what adoption leaves as it is, and, when an operator is taken over, what that does.
+fn push_adoption_notes(text: &mut String, plans: &[SubscriptionPlan]) {
     text.push_str(
         "\nAn adopted operator keeps running as it is: its Install, account, grants and objects stay, and the rules it \
          holds count as approved; an update needing more waits for approval. An Automatic Subscription whose author \
@@ -229,7 +266,6 @@ pub fn plan_table(plans: &[SubscriptionPlan]) -> String {
              what they owned passing to the Operator.\n",
         );
     }
-    text
 }
 
 /// Annotates the namespaces, then waits until every Subscription the plan adopts is gone.

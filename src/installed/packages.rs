@@ -75,14 +75,6 @@ pub async fn serve(
     let global = catalogs.global_namespace.as_str();
     let loaded = catalogs.loaded(request.namespace.as_deref()).await;
     let sources = sources(&loaded);
-    let not_found = |name: &str| {
-        status(
-            404,
-            "NotFound",
-            &format!("{}.{} \"{name}\" not found", packagemanifest::RESOURCE, packagemanifest::GROUP),
-            Some(json!({"name": name, "group": packagemanifest::GROUP, "kind": packagemanifest::RESOURCE})),
-        )
-    };
     match (&request.name, request.subresource.as_deref()) {
         (Some(name), Some("icon")) => {
             let answer = packagemanifest::icon(
@@ -93,25 +85,7 @@ pub async fn serve(
                 headers.get(axum::http::header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()),
                 query.get("resourceVersion").map(String::as_str),
             );
-            match answer {
-                IconAnswer::NotModified => StatusCode::NOT_MODIFIED.into_response(),
-                IconAnswer::NotFound => StatusCode::NOT_FOUND.into_response(),
-                IconAnswer::Icon { data, content_type, etag } => {
-                    let mut response = (StatusCode::OK, data).into_response();
-                    // The media type is the catalog's word: a browser shown the icon (an SVG with a script, or
-                    // anything claiming to be HTML) must neither sniff nor run it under the API server's origin.
-                    let headers = response.headers_mut();
-                    headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
-                    headers.insert("content-security-policy", HeaderValue::from_static("sandbox"));
-                    if let Ok(value) = HeaderValue::from_str(&content_type) {
-                        response.headers_mut().insert(axum::http::header::CONTENT_TYPE, value);
-                    }
-                    if let Ok(value) = HeaderValue::from_str(&etag) {
-                        response.headers_mut().insert(axum::http::header::ETAG, value);
-                    }
-                    response
-                }
-            }
+            icon_response(answer)
         }
         (Some(_), Some(_)) => status(404, "NotFound", "the server could not find the requested resource", None),
         (Some(name), None) => match packagemanifest::get(&sources, namespace, global, name) {
@@ -121,33 +95,76 @@ pub async fn serve(
             },
             None => not_found(name),
         },
-        (None, _) => {
-            let labels = match selector::labels(query.get("labelSelector").map(String::as_str)) {
-                Ok(labels) => labels,
-                Err(error) => return status(400, "BadRequest", &error.to_string(), None),
-            };
-            let fields: Vec<FieldRequirement> =
-                // Any field: OLM's storage refuses all but `metadata.name` itself (`selected_name`).
-                match selector::fields(query.get("fieldSelector").map(String::as_str), None) {
-                    Ok(fields) => fields,
-                    Err(error) => return status(400, "BadRequest", &error.to_string(), None),
-                };
-            let name = match packagemanifest::selected_name(
-                fields.iter().map(|f| (f.field.as_str(), f.equal, f.value.as_str())),
-            ) {
-                Ok(name) => name,
-                Err(error) => return status(500, "InternalError", &error.to_string(), None),
-            };
-            let items: Vec<_> = packagemanifest::list(&sources, namespace, global)
-                .into_iter()
-                .filter(|manifest| name.is_none_or(|name| manifest["metadata"]["name"] == name))
-                .filter(|manifest| selector::matches(&labels, &manifest["metadata"]["labels"]))
-                .collect();
-            match table {
-                Some(include) => ok_json(&packagemanifest::table(items, include, false, now())),
-                None => ok_json(&packagemanifest::list_object(items)),
+        (None, _) => list_response(&sources, namespace, global, query, table),
+    }
+}
+
+/// The API server's 404 for a PackageManifest named `name` that `namespace` does not see.
+fn not_found(name: &str) -> Response {
+    status(
+        404,
+        "NotFound",
+        &format!("{}.{} \"{name}\" not found", packagemanifest::RESOURCE, packagemanifest::GROUP),
+        Some(json!({"name": name, "group": packagemanifest::GROUP, "kind": packagemanifest::RESOURCE})),
+    )
+}
+
+/// The response to an icon request: 304, 404, or the icon with its media type and tag, served so that a browser
+/// neither sniffs nor runs it.
+fn icon_response(answer: IconAnswer) -> Response {
+    match answer {
+        IconAnswer::NotModified => StatusCode::NOT_MODIFIED.into_response(),
+        IconAnswer::NotFound => StatusCode::NOT_FOUND.into_response(),
+        IconAnswer::Icon { data, content_type, etag } => {
+            let mut response = (StatusCode::OK, data).into_response();
+            // The media type is the catalog's word: a browser shown the icon (an SVG with a script, or
+            // anything claiming to be HTML) must neither sniff nor run it under the API server's origin.
+            let headers = response.headers_mut();
+            headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+            headers.insert("content-security-policy", HeaderValue::from_static("sandbox"));
+            if let Ok(value) = HeaderValue::from_str(&content_type) {
+                response.headers_mut().insert(axum::http::header::CONTENT_TYPE, value);
             }
+            if let Ok(value) = HeaderValue::from_str(&etag) {
+                response.headers_mut().insert(axum::http::header::ETAG, value);
+            }
+            response
         }
+    }
+}
+
+/// The list of the PackageManifests `namespace` sees (with the `global` namespace's), narrowed by the label and
+/// field selectors of `query`, as a list or as a table; a selector that cannot be read or applied is refused.
+fn list_response(
+    sources: &[Source<'_>],
+    namespace: &str,
+    global: &str,
+    query: &BTreeMap<String, String>,
+    table: Option<IncludeObject>,
+) -> Response {
+    let labels = match selector::labels(query.get("labelSelector").map(String::as_str)) {
+        Ok(labels) => labels,
+        Err(error) => return status(400, "BadRequest", &error.to_string(), None),
+    };
+    let fields: Vec<FieldRequirement> =
+        // Any field: OLM's storage refuses all but `metadata.name` itself (`selected_name`).
+        match selector::fields(query.get("fieldSelector").map(String::as_str), None) {
+            Ok(fields) => fields,
+            Err(error) => return status(400, "BadRequest", &error.to_string(), None),
+        };
+    let name =
+        match packagemanifest::selected_name(fields.iter().map(|f| (f.field.as_str(), f.equal, f.value.as_str()))) {
+            Ok(name) => name,
+            Err(error) => return status(500, "InternalError", &error.to_string(), None),
+        };
+    let items: Vec<_> = packagemanifest::list(sources, namespace, global)
+        .into_iter()
+        .filter(|manifest| name.is_none_or(|name| manifest["metadata"]["name"] == name))
+        .filter(|manifest| selector::matches(&labels, &manifest["metadata"]["labels"]))
+        .collect();
+    match table {
+        Some(include) => ok_json(&packagemanifest::table(items, include, false, now())),
+        None => ok_json(&packagemanifest::list_object(items)),
     }
 }
 

@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use serde::Serialize;
 
 use crate::api::v1alpha1::{InstallPlanApproval, SubscriptionConfig};
-use crate::api::v2alpha1::{Install, Operator, UpdateApproval, ADOPTED_FROM_ANNOTATION};
+use crate::api::v2alpha1::{CatalogSourceUpdates, Install, Operator, UpdateApproval, ADOPTED_FROM_ANNOTATION};
 use crate::legacy::installplan::execute::install_name;
 use crate::operator::reconcile::own_install_name;
 
@@ -59,19 +59,7 @@ pub fn revert_plan(
     let name = operator.name_any();
     let namespace = operator.spec.install_namespace.clone().unwrap_or_else(|| default_namespace.to_owned());
     let catalog = operator.spec.updates.as_ref().and_then(|u| u.catalog_source.as_ref());
-    let mut plan = RevertPlan {
-        operator: name.clone(),
-        namespace: namespace.clone(),
-        package: String::new(),
-        channel: catalog.and_then(|c| c.channel.clone()),
-        catalog: catalog.map(|c| format!("{}/{}", c.catalog_ref.namespace, c.catalog_ref.name)).unwrap_or_default(),
-        manual: catalog.is_some_and(|c| c.approval == UpdateApproval::Manual),
-        install: own_install_name(operator),
-        source: catalog.map(|c| c.catalog_ref.name.clone()).unwrap_or_default(),
-        source_namespace: catalog.map(|c| c.catalog_ref.namespace.clone()).unwrap_or_default(),
-        config: operator.spec.config.as_ref().map(SubscriptionConfig::from),
-        blocked: None,
-    };
+    let mut plan = unblocked_plan(operator, catalog, &name, &namespace);
     if !operator.annotations().contains_key(ADOPTED_FROM_ANNOTATION) {
         plan.blocked = blocked(
             "NotAdopted",
@@ -88,8 +76,47 @@ pub fn revert_plan(
     };
     plan.package = package.clone();
     let expected = install_name(&package, &namespace);
+    plan.blocked = install_blocker(operator, installs, &plan, &expected, controller_namespace);
+    plan
+}
+
+/// The Subscription `operator` (named `name`, installing into `namespace`) becomes, following `catalog`, with no
+/// package yet and nothing blocking it: `revert_plan` fills those in.
+fn unblocked_plan(
+    operator: &Operator,
+    catalog: Option<&CatalogSourceUpdates>,
+    name: &str,
+    namespace: &str,
+) -> RevertPlan {
+    RevertPlan {
+        operator: name.to_owned(),
+        namespace: namespace.to_owned(),
+        package: String::new(),
+        channel: catalog.and_then(|c| c.channel.clone()),
+        catalog: catalog.map(|c| format!("{}/{}", c.catalog_ref.namespace, c.catalog_ref.name)).unwrap_or_default(),
+        manual: catalog.is_some_and(|c| c.approval == UpdateApproval::Manual),
+        install: own_install_name(operator),
+        source: catalog.map(|c| c.catalog_ref.name.clone()).unwrap_or_default(),
+        source_namespace: catalog.map(|c| c.catalog_ref.namespace.clone()).unwrap_or_default(),
+        config: operator.spec.config.as_ref().map(SubscriptionConfig::from),
+        blocked: None,
+    }
+}
+
+/// Why the Operator's Install cannot be handed to the Subscription `plan` makes (whose Install would be named
+/// `expected`), if it cannot: it has another name, the Operator has Installs of its own for dependencies, or its
+/// namespace's Installs run as several accounts.
+fn install_blocker(
+    operator: &Operator,
+    installs: &[Install],
+    plan: &RevertPlan,
+    expected: &str,
+    controller_namespace: &str,
+) -> Option<Blocked> {
+    let name = &plan.operator;
+    let namespace = &plan.namespace;
     if plan.install != expected {
-        plan.blocked = blocked(
+        return blocked(
             "InstallNotASubscriptions",
             format!(
                 "Operator {name}'s Install is {}, and a Subscription's would be {expected}: going back would install \
@@ -97,16 +124,10 @@ pub fn revert_plan(
                 plan.install
             ),
         );
-        return plan;
     }
-    let uid = operator.uid();
-    let owned_by_it = |install: &Install| {
-        install.owner_references().iter().any(|owner| owner.kind == "Operator" && Some(&owner.uid) == uid.as_ref())
-    };
-    let dependencies: Vec<String> =
-        installs.iter().filter(|i| owned_by_it(i) && i.name_any() != expected).map(ResourceExt::name_any).collect();
+    let dependencies = dependency_installs(operator, installs, expected);
     if !dependencies.is_empty() {
-        plan.blocked = blocked(
+        return blocked(
             "HasDependencyInstalls",
             format!(
                 "Operator {name} installed its dependencies through Installs of its own ({}), which no Subscription \
@@ -114,8 +135,33 @@ pub fn revert_plan(
                 dependencies.join(", ")
             ),
         );
-        return plan;
     }
+    let accounts = namespace_accounts(installs, namespace, controller_namespace);
+    if accounts.len() > 1 {
+        return blocked(
+            "SeveralAccountsInNamespace",
+            format!(
+                "the Installs of namespace {namespace} run as {}: OLM v0 installs a namespace's operators as one \
+                 account, its OperatorGroup's; move some to other namespaces first",
+                accounts.join(", ")
+            ),
+        );
+    }
+    None
+}
+
+/// The names of the Installs `operator` owns other than its own (`expected`): those it made for its dependencies.
+fn dependency_installs(operator: &Operator, installs: &[Install], expected: &str) -> Vec<String> {
+    let uid = operator.uid();
+    let owned_by_it = |install: &Install| {
+        install.owner_references().iter().any(|owner| owner.kind == "Operator" && Some(&owner.uid) == uid.as_ref())
+    };
+    installs.iter().filter(|i| owned_by_it(i) && i.name_any() != expected).map(ResourceExt::name_any).collect()
+}
+
+/// The accounts (`<namespace>/<name>`, sorted, once each) the Installs into `namespace` run as, leaving out the
+/// controller's own (those in `controller_namespace`).
+fn namespace_accounts(installs: &[Install], namespace: &str, controller_namespace: &str) -> Vec<String> {
     // OLM v0 installs a namespace's operators as one account: its OperatorGroup's.
     let account_of = |install: &Install| {
         let account = install.status.as_ref()?.service_account_ref.as_ref()?;
@@ -126,17 +172,7 @@ pub fn revert_plan(
     let mut accounts: Vec<String> = installs.iter().filter(|i| in_namespace(i)).filter_map(account_of).collect();
     accounts.sort();
     accounts.dedup();
-    if accounts.len() > 1 {
-        plan.blocked = blocked(
-            "SeveralAccountsInNamespace",
-            format!(
-                "the Installs of namespace {namespace} run as {}: OLM v0 installs a namespace's operators as one \
-                 account, its OperatorGroup's; move some to other namespaces first",
-                accounts.join(", ")
-            ),
-        );
-    }
-    plan
+    accounts
 }
 
 /// Whether `subscription` is the one `plan` makes on behalf of `creator`: named for the Operator, its spec as the

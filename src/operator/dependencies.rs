@@ -129,23 +129,73 @@ fn served_api(gvk: &Gvk) -> CatalogBundle {
 pub fn resolve(inputs: &Inputs<'_>) -> Result<Vec<Dependency>, DependenciesError> {
     let catalog = inputs.source.catalog;
     let main = inputs.bundle;
-    let owned: Vec<&CatalogBundle> = inputs
+    let owned = owned_bundles(inputs);
+    let own_packages: BTreeSet<&str> =
+        std::iter::once(main.package.as_str()).chain(owned.iter().map(|bundle| bundle.package.as_str())).collect();
+    let own_apis = own_apis_of(inputs, &own_packages);
+
+    let mut installed = standing_bundles(inputs, &own_packages, &own_apis);
+    let standing: BTreeSet<Gvk> = installed.iter().flat_map(|bundle| bundle.provides.iter().cloned()).collect();
+    let served: BTreeSet<&Gvk> = inputs.served.iter().collect();
+    installed
+        .extend(served.into_iter().filter(|gvk| !own_apis.contains(gvk) && !standing.contains(*gvk)).map(served_api));
+
+    let problem = Problem {
+        sources: vec![inputs.source.clone()],
+        installed,
+        wants: vec![Want {
+            by: format!("Operator {}", inputs.operator),
+            package: main.package.clone(),
+            candidates: vec![Pick { origin: Origin::Source(0), bundle: main.name.clone() }],
+        }],
+        // What it installed before, or one step further along its channel.
+        preferred: preferred_picks(catalog, &owned),
+    };
+    let catalog_name = format!("{}/{}", inputs.source.namespace, inputs.source.name);
+    resolve_dependencies(&problem)?
+        .into_iter()
+        .filter(|chosen| chosen.origin == Origin::Source(0) && chosen.bundle.package != main.package)
+        .map(|chosen| dependency_of(inputs.operator, chosen.bundle, &catalog_name))
+        .collect()
+}
+
+/// The catalog bundles of the Installs the Operator owns, other than its own package's: the dependencies it
+/// installed before.
+fn owned_bundles<'a>(inputs: &Inputs<'a>) -> Vec<&'a CatalogBundle> {
+    let catalog = inputs.source.catalog;
+    let main = inputs.bundle;
+    inputs
         .held
         .iter()
         .filter(|held| held.owned)
         .filter_map(|held| find(catalog, held.bundle))
         .filter(|bundle| bundle.package != main.package)
-        .collect();
-    let own_packages: BTreeSet<&str> =
-        std::iter::once(main.package.as_str()).chain(owned.iter().map(|bundle| bundle.package.as_str())).collect();
-    let own_apis: BTreeSet<&Gvk> = own_packages
+        .collect()
+}
+
+/// Every API that a bundle of the Operator's own packages (`own_packages`) provides, in any version of the catalog,
+/// and the APIs of the Operator's bundle: they are being resolved again.
+fn own_apis_of<'a>(inputs: &Inputs<'a>, own_packages: &BTreeSet<&str>) -> BTreeSet<&'a Gvk> {
+    let catalog = inputs.source.catalog;
+    let main = inputs.bundle;
+    own_packages
         .iter()
         .filter_map(|package| catalog.packages.get(*package))
         .flat_map(|package| package.bundles.values())
         .chain(std::iter::once(main))
         .flat_map(|bundle| &bundle.provides)
-        .collect();
+        .collect()
+}
 
+/// The bundles of this catalog that Installs of others hold and run, taken as they stand (without requirements),
+/// leaving out any that clashes with the Operator's own packages and APIs or with one taken before (in the order
+/// of the Installs' names).
+fn standing_bundles(
+    inputs: &Inputs<'_>,
+    own_packages: &BTreeSet<&str>,
+    own_apis: &BTreeSet<&Gvk>,
+) -> Vec<CatalogBundle> {
+    let catalog = inputs.source.catalog;
     let mut installed: Vec<CatalogBundle> = Vec::new();
     let mut others: Vec<&Held<'_>> = inputs.held.iter().filter(|held| !held.owned).collect();
     others.sort_by_key(|held| held.install);
@@ -166,51 +216,38 @@ pub fn resolve(inputs: &Inputs<'_>) -> Result<Vec<Dependency>, DependenciesError
             installed.push(CatalogBundle { requires: Vec::new(), ..bundle.clone() });
         }
     }
-    let standing: BTreeSet<Gvk> = installed.iter().flat_map(|bundle| bundle.provides.iter().cloned()).collect();
-    let served: BTreeSet<&Gvk> = inputs.served.iter().collect();
     installed
-        .extend(served.into_iter().filter(|gvk| !own_apis.contains(gvk) && !standing.contains(*gvk)).map(served_api));
+}
 
-    let problem = Problem {
-        sources: vec![inputs.source.clone()],
-        installed,
-        wants: vec![Want {
-            by: format!("Operator {}", inputs.operator),
-            package: main.package.clone(),
-            candidates: vec![Pick { origin: Origin::Source(0), bundle: main.name.clone() }],
-        }],
-        // What it installed before, or one step further along its channel.
-        preferred: owned
-            .iter()
-            .flat_map(|bundle| {
-                let pick =
-                    |name: &str| (bundle.package.clone(), Pick { origin: Origin::Source(0), bundle: name.into() });
-                next_along_channel(catalog, bundle).map(|next| pick(&next.name)).into_iter().chain([pick(&bundle.name)])
-            })
-            .collect(),
-    };
-    let catalog_name = format!("{}/{}", inputs.source.namespace, inputs.source.name);
-    resolve_dependencies(&problem)?
-        .into_iter()
-        .filter(|chosen| chosen.origin == Origin::Source(0) && chosen.bundle.package != main.package)
-        .map(|chosen| {
-            let bundle = chosen.bundle;
-            if bundle.image.is_empty() {
-                return Err(DependenciesError::WithoutImage { bundle: bundle.name, catalog: catalog_name.clone() });
-            }
-            let install = install_name(inputs.operator, &bundle.package);
-            if !valid_name(&install) {
-                return Err(DependenciesError::InvalidName { package: bundle.package, name: install });
-            }
-            Ok(Dependency {
-                install,
-                package: bundle.package,
-                version: bundle.version.to_string(),
-                bundle: bundle.name,
-                image: bundle.image,
-            })
+/// For each dependency the Operator installed before (`owned`), the bundles preferred for its package: the next one
+/// along its channel, then the one it has.
+fn preferred_picks(catalog: &Catalog, owned: &[&CatalogBundle]) -> Vec<(String, Pick)> {
+    owned
+        .iter()
+        .flat_map(|bundle| {
+            let pick = |name: &str| (bundle.package.clone(), Pick { origin: Origin::Source(0), bundle: name.into() });
+            next_along_channel(catalog, bundle).map(|next| pick(&next.name)).into_iter().chain([pick(&bundle.name)])
         })
         .collect()
+}
+
+/// The dependency on `bundle` (of the catalog named `catalog_name`) of the Operator named `operator`, with the
+/// Install to hold it, or why it cannot be installed.
+fn dependency_of(operator: &str, bundle: CatalogBundle, catalog_name: &str) -> Result<Dependency, DependenciesError> {
+    if bundle.image.is_empty() {
+        return Err(DependenciesError::WithoutImage { bundle: bundle.name, catalog: catalog_name.to_owned() });
+    }
+    let install = install_name(operator, &bundle.package);
+    if !valid_name(&install) {
+        return Err(DependenciesError::InvalidName { package: bundle.package, name: install });
+    }
+    Ok(Dependency {
+        install,
+        package: bundle.package,
+        version: bundle.version.to_string(),
+        bundle: bundle.name,
+        image: bundle.image,
+    })
 }
 
 #[cfg(test)]

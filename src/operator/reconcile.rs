@@ -97,19 +97,73 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
         // because they were not read yet, then be written again (with events for each flap).
         return Ok(Action::requeue(INDEX_WAIT));
     }
-    let name = operator.name_any();
-    let install_name = own_install_name(&operator);
-    let installs = ctx.client.all::<Install>();
-    let install = read_install(&installs, &ctx.index, &operator, &install_name).await?;
-    let uid = operator.uid().unwrap_or_default();
-    let foreign = install.as_ref().is_some_and(|install| !owned_by(install, &uid));
-    if foreign && install.as_ref().is_some_and(|install| being_adopted(&operator, install)) && recent(&operator) {
+    let pass = Pass::new(&ctx, &operator);
+    let Some(Observation { owned, source, mut dependents }) = observe(&pass).await? else {
+        // The Install of its name is still being adopted for it (`observe`).
+        return Ok(Action::requeue(ctx.options.retry));
+    };
+    let install = match target_of(&operator, &source, &ctx.options) {
+        Some(target) => Some(bring_to_target(&pass, &source, &target, owned, &mut dependents).await?),
+        None => owned,
+    };
+
+    let components = lock(&ctx.index).components_of(&pass.name);
+    project_labels(&ctx.client, &pass.name, &components).await;
+    report_status(&pass, &components, install.as_ref(), &dependents, &source).await?;
+    Ok(Action::requeue(ctx.options.resync))
+}
+
+/// What the steps of one pass over an Operator share: the Operator and the controller's context, the Installs'
+/// API, and the names the Operator goes by.
+struct Pass<'a> {
+    ctx: &'a Context,
+    operator: &'a Operator,
+    /// The Operator's name.
+    name: String,
+    /// The name of the Operator's own Install (`own_install_name`).
+    install_name: String,
+    installs: Objects<Install>,
+    /// The Operator's uid (empty when it has none yet).
+    uid: String,
+}
+
+impl<'a> Pass<'a> {
+    /// The pass over `operator`: its names, and the Installs' API of the controller's client.
+    fn new(ctx: &'a Context, operator: &'a Operator) -> Self {
+        Pass {
+            ctx,
+            operator,
+            name: operator.name_any(),
+            install_name: own_install_name(operator),
+            installs: ctx.client.all::<Install>(),
+            uid: operator.uid().unwrap_or_default(),
+        }
+    }
+}
+
+/// What a pass read before it writes.
+struct Observation {
+    /// The Operator's own Install, when the Operator owns it.
+    owned: Option<Install>,
+    /// What the Operator's source came to (a failure when its Install's name is taken).
+    source: SourceOutcome,
+    /// The Installs the Operator owns for its dependencies.
+    dependents: Vec<Install>,
+}
+
+/// Reads the Operator's own Install, its source and its dependencies' Installs; `None` while the Install of its
+/// name is still the Subscription's that the adoption loop is putting under it.
+async fn observe(pass: &Pass<'_>) -> Result<Option<Observation>, ReconcileError> {
+    let (ctx, operator, install_name) = (pass.ctx, pass.operator, &pass.install_name);
+    let install = read_install(&pass.installs, &ctx.index, operator, install_name).await?;
+    let foreign = install.as_ref().is_some_and(|install| !owned_by(install, &pass.uid));
+    if foreign && install.as_ref().is_some_and(|install| being_adopted(operator, install)) && recent(operator) {
         // The adoption loop made this Operator for the Subscription's Install and puts the Install under it next:
         // nothing to say until it has. Should it never (its Subscription deleted meanwhile), the name is reported
         // taken once the Operator is a minute old.
-        return Ok(Action::requeue(ctx.options.retry));
+        return Ok(None);
     }
-    let owned = install.filter(|install| owned_by(install, &uid));
+    let owned = install.filter(|install| owned_by(install, &pass.uid));
     let source = if foreign {
         SourceOutcome::Failed {
             reason: "InstallNameTaken",
@@ -118,59 +172,82 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
             ),
         }
     } else {
-        super::source::source_outcome(&ctx, &operator, owned.as_ref()).await
+        super::source::source_outcome(ctx, operator, owned.as_ref()).await
     };
-    // Read only when there may be some: an Operator without dependencies costs no more requests.
-    let resolved_some = matches!(&source, SourceOutcome::Resolved { dependencies, .. } if !dependencies.is_empty());
-    let indexed_some = lock(&ctx.index)
-        .components_of(&name)
-        .iter()
-        .any(|component| component.reference.kind == "Install" && component.reference.name != install_name);
-    let mut dependents = if resolved_some || indexed_some {
-        owned_dependencies(&installs, &name, &install_name, &uid).await?
-    } else {
-        Vec::new()
-    };
-    let install = match target_of(&operator, &source, &ctx.options) {
-        Some(target) => {
-            let creator = operator.annotations().get(CREATOR_ANNOTATION).map(String::as_str);
-            let owner = Owner { name: &name, uid: &uid, creator };
-            // Dependencies first, so that the Operator's own content finds what it requires on its way.
-            let brought = bring_dependencies(&installs, &owner, &source, &target, &mut dependents).await?;
-            let before = owned.as_ref().map(|install| install.metadata.resource_version.clone());
-            let install = bring_install(&installs, &install_name, &owner, owned, &target).await?;
-            let written = brought.written || before.is_none_or(|version| version != install.metadata.resource_version);
-            let holding = brought.held_back || matches!(source, SourceOutcome::Resolved { holding: true, .. });
-            if target.changed_by.is_some() && written && !holding {
-                // The mark went over to the Installs with what the source changed; the Operator's has done its work.
-                // While one of them keeps its bundle, the change is still to come: the mark stays for it.
-                clear_source_mark(&ctx.client, &operator).await;
-            }
-            Some(install)
-        }
-        None => owned,
-    };
+    let dependents = read_dependents(pass, &source).await?;
+    Ok(Some(Observation { owned, source, dependents }))
+}
 
-    let components = lock(&ctx.index).components_of(&name);
-    project_labels(&ctx.client, &name, &components).await;
+/// The Installs the Operator owns for its dependencies, read only when there may be some: the source resolved
+/// some, or the index knows an Install among its components other than its own.
+async fn read_dependents(pass: &Pass<'_>, source: &SourceOutcome) -> Result<Vec<Install>, ReconcileError> {
+    // Read only when there may be some: an Operator without dependencies costs no more requests.
+    let resolved_some = matches!(source, SourceOutcome::Resolved { dependencies, .. } if !dependencies.is_empty());
+    let indexed_some = lock(&pass.ctx.index)
+        .components_of(&pass.name)
+        .iter()
+        .any(|component| component.reference.kind == "Install" && component.reference.name != pass.install_name);
+    if resolved_some || indexed_some {
+        owned_dependencies(&pass.installs, &pass.name, &pass.install_name, &pass.uid).await
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+/// Brings the dependencies' Installs, then the Operator's own (`owned`, when there), to `target`, and clears the
+/// Operator's source-change mark once it went over to them. Returns the Operator's Install as it is now.
+async fn bring_to_target(
+    pass: &Pass<'_>,
+    source: &SourceOutcome,
+    target: &Target,
+    owned: Option<Install>,
+    dependents: &mut Vec<Install>,
+) -> Result<Install, ReconcileError> {
+    let operator = pass.operator;
+    let creator = operator.annotations().get(CREATOR_ANNOTATION).map(String::as_str);
+    let owner = Owner { name: &pass.name, uid: &pass.uid, creator };
+    // Dependencies first, so that the Operator's own content finds what it requires on its way.
+    let brought = bring_dependencies(&pass.installs, &owner, source, target, dependents).await?;
+    let before = owned.as_ref().map(|install| install.metadata.resource_version.clone());
+    let install = bring_install(&pass.installs, &pass.install_name, &owner, owned, target).await?;
+    let written = brought.written || before.is_none_or(|version| version != install.metadata.resource_version);
+    let holding = brought.held_back || matches!(source, SourceOutcome::Resolved { holding: true, .. });
+    if target.changed_by.is_some() && written && !holding {
+        // The mark went over to the Installs with what the source changed; the Operator's has done its work.
+        // While one of them keeps its bundle, the change is still to come: the mark stays for it.
+        clear_source_mark(&pass.ctx.client, operator).await;
+    }
+    Ok(install)
+}
+
+/// Computes the Operator's status from its components, its Installs and its source, and when it changed writes it
+/// and publishes an event for each condition that moved.
+async fn report_status(
+    pass: &Pass<'_>,
+    components: &[Component],
+    install: Option<&Install>,
+    dependents: &[Install],
+    source: &SourceOutcome,
+) -> Result<(), ReconcileError> {
+    let operator = pass.operator;
     let previous = operator.status.clone().unwrap_or_default();
     let observed = Observed {
-        name: &name,
+        name: &pass.name,
         generation: operator.metadata.generation,
         previous: &previous.conditions,
-        components: &components,
-        install: install.as_ref(),
-        dependencies: &dependents,
-        source: &source,
-        installed_bundle: install.as_ref().and_then(installed_bundle),
+        components,
+        install,
+        dependencies: dependents,
+        source,
+        installed_bundle: install.and_then(installed_bundle),
         adopted_from: operator.annotations().get(ADOPTED_FROM_ANNOTATION).map(String::as_str),
     };
     let next = status(&observed, &Time(k8s_openapi::jiff::Timestamp::now()));
     if next != previous {
-        write_status(&ctx.client, &name, &next).await?;
-        ctx.events.publish(&*operator, &transitions(&previous.conditions, &next.conditions, &EVENTS)).await;
+        write_status(&pass.ctx.client, &pass.name, &next).await?;
+        pass.ctx.events.publish(operator, &transitions(&previous.conditions, &next.conditions, &EVENTS)).await;
     }
-    Ok(Action::requeue(ctx.options.resync))
+    Ok(())
 }
 
 /// The Operator's own Install as the API server has it. Not asked for when the Operator has no source (it writes no

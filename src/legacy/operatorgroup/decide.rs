@@ -72,6 +72,39 @@ pub fn decide(observed: &Observed<'_>) -> Decision {
     let group = observed.group;
     let previous = group.status.clone().unwrap_or_default();
     let mut status = previous.clone();
+    let (changed, stopped) = conditions_and_account(observed, &previous, &mut status);
+    if stopped.is_some() {
+        return Decision { status: changed.then_some(status), stopped, ..Decision::default() };
+    }
+
+    let targets = match targets(&group.spec, observed.namespaces) {
+        Ok(targets) => targets,
+        Err(error) => {
+            return Decision {
+                status: changed.then_some(status),
+                stopped: Some(error.to_string()),
+                ..Decision::default()
+            }
+        }
+    };
+    let namespaces = targets.status_namespaces();
+    if !same_set(&namespaces, &previous.namespaces) {
+        status.namespaces = namespaces;
+        status.last_updated = Some(observed.now.clone());
+        return Decision { status: Some(status), ..Decision::default() };
+    }
+
+    Decision { status: changed.then_some(status), ..settled_writes(observed, &previous.namespaces) }
+}
+
+/// Sets the group's conditions (`MultipleOperatorGroup`, and `OperatorGroupServiceAccount` when the account it
+/// names is missing) and its ServiceAccount reference on `status`, which starts as `previous`. Returns whether that
+/// changed the status, and why the pass stops there (the account is missing; its last reference is kept).
+fn conditions_and_account(
+    observed: &Observed<'_>,
+    previous: &OperatorGroupStatus,
+    status: &mut OperatorGroupStatus,
+) -> (bool, Option<String>) {
     let mut wanted: Vec<Wanted> = Vec::new();
     if observed.groups_in_namespace > 1 {
         wanted.push((
@@ -103,42 +136,20 @@ pub fn decide(observed: &Observed<'_>) -> Decision {
         status.last_updated = Some(observed.now.clone());
         changed = true;
     }
-    if stopped.is_some() {
-        return Decision { status: changed.then_some(status), stopped, ..Decision::default() };
-    }
+    (changed, stopped)
+}
 
-    let targets = match targets(&group.spec, observed.namespaces) {
-        Ok(targets) => targets,
-        Err(error) => {
-            return Decision {
-                status: changed.then_some(status),
-                stopped: Some(error.to_string()),
-                ..Decision::default()
-            }
-        }
-    };
-    let namespaces = targets.status_namespaces();
-    if !same_set(&namespaces, &previous.namespaces) {
-        status.namespaces = namespaces;
-        status.last_updated = Some(observed.now.clone());
-        return Decision { status: Some(status), ..Decision::default() };
-    }
-
+/// What a pass over a group whose targets are settled (`status_namespaces`, as its status says) writes beside the
+/// status: the members' `olm.*` annotations, the three aggregating ClusterRoles over every API the group and its
+/// members provide, and `olm.providedAPIs` pruned (unless the group's APIs are static).
+fn settled_writes(observed: &Observed<'_>, status_namespaces: &[String]) -> Decision {
+    let group = observed.group;
     let name = group.metadata.name.clone().unwrap_or_default();
     let namespace = group.metadata.namespace.clone().unwrap_or_default();
-    let annotations = group_annotations(&name, &namespace, &previous.namespaces);
+    let annotations = group_annotations(&name, &namespace, status_namespaces);
     let members: Vec<&ClusterServiceVersion> =
         observed.csvs.iter().filter(|csv| !is_copied(csv) && !is_install_record(csv)).collect();
-    let annotate = members
-        .iter()
-        .filter(|csv| {
-            let current = csv.metadata.annotations.clone().unwrap_or_default();
-            // A write only where it changes something: while the group names no targets, a member already
-            // carrying its name and namespace is left alone (it waits, as OLM's no-op update leaves it).
-            annotations.iter().any(|(key, value)| current.get(key) != Some(value))
-        })
-        .map(|csv| (csv.metadata.name.clone().unwrap_or_default(), annotations.clone()))
-        .collect();
+    let annotate = to_annotate(&members, &annotations);
 
     let group_apis = group_provided_apis(group);
     let member_apis: Vec<(ApiSet, &ClusterServiceVersion)> =
@@ -147,7 +158,24 @@ pub fn decide(observed: &Observed<'_>) -> Decision {
         group_apis.iter().cloned().chain(member_apis.iter().flat_map(|(apis, _)| apis.iter().cloned())).collect();
     let roles = SUFFIXES.iter().map(|suffix| group_role(&namespace, &name, suffix, &all_apis)).collect();
     let provided_apis = if group.spec.static_provided_apis { None } else { pruned(&group_apis, &member_apis) };
-    Decision { status: changed.then_some(status), stopped: None, annotate, roles, provided_apis }
+    Decision { status: None, stopped: None, annotate, roles, provided_apis }
+}
+
+/// The members whose annotations differ from the group's `annotations`, each named with the annotations to set.
+fn to_annotate(
+    members: &[&ClusterServiceVersion],
+    annotations: &BTreeMap<String, String>,
+) -> Vec<(String, BTreeMap<String, String>)> {
+    members
+        .iter()
+        .filter(|csv| {
+            let current = csv.metadata.annotations.clone().unwrap_or_default();
+            // A write only where it changes something: while the group names no targets, a member already
+            // carrying its name and namespace is left alone (it waits, as OLM's no-op update leaves it).
+            annotations.iter().any(|(key, value)| current.get(key) != Some(value))
+        })
+        .map(|csv| (csv.metadata.name.clone().unwrap_or_default(), annotations.clone()))
+        .collect()
 }
 
 /// OLM's `pruneProvidedAPIs`: the annotation shrinks to the APIs members still provide, unless a member providing
