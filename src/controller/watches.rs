@@ -6,6 +6,7 @@
 
 use std::fmt::Debug;
 
+use futures_util::stream::BoxStream;
 use futures_util::{Stream, StreamExt};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::Controller;
@@ -37,6 +38,18 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     trimmed(Api::<PartialObjectMeta<K>>::all(client), config)
+}
+
+/// A store filled by `watch`, and the watch's events once the store took each (to wake a controller by): for a loop
+/// that reads what another kind's watch holds and is woken by its changes.
+pub fn reflected<K>(
+    watch: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+) -> (reflector::Store<K>, BoxStream<'static, Result<Event<K>, watcher::Error>>)
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let (store, writer) = reflector::store();
+    (store, reflector(writer, watch).boxed())
 }
 
 /// A controller of `K` whose store holds trimmed objects: `Controller::new` with [`trim`] before the store.

@@ -319,6 +319,15 @@ fn chain_neighbours(
         .collect()
 }
 
+/// The CSVs owning or requiring the CRD `crd_name`.
+fn naming_crd(crd_name: &str, csvs: &Store<ClusterServiceVersion>) -> Vec<ObjectRef<ClusterServiceVersion>> {
+    let names = |csv: &ClusterServiceVersion| {
+        let crds = csv.spec.custom_resource_definitions.iter();
+        crds.flat_map(|crds| crds.owned.iter().chain(&crds.required)).any(|crd| crd.name == crd_name)
+    };
+    csvs.state().iter().filter(|csv| names(csv)).map(|csv| ObjectRef::from_obj(csv.as_ref())).collect()
+}
+
 /// Keeps of a Deployment what a CSV's health is judged on (its labels, generation, status and pod template's
 /// metadata): the pods' spec is most of it.
 fn without_pod_spec(deployment: &mut Deployment) {
@@ -377,38 +386,19 @@ pub(crate) fn arrival_or_deletion(namespace: &PartialObjectMeta<Namespace>) -> O
 /// Starts the CSV loop.
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
+    let all = watcher::Config::default;
     // Names and deletion only: every global OperatorGroup labels every namespace, and the namespace loop's store
     // holds those labels already; a second copy here is not needed.
-    let (namespaces, writer) = kube::runtime::reflector::store::<PartialObjectMeta<Namespace>>();
-    let namespace_changes = kube::runtime::reflector(
-        writer,
-        watches::metadata::<Namespace>(client.clone(), watcher::Config::default()).modify(name_and_deletion_only),
-    );
-    // The cluster's RBAC, held once by the process for the permission checks (a change wakes no CSV: a CSV waiting
-    // on RBAC looks again after the retry interval, as OLM's does).
-    let rbac = process.rbac.clone();
-    let (groups, groups_writer) = kube::runtime::reflector::store::<OperatorGroup>();
-    let group_changes = kube::runtime::reflector(
-        groups_writer,
-        watches::trimmed(Api::<OperatorGroup>::all(client.clone()), watcher::Config::default()),
-    );
-    let (crds, crds_writer) = kube::runtime::reflector::store::<CustomResourceDefinition>();
-    let crd_changes = kube::runtime::reflector(
-        crds_writer,
-        watches::trimmed(Api::<CustomResourceDefinition>::all(client.clone()), watcher::Config::default())
-            .modify(without_schemas),
-    );
-    let (deployments, deployments_writer) = kube::runtime::reflector::store::<Deployment>();
-    let deployment_changes = kube::runtime::reflector(
-        deployments_writer,
-        watches::trimmed(Api::<Deployment>::all(client.clone()), watcher::Config::default().labels(OWNED_BY_CSV))
-            .modify(without_pod_spec),
-    );
-    let (configs, configs_writer) = kube::runtime::reflector::store::<OLMConfig>();
-    let config_changes = kube::runtime::reflector(
-        configs_writer,
-        watches::trimmed(Api::<OLMConfig>::all(client.clone()), watcher::Config::default()),
-    );
+    let (namespaces, namespace_changes) =
+        watches::reflected(watches::metadata::<Namespace>(client.clone(), all()).modify(name_and_deletion_only));
+    let (groups, group_changes) =
+        watches::reflected(watches::trimmed(Api::<OperatorGroup>::all(client.clone()), all()));
+    let crds = Api::<CustomResourceDefinition>::all(client.clone());
+    let (crds, crd_changes) = watches::reflected(watches::trimmed(crds, all()).modify(without_schemas));
+    let deployments = Api::<Deployment>::all(client.clone());
+    let (deployments, deployment_changes) =
+        watches::reflected(watches::trimmed(deployments, all().labels(OWNED_BY_CSV)).modify(without_pod_spec));
+    let (configs, config_changes) = watches::reflected(watches::trimmed(Api::<OLMConfig>::all(client.clone()), all()));
     // A CSV's change concerns the one it replaces and those replacing it, woken once the store holds the change.
     let controller = watches::controller_waking_related(
         Api::<ClusterServiceVersion>::all(client.clone()),
@@ -423,7 +413,9 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         retry: process.options.retry,
         resync: process.options.resync,
         namespaces,
-        rbac,
+        // The cluster's RBAC, held once by the process for the permission checks (a change wakes no CSV: a CSV
+        // waiting on RBAC looks again after the retry interval, as OLM's does).
+        rbac: process.rbac.clone(),
         groups: groups.clone(),
         csvs: csvs.clone(),
         crds,
@@ -437,8 +429,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         move || store.state().iter().map(|csv| ObjectRef::from_obj(csv.as_ref())).collect::<Vec<_>>()
     };
     let (by_config, by_namespace) = (every(csvs.clone()), every(csvs.clone()));
-    let (by_group, group_apis) = (csvs.clone(), wakes::GroupApis::new(groups));
-    let by_crd = csvs;
+    let (by_group, group_apis, by_crd) = (csvs.clone(), wakes::GroupApis::new(groups), csvs);
     let controller = controller
         // Its Deployments (their labels name the CSV).
         .watches_stream(deployment_changes.touched_objects(), |deployment| owner_csv(deployment.labels()))
@@ -466,17 +457,6 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
             let origin = copy.labels().get(super::membership::COPIED_FROM_LABEL).cloned()?;
             Some(ObjectRef::<ClusterServiceVersion>::new(&copy.name_any()).within(&origin))
         })
-        .watches_stream(crd_changes.touched_objects(), move |crd| {
-            let crd_name = crd.name_any();
-            by_crd
-                .state()
-                .iter()
-                .filter(|csv| {
-                    let crds = csv.spec.custom_resource_definitions.iter();
-                    crds.flat_map(|crds| crds.owned.iter().chain(&crds.required)).any(|d| d.name == crd_name)
-                })
-                .map(|csv| ObjectRef::from_obj(csv.as_ref()))
-                .collect::<Vec<_>>()
-        });
+        .watches_stream(crd_changes.touched_objects(), move |crd| naming_crd(&crd.name_any(), &by_crd));
     runner::run(controller, context, process.shutdown()).boxed()
 }
