@@ -40,6 +40,26 @@ where
     trimmed(Api::<PartialObjectMeta<K>>::all(client), config)
 }
 
+/// Whether `store` has listed its objects once, waiting up to `within` for it; false when it did not in that time or
+/// its watch stopped (a stopping controller no longer polls it), for the caller to read live or come back later.
+pub async fn listed<K>(store: &reflector::Store<K>, within: std::time::Duration) -> bool
+where
+    K: Resource + Clone,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    matches!(tokio::time::timeout(within, store.wait_until_ready()).await, Ok(Ok(())))
+}
+
+/// The objects of `namespace` that `store` holds.
+pub fn in_namespace<K>(store: &reflector::Store<K>, namespace: &str) -> Vec<std::sync::Arc<K>>
+where
+    K: Resource + Clone,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    let objects = store.state();
+    objects.into_iter().filter(|object| object.meta().namespace.as_deref() == Some(namespace)).collect()
+}
+
 /// A store filled by `watch`, and the watch's events once the store took each (to wake a controller by): for a loop
 /// that reads what another kind's watch holds and is woken by its changes.
 pub fn reflected<K>(

@@ -91,7 +91,7 @@ impl Reconciler for Context {
         // Until every group has been read, a missing one would look deleted and its labels would be removed. The
         // wait is bounded: a stopping controller no longer polls the watch that lists them, and a pass waiting for
         // ever held the stop for its whole grace.
-        if !matches!(tokio::time::timeout(GROUPS_LISTED, self.groups.wait_until_ready()).await, Ok(Ok(()))) {
+        if !watches::listed(&self.groups, GROUPS_LISTED).await {
             return Ok(Action::requeue(self.retry));
         }
         let groups = self.groups.state();

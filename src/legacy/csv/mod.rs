@@ -120,12 +120,6 @@ impl Context {
         listed(&self.groups).await.then(|| self.groups.state())
     }
 
-    /// The original CSVs of `namespace`, as the loop's store holds them.
-    fn csvs_in(&self, namespace: &str) -> Vec<Arc<ClusterServiceVersion>> {
-        let csvs = self.csvs.state();
-        csvs.into_iter().filter(|csv| csv.namespace().as_deref() == Some(namespace)).collect()
-    }
-
     /// The CRD `name` as watched (schemas dropped); None when the watch has not listed the CRDs, for the pass to
     /// read them live.
     async fn watched_crd(&self, name: &str) -> Option<Option<Arc<CustomResourceDefinition>>> {
@@ -294,13 +288,9 @@ impl Reconciler for Context {
 /// How long a pass waits for a watch to list its objects once before reading them live.
 const STORE_LISTED: Duration = Duration::from_secs(5);
 
-/// Whether `store` has listed its objects once (waiting up to [`STORE_LISTED`]); false when it did not in that
-/// time or its watch stopped, for the pass to read live.
-async fn listed<K: kube::Resource + Clone>(store: &Store<K>) -> bool
-where
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    matches!(tokio::time::timeout(STORE_LISTED, store.wait_until_ready()).await, Ok(Ok(())))
+/// Whether `store` has listed its objects once, waiting up to [`STORE_LISTED`].
+async fn listed<K: kube::Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> bool {
+    watches::listed(store, STORE_LISTED).await
 }
 
 /// The CSVs a change of `changed` concerns along `spec.replaces`: the one it replaces and those replacing it.

@@ -74,7 +74,7 @@ pub(super) async fn observe(
         observed.static_group = found.spec.static_provided_apis;
         observed.apis = facts.apis;
     }
-    let neighbours = ctx.csvs_in(namespace);
+    let neighbours = crate::controller::watches::in_namespace(&ctx.csvs, namespace);
     let fail_forward = group
         .as_ref()
         .is_some_and(|group| group.spec.upgrade_strategy == UpgradeStrategyName::TechPreviewUnsafeFailForward);

@@ -72,15 +72,8 @@ pub enum ReconcileError {
     },
 }
 
-impl Context {
-    /// Whether the CSVs' watch has listed them once (waiting a few seconds for it); if not, a pass lists them live.
-    async fn listed_csvs(&self) -> bool {
-        matches!(tokio::time::timeout(CSVS_LISTED, self.csvs.wait_until_ready()).await, Ok(Ok(())))
-    }
-}
-
 /// How long a pass waits for the CSVs' watch to list them once before listing them live.
-const CSVS_LISTED: Duration = Duration::from_secs(5);
+pub(super) const CSVS_LISTED: Duration = Duration::from_secs(5);
 
 impl Categorized for ReconcileError {
     fn category(&self) -> &'static str {

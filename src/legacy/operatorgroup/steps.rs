@@ -12,6 +12,7 @@ use super::{Context, ReconcileError};
 use crate::api::v1::{OperatorGroup, PROVIDED_APIS_ANNOTATION};
 use crate::api::v1alpha1::{ClusterServiceVersion, MANAGED_LABEL};
 use crate::controller::client::ClientError;
+use crate::controller::watches;
 use crate::legacy::roles::role_differs;
 
 /// The group a pass is over, naming its errors.
@@ -61,7 +62,7 @@ impl Read {
 
 pub(super) async fn observe(ctx: &Context, group: &OperatorGroup, place: &Place) -> Result<Read, ReconcileError> {
     let namespace = place.namespace.as_str();
-    let watched = ctx.groups.state().iter().filter(|group| group.namespace().as_deref() == Some(namespace)).count();
+    let watched = watches::in_namespace(&ctx.groups, namespace).len();
     // One shown by the watch is this group alone; none or several is what only a live list may say (a group just
     // made or deleted beside it).
     let groups_in_namespace = match watched {
@@ -89,14 +90,8 @@ pub(super) async fn observe(ctx: &Context, group: &OperatorGroup, place: &Place)
     } else {
         Vec::new()
     };
-    let csvs = match ctx.listed_csvs().await {
-        true => ctx
-            .csvs
-            .state()
-            .iter()
-            .filter(|csv| csv.namespace().as_deref() == Some(namespace))
-            .map(|csv| csv.as_ref().clone())
-            .collect(),
+    let csvs = match watches::listed(&ctx.csvs, super::CSVS_LISTED).await {
+        true => watches::in_namespace(&ctx.csvs, namespace).iter().map(|csv| csv.as_ref().clone()).collect(),
         false => ctx.client.namespaced::<ClusterServiceVersion>(namespace).list().await.map_err(place.read("CSVs"))?,
     };
     Ok(Read { groups_in_namespace, account_name, account, namespaces, csvs })
