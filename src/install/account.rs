@@ -14,16 +14,17 @@ use kube::ResourceExt;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::apply::service_account_user;
 use super::cluster::{creator_of, list_error, owner_reference, Cluster, ClusterError};
 use super::conditions::Outcome;
 use super::grants::INSTALL_ANNOTATION;
+use super::objects::{service_account_user, ObjectClient};
 use super::reconcile::{Context, Pass, ReconcileError, Step, Stop};
 use crate::access::{account_namer_checks, operator_group_use_checks};
 use crate::api::v1::{OperatorGroup, ACCOUNT_NAMED_BY_ANNOTATION};
 use crate::api::v2alpha1::{Install, Requester, ServiceAccountReference};
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
+use crate::rbac::KindIndex;
 
 /// Which ServiceAccount an Install runs as.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,6 +135,11 @@ impl Account {
     /// `namespace/name`, as messages name it.
     pub fn describe(&self) -> String {
         format!("{}/{}", self.reference.namespace, self.reference.name)
+    }
+
+    /// Objects of every kind in `kinds`, read and written as the account.
+    pub fn objects<'a>(&'a self, kinds: &'a KindIndex) -> ObjectClient<'a> {
+        ObjectClient::new(&self.client, &self.user, kinds)
     }
 }
 

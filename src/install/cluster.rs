@@ -14,7 +14,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::ResourceExt;
 use serde_json::{json, Value};
 
-use super::apply::{service_account_user, FIELD_MANAGER};
+use super::objects::{service_account_user, ObjectClient, FIELD_MANAGER};
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus};
 use crate::api::v2alpha1::{
     Install, InstallStatus, Requester, ServiceAccountReference, CONTENT_CHANGED_BY_ANNOTATION, CREATOR_ANNOTATION,
@@ -178,6 +178,12 @@ impl Cluster {
         if group == "rbac.authorization.k8s.io" {
             self.rbac.wrote(live["kind"].as_str().unwrap_or_default(), live["metadata"]["resourceVersion"].as_str());
         }
+    }
+
+    /// Objects of every kind in `kinds`, read and written as the controller (its grants; reads whatever the
+    /// account holds).
+    pub fn objects<'a>(&'a self, kinds: &'a KindIndex) -> ObjectClient<'a> {
+        ObjectClient::new(&self.client, "the controller", kinds)
     }
 
     /// A client acting as `account`, for everything the content of an Install brings.

@@ -262,6 +262,28 @@ pub fn conditions(
     shared::conditions(wanted, previous, generation, now)
 }
 
+/// What the status written for `outcome` says (its conditions, from the `previous` ones, and its state), and the
+/// events that change tells.
+pub struct Reported {
+    pub conditions: Vec<Condition>,
+    pub state: InstallState,
+    pub transitions: Vec<Transition>,
+}
+
+/// The conditions, state and events of a status written for `outcome` ([`conditions`], [`state`],
+/// [`transitions`]).
+pub fn reported(
+    outcome: &Outcome,
+    policy: Option<&PolicyStatus>,
+    previous: &[Condition],
+    generation: Option<i64>,
+    now: &Time,
+) -> Reported {
+    let conditions = conditions(outcome, policy, previous, generation, now);
+    let transitions = transitions(previous, &conditions);
+    Reported { conditions, state: state(outcome), transitions }
+}
+
 /// The one-word state for `kubectl get`.
 pub fn state(outcome: &Outcome) -> InstallState {
     match outcome {

@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 
 use super::grants::INSTALL_ANNOTATION;
+use super::objects::applied_ref;
 use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::{ClusterServiceVersion, PROPERTIES_ANNOTATION};
 use crate::api::v2alpha1::{AppliedObject, NamespaceMapping};
@@ -209,16 +210,6 @@ pub fn apply_rank(object: &Value) -> u8 {
 /// Sorts objects into apply order, keeping the content's order within a rank.
 pub fn sort_for_apply(objects: &mut [Value]) {
     objects.sort_by_key(apply_rank);
-}
-
-/// The reference an object is recorded under in `status.applied`.
-pub fn applied_ref(object: &Value) -> AppliedObject {
-    AppliedObject {
-        api_version: object["apiVersion"].as_str().unwrap_or_default().to_owned(),
-        kind: object["kind"].as_str().unwrap_or_default().to_owned(),
-        namespace: object["metadata"]["namespace"].as_str().filter(|n| !n.is_empty()).map(str::to_owned),
-        name: object["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
-    }
 }
 
 /// What was applied before and is no longer in the content, in reverse apply order (dependents first).

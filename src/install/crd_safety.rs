@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::content::applied_ref;
+use super::objects::applied_ref;
 use crate::api::v2alpha1::AppliedObject;
 use crate::rbac::KindIndex;
 

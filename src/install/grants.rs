@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::account::Account;
-use super::apply::{self, failed};
+use super::apply::failed;
 use super::follows;
 use super::gate::add_grants;
 use super::measure::Measured;
@@ -166,13 +166,14 @@ pub async fn grant(
         let transition = Transition { warning: false, reason: "GrantFollowsCreate".into(), note };
         ctx.cluster.events.publish(pass.install, &[transition]).await;
     }
+    let controller = ctx.cluster.objects(&content.kinds);
     let (followed, approved): (Vec<_>, Vec<_>) =
         grant.iter().cloned().partition(|rule| measured.split.follows.contains(rule));
     for (rules, followed) in [(approved, false), (followed, true)] {
         let owner =
             GrantOwner { install: &pass.name, uid: &pass.uid, component_label: pass.label.as_deref(), followed };
         for object in grant_objects(&owner, &account.reference, &rules) {
-            match apply::apply(&ctx.cluster.client, "the controller", &content.kinds, &object).await {
+            match controller.apply(&object).await {
                 Ok(live) => ctx.cluster.wrote(&live),
                 Err(error) => return Ok(Step::Break(failed(&error, ctx.options.retry))),
             }

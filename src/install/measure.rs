@@ -9,13 +9,13 @@ use kube::ResourceExt;
 use serde_json::Value;
 
 use super::account::Account;
-use super::apply;
 use super::cluster::{list_error, Cluster, ClusterError};
 use super::conditions::Outcome;
 use super::content;
 use super::follows::{self, ObjectKey, Split};
 use super::gate::add_grants;
 use super::grants::FOLLOWED_ANNOTATION;
+use super::objects::applied_ref;
 use super::reconcile::{Context, Pass, ReconcileError, Step, Stop};
 use super::resolve::Content;
 use super::takeover::{self, TakenCsv, Takeover};
@@ -88,7 +88,7 @@ pub async fn measure_permissions(
     } else {
         let existing = follows::existing_rbac(&rbac);
         let (kinds, objects) = (&content.kinds, &content.objects);
-        apply::absent(&account.client, &ctx.cluster.client, kinds, objects, &candidates, &existing).await?
+        account.objects(kinds).absent(&ctx.cluster.objects(kinds), objects, &candidates, &existing).await?
     };
     let split = follows::split(&missing.permissions, &own_grants, &absent);
     let needed = missing_permissions(&required, &RbacSnapshot::default(), &account_user).permissions;
@@ -113,9 +113,10 @@ pub async fn evaluate_policies(
     // The content's own APIs are its CRDs that do not exist yet, or that it made (or takes over): read now, as the
     // controller, since grants come before the apply's own refusal to take over a CRD.
     let mut own_crds = BTreeSet::new();
+    let controller = ctx.cluster.objects(&content.kinds);
     for crd in content.objects.iter().filter(|object| object["kind"] == "CustomResourceDefinition") {
-        let reference = content::applied_ref(crd);
-        let live = apply::get(&ctx.cluster.client, &content.kinds, &reference).await?;
+        let reference = applied_ref(crd);
+        let live = controller.get(&reference).await?;
         let taken_over = |live: &Value| {
             taken.is_some_and(|(takeover, csv)| takeover::made_for_csv(live, takeover, csv, &content_crds, &pass.name))
         };

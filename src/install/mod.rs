@@ -1,8 +1,9 @@
 //! The Install controller: content applied as a controller-assigned ServiceAccount once a person holding the
 //! permissions it lacks approved them. `account`, `content`, `crd_safety`, `follows`, `gate`, `plan`, `grants`,
-//! `conditions`, `takeover` and `drift` decide; `resolve`, `apply` and `cluster` read and write; `reconcile` sequences
-//! one pass as named steps, each in the module of what it reads or writes (`account`, `resolve`, `takeover`,
-//! `measure`; `steps`, `grants`, `apply`); [`controller`] runs it for every Install.
+//! `conditions`, `takeover` and `drift` decide; `resolve`, `objects` (the content's objects, as one identity) and
+//! `cluster` (the controller's own reads and writes) reach the cluster; `reconcile` sequences one pass as named
+//! steps, each in the module of what it reads or writes (`account`, `resolve`, `takeover`, `measure`; `steps`,
+//! `grants`, `apply`, `report`); [`controller`] runs it for every Install.
 
 pub mod account;
 pub mod apply;
@@ -16,8 +17,10 @@ pub mod follows;
 pub mod gate;
 pub mod grants;
 pub mod measure;
+pub mod objects;
 pub mod plan;
 pub mod reconcile;
+pub mod report;
 pub mod resolve;
 pub mod steps;
 pub mod takeover;

@@ -1,28 +1,25 @@
-//! One reconcile of an Install, as a short sequence of named steps, each in the module of what it reads or writes:
-//! assign the account (`account`), resolve the content (`resolve`), measure what the account lacks and what the
-//! policies say of it (`measure`), read what it takes over (`takeover`), decide (`gate`, and `plan` for the rest:
-//! pure), then write (`steps`: hold over a policy, await approval, require the webhook's guard; `grants`: grant
-//! exactly the approved rules; `apply`: apply as the account and prune; `steps`: report). This file holds the
-//! sequence, what a pass knows ([`Pass`]), the controller's settings and context, and the status report: a step that
-//! cannot go on answers why ([`Stop`]), and the sequence reports it.
+//! One reconcile of an Install, as a short sequence of named steps, each in the module of what it reads or writes.
+//! Observe: assign the account (`account`), resolve the content (`resolve`), read what it takes over (`takeover`),
+//! measure what the account lacks and what the policies say of it (`measure`). Decide: `plan::decide` (pure). Write:
+//! hold over a policy, await approval, require the webhook's guard (`steps`); grant exactly the approved rules
+//! (`grants`); apply as the account and prune (`apply`); report (`report`). This file holds the sequence, what a
+//! pass knows ([`Pass`]), the controller's settings and context: a step that cannot go on answers why ([`Stop`]),
+//! and the sequence has `report` write it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
 use kube::ResourceExt;
 
-use super::account::Account;
-use super::apply::{self, deployment_available, Applied, ApplyError};
 use super::cluster::{Cluster, ClusterError};
-use super::conditions::{self, Outcome};
-use super::content::{applied_ref, install_namespace};
-use super::gate::{add_grants, gate, held_by_policy, GateInput};
-use super::resolve::{self, Content, Resolver};
-use super::{account, grants, measure, plan, steps, takeover};
+use super::conditions::Outcome;
+use super::content::install_namespace;
+use super::objects::ApplyError;
+use super::resolve::{self, Resolver};
+use super::{account, apply, grants, measure, plan, report, steps, takeover};
 use crate::api::component::component_label_key;
-use crate::api::v2alpha1::{AppliedObject, Install, InstallStatus, ADOPTED_FROM_ANNOTATION};
+use crate::api::v2alpha1::{Install, InstallStatus, ADOPTED_FROM_ANNOTATION};
 use crate::category::Categorized;
 use crate::webhook::configuration::WebhookService;
 
@@ -144,83 +141,12 @@ impl Stop {
 /// Goes on to the next step with `T`, or ends the pass ([`Stop`]).
 pub type Step<T> = std::ops::ControlFlow<Stop, T>;
 
-/// Reports why a step stopped the pass, and ends it.
-async fn finish(ctx: &Context, pass: &Pass<'_>, stop: Stop) -> Result<Action, ReconcileError> {
-    report(ctx, pass.install, pass.status.clone(), &stop.outcome, stop.precondition.as_deref()).await?;
-    Ok(Action::requeue(stop.requeue))
-}
-
-fn now() -> Time {
-    Time(k8s_openapi::jiff::Timestamp::now())
-}
-
-/// Writes the status for `outcome` (only while the Install is at `precondition`, when given) and records its events;
-/// answers the Install as written.
-pub(super) async fn report(
-    ctx: &Context,
-    install: &Install,
-    mut status: InstallStatus,
-    outcome: &Outcome,
-    precondition: Option<&str>,
-) -> Result<Install, ReconcileError> {
-    let previous = install.status.as_ref().map(|s| s.conditions.clone()).unwrap_or_default();
-    let generation = install.metadata.generation;
-    status.conditions = conditions::conditions(outcome, status.policy.as_ref(), &previous, generation, &now());
-    status.state = Some(conditions::state(outcome));
-    status.observed_generation = generation;
-    if install.status.as_ref() == Some(&status) {
-        // The status says it already: no write (kube-apiserver would store nothing, but a request is a request, and a
-        // start would make one per Install).
-        return Ok(install.clone());
-    }
-    let written = ctx.cluster.write_status(install, &status, precondition).await?;
-    ctx.cluster.events.publish(install, &conditions::transitions(&previous, &status.conditions)).await;
-    Ok(written)
-}
-
-/// Reports the content applied (its CSVs' phase with it), and clears a content change's mark once what a person
-/// approved after it is applied.
-pub async fn report_applied(
-    ctx: &Context,
-    mut pass: Pass<'_>,
-    account: &Account,
-    content: &Content,
-    applied: Applied,
-    changed_by: Option<String>,
-) -> Result<Action, ReconcileError> {
-    pass.status.applied = content.objects.iter().map(applied_ref).collect();
-    let rolling_out: Vec<String> = applied
-        .deployments
-        .iter()
-        .filter(|live| !deployment_available(live))
-        .map(|live| live["metadata"]["name"].as_str().unwrap_or_default().to_owned())
-        .collect();
-    let (phase, reason, message) = plan::csv_phase(&rolling_out);
-    for csv in &content.csvs {
-        ctx.cluster.write_csv_phase(&pass.namespace, csv, phase, reason, &message).await?;
-    }
-    let requeue = if rolling_out.is_empty() { ctx.options.resync } else { ctx.options.retry };
-    let outcome = Outcome::Applied {
-        objects: content.objects.len(),
-        account: account.describe(),
-        rolling_out,
-        diverged: applied.diverged,
-    };
-    let written = report(ctx, pass.install, pass.status, &outcome, None).await?;
-    if changed_by.is_some() {
-        // The changed content was approved by a person holding all it uses, and is applied: the mark has done its
-        // work. Cleared only if nothing changed since the status was written (a new change brings a new mark).
-        ctx.cluster.clear_content_change(&written).await?;
-    }
-    Ok(Action::requeue(requeue))
-}
-
 /// The value a step went on with; or, the step's stop reported, the end of the pass.
 macro_rules! step {
     ($ctx:expr, $pass:expr, $step:expr) => {
         match $step {
             std::ops::ControlFlow::Continue(value) => value,
-            std::ops::ControlFlow::Break(stop) => return finish(&$ctx, &$pass, stop).await,
+            std::ops::ControlFlow::Break(stop) => return report::finish(&$ctx, &$pass, stop).await,
         }
     };
 }
@@ -234,42 +160,41 @@ pub async fn reconcile(install: Arc<Install>, ctx: Arc<Context>) -> Result<Actio
     }
     let (person, changed_by) = plan::person_required(install.annotations());
     let mut pass = Pass::new(&install);
+    // Observe.
     let account = step!(ctx, pass, account::assign_account(&ctx, &mut pass).await?);
     let content = step!(ctx, pass, resolve::resolve_content(&ctx, &pass, &account).await?);
     let taken = takeover::taken_over(&ctx, &pass).await?;
     let measured = step!(ctx, pass, measure::measure_permissions(&ctx, &pass, &account, &content).await?);
     measure::evaluate_policies(&ctx, &mut pass, &content, &measured, taken.as_ref()).await?;
-    pass.status.resolved = content.resolved.clone();
-    pass.status.granted = add_grants(&pass.status.granted, &measured.own_grants);
-
-    let same_content = plan::same_content(&pass.previous, &content.resolved, install.metadata.generation);
-    let recorded_pending = pass.previous.pending.as_ref().map(|p| p.permissions.clone()).unwrap_or_default();
-    let decision = gate(&GateInput {
+    // Decide.
+    let decision = plan::decide(&plan::Observed {
         approval: install.spec.approval,
-        recorded_pending: &recorded_pending,
-        recorded_content: &pass.previous.resolved,
-        approved_content: &pass.previous.approved_content,
+        generation: install.metadata.generation,
+        previous: &pass.previous,
+        policy: pass.status.policy.as_ref(),
         resolved: &content.resolved,
-        missing: &measured.split.to_approve,
+        objects: &content.objects,
+        to_approve: &measured.split.to_approve,
         follows: &measured.split.follows,
         needed: &measured.needed,
+        own_grants: &measured.own_grants,
         person,
     });
-    let placed: Vec<AppliedObject> = content.objects.iter().map(applied_ref).collect();
-    let held = held_by_policy(pass.status.policy.as_ref(), &decision, &content.resolved, &pass.previous, &placed);
-
-    step!(ctx, pass, steps::hold_over_policy(&ctx, &mut pass, held).await?);
+    // Write, each step able to end the pass; the status being built records what was resolved and granted.
+    pass.status.resolved = content.resolved.clone();
+    pass.status.granted = decision.granted;
+    step!(ctx, pass, steps::hold_over_policy(&ctx, &mut pass, decision.held).await?);
     let grant = step!(
         ctx,
         pass,
-        steps::await_approval(&ctx, &mut pass, decision, &measured, &account, changed_by.clone()).await?
+        steps::await_approval(&ctx, &mut pass, decision.gate, &measured, &account, changed_by.clone()).await?
     );
     step!(ctx, pass, steps::require_guard(&ctx, &pass, &grant, &content).await?);
     step!(ctx, pass, grants::grant(&ctx, &mut pass, &account, &content, &measured, &grant).await?);
     let applied = step!(
         ctx,
         pass,
-        apply::apply_content(&ctx, &mut pass, &account, &content, taken.as_ref(), same_content).await?
+        apply::apply_content(&ctx, &pass, &account, &content, taken.as_ref(), decision.same_content).await?
     );
-    report_applied(&ctx, pass, &account, &content, applied, changed_by).await
+    report::report_applied(&ctx, pass, &account, &content, applied, changed_by).await
 }

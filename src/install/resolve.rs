@@ -13,7 +13,6 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use super::account::Account;
-use super::apply;
 use super::conditions::Outcome;
 use super::content::{csv_record, decorate, install_namespace, parse_raw, place_raw, sort_for_apply};
 use super::content::{target_namespaces, Decoration};
@@ -286,7 +285,7 @@ pub async fn resolve_content(
     // Content defines only new APIs: a CRD naming a resource the cluster serves with no CRD behind it (a built-in,
     // an aggregated API) is refused, before anything counts the rules on that resource as the content's own.
     for reference in crd_safety::crds_naming_served_apis(&objects, &kinds, &pass.previous.applied) {
-        if apply::get(&ctx.cluster.client, &kinds, &reference).await?.is_none() {
+        if ctx.cluster.objects(&kinds).get(&reference).await?.is_none() {
             let message = format!(
                 "CustomResourceDefinition {} names a resource the API server already serves (a built-in or aggregated API): content may define only new APIs",
                 reference.name
