@@ -15,6 +15,7 @@ use crate::bundle::image::{ImageClient, RegistryOptions};
 use crate::catalog::CatalogCache;
 use crate::controller::leader;
 use crate::controller::rbac_cache::{RbacCache, RbacWriters};
+use crate::controller::runner::Basics;
 use crate::metrics::Metrics;
 use crate::webhook::WebhookOptions;
 
@@ -96,6 +97,12 @@ impl Process {
             rbac_writers: Arc::new(Mutex::new(Some(writers))),
             stopped: stopped.shared(),
         }
+    }
+
+    /// What every loop's context holds for the runner and its passes, the same for all: the process's metrics and
+    /// the loops' pace.
+    pub fn basics(&self) -> Basics {
+        Basics { metrics: self.metrics.clone(), retry: self.options.retry, resync: self.options.resync }
     }
 
     /// The writers of [`Process::rbac`], to the first who asks.

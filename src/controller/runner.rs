@@ -45,6 +45,15 @@ fn backoff(retry: Duration, failures: u32) -> Duration {
     retry.saturating_mul(1 << doublings).min(MAX_BACKOFF.max(retry))
 }
 
+/// What the runner and every loop's passes share, built once for all loops (`runtime::Process::basics`): where
+/// reconciles are counted, how soon a failed pass is tried again, how often a settled object is looked at again.
+#[derive(Clone)]
+pub struct Basics {
+    pub metrics: Arc<Metrics>,
+    pub retry: Duration,
+    pub resync: Duration,
+}
+
 /// A reconciler, with how many times in a row each object failed (forgotten at its first success).
 struct Runner<R> {
     reconciler: Arc<R>,
@@ -95,11 +104,8 @@ pub trait Reconciler: Send + Sync + 'static {
         object: Arc<Self::Object>,
     ) -> impl Future<Output = Result<Action, Self::Error>> + Send;
 
-    /// Where reconciles are counted and timed.
-    fn metrics(&self) -> &Metrics;
-
-    /// How soon a failed pass is tried again.
-    fn retry(&self) -> Duration;
+    /// Where reconciles are counted and timed, and how soon a failed pass is tried again.
+    fn basics(&self) -> &Basics;
 }
 
 /// Drives `controller` with `reconciler` until `shutdown` completes, letting running reconciles finish.
@@ -139,7 +145,7 @@ const STOP_GRACE: Duration = Duration::from_secs(10);
 async fn reconcile<R: Reconciler>(object: Arc<R::Object>, runner: Arc<Runner<R>>) -> Result<Action, R::Error> {
     let key = key(object.as_ref());
     let reconciler = &runner.reconciler;
-    let timer = reconciler.metrics().reconcile(R::NAME);
+    let timer = reconciler.basics().metrics.reconcile(R::NAME);
     let answer = reconciler.clone().reconcile(object).await;
     timer.finished(answer.is_ok());
     if answer.is_ok() {
@@ -152,7 +158,7 @@ async fn reconcile<R: Reconciler>(object: Arc<R::Object>, runner: Arc<Runner<R>>
 /// retry interval otherwise, doubled for each failure of the object in a row.
 fn error_policy<R: Reconciler>(object: Arc<R::Object>, error: &R::Error, runner: Arc<Runner<R>>) -> Action {
     let category = error.category();
-    runner.reconciler.metrics().reconcile_failed(R::NAME, category);
+    runner.reconciler.basics().metrics.reconcile_failed(R::NAME, category);
     if error.is_conflict() {
         tracing::info!(category, "{error}");
         return Action::requeue(CONFLICT_RETRY);
@@ -160,9 +166,9 @@ fn error_policy<R: Reconciler>(object: Arc<R::Object>, error: &R::Error, runner:
     let (failures, delay) = match R::BACKS_OFF {
         true => {
             let failures = runner.failed(key(object.as_ref()));
-            (failures, backoff(runner.reconciler.retry(), failures))
+            (failures, backoff(runner.reconciler.basics().retry, failures))
         }
-        false => (1, runner.reconciler.retry()),
+        false => (1, runner.reconciler.basics().retry),
     };
     tracing::warn!(category, failures, retry_seconds = delay.as_secs_f64(), "{}", report(error));
     Action::requeue(delay)
@@ -194,9 +200,16 @@ mod tests {
         }
     }
 
-    #[derive(Default)]
     struct Counting<const BACKS: bool> {
-        metrics: Metrics,
+        basics: Basics,
+    }
+
+    impl<const BACKS: bool> Default for Counting<BACKS> {
+        fn default() -> Self {
+            let basics =
+                Basics { metrics: Arc::default(), retry: Duration::from_secs(10), resync: Duration::from_secs(60) };
+            Self { basics }
+        }
     }
 
     impl<const BACKS: bool> Reconciler for Counting<BACKS> {
@@ -213,12 +226,8 @@ mod tests {
             }
         }
 
-        fn metrics(&self) -> &Metrics {
-            &self.metrics
-        }
-
-        fn retry(&self) -> Duration {
-            Duration::from_secs(10)
+        fn basics(&self) -> &Basics {
+            &self.basics
         }
     }
 
@@ -240,7 +249,7 @@ mod tests {
                 error_policy(named(name), &error, runner.clone());
             }
         }
-        let text = runner.reconciler.metrics.encode().expect("encode");
+        let text = runner.reconciler.basics.metrics.encode().expect("encode");
         assert!(text.contains("olmv2_reconciles_total{controller=\"counting\"} 3"), "{text}");
         for (result, count) in [("success", 1), ("error", 2)] {
             let line = format!(

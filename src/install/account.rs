@@ -163,7 +163,7 @@ pub async fn assign_account(ctx: &Context, pass: &mut Pass<'_>) -> Result<Step<A
             Err(error @ ClusterError::ServiceAccountTaken { .. }) => {
                 tracing::warn!(install = %pass.name, %error, "refusing a ServiceAccount not created for this Install");
                 let outcome = Outcome::ApplyFailed { reason: error.category(), message: error.to_string() };
-                return Ok(Step::Break(Stop::new(outcome, ctx.options.retry)));
+                return Ok(Step::Break(Stop::new(outcome, ctx.basics.retry)));
             }
             Err(error) => return Err(error.into()),
         }

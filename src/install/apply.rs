@@ -59,12 +59,12 @@ pub async fn apply_content(
             let deployments = live.into_iter().flatten().filter(|live| live["kind"] == "Deployment").collect();
             return Ok(Step::Continue(Applied { deployments, diverged: Vec::new() }));
         }
-        ApplyDecision::Refused(refusal) => return Ok(Step::Break(failed(&refusal, ctx.options.retry))),
+        ApplyDecision::Refused(refusal) => return Ok(Step::Break(failed(&refusal, ctx.basics.retry))),
         ApplyDecision::Apply { plan, diverged } => (plan, diverged),
     };
     Ok(match write(ctx, pass, &objects, &content.objects, &live, &plan).await {
         Ok(deployments) => Step::Continue(Applied { deployments, diverged }),
-        Err(error) => Step::Break(failed(&error, ctx.options.retry)),
+        Err(error) => Step::Break(failed(&error, ctx.basics.retry)),
     })
 }
 

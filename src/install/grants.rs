@@ -175,7 +175,7 @@ pub async fn grant(
         for object in grant_objects(&owner, &account.reference, &rules) {
             match controller.apply(&object).await {
                 Ok(live) => ctx.cluster.wrote(&live),
-                Err(error) => return Ok(Step::Break(failed(&error, ctx.options.retry))),
+                Err(error) => return Ok(Step::Break(failed(&error, ctx.basics.retry))),
             }
         }
     }

@@ -55,14 +55,14 @@ pub async fn measure_permissions(
         Ok(required) => required,
         Err(error) => {
             let outcome = Outcome::Invalid { reason: error.category(), message: error.to_string() };
-            return Ok(Step::Break(Stop::new(outcome, ctx.options.resync)));
+            return Ok(Step::Break(Stop::new(outcome, ctx.basics.resync)));
         }
     };
     let disclosure = match disclose(&content.objects, &snapshot.roles) {
         Ok(disclosure) => disclosure,
         Err(error) => {
             let outcome = Outcome::Invalid { reason: error.category(), message: error.to_string() };
-            return Ok(Step::Break(Stop::new(outcome, ctx.options.resync)));
+            return Ok(Step::Break(Stop::new(outcome, ctx.basics.resync)));
         }
     };
     let account_user = UserInfo::service_account(&account.reference.namespace, &account.reference.name);

@@ -41,7 +41,7 @@ use crate::bundle::image::ImageClient;
 use crate::bundle::unpack::UnpackLimits;
 use crate::category::Categorized;
 use crate::controller::conditions::Transition;
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
 use crate::metrics::Metrics;
 use crate::runtime::Process;
@@ -64,15 +64,13 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         },
         options: InstallOptions {
             controller_namespace: options.namespace.clone(),
-            resync: options.resync,
-            retry: options.retry,
             webhook: WebhookService {
                 namespace: options.webhook.service_namespace.clone().unwrap_or_else(|| options.namespace.clone()),
                 name: options.webhook.service_name.clone(),
                 port: options.webhook.service_port,
             },
         },
-        metrics: process.metrics.clone(),
+        basics: process.basics(),
     });
     let client = process.client.clone();
     // A policy written, changed or deleted measures every Install again (a tightening must block the next update
@@ -160,12 +158,8 @@ impl Reconciler for Context {
         answer
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> std::time::Duration {
-        self.options.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }
 

@@ -21,6 +21,7 @@ use super::{account, apply, grants, measure, plan, report, steps, takeover};
 use crate::api::component::component_label_key;
 use crate::api::v2alpha1::{Install, InstallStatus, ADOPTED_FROM_ANNOTATION};
 use crate::category::Categorized;
+use crate::controller::runner::Basics;
 use crate::webhook::configuration::WebhookService;
 
 /// Installed reason while the approval webhook does not guard Installs.
@@ -31,10 +32,6 @@ pub const APPROVAL_WEBHOOK_UNAVAILABLE: &str = "ApprovalWebhookUnavailable";
 pub struct InstallOptions {
     /// Where eponymous ServiceAccounts are created: the controller's own namespace.
     pub controller_namespace: String,
-    /// How often a settled Install is checked again (drift, moved tags, changed RBAC).
-    pub resync: Duration,
-    /// How soon a failed or rolling-out Install is tried again.
-    pub retry: Duration,
     /// Where the approval webhook is reached; nothing is granted or applied unless its configurations send
     /// Installs there and it answers.
     pub webhook: WebhookService,
@@ -45,7 +42,9 @@ pub struct Context {
     pub cluster: Cluster,
     pub resolver: Resolver,
     pub options: InstallOptions,
-    pub metrics: Arc<crate::metrics::Metrics>,
+    /// The metrics, and the pace: a settled object looked at again every `resync` (drift, moved tags, changed
+    /// RBAC, catalog polling), a failed or rolling-out one after `retry`.
+    pub basics: Basics,
 }
 
 #[derive(Debug, thiserror::Error)]

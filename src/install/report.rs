@@ -71,7 +71,7 @@ pub async fn report_applied(
     for csv in &content.csvs {
         ctx.cluster.write_csv_phase(&pass.namespace, csv, phase, reason, &message).await?;
     }
-    let requeue = if rolling_out.is_empty() { ctx.options.resync } else { ctx.options.retry };
+    let requeue = if rolling_out.is_empty() { ctx.basics.resync } else { ctx.basics.retry };
     let outcome = Outcome::Applied {
         objects: content.objects.len(),
         account: account.describe(),

@@ -275,7 +275,7 @@ pub async fn resolve_content(
             } else {
                 Outcome::Invalid { reason: error.category(), message }
             };
-            return Ok(Step::Break(Stop::new(outcome, ctx.options.retry)));
+            return Ok(Step::Break(Stop::new(outcome, ctx.basics.retry)));
         }
     };
     let Resolved { mut objects, resolved, csvs } = resolved;
@@ -291,7 +291,7 @@ pub async fn resolve_content(
                 reference.name
             );
             let outcome = Outcome::Invalid { reason: "CrdNamesServedApi", message };
-            return Ok(Step::Break(Stop::new(outcome, ctx.options.resync)));
+            return Ok(Step::Break(Stop::new(outcome, ctx.basics.resync)));
         }
     }
     let mut kinds = kinds;

@@ -31,7 +31,7 @@ pub async fn hold_over_policy(
     }
     pass.status.pending = Some(PendingPermissions::default());
     let outcome = Outcome::ExceedsPolicy { summary, installed_before: !pass.previous.applied.is_empty() };
-    Ok(Step::Break(Stop::new(outcome, ctx.options.resync).at(read_at)))
+    Ok(Step::Break(Stop::new(outcome, ctx.basics.resync).at(read_at)))
 }
 
 /// What the gate let through, or the pending set shown for a person to approve (after voiding an approval that does
@@ -69,7 +69,7 @@ pub async fn await_approval(
         account: account.describe(),
         installed_before: !pass.previous.applied.is_empty(),
     };
-    Ok(Step::Break(Stop::new(outcome, ctx.options.resync).at(read_at)))
+    Ok(Step::Break(Stop::new(outcome, ctx.basics.resync).at(read_at)))
 }
 
 /// Nothing an approval stands for is let through while the approval webhook does not guard Installs; an approval
@@ -100,5 +100,5 @@ pub async fn require_guard(
         read_at = ctx.cluster.revoke_approval(pass.install).await?.resource_version();
     }
     let outcome = Outcome::ApplyFailed { reason: APPROVAL_WEBHOOK_UNAVAILABLE, message };
-    Ok(Step::Break(Stop::new(outcome, ctx.options.retry).at(read_at)))
+    Ok(Step::Break(Stop::new(outcome, ctx.basics.retry).at(read_at)))
 }

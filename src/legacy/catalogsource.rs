@@ -30,9 +30,8 @@ use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::conditions::{conditions, transitions, EventPolicy, FALSE, TRUE};
 use crate::controller::events::Events;
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
-use crate::metrics::Metrics;
 use crate::runtime::Process;
 
 /// OLM's reasons (`CatalogSourceSpecInvalidError`, ...), and ours for what this controller does not serve.
@@ -186,9 +185,7 @@ pub struct Context {
     client: ControllerClient,
     events: Events,
     catalogs: Arc<CatalogCache>,
-    metrics: Arc<Metrics>,
-    retry: Duration,
-    resync: Duration,
+    basics: Basics,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -238,23 +235,20 @@ impl Reconciler for Context {
             self.events.publish(source.as_ref(), &transitions(&previous.conditions, &next.conditions, &EVENTS)).await;
         }
         let next_check = match (&observation, &poll) {
-            (Observation::Failed { reason: SPEC_INVALID | UNSUPPORTED, .. }, _) => self.resync,
-            (Observation::Failed { .. }, _) => self.retry,
+            (Observation::Failed { reason: SPEC_INVALID | UNSUPPORTED, .. }, _) => self.basics.resync,
+            (Observation::Failed { .. }, _) => self.basics.retry,
             (Observation::Serving { .. }, Some(poll)) => {
                 let last_poll = next.latest_image_registry_poll.as_ref().map(|time| time.0);
-                until_next_poll(created, last_poll, poll.interval, now.0).clamp(Duration::from_secs(1), self.resync)
+                until_next_poll(created, last_poll, poll.interval, now.0)
+                    .clamp(Duration::from_secs(1), self.basics.resync)
             }
-            (Observation::Serving { .. }, None) => self.resync,
+            (Observation::Serving { .. }, None) => self.basics.resync,
         };
         Ok(Action::requeue(next_check))
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> Duration {
-        self.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }
 
@@ -265,9 +259,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         client: ControllerClient::new(client.clone(), "olmv2-catalogsource"),
         events: Events::new(client.clone(), "olmv2-catalogsource-controller"),
         catalogs: process.catalogs.clone(),
-        metrics: process.metrics.clone(),
-        retry: process.options.retry,
-        resync: process.options.resync,
+        basics: process.basics(),
     });
     let controller = watches::controller(Api::<CatalogSource>::all(client.clone()), watcher::Config::default());
     let sources = controller.store();

@@ -4,7 +4,6 @@
 //! original's pass (`csv::copying`) makes and refreshes them.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use kube::api::{Api, PartialObjectMeta};
@@ -22,18 +21,16 @@ use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::api::v2alpha1::Install;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
 use crate::install::content::CSV_RECORD_ANNOTATION;
-use crate::metrics::Metrics;
 use crate::runtime::Process;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use serde_json::json;
 
 pub struct Context {
     client: ControllerClient,
-    metrics: Arc<Metrics>,
-    retry: Duration,
+    basics: Basics,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -103,12 +100,8 @@ impl Reconciler for Context {
         Ok(Action::await_change())
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> Duration {
-        self.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }
 
@@ -191,8 +184,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), super::csv::FIELD_MANAGER),
-        metrics: process.metrics.clone(),
-        retry: process.options.retry,
+        basics: process.basics(),
     });
     // Metadata only: `Api<PartialObjectMeta<_>>` watches and lists without specs and statuses.
     let controller = watches::controller(

@@ -8,7 +8,6 @@
 //! no group of that name exists: labelling another ClusterRole as a group's does not get it deleted.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::rbac::v1::ClusterRole;
@@ -23,9 +22,8 @@ use crate::api::v1::OperatorGroup;
 use crate::api::v1alpha1::{OWNER_KIND_LABEL, OWNER_LABEL, OWNER_NAMESPACE_LABEL};
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
-use crate::metrics::Metrics;
 use crate::runtime::Process;
 
 /// The field manager of this loop (it deletes only).
@@ -36,8 +34,7 @@ const GROUP_KIND: &str = "OperatorGroup";
 
 pub struct Context {
     client: ControllerClient,
-    metrics: Arc<Metrics>,
-    retry: Duration,
+    basics: Basics,
     /// Every OperatorGroup's metadata, as watched: a group the watch shows exists, and only one it does not show is
     /// looked for live (each change of a group's roles read the group live before).
     groups: Store<PartialObjectMeta<OperatorGroup>>,
@@ -134,12 +131,8 @@ impl Reconciler for Context {
         Ok(Action::await_change())
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> Duration {
-        self.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }
 
@@ -154,8 +147,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     );
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
-        metrics: process.metrics.clone(),
-        retry: process.options.retry,
+        basics: process.basics(),
         groups,
     });
     let owned = watcher::Config::default().labels(&format!("{OWNER_KIND_LABEL}={GROUP_KIND}"));

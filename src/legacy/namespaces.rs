@@ -19,9 +19,8 @@ use serde_json::{json, Map, Value};
 use crate::api::v1::OperatorGroup;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
-use crate::metrics::Metrics;
 use crate::runtime::Process;
 
 /// The prefix of a namespace's group label keys.
@@ -60,8 +59,7 @@ pub fn label_patch(labels: &BTreeMap<String, String>, wanted: &BTreeSet<String>)
 pub struct Context {
     client: ControllerClient,
     groups: Store<OperatorGroup>,
-    metrics: Arc<Metrics>,
-    retry: Duration,
+    basics: Basics,
 }
 
 /// How long a pass waits for the OperatorGroups to be listed before it tries again later.
@@ -92,7 +90,7 @@ impl Reconciler for Context {
         // wait is bounded: a stopping controller no longer polls the watch that lists them, and a pass waiting for
         // ever held the stop for its whole grace.
         if !watches::listed(&self.groups, GROUPS_LISTED).await {
-            return Ok(Action::requeue(self.retry));
+            return Ok(Action::requeue(self.basics.retry));
         }
         let groups = self.groups.state();
         let wanted = targeting_groups(&name, groups.iter().map(AsRef::as_ref));
@@ -106,12 +104,8 @@ impl Reconciler for Context {
         Ok(Action::await_change())
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> Duration {
-        self.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }
 
@@ -126,8 +120,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), super::operatorgroup::FIELD_MANAGER),
         groups,
-        metrics: process.metrics.clone(),
-        retry: process.options.retry,
+        basics: process.basics(),
     });
     // Names and labels are all a pass reads: the store holds namespaces' metadata only.
     let controller = watches::controller(Api::<PartialObjectMeta<Namespace>>::all(client), watcher::Config::default());
@@ -183,8 +176,7 @@ mod tests {
         let context = Arc::new(Context {
             client: ControllerClient::new(client, "test"),
             groups,
-            metrics: Arc::new(Metrics::default()),
-            retry,
+            basics: Basics { metrics: Arc::default(), retry, resync: Duration::from_secs(300) },
         });
         // Labelled for a group: with the groups taken as read (none), the pass would remove the label.
         let mut namespace = PartialObjectMeta::<Namespace>::default();

@@ -5,7 +5,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::core::v1::Namespace;
@@ -22,17 +21,14 @@ use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::conditions::conditions;
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
-use crate::metrics::Metrics;
 use crate::runtime::Process;
 
 pub struct Context {
     client: ControllerClient,
     protected: BTreeSet<String>,
-    metrics: Arc<Metrics>,
-    retry: Duration,
-    resync: Duration,
+    basics: Basics,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -135,15 +131,11 @@ impl Reconciler for Context {
                 .await
                 .map_err(OlmConfigError::WriteStatus)?;
         }
-        Ok(Action::requeue(if as_expected { self.resync } else { self.retry }))
+        Ok(Action::requeue(if as_expected { self.basics.resync } else { self.basics.retry }))
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> Duration {
-        self.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }
 
@@ -153,9 +145,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), "olmv2-olmconfig"),
         protected: process.options.protected_copied_csv_namespaces.iter().cloned().collect(),
-        metrics: process.metrics.clone(),
-        retry: process.options.retry,
-        resync: process.options.resync,
+        basics: process.basics(),
     });
     let controller = watches::controller(Api::<OLMConfig>::all(client), watcher::Config::default());
     runner::run(controller, context, process.shutdown()).boxed()

@@ -15,7 +15,6 @@ pub use snapshot::Snapshot;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use k8s_openapi::api::core::v1::Namespace;
@@ -38,10 +37,9 @@ use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::conditions::Transition;
 use crate::controller::events::Events;
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
 use crate::install::cluster::creator_of;
-use crate::metrics::Metrics;
 use crate::runtime::Process;
 use crate::webhook::csv_author::recorded_author;
 use plan::{adopted_from, CsvTakeover, OperatorChoice, SubscriptionPlan};
@@ -59,9 +57,7 @@ pub struct Context {
     /// Every namespace is asked (`--adopt-subscriptions`).
     all: bool,
     default_namespace: String,
-    metrics: Arc<Metrics>,
-    retry: Duration,
-    resync: Duration,
+    basics: Basics,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -191,18 +187,14 @@ impl Reconciler for Context {
                 note: blocked.message.clone(),
             };
             self.events.publish(&*subscription, &[transition]).await;
-            return Ok(Action::requeue(if blocked.transient { self.retry } else { self.resync }));
+            return Ok(Action::requeue(if blocked.transient { self.basics.retry } else { self.basics.resync }));
         }
         self.adopt(&subscription, &plan, &snapshot).await?;
         Ok(Action::await_change())
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> Duration {
-        self.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }
 
@@ -462,9 +454,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         catalogs: process.catalogs.clone(),
         all: options.adopt_subscriptions,
         default_namespace: options.operator_namespace.clone(),
-        metrics: process.metrics.clone(),
-        retry: options.retry,
-        resync: options.resync,
+        basics: process.basics(),
     });
     let controller = watches::controller(Api::<Subscription>::all(client.clone()), watcher::Config::default());
     let subscriptions = controller.store();

@@ -6,7 +6,6 @@
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
 use kube::api::Api;
@@ -29,9 +28,8 @@ use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::conditions::Transition;
 use crate::controller::events::Events;
 use crate::controller::next;
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
-use crate::metrics::Metrics;
 use crate::runtime::Process;
 use crate::webhook::csv_author::recorded_author;
 
@@ -40,9 +38,7 @@ pub struct Context {
     events: Events,
     default_namespace: String,
     controller_namespace: String,
-    metrics: Arc<Metrics>,
-    retry: Duration,
-    resync: Duration,
+    basics: Basics,
 }
 
 impl Reconciler for Context {
@@ -75,7 +71,7 @@ impl Reconciler for Context {
         match revert_pass(&operator, &plan, install, existing.as_ref(), creator) {
             RevertPass::Refuse(message) => {
                 self.refuse(&operator, message).await;
-                return Ok(Action::requeue(self.resync));
+                return Ok(Action::requeue(self.basics.resync));
             }
             RevertPass::Proceed { subscribe, hand_over } => {
                 if subscribe {
@@ -90,12 +86,8 @@ impl Reconciler for Context {
         Ok(Action::await_change())
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> Duration {
-        self.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }
 
@@ -118,7 +110,7 @@ impl Context {
                 plan.namespace
             );
             self.refuse(operator, message).await;
-            return Ok(ControlFlow::Break(Action::requeue(self.resync)));
+            return Ok(ControlFlow::Break(Action::requeue(self.basics.resync)));
         }
         let body: Subscription = serde_json::from_value(subscription_for(plan, creator)).map_err(|error| {
             AdoptionError::CreateSubscription { name: key.clone(), source: ClientError::Encode(error) }
@@ -198,9 +190,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         events: Events::new(client.clone(), "olmv2-adoption"),
         default_namespace: options.operator_namespace.clone(),
         controller_namespace: options.namespace.clone(),
-        metrics: process.metrics.clone(),
-        retry: options.retry,
-        resync: options.resync,
+        basics: process.basics(),
     });
     // Woken by what others change (the revert annotation, a deletion), not by the Operator loop's status writes:
     // each component change wrote an Operator's status and woke this loop for nothing.

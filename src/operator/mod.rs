@@ -25,9 +25,8 @@ use kube::runtime::watcher;
 use crate::api::v2alpha1::Operator;
 use crate::controller::client::ControllerClient;
 use crate::controller::events::Events;
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
-use crate::metrics::Metrics;
 use crate::runtime::Process;
 use reconcile::{Context, OperatorOptions, ReconcileError, FIELD_MANAGER};
 
@@ -43,12 +42,8 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         events: Events::new(client.clone(), "olmv2-operator-controller"),
         index: Arc::default(),
         catalogs: process.catalogs.clone(),
-        options: OperatorOptions {
-            install_namespace: options.operator_namespace.clone(),
-            resync: options.resync,
-            retry: options.retry,
-        },
-        metrics: process.metrics.clone(),
+        options: OperatorOptions { install_namespace: options.operator_namespace.clone() },
+        basics: process.basics(),
     });
     let triggers = watch::component_triggers(client.clone(), context.index.clone());
     // Not woken by its own status writes: every component change made two passes, the second finding nothing to do.
@@ -68,11 +63,7 @@ impl Reconciler for Context {
         reconcile::reconcile(operator, self).await
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> std::time::Duration {
-        self.options.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }

@@ -28,6 +28,7 @@ use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient, Objects};
 use crate::controller::conditions::transitions;
 use crate::controller::events::Events;
+use crate::controller::runner::Basics;
 
 /// The field manager of the Operator controller's writes.
 pub const FIELD_MANAGER: &str = "olmv2-operator";
@@ -40,10 +41,6 @@ const INDEX_WAIT: Duration = Duration::from_millis(250);
 pub struct OperatorOptions {
     /// Where namespace-less bundle content of an Operator's Install goes.
     pub install_namespace: String,
-    /// How often an Operator is reconciled again without a change (catalog polling).
-    pub resync: Duration,
-    /// How soon a failed reconcile is tried again.
-    pub retry: Duration,
 }
 
 /// What a reconcile needs.
@@ -53,7 +50,9 @@ pub struct Context {
     pub index: SharedIndex,
     pub catalogs: Arc<CatalogCache>,
     pub options: OperatorOptions,
-    pub metrics: Arc<crate::metrics::Metrics>,
+    /// The metrics, and the pace: a settled object looked at again every `resync` (drift, moved tags, changed
+    /// RBAC, catalog polling), a failed or rolling-out one after `retry`.
+    pub basics: Basics,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -100,7 +99,7 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
     let pass = Pass::new(&ctx, &operator);
     let Some(Observation { owned, source, mut dependents }) = observe(&pass).await? else {
         // The Install of its name is still being adopted for it (`observe`).
-        return Ok(Action::requeue(ctx.options.retry));
+        return Ok(Action::requeue(ctx.basics.retry));
     };
     let install = match target_of(&operator, &source, &ctx.options) {
         Some(target) => Some(bring_to_target(&pass, &source, &target, owned, &mut dependents).await?),
@@ -110,7 +109,7 @@ pub async fn reconcile(operator: Arc<Operator>, ctx: Arc<Context>) -> Result<Act
     let components = lock(&ctx.index).components_of(&pass.name);
     project_labels(&ctx.client, &pass.name, &components).await;
     report_status(&pass, &components, install.as_ref(), &dependents, &source).await?;
-    Ok(Action::requeue(ctx.options.resync))
+    Ok(Action::requeue(ctx.basics.resync))
 }
 
 /// What the steps of one pass over an Operator share: the Operator and the controller's context, the Installs'

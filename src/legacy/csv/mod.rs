@@ -63,10 +63,9 @@ use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::conditions::Transition;
 use crate::controller::events::Events;
 use crate::controller::rbac_cache::RbacCache;
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
 use crate::controller::written::{Stored, Written};
-use crate::metrics::Metrics;
 use crate::runtime::Process;
 
 /// The field manager of the CSV loop's writes.
@@ -75,9 +74,7 @@ pub const FIELD_MANAGER: &str = "olmv2-csv";
 pub struct Context {
     client: ControllerClient,
     events: Events,
-    metrics: Arc<Metrics>,
-    retry: Duration,
-    resync: Duration,
+    basics: Basics,
     /// Every namespace, as metadata: where copies of CSVs of global groups go.
     namespaces: Store<PartialObjectMeta<Namespace>>,
     /// The ClusterRoles and ClusterRoleBindings accounts are checked against.
@@ -276,12 +273,8 @@ impl Reconciler for Context {
         reconcile::reconcile(&self, &csv).await
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> Duration {
-        self.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }
 
@@ -399,9 +392,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
         events: Events::new(client.clone(), "olmv2-csv-controller"),
-        metrics: process.metrics.clone(),
-        retry: process.options.retry,
-        resync: process.options.resync,
+        basics: process.basics(),
         namespaces,
         // The cluster's RBAC, held once by the process for the permission checks (a change wakes no CSV: a CSV
         // waiting on RBAC looks again after the retry interval, as OLM's does).

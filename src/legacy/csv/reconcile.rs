@@ -49,7 +49,7 @@ pub async fn reconcile(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Act
     steps::write_status(ctx, csv, (&status, &next), event, &place).await?;
     api_roles::ensure_api_roles(ctx, csv, &outcome, &place).await?;
     steps::copy_to_targets(ctx, csv, group, &next, &place).await?;
-    Ok(plan::next_action(&status, &next, &outcome, ctx.resync, ctx.retry))
+    Ok(plan::next_action(&status, &next, &outcome, ctx.basics.resync, ctx.basics.retry))
 }
 
 /// The APIs the CSV provides; a CSV whose APIs cannot be read waits for a change of it (OLM logs and skips it).

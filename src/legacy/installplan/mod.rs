@@ -19,9 +19,8 @@ use crate::api::v1alpha1::{InstallPlan, InstallPlanPhase, Subscription};
 use crate::api::v2alpha1::Install;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
-use crate::metrics::Metrics;
 use crate::runtime::Process;
 use crate::webhook::csv_author::recorded_author;
 use crate::webhook::handlers::may_change_content;
@@ -34,9 +33,7 @@ pub struct Context {
     client: ControllerClient,
     /// The controller's namespace, where its own accounts for Installs live.
     controller_namespace: String,
-    metrics: Arc<Metrics>,
-    retry: Duration,
-    resync: Duration,
+    basics: Basics,
     /// OLM's `--install-plan-retry-timeout`.
     retry_timeout: Duration,
 }
@@ -133,12 +130,8 @@ impl Reconciler for Context {
         steps::reconcile(&self, &plan).await
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> Duration {
-        self.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }
 
@@ -149,9 +142,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
         controller_namespace: process.options.namespace.clone(),
-        metrics: process.metrics.clone(),
-        retry: process.options.retry,
-        resync: process.options.resync,
+        basics: process.basics(),
         retry_timeout: process.options.install_plan_retry_timeout,
     });
     let controller = watches::controller(Api::<InstallPlan>::all(client.clone()), watcher::Config::default());

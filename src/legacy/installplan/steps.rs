@@ -72,7 +72,7 @@ pub(super) async fn reconcile(ctx: &Context, plan: &InstallPlan) -> Result<Actio
     create_installs(ctx, &decision, &place).await?;
     move_installs(ctx, &decision, &place).await?;
     write_status(ctx, plan, &decision.status, &place).await?;
-    Ok(execute::next_action(&decision, ctx.retry, ctx.resync))
+    Ok(execute::next_action(&decision, ctx.basics.retry, ctx.basics.resync))
 }
 
 /// Goes on with a plan that is Installing; moves an approved plan from RequiresApproval to Installing (the write

@@ -29,10 +29,9 @@ use crate::api::v1alpha1::{
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::rbac_cache::RbacCache;
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
 use crate::install::content::CSV_RECORD_ANNOTATION;
-use crate::metrics::Metrics;
 use crate::runtime::Process;
 
 /// The field manager of the OperatorGroup loop's writes.
@@ -40,9 +39,7 @@ pub const FIELD_MANAGER: &str = "olmv2-operatorgroup";
 
 pub struct Context {
     client: ControllerClient,
-    metrics: Arc<Metrics>,
-    retry: Duration,
-    resync: Duration,
+    basics: Basics,
     /// The process's RBAC, for the group's aggregating ClusterRoles as stored.
     rbac: Arc<RbacCache>,
     /// The groups, the loop's own store: how many a namespace holds (listed live unless it shows exactly one).
@@ -99,12 +96,8 @@ impl Reconciler for Context {
         reconcile(&self, &group).await
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> Duration {
-        self.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }
 
@@ -129,7 +122,7 @@ async fn reconcile(ctx: &Context, group: &OperatorGroup) -> Result<Action, Recon
     steps::label_account(ctx, &read, &place).await?;
     if let Some(reason) = &decision.stopped {
         tracing::warn!(operatorgroup = %place.name, namespace = %place.namespace, %reason, "operator group not synced");
-        return Ok(Action::requeue(ctx.retry));
+        return Ok(Action::requeue(ctx.basics.retry));
     }
     if decision.targets_changed(group) {
         return Ok(Action::requeue(Duration::from_millis(100)));
@@ -137,7 +130,7 @@ async fn reconcile(ctx: &Context, group: &OperatorGroup) -> Result<Action, Recon
     steps::annotate_members(ctx, &decision, &place).await?;
     steps::ensure_roles(ctx, &decision, &place).await?;
     steps::prune_provided_apis(ctx, group, &decision, &place).await?;
-    Ok(Action::requeue(ctx.resync))
+    Ok(Action::requeue(ctx.basics.resync))
 }
 
 /// Starts the OperatorGroup loop.
@@ -152,9 +145,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     );
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
-        metrics: process.metrics.clone(),
-        retry: process.options.retry,
-        resync: process.options.resync,
+        basics: process.basics(),
         rbac: process.rbac.clone(),
         groups: groups.clone(),
         csvs,

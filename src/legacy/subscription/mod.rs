@@ -37,14 +37,13 @@ use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::conditions::Transition;
 use crate::controller::events::Events;
-use crate::controller::runner::{self, Reconciler};
+use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
 use crate::legacy::installplan::execute::{
     holds_content, install_name, installed_image, made_for, Move, BUNDLE_ANNOTATION,
 };
 use crate::legacy::installplan::move_install;
 use crate::legacy::installplan::plan::{initial_status, new_install_plan, next_generation};
-use crate::metrics::Metrics;
 use crate::runtime::Process;
 use planning::NamespacePlan;
 use status::RESOLUTION_FAILED;
@@ -61,9 +60,7 @@ pub struct Context {
     global_namespace: String,
     /// The controller's namespace, where its own accounts for Installs live.
     controller_namespace: String,
-    metrics: Arc<Metrics>,
-    retry: Duration,
-    resync: Duration,
+    basics: Basics,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -170,12 +167,8 @@ impl Reconciler for Context {
         self.sync_namespace(&namespace).await
     }
 
-    fn metrics(&self) -> &Metrics {
-        &self.metrics
-    }
-
-    fn retry(&self) -> Duration {
-        self.retry
+    fn basics(&self) -> &Basics {
+        &self.basics
     }
 }
 
@@ -361,9 +354,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         catalogs: process.catalogs.clone(),
         global_namespace: global_namespace.clone(),
         controller_namespace: process.options.namespace.clone(),
-        metrics: process.metrics.clone(),
-        retry: process.options.retry,
-        resync: process.options.resync,
+        basics: process.basics(),
     });
     let controller = watches::controller(Api::<Subscription>::all(client.clone()), watcher::Config::default());
     let (by_csv, by_group, by_catalog, by_subscription, by_plan) =

@@ -88,8 +88,8 @@ impl Context {
             }
         }
         Ok(Action::requeue(match &outcome {
-            Outcome::Failed { reason: ERROR_PREVENTED_RESOLUTION, .. } => self.retry,
-            _ => self.resync,
+            Outcome::Failed { reason: ERROR_PREVENTED_RESOLUTION, .. } => self.basics.retry,
+            _ => self.basics.resync,
         }))
     }
 
