@@ -1,8 +1,9 @@
-//! The decisions of an Install's pass that were not a sibling module's already (`gate`, `follows`, `policy`,
-//! `crd_safety`, `drift`, `conditions`): whether a person must approve whatever is pending, whether the pass lets
-//! something through the gate, what to do with an object of the content
-//! that exists, and what the content's CSVs say of the rollout. Pure: the pass (`reconcile`) reads, calls these, and
-//! writes.
+//! The decisions of an Install's pass, pure: the pass's own ([`decide`]: the gate's, from `gate`; whether a policy
+//! holds the content; whether it is the content recorded; what counts as granted), the apply step's
+//! ([`decide_apply`]: drift, from `drift`; whose each existing object is and what is taken over from OLM v0, from
+//! `content` and `takeover`; what to check, disown and prune), whether a person must approve whatever is pending,
+//! whether the pass lets something through the gate, and what the content's CSVs say of the rollout. The pass
+//! (`reconcile`) observes, calls these, and has its steps write.
 
 use std::collections::BTreeMap;
 
