@@ -68,18 +68,31 @@ pub async fn apply_content(
     })
 }
 
-/// The content's objects as they are live, where the apply step judges them (`plan::must_read`); `None` for one
-/// absent or not read.
+/// The content's objects as they are live, where the apply step judges them (`plan::must_read`), each read at a
+/// version served now (`plan::read_at`); `None` for one absent or not read.
 async fn read_live(
     objects: &ObjectClient<'_>,
     content: &[Value],
     applied_before: &[AppliedObject],
     compare: bool,
 ) -> Result<Vec<Option<Value>>, ApplyError> {
-    let mut live = Vec::with_capacity(content.len());
-    for object in content {
-        let read = plan::must_read(object, applied_before, compare);
-        live.push(if read { objects.get(&super::objects::applied_ref(object)).await? } else { None });
+    let mut live: Vec<Option<Value>> = Vec::with_capacity(content.len());
+    let mut crds: Vec<usize> = Vec::new();
+    for (index, object) in content.iter().enumerate() {
+        let at = plan::must_read(object, applied_before, compare)
+            .then(|| {
+                let read: Vec<(&Value, Option<&Value>)> =
+                    crds.iter().map(|&i| (&content[i], live[i].as_ref())).collect();
+                plan::read_at(object, &read)
+            })
+            .flatten();
+        live.push(match at {
+            Some(reference) => objects.get(&reference).await?,
+            None => None,
+        });
+        if object["kind"] == "CustomResourceDefinition" {
+            crds.push(index);
+        }
     }
     Ok(live)
 }

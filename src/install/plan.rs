@@ -142,6 +142,27 @@ pub fn must_read(object: &Value, applied_before: &[AppliedObject], compare: bool
     compare || object["kind"] == "CustomResourceDefinition" || !applied_before.contains(&applied_ref(object))
 }
 
+/// The reference the apply step reads an object at: its own; but for an object of a kind one of the content's CRDs
+/// defines (`crds`: each with what is live of it, read first, as CRDs come first in apply order), a version that CRD
+/// serves as it is live, when the content's update brings the object's version (an object's name, owners and
+/// annotations are the same at every version; read at a version not served yet, it would be taken for absent, and
+/// someone else's object of that name taken over); none while that CRD does not exist (nothing of its kind can).
+pub fn read_at(object: &Value, crds: &[(&Value, Option<&Value>)]) -> Option<AppliedObject> {
+    let reference = applied_ref(object);
+    let (group, version) = reference.api_version.split_once('/').unwrap_or(("", reference.api_version.as_str()));
+    let defines =
+        |crd: &Value| crd["spec"]["group"] == group && crd["spec"]["names"]["kind"] == reference.kind.as_str();
+    let Some((_, live)) = crds.iter().find(|(crd, _)| defines(crd)) else { return Some(reference) };
+    let versions = (*live)?["spec"]["versions"].as_array()?;
+    let served: Vec<&Value> = versions.iter().filter(|v| v["served"] == true).collect();
+    if served.iter().any(|v| v["name"] == version) {
+        return Some(reference);
+    }
+    let stored = served.iter().find(|v| v["storage"] == true).or_else(|| served.first())?;
+    let api_version = format!("{group}/{}", stored["name"].as_str()?);
+    Some(AppliedObject { api_version, ..reference })
+}
+
 /// A settled Install's content against what is `live` (aligned with `objects`): the objects someone changed
 /// (drift, to repair), and whether some only lack the component `label`. An Operator that came to own the Install
 /// (an adopted Subscription's) labels its objects: applied again, but not drift, which is someone changing what the

@@ -236,3 +236,27 @@ fn a_settled_install_whose_objects_hold_writes_nothing_and_one_changed_is_applie
     let theirs = decide_apply(&objects, &[Some(config_map.clone())], false, None, &ownership(&[], None));
     assert!(matches!(theirs, ApplyDecision::Refused(ApplyError::NotOwned { .. })), "{theirs:?}");
 }
+
+fn plumbus_crd(versions: Value) -> Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "plumbi.example.com"},
+        "spec": {"group": "example.com", "names": {"kind": "Plumbus", "plural": "plumbi"}, "versions": versions}})
+}
+
+#[test]
+fn an_object_of_a_version_the_contents_crd_adds_is_read_at_a_version_served_now() {
+    let resource =
+        json!({"apiVersion": "example.com/v2", "kind": "Plumbus", "metadata": {"name": "p", "namespace": "n"}});
+    let content_crd =
+        plumbus_crd(json!([{"name": "v1", "served": true}, {"name": "v2", "served": true, "storage": true}]));
+    let live_crd =
+        plumbus_crd(json!([{"name": "v1", "served": true, "storage": true}, {"name": "v0", "served": true}]));
+    let read = read_at(&resource, &[(&content_crd, Some(&live_crd))]).expect("read");
+    assert_eq!(read.api_version, "example.com/v1", "the live CRD's stored version: v2 is not served yet");
+    assert_eq!((read.name.as_str(), read.namespace.as_deref()), ("p", Some("n")));
+    let served = plumbus_crd(json!([{"name": "v2", "served": true, "storage": true}]));
+    assert_eq!(read_at(&resource, &[(&content_crd, Some(&served))]), Some(applied_ref(&resource)), "served: as it is");
+    assert_eq!(read_at(&resource, &[(&content_crd, None)]), None, "no CRD yet: nothing of its kind exists");
+    let config_map = object("ConfigMap", "x");
+    assert_eq!(read_at(&config_map, &[(&content_crd, None)]), Some(applied_ref(&config_map)), "not the content's API");
+}
