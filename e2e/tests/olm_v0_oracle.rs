@@ -362,9 +362,13 @@ impl Scenario {
 
     fn ready(self, observed: &Value) -> bool {
         match self {
-            Self::OperatorGroups => {
-                observed.as_object().is_some_and(|o| o.keys().any(|k| k.starts_with("ClusterRole")))
-            }
+            // Every group's roles made: the manager has reconciled each group, not only the first it came to.
+            Self::OperatorGroups => observed.as_object().is_some_and(|o| {
+                let groups = o.keys().filter_map(|k| k.strip_prefix("OperatorGroup ")?.split_once('/'));
+                let mut groups = groups.peekable();
+                groups.peek().is_some()
+                    && groups.all(|(_, name)| o.keys().any(|k| k.starts_with(&format!("ClusterRole olm.og.{name}."))))
+            }),
             Self::GroupDeleted => observed["OperatorGroup ops/og"].is_null(),
             Self::Csv(phase) => observed["CSV ops/plumbus.v1.0.0"]["phase"] == phase,
             Self::LeftSucceeded => {
