@@ -244,10 +244,10 @@ impl<'a> ObjectClient<'a> {
         Ok(absent)
     }
 
-    /// OLM's check of the custom resources stored today against the schemas a CRD update brings (`crd_schema`), listing
-    /// them as `user` (the Install's account, which applies the CRD: the controller reads no custom resources of its
-    /// own). An object failing refuses the update, unless the new CRD converts by webhook: then, as OLM, the update goes
-    /// on and the answer is the warning to record.
+    /// OLM's check of the custom resources stored today against the schemas a CRD update brings (`crd_schema`),
+    /// listing them as this client's identity (the Install's account, which applies the CRD: the controller reads no
+    /// custom resources of its own). An object failing refuses the update, unless the new CRD converts by webhook:
+    /// then, as OLM, the update goes on and the answer is the warning to record.
     pub async fn check_existing_resources(&self, live: &Value, new: &Value) -> Result<Option<String>, ApplyError> {
         let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
         let (crd, group) = (text(&new["metadata"]["name"]), text(&new["spec"]["group"]));
