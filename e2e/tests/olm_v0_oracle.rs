@@ -245,6 +245,18 @@ fn marks(meta: &kube::api::ObjectMeta) -> Value {
     json!({"labels": labels, "annotations": annotations})
 }
 
+/// A CSV's `status.requirementStatus` with its ServiceAccount entries sorted by name: OLM v0 appends them from a Go
+/// map (`permissionStatus`), in an order that differs from run to run (seen: a CSV with two accounts listed them in
+/// both orders in two runs); the project sorts them by name (`docs/legacy.md`, CSVs, requirements). The other
+/// entries keep their order, which is compared.
+fn requirements(entries: &Value) -> Value {
+    let Some(entries) = entries.as_array() else { return entries.clone() };
+    let (mut accounts, others): (Vec<&Value>, Vec<&Value>) =
+        entries.iter().partition(|entry| entry["kind"] == "ServiceAccount");
+    accounts.sort_by_key(|entry| entry["name"].as_str().unwrap_or_default().to_owned());
+    json!(others.into_iter().chain(accounts).collect::<Vec<_>>())
+}
+
 /// What the CSV loops produced: the CSV's status (phase, reason, message, the phases it went through and its
 /// requirements; times left out), its labels and annotations, its copies, its Deployment as rendered, the group's
 /// provided APIs, and the provided API's ClusterRoles.
@@ -260,7 +272,8 @@ async fn observe_csv(cluster: &Cluster) -> Value {
     for crd in crds.list(&ListParams::default()).await.unwrap().items {
         uids.insert(crd.metadata.uid.clone().unwrap(), format!("CRD {}", crd.metadata.name.clone().unwrap()));
     }
-    for csv in Api::<ClusterServiceVersion>::all(admin.clone()).list(&ListParams::default()).await.unwrap().items {
+    let csvs = Api::<ClusterServiceVersion>::all(admin.clone()).list(&ListParams::default()).await.unwrap().items;
+    for csv in &csvs {
         let namespace = csv.metadata.namespace.clone().unwrap();
         if namespace == project::CONTROLLER_NAMESPACE {
             // The controller's own namespace, which the cluster managed by OLM v0 does not have.
@@ -282,7 +295,7 @@ async fn observe_csv(cluster: &Cluster) -> Value {
             .collect();
         observed[format!("CSV {namespace}/{}", csv.metadata.name.clone().unwrap())] = json!({
             "phase": status["phase"], "reason": status["reason"], "message": status["message"],
-            "conditions": conditions, "requirementStatus": status["requirementStatus"], "marks": marks(&csv.metadata),
+            "conditions": conditions, "requirementStatus": requirements(&status["requirementStatus"]), "marks": marks(&csv.metadata),
         });
     }
     for group in Api::<OperatorGroup>::all(admin.clone()).list(&ListParams::default()).await.unwrap().items {
@@ -322,9 +335,15 @@ async fn observe_csv(cluster: &Cluster) -> Value {
             .collect();
         observed["OLMConfig cluster"] = json!({"conditions": conditions});
     }
+    // The per-API ClusterRoles of the CRDs the CSVs own (`<crd>-<version>-admin` and the like).
+    let owned_crds: Vec<String> = csvs
+        .iter()
+        .flat_map(|csv| csv.spec.custom_resource_definitions.iter().flat_map(|crds| crds.owned.iter()))
+        .map(|crd| format!("{}-", crd.name))
+        .collect();
     for role in Api::<ClusterRole>::all(admin).list(&ListParams::default()).await.unwrap().items {
         let name = role.metadata.name.clone().unwrap();
-        if name.starts_with("plumbuses.example.com") {
+        if owned_crds.iter().any(|crd| name.starts_with(crd.as_str())) {
             observed[format!("ClusterRole {name}")] =
                 json!({"marks": marks(&role.metadata), "aggregationRule": role.aggregation_rule, "rules": role.rules});
         }
@@ -348,15 +367,20 @@ enum Scenario {
     LeftSucceeded,
     /// Ready once `ops/plumbus.v1.0.0` is Succeeded and `ops2/twin.v1.0.0` in this phase.
     Twin(&'static str),
+    /// Ready once this many CSVs are in `ops`, each in this phase.
+    Bundles(usize, &'static str),
 }
 
 impl Scenario {
     async fn observe(self, cluster: &Cluster) -> Value {
         match self {
             Self::OperatorGroups | Self::GroupDeleted => observe_operator_groups(cluster).await,
-            Self::Csv(_) | Self::Replaced | Self::SucceededAgain | Self::LeftSucceeded | Self::Twin(_) => {
-                observe_csv(cluster).await
-            }
+            Self::Csv(_)
+            | Self::Replaced
+            | Self::SucceededAgain
+            | Self::LeftSucceeded
+            | Self::Twin(_)
+            | Self::Bundles(..) => observe_csv(cluster).await,
         }
     }
 
@@ -388,6 +412,16 @@ impl Scenario {
             Self::Twin(phase) => {
                 observed["CSV ops/plumbus.v1.0.0"]["phase"] == "Succeeded"
                     && observed["CSV ops2/twin.v1.0.0"]["phase"] == phase
+            }
+            Self::Bundles(count, phase) => {
+                let in_ops: Vec<&Value> = observed
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(key, _)| key.starts_with("CSV ops/"))
+                    .map(|(_, csv)| csv)
+                    .collect();
+                in_ops.len() == count && in_ops.iter().all(|csv| csv["phase"] == phase)
             }
         }
     }
@@ -633,4 +667,104 @@ async fn a_csv_providing_an_api_an_intersecting_group_provides_fails_as_olm_v0_f
     let twin = format!("apiVersion: v1\nkind: Namespace\nmetadata: {{name: ops2}}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: plumbus, namespace: ops2}}\n{twin}");
     let stages = [(first.as_str(), Scenario::Csv("Succeeded")), (twin.as_str(), Scenario::Twin("Failed"))];
     compare_stages("intersection", &stages, &["ops", "ops2"]).await;
+}
+
+/// Real bundles of the community catalog (`../shared/testdata/community-bundles`), chosen for what they bring: many
+/// rules (kuadrant-operator, 50), two permission entries for one account (percona-server-mysql-operator), two
+/// accounts with cluster permissions (kubevirt-wol), a small one (snapscheduler). All support AllNamespaces and
+/// define no webhook or APIService (their certificates would need a serving pod).
+const COMMUNITY_BUNDLES: [(&str, &str); 4] = [
+    ("kuadrant-operator", "0.11.1"),
+    ("percona-server-mysql-operator", "1.2.0"),
+    ("kubevirt-wol", "0.0.2"),
+    ("snapscheduler", "3.5.0"),
+];
+
+/// The community bundles applied by hand as an OLM v0 user applies them (`ops` with a global group, the CRDs, the
+/// ServiceAccounts the CSVs name, the CSVs), with or without the RBAC an InstallPlan would have made from each CSV's
+/// permissions (a Role and RoleBinding per account, a ClusterRole and ClusterRoleBinding per account of the cluster
+/// permissions, each named after the CSV, the account and its place in the list).
+fn community_bundles(granted: bool) -> (String, usize) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/testdata/community-bundles");
+    let mut documents: Vec<Value> = vec![
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ops"}}),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}),
+        json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup", "metadata": {"name": "og", "namespace": "ops"}}),
+    ];
+    let mut csvs = Vec::new();
+    for (bundle, version) in COMMUNITY_BUNDLES {
+        let manifests = root.join(bundle).join(version).join("manifests");
+        let mut files: Vec<_> = std::fs::read_dir(&manifests).unwrap().map(|entry| entry.unwrap().path()).collect();
+        files.sort();
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let object: Value = serde_yaml_ng::from_str(&text).unwrap();
+            match object["kind"].as_str() {
+                Some("CustomResourceDefinition") => documents.push(object),
+                Some("ClusterServiceVersion") => csvs.push(object),
+                _ => {} // Services, Roles of the bundle: an InstallPlan's business, not the CSV loop's.
+            }
+        }
+    }
+    let count = csvs.len();
+    for mut csv in csvs {
+        csv["metadata"]["namespace"] = json!("ops");
+        // percona-server-mysql-operator's says `operators.coreos.com/v1`, a version no cluster serves CSVs at; OLM's
+        // bundle tooling decodes it as v1alpha1 whatever it says, as a user applying it by hand would have to.
+        csv["apiVersion"] = json!("operators.coreos.com/v1alpha1");
+        let name = csv["metadata"]["name"].as_str().unwrap().to_owned();
+        let install = &csv["spec"]["install"]["spec"];
+        let mut accounts: Vec<String> = install["deployments"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|deployment| deployment["spec"]["template"]["spec"]["serviceAccountName"].as_str())
+            .map(str::to_owned)
+            .collect();
+        for (field, cluster) in [("permissions", false), ("clusterPermissions", true)] {
+            for (index, permission) in install[field].as_array().into_iter().flatten().enumerate() {
+                let account = permission["serviceAccountName"].as_str().unwrap().to_owned();
+                if granted {
+                    let role = format!("{name}-{account}-{index}");
+                    let (kind, binding) =
+                        if cluster { ("ClusterRole", "ClusterRoleBinding") } else { ("Role", "RoleBinding") };
+                    let metadata =
+                        if cluster { json!({"name": role}) } else { json!({"name": role, "namespace": "ops"}) };
+                    documents.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": kind,
+                        "metadata": metadata, "rules": permission["rules"]}));
+                    documents.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": binding,
+                        "metadata": metadata,
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+                        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": "ops"}]}));
+                }
+                accounts.push(account);
+            }
+        }
+        accounts.sort();
+        accounts.dedup();
+        for account in accounts {
+            documents.push(json!({"apiVersion": "v1", "kind": "ServiceAccount",
+                "metadata": {"name": account, "namespace": "ops"}}));
+        }
+        documents.push(csv);
+    }
+    // JSON is YAML: one document each.
+    let yaml = documents.iter().map(|document| document.to_string()).collect::<Vec<_>>().join("\n---\n");
+    (yaml, count)
+}
+
+/// Real CSVs whose accounts hold none of the permissions they ask for wait in Pending (`RequirementsNotMet`) with
+/// the requirement status OLM v0 reports: every CRD, account and rule, in its order and words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn real_community_csvs_without_their_permissions_wait_as_olm_v0_keeps_them() {
+    let (objects, count) = community_bundles(false);
+    compare("community-pending", &objects, Scenario::Bundles(count, "Pending"), &[]).await;
+}
+
+/// The same CSVs with their permissions granted: installed as OLM v0 installs them (phases, conditions, Deployments
+/// as rendered, copies, the per-API ClusterRoles of every owned CRD, the group's provided APIs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn real_community_csvs_granted_their_permissions_are_installed_as_olm_v0_installs_them() {
+    let (objects, count) = community_bundles(true);
+    compare("community-installed", &objects, Scenario::Bundles(count, "Succeeded"), &["ops"]).await;
 }
