@@ -58,6 +58,8 @@ const PROJECT_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller"
 /// and, with copies enabled, every CSV is copied into each of them.
 const SETTLE_QUIET: Duration = Duration::from_secs(10);
 const SETTLE_LIMIT: Duration = Duration::from_secs(45 * 60);
+/// How long after a CSV's watch starts its Deployment is deleted: time for the watch to be served live.
+const WATCH_LIVE: Duration = Duration::from_secs(1);
 /// How long a deleted Deployment may take to show in its CSV's status, and the CSV to be Succeeded again.
 const CHANGE_LIMIT: Duration = Duration::from_secs(60);
 const GOALS: &str = "goals: our settled RSS <= 1/3 of OLM v0's; our writes per idle minute 0; our time to all \
@@ -424,6 +426,10 @@ async fn delete_deployment(admin: &kube::Client, index: usize) -> (Option<Durati
     let version = listed.metadata.resource_version.clone().unwrap_or_default();
     let params = WatchParams::default().fields(&fields).timeout(CHANGE_LIMIT.as_secs() as u32);
     let mut events = csvs.watch(&params, &version).await.expect("the CSV watched").boxed();
+    // kube-apiserver serves a watch from its watch cache, which holds back the events of a resourceVersion newer than
+    // the last it saw until it catches up (it asks etcd for progress every 100 ms or so): a change made at once
+    // would be timed from before the watch delivers anything, as about 100 ms for either manager.
+    tokio::time::sleep(WATCH_LIVE).await;
     let mut seen = Vec::new();
     let deployments = Api::<Deployment>::namespaced(admin.clone(), &namespace);
     let start = Instant::now();
