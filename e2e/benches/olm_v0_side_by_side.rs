@@ -168,6 +168,8 @@ struct Figures {
     /// The reads (get, list, watch) counted by verb and resource.
     setup_reads: BTreeMap<String, usize>,
     idle_kinds: BTreeMap<String, usize>,
+    /// The idle window's reads by verb and resource.
+    idle_reads: BTreeMap<String, usize>,
     /// The idle window's writes by object, as made.
     idle_named: Vec<String>,
 }
@@ -518,6 +520,7 @@ async fn run(manager: Manager, settings: &Settings, copies: Copies, namespaces: 
     let cpu_idle = cpu_seconds(pid) - start_cpu - cpu_setup;
     let (_, rss_idle_kib) = rss_kib(pid);
     let idle_kinds = std::mem::take(&mut tail.by_kind);
+    let idle_reads = std::mem::take(&mut tail.reads_by_kind);
     let idle_named = std::mem::take(&mut tail.writes_named);
     let copied = copied_csvs(&admin).await;
 
@@ -561,6 +564,7 @@ async fn run(manager: Manager, settings: &Settings, copies: Copies, namespaces: 
         setup_kinds,
         setup_reads,
         idle_kinds,
+        idle_reads,
         idle_named,
     }
 }
@@ -646,6 +650,7 @@ fn print_run(f: &Figures, settings: &Settings) {
     print_kinds("setup writes", &f.setup_kinds);
     print_kinds("setup reads", &f.setup_reads);
     print_kinds("idle writes", &f.idle_kinds);
+    print_kinds("idle reads", &f.idle_reads);
     // Which objects, in order: what an idle write was is the first question it raises.
     for write in f.idle_named.iter().take(40) {
         println!("      {write}");
