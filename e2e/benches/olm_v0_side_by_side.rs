@@ -54,8 +54,8 @@ const WRITE_VERBS: [&str; 4] = ["create", "update", "patch", "delete"];
 const OLM_V0_USER: &str = "olm-v0";
 const PROJECT_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller";
 /// Setup has settled once the manager has written nothing for this long; gives up after `SETTLE_LIMIT`, which
-/// leaves room for the largest run: every global group labels every namespace (100,000 writes at 1,000 namespaces)
-/// and, with copies enabled, every CSV is copied into each of them.
+/// leaves room for the largest run: with copies enabled, every CSV copied into every namespace (100,000 copies at
+/// 1,000 namespaces, at the 90 or so writes a second either manager keeps on 2 cores).
 const SETTLE_QUIET: Duration = Duration::from_secs(10);
 const SETTLE_LIMIT: Duration = Duration::from_secs(45 * 60);
 /// How long after a CSV's watch starts its Deployment is deleted: time for the watch to be served live.
