@@ -266,23 +266,19 @@ impl Drop for Running {
 
 /// Resident memory in KiB, (peak, now), from `/proc/<pid>/status`.
 fn rss_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|rest| rest.split_whitespace().next())
-            .and_then(|value| value.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmHWM:"), field("VmRSS:"))
+    (status_kib(pid, "VmHWM:"), status_kib(pid, "VmRSS:"))
 }
 
-/// Of the resident memory, the KiB of files mapped (code and data of the binary and its libraries), from
-/// `/proc/<pid>/status`: what is not the heap, stacks and other anonymous memory.
+/// Of the resident memory, the KiB of files mapped (code and data of the binary and its libraries): what is not
+/// the heap, stacks and other anonymous memory.
 fn rss_file_kib(pid: u32) -> u64 {
+    status_kib(pid, "RssFile:")
+}
+
+/// A field of `/proc/<pid>/status` given in kB; 0 when the process or the field is gone.
+fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let line = status.lines().find_map(|line| line.strip_prefix("RssFile:"));
+    let line = status.lines().find_map(|line| line.strip_prefix(field));
     line.and_then(|rest| rest.split_whitespace().next()).and_then(|value| value.parse().ok()).unwrap_or(0)
 }
 

@@ -338,6 +338,7 @@ async fn observe_csv(cluster: &Cluster) -> Value {
     // The per-API ClusterRoles of the CRDs the CSVs own (`<crd>-<version>-admin` and the like).
     let owned_crds: Vec<String> = csvs
         .iter()
+        .filter(|csv| csv.metadata.namespace.as_deref() != Some(project::CONTROLLER_NAMESPACE))
         .flat_map(|csv| csv.spec.custom_resource_definitions.iter().flat_map(|crds| crds.owned.iter()))
         .map(|crd| format!("{}-", crd.name))
         .collect();
