@@ -30,7 +30,6 @@ pub const CONTROLLERS: &[fn(&Process) -> BoxFuture<'static, ()>] = &[
     crate::legacy::grouproles::controller,
     crate::legacy::namespaces::controller,
     crate::legacy::csv::controller,
-    crate::legacy::copied::controller,
     crate::legacy::olmconfig::controller,
     crate::legacy::catalogsource::controller,
     crate::legacy::subscription::controller,

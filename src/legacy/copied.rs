@@ -1,20 +1,21 @@
-//! The loop over copied CSVs (OLM v0's `syncCopiedCsv`): a copy whose original is gone, failed on a provided-API
-//! conflict or no longer targets its namespace is deleted (`copies::dangling`), and a copy changed by hand is put
-//! back from its original. Copies are watched as metadata only, so thousands of them cost little memory; the
-//! original's pass (`csv::copying`) makes and refreshes them.
+//! The loop over copied CSVs (OLM v0's `syncCopiedCsv` and `requeueParentCsv`): a copy whose original is gone,
+//! failed on a provided-API conflict or no longer targets its namespace is deleted (`copies::dangling`), and a copy
+//! changed by anyone but this process wakes its original's pass, whose copier puts it back. Copies are watched as
+//! metadata only, so thousands of them cost little memory; the original is read from the CSV loop's store and the
+//! copier's `ledger` says which changes are this process's own, so a copy written by the copier costs no read.
 
 use std::sync::Arc;
 
 use futures_util::future::{BoxFuture, FutureExt};
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::{Api, ObjectMeta, PartialObjectMeta};
 use kube::runtime::controller::Action;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::ResourceExt;
 
 use super::adopted_copies::{adopted_operator, reowned, OperatorOwner};
-use super::copies::{dangling, is_uncopiable, prototype};
-use super::csv::copying::sync_one;
+use super::copier::ledger::Ledger;
+use super::copies::{dangling, is_uncopiable, judge, Judgement};
 use super::membership::{is_install_record, COPIED_FROM_LABEL};
 use crate::api::v1::OPERATOR_NAMESPACE_ANNOTATION;
 use crate::api::v1alpha1::ClusterServiceVersion;
@@ -27,10 +28,17 @@ use crate::install::content::CSV_RECORD_ANNOTATION;
 use crate::runtime::Process;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use serde_json::json;
+use tokio::sync::mpsc::UnboundedSender;
 
 pub struct Context {
     client: ControllerClient,
     basics: Basics,
+    /// The original CSVs, the CSV loop's store.
+    originals: Store<ClusterServiceVersion>,
+    /// What the copier wrote of each copy.
+    ledger: Arc<Ledger>,
+    /// Wakes an original's pass, which asks for its copies again.
+    wake: UnboundedSender<ObjectRef<ClusterServiceVersion>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -63,39 +71,48 @@ impl Reconciler for Context {
     ) -> Result<Action, CopyError> {
         let (namespace, name) = (copy.namespace().unwrap_or_default(), copy.name_any());
         let error = |source| CopyError { namespace: namespace.clone(), name: name.clone(), source };
-        let copies = self.client.namespaced::<ClusterServiceVersion>(&namespace);
-        let Some(full) = copies.get_opt(&name).await.map_err(error)? else { return Ok(Action::await_change()) };
         let origin = copy
             .annotations()
             .get(OPERATOR_NAMESPACE_ANNOTATION)
             .or_else(|| copy.labels().get(COPIED_FROM_LABEL))
             .cloned()
             .unwrap_or_default();
+        // The original as the CSV loop's watch holds it; a copy that looks dangling or orphaned by it is judged again
+        // on the original and the copy read live (the store may lag), before anything is deleted.
+        if self.originals.wait_until_ready().await.is_err() {
+            return Ok(Action::await_change());
+        }
+        let stored = (!origin.is_empty()).then(|| self.originals.get(&ObjectRef::new(&name).within(&origin))).flatten();
+        let own = self.ledger.is_own(&namespace, &name, copy.resource_version().as_deref());
+        match (judge(&copy.metadata, stored.as_deref(), own), stored) {
+            (Judgement::Keep, _) => return Ok(Action::await_change()),
+            (Judgement::SyncOriginal, Some(parent)) => {
+                let _ = self.wake.send(ObjectRef::from_obj(parent.as_ref()));
+                return Ok(Action::await_change());
+            }
+            (Judgement::AdoptedRecord, Some(record)) => {
+                return self.remove_if_adopted(&copy.metadata, &record).await.map_err(error);
+            }
+            _ => {}
+        }
+        let copies = self.client.namespaced::<ClusterServiceVersion>(&namespace);
+        let Some(full) = copies.get_opt(&name).await.map_err(error)? else { return Ok(Action::await_change()) };
         let parent = if origin.is_empty() {
             None
         } else {
             self.client.namespaced::<ClusterServiceVersion>(&origin).get_opt(&name).await.map_err(error)?
         };
         if let Some(record) = parent.as_ref().filter(|parent| is_install_record(parent)) {
-            // An operator OLM v0 installed that an Install took over: its copies go once the Install is adopted.
-            // Copies of any other record are left as they are (an Install's record is never copied).
-            let install_name = record.annotations().get(CSV_RECORD_ANNOTATION).cloned().unwrap_or_default();
-            if install_name.is_empty() {
-                return Ok(Action::await_change());
-            }
-            let install = self.client.all::<Install>().get_opt(&install_name).await.map_err(error)?;
-            if let Some(operator) = install.as_ref().and_then(|install| adopted_operator(record, install)) {
-                self.remove_for(&full, &operator).await.map_err(error)?;
-            }
-            return Ok(Action::await_change());
+            return self.remove_if_adopted(&full.metadata, record).await.map_err(error);
         }
         if dangling(&full, parent.as_ref()) {
             tracing::info!(copy = %name, %namespace, "removing a copied CSV its original no longer wants");
             copies.ensure_deleted(&name).await.map_err(error)?;
+            self.ledger.forget(&namespace, &name);
             return Ok(Action::await_change());
         }
         if let Some(parent) = parent.filter(|parent| !is_uncopiable(parent)) {
-            sync_one(&self.client, &prototype(&parent), &full).await.map_err(error)?;
+            let _ = self.wake.send(ObjectRef::from_obj(&parent));
         }
         Ok(Action::await_change())
     }
@@ -106,14 +123,33 @@ impl Reconciler for Context {
 }
 
 impl Context {
+    /// The copy of an operator OLM v0 installed that an Install took over (`record`, its original) goes once the
+    /// Install is adopted. Copies of any other record are left as they are (an Install's record is never copied).
+    async fn remove_if_adopted(
+        &self,
+        copy: &ObjectMeta,
+        record: &ClusterServiceVersion,
+    ) -> Result<Action, ClientError> {
+        let install_name = record.annotations().get(CSV_RECORD_ANNOTATION).cloned().unwrap_or_default();
+        if install_name.is_empty() {
+            return Ok(Action::await_change());
+        }
+        let install = self.client.all::<Install>().get_opt(&install_name).await?;
+        if let Some(operator) = install.as_ref().and_then(|install| adopted_operator(record, install)) {
+            self.remove_for(copy, &operator).await?;
+        }
+        Ok(Action::await_change())
+    }
+
     /// Passes what `copy` owns in its namespace (Roles and RoleBindings: what the CSV's operator was given there) to
     /// the Operator, then deletes the copy, orphaning any other dependent (`adopted_copies`).
-    async fn remove_for(&self, copy: &ClusterServiceVersion, operator: &OperatorOwner) -> Result<(), ClientError> {
-        let (namespace, name) = (copy.namespace().unwrap_or_default(), copy.name_any());
-        let copy_uid = copy.uid().unwrap_or_default();
+    async fn remove_for(&self, copy: &ObjectMeta, operator: &OperatorOwner) -> Result<(), ClientError> {
+        let (namespace, name) = (copy.namespace.clone().unwrap_or_default(), copy.name.clone().unwrap_or_default());
+        let copy_uid = copy.uid.clone().unwrap_or_default();
         self.reown::<Role>(&namespace, &copy_uid, operator).await?;
         self.reown::<RoleBinding>(&namespace, &copy_uid, operator).await?;
         self.client.namespaced::<ClusterServiceVersion>(&namespace).delete_if_uid(&name, &copy_uid, true).await?;
+        self.ledger.forget(&namespace, &name);
         tracing::info!(copy = %name, %namespace, operator = %operator.name, "removed the copy of an adopted operator's CSV");
         Ok(())
     }
@@ -179,12 +215,21 @@ fn originals_followed(
     })
 }
 
-/// Starts the copied-CSV loop.
-pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
+/// The copied-CSV loop, built by the CSV loop, whose store of originals it reads and whose passes it wakes
+/// (`wake`); its store of copies (metadata) is the copier's view of the cluster.
+pub fn controller(
+    process: &Process,
+    originals: Store<ClusterServiceVersion>,
+    ledger: Arc<Ledger>,
+    wake: UnboundedSender<ObjectRef<ClusterServiceVersion>>,
+) -> (Store<PartialObjectMeta<ClusterServiceVersion>>, BoxFuture<'static, ()>) {
     let client = process.client.clone();
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), super::csv::FIELD_MANAGER),
         basics: process.basics(),
+        originals,
+        ledger,
+        wake,
     });
     // Metadata only: `Api<PartialObjectMeta<_>>` watches and lists without specs and statuses.
     let controller = watches::controller(
@@ -192,13 +237,14 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         watcher::Config::default().labels(COPIED_FROM_LABEL),
     );
     let copies = controller.store();
+    let followed = copies.clone();
     // An original deleted takes its copies with it (they are found dangling); one deleted while the controller was
     // down is found by the first pass over every copy. An original taken over by an Install wakes its copies too.
     let controller = controller.watches_stream(
         originals_followed(client),
         move |original: PartialObjectMeta<ClusterServiceVersion>| {
             let (name, namespace) = (original.name_any(), original.namespace().unwrap_or_default());
-            copies
+            followed
                 .state()
                 .iter()
                 .filter(|copy| copy.name_any() == name && copy.labels().get(COPIED_FROM_LABEL) == Some(&namespace))
@@ -206,5 +252,5 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
                 .collect::<Vec<_>>()
         },
     );
-    runner::run(controller, context, process.shutdown()).boxed()
+    (copies, runner::run(controller, context, process.shutdown()).boxed())
 }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::ObjectMeta;
 
-use super::membership::{is_copied, COPIED_FROM_LABEL, COPIED_REASON};
+use super::membership::{is_copied, is_install_record, COPIED_FROM_LABEL, COPIED_REASON};
 use crate::api::v1::{OPERATOR_NAMESPACE_ANNOTATION, TARGET_NAMESPACES_ANNOTATION};
 use crate::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 use crate::api::v2alpha1::CREATOR_ANNOTATION;
@@ -126,10 +126,13 @@ pub fn copy_namespaces(
 /// Whether a copy must go, as OLM's `removeDanglingChildCSVs` decides: it names no operator namespace, its original
 /// (`parent`) is gone, failed on a provided-API conflict, no longer targets the copy's namespace, or lives in it.
 pub fn dangling(copy: &ClusterServiceVersion, parent: Option<&ClusterServiceVersion>) -> bool {
-    if !is_copied(copy) {
-        return false;
-    }
-    let annotations = copy.metadata.annotations.clone().unwrap_or_default();
+    is_copied(copy) && dangling_copy(&copy.metadata, parent)
+}
+
+/// [`dangling`] of an object known to be a copy (labelled `olm.copiedFrom`, as the copied-CSV loop's watch selects
+/// them: `is_copied` holds for it whatever its status says), judged on its metadata alone.
+pub fn dangling_copy(copy: &ObjectMeta, parent: Option<&ClusterServiceVersion>) -> bool {
+    let annotations = copy.annotations.clone().unwrap_or_default();
     if !annotations.contains_key(OPERATOR_NAMESPACE_ANNOTATION) {
         return true;
     }
@@ -138,7 +141,7 @@ pub fn dangling(copy: &ClusterServiceVersion, parent: Option<&ClusterServiceVers
     if status.phase == CsvPhase::Failed && status.reason.as_deref() == Some("InterOperatorGroupOwnerConflict") {
         return true;
     }
-    let namespace = copy.metadata.namespace.clone().unwrap_or_default();
+    let namespace = copy.namespace.clone().unwrap_or_default();
     if let Some(targets) =
         parent.metadata.annotations.as_ref().map(|a| a.get(TARGET_NAMESPACES_ANNOTATION).cloned().unwrap_or_default())
     {
@@ -148,6 +151,38 @@ pub fn dangling(copy: &ClusterServiceVersion, parent: Option<&ClusterServiceVers
         }
     }
     parent.metadata.namespace.as_deref() == Some(namespace.as_str())
+}
+
+/// What the copied-CSV loop does with a copy, judged on its metadata and its original as a store holds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Judgement {
+    /// It holds what this process wrote, or its original is not copied: nothing to do.
+    Keep,
+    /// Changed by someone else (by hand, or before this process started): its original's copies are synced again,
+    /// which puts it back where it drifted.
+    SyncOriginal,
+    /// Its original is an Install record: it goes once the Install is an Operator's (`adopted_copies`).
+    AdoptedRecord,
+    /// The store has no original for it or says it dangles: judged again on the copy and the original read live,
+    /// as a store may lag, before anything is deleted.
+    ReadLive,
+}
+
+/// Judges the copy `copy` (labelled `olm.copiedFrom`) given its original as stored and whether it is at or before
+/// this process's last write of it (`own`).
+pub fn judge(copy: &ObjectMeta, stored: Option<&ClusterServiceVersion>, own: bool) -> Judgement {
+    match stored {
+        Some(parent) if !dangling_copy(copy, Some(parent)) => {
+            if is_install_record(parent) {
+                Judgement::AdoptedRecord
+            } else if own || is_uncopiable(parent) {
+                Judgement::Keep
+            } else {
+                Judgement::SyncOriginal
+            }
+        }
+        _ => Judgement::ReadLive,
+    }
 }
 
 /// The `OLMConfig` condition for copies, given whether they are enabled and whether every global group's operators
@@ -252,6 +287,35 @@ mod tests {
         unannotated.metadata.annotations.get_or_insert_default().remove("olm.operatorNamespace");
         assert!(dangling(&unannotated, Some(&parent)));
         assert!(!dangling(&parent, None), "an original is never dangling");
+        for (copy, parent) in [(&copy, Some(&parent)), (&copy, None), (&copy, Some(&narrowed)), (&unannotated, None)] {
+            assert_eq!(dangling_copy(&copy.metadata, parent), dangling(copy, parent), "a copy's metadata says as much");
+        }
+    }
+
+    #[test]
+    fn a_copy_someone_else_changed_syncs_its_original_and_a_doubtful_one_is_read_live() {
+        let parent = original();
+        let mut copy = prototype(&parent);
+        copy.metadata.namespace = Some("a".into());
+        let copy = &copy.metadata;
+        assert_eq!(judge(copy, Some(&parent), true), Judgement::Keep, "the copier's own write");
+        assert_eq!(judge(copy, Some(&parent), false), Judgement::SyncOriginal, "changed by someone else");
+        let mut unsupported = parent.clone();
+        unsupported.status = Some(
+            serde_json::from_value(json!({"phase": "Failed", "reason": "UnsupportedOperatorGroup"})).expect("status"),
+        );
+        assert_eq!(judge(copy, Some(&unsupported), false), Judgement::Keep, "an uncopiable original is left alone");
+        assert_eq!(judge(copy, None, true), Judgement::ReadLive, "no original in the store");
+        let mut narrowed = parent.clone();
+        narrowed.metadata.annotations.get_or_insert_default().insert("olm.targetNamespaces".into(), "b".into());
+        assert_eq!(judge(copy, Some(&narrowed), true), Judgement::ReadLive, "dangling by the store: confirmed live");
+        let mut record = parent.clone();
+        record
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(crate::install::content::CSV_RECORD_ANNOTATION.into(), "plumbus".into());
+        assert_eq!(judge(copy, Some(&record), false), Judgement::AdoptedRecord);
     }
 
     #[test]

@@ -6,12 +6,14 @@
 //! into its targets or lifted cluster-wide), `hash`.
 //! Loops: `catalogsource` (catalogs loaded, their status), `operatorgroup`, `grouproles` (a deleted group's
 //! ClusterRoles), `namespaces` (the group labels of namespaces), `csv` (the phase machine, replacement and
-//! the copies of each original), `copied` (copies changed or left behind) and `olmconfig` (the copies' condition).
+//! where each original's copies go), `copier` (the copies written after the passes, from the newest request of each
+//! original), `copied` (copies changed or left behind) and `olmconfig` (the copies' condition).
 
 pub mod adopted_copies;
 pub mod apis;
 pub mod catalogsource;
 pub mod copied;
+pub mod copier;
 pub mod copies;
 pub mod csv;
 pub mod grouproles;

@@ -66,6 +66,8 @@ use crate::controller::rbac_cache::RbacCache;
 use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
 use crate::controller::written::{Stored, Written};
+use crate::legacy::copier::ledger::Ledger;
+use crate::legacy::copier::Copier;
 use crate::runtime::Process;
 
 /// The field manager of the CSV loop's writes.
@@ -95,6 +97,8 @@ pub struct Context {
     written: Written,
     /// Namespaces keeping copies when copies are disabled.
     protected: BTreeSet<String>,
+    /// Writes the copies a pass asks for, after it (`legacy::copier`).
+    copier: Copier,
     /// The Warning events published per CSV (uid, reason) and their note: each is published once while it holds,
     /// so a refusal that stands does not write an event on every pass of an idle cluster.
     warned: Mutex<HashMap<(String, &'static str), String>>,
@@ -366,7 +370,7 @@ pub(crate) fn arrival_or_deletion(namespace: &PartialObjectMeta<Namespace>) -> O
     Some(hasher.finish())
 }
 
-/// Starts the CSV loop.
+/// Starts the CSV loop, with the copied-CSV loop and the copier it feeds.
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
     let all = watcher::Config::default;
@@ -389,6 +393,13 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         chain_neighbours,
     );
     let csvs = controller.store();
+    // The copied-CSV loop reads this loop's store and wakes its passes; the copier writes copies from the requests
+    // of its passes and sees them through the copied-CSV loop's store.
+    let ledger = Arc::new(Ledger::default());
+    let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
+    let (copies, copied_loop) = super::copied::controller(process, csvs.clone(), ledger.clone(), wake.clone());
+    let copier_client = ControllerClient::new(client.clone(), FIELD_MANAGER);
+    let copier = Copier::new(copier_client, copies, ledger, process.basics().retry, wake);
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
         events: Events::new(client.clone(), "olmv2-csv-controller"),
@@ -404,6 +415,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         deployments,
         written: Written::default(),
         protected: process.options.protected_copied_csv_namespaces.iter().cloned().collect(),
+        copier: copier.clone(),
         warned: Mutex::default(),
     });
     let every = |store: Store<ClusterServiceVersion>| {
@@ -438,6 +450,15 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
             let origin = copy.labels().get(super::membership::COPIED_FROM_LABEL).cloned()?;
             Some(ObjectRef::<ClusterServiceVersion>::new(&copy.name_any()).within(&origin))
         })
-        .watches_stream(crd_changes.touched_objects(), move |crd| naming_crd(&crd.name_any(), &by_crd));
-    runner::run(controller, context, process.shutdown()).boxed()
+        .watches_stream(crd_changes.touched_objects(), move |crd| naming_crd(&crd.name_any(), &by_crd))
+        // Originals the copied-CSV loop or the copier asks to look at again.
+        .reconcile_on(futures_util::stream::unfold(woken, |mut woken| async move {
+            woken.recv().await.map(|at| (at, woken))
+        }));
+    let csv_loop = runner::run(controller, context, process.shutdown());
+    let copier = futures_util::future::select(Box::pin(copier.run()), Box::pin(process.shutdown()));
+    async move {
+        futures_util::future::join3(csv_loop, copied_loop, copier).await;
+    }
+    .boxed()
 }

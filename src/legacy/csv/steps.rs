@@ -11,7 +11,7 @@ use kube::runtime::controller::Action;
 use kube::ResourceExt;
 use serde_json::json;
 
-use super::copying::copy_original;
+use super::copying::copying;
 use super::phase::Outcome;
 use super::tenants::ensure_target_rbac;
 use super::{Context, Place, ReconcileError};
@@ -19,6 +19,7 @@ use crate::api::v1::{OperatorGroup, PROVIDED_APIS_ANNOTATION};
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus};
 use crate::controller::conditions::Transition;
 use crate::legacy::apis::{api_labels, api_set_string, ApiKey};
+use crate::legacy::copier::CopyRequest;
 use crate::legacy::intersection::{ApiReconciliation, GroupSurface};
 use crate::legacy::membership::missing_annotations;
 
@@ -172,9 +173,9 @@ pub(super) async fn write_status(
     Ok(())
 }
 
-/// Makes the CSV's copies in its group's targets (or removes them) and extends its RBAC to those targets, from the
-/// CSV as this pass leaves it. Until every namespace has been read, a missing one would look deleted, and its
-/// copies with it: nothing is done then.
+/// Asks for the CSV's copies in its group's targets (or for their removal), from the CSV as this pass leaves it
+/// (the copier writes them after: `legacy::copier`), and extends its RBAC to those targets. Until every namespace
+/// has been read, a missing one would look deleted, and its copies with it: nothing is done then.
 pub(super) async fn copy_to_targets(
     ctx: &Context,
     csv: &ClusterServiceVersion,
@@ -186,9 +187,11 @@ pub(super) async fn copy_to_targets(
     let mut original = csv.clone();
     original.status = Some(next.clone());
     let enabled = ctx.copies_enabled().await.map_err(place.read("the OLMConfig"))?;
-    let copying = copy_original(&ctx.client, &original, group, &ctx.live_namespaces(), &ctx.protected, enabled)
-        .await
-        .map_err(place.write("its copied CSVs"))?;
-    ctx.copies_disabled_event(csv, copying.disabled).await;
-    ensure_target_rbac(ctx, &original, group, place).await
+    let decided = copying(&original, group, &ctx.live_namespaces(), &ctx.protected, enabled);
+    ctx.copies_disabled_event(csv, decided.disabled).await;
+    ensure_target_rbac(ctx, &original, group, place).await?;
+    if let Some(wanted) = decided.wanted {
+        ctx.copier.request(CopyRequest { original, wanted });
+    }
+    Ok(())
 }

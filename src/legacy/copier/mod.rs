@@ -1,0 +1,271 @@
+//! The copies of original CSVs, made, refreshed and deleted by workers of their own (OLM v0's `csvCopyQueueSet`,
+//! `syncCopyCSV` and `copyToNamespace`). A CSV pass decides where its CSV's copies go and asks for them (a
+//! [`CopyRequest`] carrying the CSV as the pass left it); the copier brings them there after, from the newest request
+//! of each original (`queue`). An original that moves through its phases while its copies are written has them
+//! written once more at most, not once per phase, and no CSV pass waits on a thousand namespaces' copies.
+//!
+//! What is on the cluster comes from the copied-CSV loop's watch (copies as metadata) and what this process wrote
+//! of each copy from the `ledger`: a copy that holds what was written is neither read nor written again; the others
+//! are read (one list for the original's copies, or one get) and put back where they drifted, as `plan` decides.
+
+pub mod ledger;
+pub mod plan;
+pub mod queue;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::{BoxFuture, FutureExt};
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+use kube::api::{ListParams, PartialObjectMeta};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::ResourceExt;
+
+use self::ledger::{Fingerprint, Ledger};
+use self::plan::{plan, Work};
+use self::queue::Queue;
+use super::copies::{drift, prototype};
+use super::membership::COPIED_FROM_LABEL;
+use crate::api::v1alpha1::ClusterServiceVersion;
+use crate::controller::client::{ClientError, ControllerClient};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// An original CSV (as its pass left it, status included) and the namespaces its copies must be in.
+pub struct CopyRequest {
+    pub original: ClusterServiceVersion,
+    pub wanted: BTreeSet<String>,
+}
+
+/// Hands requests to the copier's workers; cheap to clone.
+#[derive(Clone)]
+pub struct Copier {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    client: ControllerClient,
+    /// Every copy, as metadata (the copied-CSV loop's store).
+    copies: Store<PartialObjectMeta<ClusterServiceVersion>>,
+    ledger: Arc<Ledger>,
+    queue: Queue<(String, String), CopyRequest>,
+    /// How long a failed request waits before it is tried again.
+    retry: Duration,
+    /// Wakes an original's pass once copies of it were made: its RBAC in a target is owned by its copy there.
+    wake: UnboundedSender<ObjectRef<ClusterServiceVersion>>,
+}
+
+/// How many originals have their copies written at once, and how many copies of one original at once: a thousand
+/// namespaces make neither a thousand round trips in a row nor a thousand at once.
+const WORKERS: usize = 2;
+const COPY_CONCURRENCY: usize = 8;
+
+/// What syncing an original's copies did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Synced {
+    pub created: usize,
+    pub refreshed: usize,
+    pub deleted: usize,
+    /// Copies read because the ledger could not say they held their prototype.
+    pub read: usize,
+}
+
+impl Synced {
+    fn add(self, other: Self) -> Self {
+        Self {
+            created: self.created + other.created,
+            refreshed: self.refreshed + other.refreshed,
+            deleted: self.deleted + other.deleted,
+            read: self.read + other.read,
+        }
+    }
+}
+
+impl Copier {
+    pub fn new(
+        client: ControllerClient,
+        copies: Store<PartialObjectMeta<ClusterServiceVersion>>,
+        ledger: Arc<Ledger>,
+        retry: Duration,
+        wake: UnboundedSender<ObjectRef<ClusterServiceVersion>>,
+    ) -> Self {
+        Self { shared: Arc::new(Shared { client, copies, ledger, queue: Queue::default(), retry, wake }) }
+    }
+
+    /// Asks for the copies of `request.original` to be brought to `request.wanted`, replacing an older request for
+    /// it that no worker took yet.
+    pub fn request(&self, request: CopyRequest) {
+        let original = &request.original;
+        let key = (original.namespace().unwrap_or_default(), original.name_any());
+        self.shared.queue.put(key, request);
+    }
+
+    /// Works through the requests, until dropped.
+    pub async fn run(self) {
+        // Until the watch of copies has listed them, every copy would look missing.
+        if self.shared.copies.wait_until_ready().await.is_err() {
+            return;
+        }
+        futures_util::future::join_all((0..WORKERS).map(|_| self.clone().work())).await;
+    }
+
+    async fn work(self) {
+        loop {
+            let (key, request) = self.shared.queue.take().await;
+            match self.shared.sync(&request).await {
+                Ok(synced) if synced != Synced::default() => {
+                    tracing::debug!(csv = %key.1, namespace = %key.0, ?synced, "synced copied CSVs");
+                    if synced.created > 0 {
+                        let _ = self.shared.wake.send(ObjectRef::new(&key.1).within(&key.0));
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(csv = %key.1, namespace = %key.0, %error, "failed to sync the copied CSVs; retrying");
+                    let shared = self.shared.clone();
+                    let key = key.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(shared.retry).await;
+                        shared.queue.put_unless_waiting(key, request);
+                    });
+                }
+            }
+            self.shared.queue.done(&key);
+        }
+    }
+}
+
+impl Shared {
+    /// Brings the copies of `request.original` to exactly `request.wanted`.
+    async fn sync(&self, request: &CopyRequest) -> Result<Synced, ClientError> {
+        let original = &request.original;
+        let (namespace, name) = (original.namespace().unwrap_or_default(), original.name_any());
+        let proto = prototype(original);
+        let fingerprint = Fingerprint::of(&proto);
+        let present: BTreeMap<String, Option<String>> = self
+            .copies
+            .state()
+            .iter()
+            .filter(|copy| copy.name_any() == name && copy.labels().get(COPIED_FROM_LABEL) == Some(&namespace))
+            .map(|copy| (copy.namespace().unwrap_or_default(), copy.resource_version()))
+            .collect();
+        let work = plan(&present, &request.wanted, |at, version| self.ledger.holds(at, &name, version, fingerprint));
+        let Work { create, read, delete } = work;
+        let deletions: Vec<BoxFuture<'_, Result<(), ClientError>>> =
+            delete.iter().map(|at| self.delete(at, &name).boxed()).collect();
+        let deleted = stream::iter(deletions).buffer_unordered(COPY_CONCURRENCY).try_collect::<Vec<()>>().await?.len();
+        let creations: Vec<BoxFuture<'_, Result<Option<String>, ClientError>>> =
+            create.into_iter().map(|at| self.create(at, &proto, fingerprint).boxed()).collect();
+        let created: Vec<Option<String>> =
+            stream::iter(creations).buffer_unordered(COPY_CONCURRENCY).try_collect().await?;
+        // A copy made meanwhile (the watch had not shown it) is read like a copy that may have drifted.
+        let mut read = read;
+        read.extend(created.iter().flatten().cloned());
+        let synced = self.refresh(&namespace, &name, read, &proto, fingerprint).await?;
+        let made = created.iter().filter(|conflict| conflict.is_none()).count();
+        Ok(Synced { created: made, deleted, ..Synced::default() }.add(synced))
+    }
+
+    async fn delete(&self, at: &str, name: &str) -> Result<(), ClientError> {
+        self.client.namespaced::<ClusterServiceVersion>(at).ensure_deleted(name).await?;
+        self.ledger.forget(at, name);
+        Ok(())
+    }
+
+    /// Creates the copy in `at`, then its status; answers `at` back when a copy was there already.
+    async fn create(
+        &self,
+        at: String,
+        proto: &ClusterServiceVersion,
+        fingerprint: Fingerprint,
+    ) -> Result<Option<String>, ClientError> {
+        let mut copy = proto.clone();
+        copy.metadata.namespace = Some(at.clone());
+        let objects = self.client.namespaced::<ClusterServiceVersion>(&at);
+        let mut created = match objects.create(&copy).await {
+            Ok(created) => created,
+            Err(error) if error.code() == Some(409) => return Ok(Some(at)),
+            Err(error) => return Err(error),
+        };
+        created.status = proto.status.clone();
+        let written = objects.replace_status(&proto.name_any(), &created).await?;
+        self.ledger.wrote(&at, &proto.name_any(), written.metadata.resource_version.as_deref(), fingerprint);
+        Ok(None)
+    }
+
+    /// Reads the copies in `namespaces` (one list of the original's copies when there are several, a get when one)
+    /// and puts back those that drifted; a copy found gone is made again.
+    async fn refresh(
+        &self,
+        origin: &str,
+        name: &str,
+        namespaces: Vec<String>,
+        proto: &ClusterServiceVersion,
+        fingerprint: Fingerprint,
+    ) -> Result<Synced, ClientError> {
+        if namespaces.is_empty() {
+            return Ok(Synced::default());
+        }
+        let mut found: BTreeMap<String, ClusterServiceVersion> = if let [only] = namespaces.as_slice() {
+            let copy = self.client.namespaced::<ClusterServiceVersion>(only).get_opt(name).await?;
+            copy.into_iter().map(|copy| (only.clone(), copy)).collect()
+        } else {
+            let params = ListParams::default()
+                .labels(&format!("{COPIED_FROM_LABEL}={origin}"))
+                .fields(&format!("metadata.name={name}"));
+            let listed = self.client.all::<ClusterServiceVersion>().list_with(&params).await?;
+            listed.into_iter().map(|copy| (copy.namespace().unwrap_or_default(), copy)).collect()
+        };
+        let read = namespaces.len();
+        let runs: Vec<BoxFuture<'_, Result<Synced, ClientError>>> = namespaces
+            .into_iter()
+            .map(|at| {
+                let copy = found.remove(&at);
+                async move {
+                    match copy {
+                        Some(copy) => {
+                            let wrote = self.put_back(proto, &copy, fingerprint).await?;
+                            Ok(Synced { refreshed: usize::from(wrote), ..Synced::default() })
+                        }
+                        None => {
+                            let conflict = self.create(at, proto, fingerprint).await?;
+                            Ok(Synced { created: usize::from(conflict.is_none()), ..Synced::default() })
+                        }
+                    }
+                }
+                .boxed()
+            })
+            .collect();
+        let done: Vec<Synced> = stream::iter(runs).buffer_unordered(COPY_CONCURRENCY).try_collect().await?;
+        Ok(done.into_iter().fold(Synced { read, ..Synced::default() }, Synced::add))
+    }
+
+    /// Puts `copy` back to `proto` where it drifted (metadata and spec replaced, then status), records what it holds
+    /// now, and answers whether it wrote.
+    async fn put_back(
+        &self,
+        proto: &ClusterServiceVersion,
+        copy: &ClusterServiceVersion,
+        fingerprint: Fingerprint,
+    ) -> Result<bool, ClientError> {
+        let namespace = copy.namespace().unwrap_or_default();
+        let name = copy.name_any();
+        let drifted = drift(copy, proto);
+        let objects = self.client.namespaced::<ClusterServiceVersion>(&namespace);
+        let mut current = copy.clone();
+        if drifted.object {
+            let mut replacement = proto.clone();
+            replacement.metadata.namespace = Some(namespace.clone());
+            replacement.metadata.resource_version = copy.metadata.resource_version.clone();
+            replacement.metadata.uid = copy.metadata.uid.clone();
+            replacement.status = copy.status.clone();
+            current = objects.replace(&name, &replacement).await?;
+        }
+        if drift(&current, proto).status {
+            current.status = proto.status.clone();
+            current = objects.replace_status(&name, &current).await?;
+        }
+        self.ledger.wrote(&namespace, &name, current.metadata.resource_version.as_deref(), fingerprint);
+        Ok(drifted.object || drifted.status)
+    }
+}
