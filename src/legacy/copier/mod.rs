@@ -57,8 +57,8 @@ struct Shared {
 
 /// How many originals have their copies written at once, and how many copies of one original at once: a thousand
 /// namespaces make neither a thousand round trips in a row nor a thousand at once.
-const WORKERS: usize = 2;
-const COPY_CONCURRENCY: usize = 8;
+const WORKERS: usize = 1;
+const COPY_CONCURRENCY: usize = 2;
 
 /// What syncing an original's copies did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -5,8 +5,9 @@
 //! same for owned APIServices and webhooks (decided by `certs`, `rotation`, `apiservices`, `webhooks`,
 //! `availability` and `component_access`), `tenants` extends the CSV's RBAC to its group's targets, `cleanup` is
 //! OLM's finalizer, and [`controller`]
-//! runs it for every original CSV (copies carry `olm.copiedFrom` and are not watched here). Install records and
-//! copies are left alone: their content is someone else's.
+//! runs it for every original CSV (copies carry `olm.copiedFrom` and are not watched here), with the copied-CSV loop
+//! and the copier its passes ask for copies (`legacy::copied`, `legacy::copier`). Install records and copies are
+//! left alone: their content is someone else's.
 //!
 //! A CSV's Deployments, the objects of its APIServices and webhooks, its per-API ClusterRoles and its RBAC in its
 //! targets are made by the controller only when the CSV's author (recorded by the webhook: its creator, then whoever
