@@ -164,7 +164,7 @@ pub enum Judgement {
     /// Its original is an Install record: it goes once the Install is an Operator's (`adopted_copies`).
     AdoptedRecord,
     /// The store has no original for it or says it dangles: judged again on the copy and the original read live,
-    /// as a store may lag, before anything is deleted.
+    /// as a store may lag, before anything is deleted; so is a copy of an original being deleted.
     ReadLive,
 }
 
@@ -172,7 +172,8 @@ pub enum Judgement {
 /// this process's last write of it (`own`).
 pub fn judge(copy: &ObjectMeta, stored: Option<&ClusterServiceVersion>, own: bool) -> Judgement {
     match stored {
-        Some(parent) if !dangling_copy(copy, Some(parent)) => {
+        // An original being deleted may be gone already; its deletion reached this loop by a watch of its own.
+        Some(parent) if parent.metadata.deletion_timestamp.is_none() && !dangling_copy(copy, Some(parent)) => {
             if is_install_record(parent) {
                 Judgement::AdoptedRecord
             } else if own || is_uncopiable(parent) {
@@ -316,6 +317,10 @@ mod tests {
             .get_or_insert_default()
             .insert(crate::install::content::CSV_RECORD_ANNOTATION.into(), "plumbus".into());
         assert_eq!(judge(copy, Some(&record), false), Judgement::AdoptedRecord);
+        let mut deleted = parent.clone();
+        deleted.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+        assert_eq!(judge(copy, Some(&deleted), true), Judgement::ReadLive, "an original being deleted");
     }
 
     #[test]

@@ -26,7 +26,16 @@ impl Fingerprint {
         let object = (&metadata.labels, &metadata.annotations, &prototype.spec);
         Self { object: hash_json(&object), status: hash_json(&prototype.status) }
     }
+
+    /// This fingerprint for a copy created without its status yet: held by no prototype.
+    pub fn without_status(self) -> Self {
+        Self { status: UNWRITTEN, ..self }
+    }
 }
+
+/// The status hash of a copy created whose status is not written yet (a status hash of 0 is as likely as any other
+/// 64-bit value: never, in practice).
+const UNWRITTEN: u64 = 0;
 
 fn hash_json(value: &impl serde::Serialize) -> u64 {
     let mut hasher = DefaultHasher::new();
@@ -140,5 +149,14 @@ mod tests {
             "the spec changed"
         );
         assert!(ledger.is_own("a", "plumbus.v1", Some("10")), "still this process's write");
+    }
+
+    #[test]
+    fn a_copy_created_without_its_status_is_own_but_not_held() {
+        let ledger = Ledger::default();
+        let fingerprint = Fingerprint::of(&prototype(&original("Succeeded")));
+        ledger.wrote("a", "plumbus.v1", Some("10"), fingerprint.without_status());
+        assert!(ledger.is_own("a", "plumbus.v1", Some("10")));
+        assert!(!ledger.holds("a", "plumbus.v1", Some("10"), fingerprint), "its status is still to be written");
     }
 }

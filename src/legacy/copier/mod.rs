@@ -49,7 +49,7 @@ struct Shared {
     copies: Store<PartialObjectMeta<ClusterServiceVersion>>,
     ledger: Arc<Ledger>,
     queue: Queue<(String, String), CopyRequest>,
-    /// How long a failed request waits before it is tried again.
+    /// How long after a failed request the original's pass is woken to ask again.
     retry: Duration,
     /// Wakes an original's pass once copies of it were made: its RBAC in a target is owned by its copy there.
     wake: UnboundedSender<ObjectRef<ClusterServiceVersion>>,
@@ -58,6 +58,8 @@ struct Shared {
 /// How many originals have their copies written at once, and how many copies of one original at once: a thousand
 /// namespaces make neither a thousand round trips in a row nor a thousand at once.
 const WORKERS: usize = 1;
+/// How long the watch of copies may take to list them before the wait is logged.
+const COPIES_LISTED: Duration = Duration::from_secs(60);
 const COPY_CONCURRENCY: usize = 2;
 
 /// What syncing an original's copies did.
@@ -103,7 +105,16 @@ impl Copier {
     /// Works through the requests, until dropped.
     pub async fn run(self) {
         // Until the watch of copies has listed them, every copy would look missing.
-        if self.shared.copies.wait_until_ready().await.is_err() {
+        let ready = self.shared.copies.wait_until_ready();
+        tokio::pin!(ready);
+        let listed = match tokio::time::timeout(COPIES_LISTED, &mut ready).await {
+            Ok(listed) => listed,
+            Err(_) => {
+                tracing::warn!("no copied CSV is written until the watch of copied CSVs has listed them");
+                ready.await
+            }
+        };
+        if listed.is_err() {
             return;
         }
         futures_util::future::join_all((0..WORKERS).map(|_| self.clone().work())).await;
@@ -122,11 +133,13 @@ impl Copier {
                 Ok(_) => {}
                 Err(error) => {
                     tracing::warn!(csv = %key.1, namespace = %key.0, %error, "failed to sync the copied CSVs; retrying");
-                    let shared = self.shared.clone();
-                    let key = key.clone();
+                    // A later pass asks again from the original as it is then: putting this request back could
+                    // write an older state over copies a newer request wrote meanwhile.
+                    let (retry, wake) = (self.shared.retry, self.shared.wake.clone());
+                    let original = ObjectRef::new(&key.1).within(&key.0);
                     tokio::spawn(async move {
-                        tokio::time::sleep(shared.retry).await;
-                        shared.queue.put_unless_waiting(key, request);
+                        tokio::time::sleep(retry).await;
+                        let _ = wake.send(original);
                     });
                 }
             }
@@ -187,6 +200,9 @@ impl Shared {
             Err(error) if error.code() == Some(409) => return Ok(Some(at)),
             Err(error) => return Err(error),
         };
+        // Its creation is this process's own change (the copied-CSV loop leaves it), but it holds no status yet.
+        let version = created.metadata.resource_version.as_deref();
+        self.ledger.wrote(&at, &proto.name_any(), version, fingerprint.without_status());
         created.status = proto.status.clone();
         let written = objects.replace_status(&proto.name_any(), &created).await?;
         self.ledger.wrote(&at, &proto.name_any(), written.metadata.resource_version.as_deref(), fingerprint);

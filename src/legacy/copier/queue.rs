@@ -44,14 +44,6 @@ impl<K: Clone + Eq + Hash, V> Queue<K, V> {
         self.changed.notify_waiters();
     }
 
-    /// Asks for `value` under `key` unless a request for it is waiting already: a retry of an older request must not
-    /// replace a newer one.
-    pub fn put_unless_waiting(&self, key: K, value: V) {
-        if !self.state().waiting.contains_key(&key) {
-            self.put(key, value);
-        }
-    }
-
     /// The oldest request whose key is not being worked on, once there is one; its key is busy until [`Self::done`].
     pub async fn take(&self) -> (K, V) {
         loop {
@@ -121,17 +113,6 @@ mod tests {
         assert_eq!(now(queue.take()), None, "a waits for its first request to be done");
         queue.done(&"a");
         assert_eq!(now(queue.take()), Some(("a", 2)));
-    }
-
-    #[test]
-    fn a_retry_does_not_replace_a_newer_request() {
-        let queue = Queue::default();
-        queue.put("a", 2);
-        queue.put_unless_waiting("a", 1);
-        assert_eq!(now(queue.take()), Some(("a", 2)));
-        queue.done(&"a");
-        queue.put_unless_waiting("a", 1);
-        assert_eq!(now(queue.take()), Some(("a", 1)), "nothing newer waited: the retry is taken");
     }
 
     #[tokio::test]

@@ -56,3 +56,68 @@ pub fn copying(
     let wanted = copy_namespaces(&namespace, &targets, existing, enabled, protected);
     Copying { wanted: Some(wanted), disabled: global && !enabled }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn group(targets: &[&str]) -> OperatorGroup {
+        serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": "og", "namespace": "ops"}, "spec": {},
+            "status": {"namespaces": targets, "lastUpdated": null}}))
+        .expect("group")
+    }
+
+    fn original(targets: &str, phase: &str, reason: &str) -> ClusterServiceVersion {
+        serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "plumbus.v1", "namespace": "ops", "annotations": {
+                "olm.operatorGroup": "og", "olm.operatorNamespace": "ops", "olm.targetNamespaces": targets}},
+            "spec": {"install": {"strategy": "deployment", "spec": {"deployments": []}}},
+            "status": {"phase": phase, "reason": reason}}))
+        .expect("csv")
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|name| (*name).to_owned()).collect()
+    }
+
+    #[test]
+    fn copies_go_to_the_targets_but_the_original_s_namespace() {
+        let existing = set(&["ops", "a", "b", "c"]);
+        let decided =
+            copying(&original("a,b", "Succeeded", "InstallSucceeded"), &group(&["a", "b"]), &existing, &set(&[]), true);
+        assert_eq!(decided, Copying { wanted: Some(set(&["a", "b"])), disabled: false });
+        let global = copying(&original("", "Succeeded", "InstallSucceeded"), &group(&[""]), &existing, &set(&[]), true);
+        assert_eq!(global, Copying { wanted: Some(set(&["a", "b", "c"])), disabled: false });
+    }
+
+    #[test]
+    fn disabled_copies_of_a_global_group_stay_only_in_protected_namespaces() {
+        let existing = set(&["ops", "a", "b"]);
+        let csv = original("", "Succeeded", "InstallSucceeded");
+        let decided = copying(&csv, &group(&[""]), &existing, &set(&["b"]), false);
+        assert_eq!(decided, Copying { wanted: Some(set(&["b"])), disabled: true });
+        let static_group =
+            copying(&original("a", "Succeeded", "InstallSucceeded"), &group(&["a"]), &existing, &set(&[]), false);
+        assert_eq!(
+            static_group,
+            Copying { wanted: Some(set(&["a"])), disabled: false },
+            "only global groups lose them"
+        );
+    }
+
+    #[test]
+    fn copies_of_an_uncopiable_or_unannotated_original_are_left_as_they_are() {
+        let existing = set(&["ops", "a"]);
+        let failing = original("", "Failed", "UnsupportedOperatorGroup");
+        assert_eq!(copying(&failing, &group(&[""]), &existing, &set(&[]), true), Copying::default());
+        let stale = original("a", "Succeeded", "InstallSucceeded");
+        assert_eq!(
+            copying(&stale, &group(&[""]), &existing, &set(&[]), true),
+            Copying::default(),
+            "targets not yet annotated"
+        );
+    }
+}

@@ -400,6 +400,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
     let (copies, copied_loop) = super::copied::controller(process, csvs.clone(), ledger.clone(), wake.clone());
     let copier_client = ControllerClient::new(client.clone(), FIELD_MANAGER);
+    let forgotten = ledger.clone();
     let copier = Copier::new(copier_client, copies, ledger, process.basics().retry, wake);
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
@@ -446,9 +447,11 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
             namespace_changes.applied_objects().predicate_filter(arrival_or_deletion, Default::default()),
             move |_| by_namespace(),
         )
-        // A copy deleted by hand is made again by its original's pass (metadata only, deletions only).
-        .watches_stream(super::copied::deletions(client.clone(), super::membership::COPIED_FROM_LABEL), |copy| {
+        // A copy deleted by hand is made again by its original's pass (metadata only, deletions only); forgotten by
+        // the ledger first, as the copier's view (the copied-CSV loop's store) may still show it as written.
+        .watches_stream(super::copied::deletions(client.clone(), super::membership::COPIED_FROM_LABEL), move |copy| {
             let origin = copy.labels().get(super::membership::COPIED_FROM_LABEL).cloned()?;
+            forgotten.forget(&copy.namespace().unwrap_or_default(), &copy.name_any());
             Some(ObjectRef::<ClusterServiceVersion>::new(&copy.name_any()).within(&origin))
         })
         .watches_stream(crd_changes.touched_objects(), move |crd| naming_crd(&crd.name_any(), &by_crd))

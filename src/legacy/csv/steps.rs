@@ -189,9 +189,8 @@ pub(super) async fn copy_to_targets(
     let enabled = ctx.copies_enabled().await.map_err(place.read("the OLMConfig"))?;
     let decided = copying(&original, group, &ctx.live_namespaces(), &ctx.protected, enabled);
     ctx.copies_disabled_event(csv, decided.disabled).await;
-    ensure_target_rbac(ctx, &original, group, place).await?;
     if let Some(wanted) = decided.wanted {
-        ctx.copier.request(CopyRequest { original, wanted });
+        ctx.copier.request(CopyRequest { original: original.clone(), wanted });
     }
-    Ok(())
+    ensure_target_rbac(ctx, &original, group, place).await
 }
