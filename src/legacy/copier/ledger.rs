@@ -80,6 +80,14 @@ impl Ledger {
         };
     }
 
+    /// Records that a write of the copy `namespace`/`name` is under way: its watch event may come before the write's
+    /// answer, and must not be taken for someone else's change (which would wake the original's pass for nothing).
+    /// Followed by [`Self::wrote`], or by [`Self::forget`] when the write failed.
+    pub fn writing(&self, namespace: &str, name: &str, fingerprint: Fingerprint) {
+        let entry = Entry { version: u64::MAX, fingerprint: fingerprint.without_status() };
+        self.entries().insert(key(namespace, name), entry);
+    }
+
     /// Forgets the copy `namespace`/`name` (deleted).
     pub fn forget(&self, namespace: &str, name: &str) {
         self.entries().remove(&key(namespace, name));
@@ -149,6 +157,17 @@ mod tests {
             "the spec changed"
         );
         assert!(ledger.is_own("a", "plumbus.v1", Some("10")), "still this process's write");
+    }
+
+    #[test]
+    fn a_copy_being_written_is_own_whatever_the_watch_shows_first() {
+        let ledger = Ledger::default();
+        let fingerprint = Fingerprint::of(&prototype(&original("Succeeded")));
+        ledger.writing("a", "plumbus.v1", fingerprint);
+        assert!(ledger.is_own("a", "plumbus.v1", Some("12")), "the write's event, before its answer");
+        assert!(!ledger.holds("a", "plumbus.v1", Some("12"), fingerprint), "not held until written");
+        ledger.wrote("a", "plumbus.v1", Some("12"), fingerprint);
+        assert!(!ledger.is_own("a", "plumbus.v1", Some("13")), "a later change is someone else's");
     }
 
     #[test]

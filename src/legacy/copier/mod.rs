@@ -148,6 +148,10 @@ impl Copier {
     }
 }
 
+fn version_of(object: &ClusterServiceVersion) -> Option<&str> {
+    object.metadata.resource_version.as_deref()
+}
+
 impl Shared {
     /// Brings the copies of `request.original` to exactly `request.wanted`.
     async fn sync(&self, request: &CopyRequest) -> Result<Synced, ClientError> {
@@ -195,16 +199,23 @@ impl Shared {
         let mut copy = proto.clone();
         copy.metadata.namespace = Some(at.clone());
         let objects = self.client.namespaced::<ClusterServiceVersion>(&at);
+        self.ledger.writing(&at, &proto.name_any(), fingerprint);
         let mut created = match objects.create(&copy).await {
             Ok(created) => created,
-            Err(error) if error.code() == Some(409) => return Ok(Some(at)),
-            Err(error) => return Err(error),
+            Err(error) => {
+                self.ledger.forget(&at, &proto.name_any());
+                return if error.code() == Some(409) { Ok(Some(at)) } else { Err(error) };
+            }
         };
         // Its creation is this process's own change (the copied-CSV loop leaves it), but it holds no status yet.
         let version = created.metadata.resource_version.as_deref();
         self.ledger.wrote(&at, &proto.name_any(), version, fingerprint.without_status());
         created.status = proto.status.clone();
-        let written = objects.replace_status(&proto.name_any(), &created).await?;
+        self.ledger.writing(&at, &proto.name_any(), fingerprint);
+        let written = objects.replace_status(&proto.name_any(), &created).await.inspect_err(|_| {
+            // The creation is recorded: the copy holds no status, which the next request sees.
+            self.ledger.wrote(&at, &proto.name_any(), version_of(&created), fingerprint.without_status());
+        })?;
         self.ledger.wrote(&at, &proto.name_any(), written.metadata.resource_version.as_deref(), fingerprint);
         Ok(None)
     }
@@ -269,19 +280,39 @@ impl Shared {
         let drifted = drift(copy, proto);
         let objects = self.client.namespaced::<ClusterServiceVersion>(&namespace);
         let mut current = copy.clone();
-        if drifted.object {
-            let mut replacement = proto.clone();
-            replacement.metadata.namespace = Some(namespace.clone());
-            replacement.metadata.resource_version = copy.metadata.resource_version.clone();
-            replacement.metadata.uid = copy.metadata.uid.clone();
-            replacement.status = copy.status.clone();
-            current = objects.replace(&name, &replacement).await?;
+        if drifted.object || drifted.status {
+            self.ledger.writing(&namespace, &name, fingerprint);
         }
-        if drift(&current, proto).status {
-            current.status = proto.status.clone();
-            current = objects.replace_status(&name, &current).await?;
+        let written = self.write_drifted(&objects, proto, &mut current, drifted.object).await;
+        if let Err(error) = written {
+            self.ledger.forget(&namespace, &name);
+            return Err(error);
         }
         self.ledger.wrote(&namespace, &name, current.metadata.resource_version.as_deref(), fingerprint);
         Ok(drifted.object || drifted.status)
+    }
+
+    /// Replaces what drifted of `current` (metadata and spec when `object`, then status), leaving it as written.
+    async fn write_drifted(
+        &self,
+        objects: &crate::controller::client::Objects<ClusterServiceVersion>,
+        proto: &ClusterServiceVersion,
+        current: &mut ClusterServiceVersion,
+        object: bool,
+    ) -> Result<(), ClientError> {
+        let name = current.name_any();
+        if object {
+            let mut replacement = proto.clone();
+            replacement.metadata.namespace = current.metadata.namespace.clone();
+            replacement.metadata.resource_version = current.metadata.resource_version.clone();
+            replacement.metadata.uid = current.metadata.uid.clone();
+            replacement.status = current.status.take();
+            *current = objects.replace(&name, &replacement).await?;
+        }
+        if drift(current, proto).status {
+            current.status = proto.status.clone();
+            *current = objects.replace_status(&name, current).await?;
+        }
+        Ok(())
     }
 }
