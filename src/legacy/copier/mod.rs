@@ -102,6 +102,15 @@ impl Copier {
         self.shared.queue.put(key, request);
     }
 
+    /// Whether the original `name` in `namespace` may have copies: the watch holds one, or a request for it waits or
+    /// is being worked on (its copies may be on their way). An original that wants none and may have none needs no
+    /// request.
+    pub fn may_have_copies(&self, namespace: &str, name: &str) -> bool {
+        let shared = &self.shared;
+        shared.queue.holds(&(namespace.to_owned(), name.to_owned()))
+            || shared.copies.state().iter().any(|copy| is_copy_of(copy, namespace, name))
+    }
+
     /// Works through the requests, until dropped.
     pub async fn run(self) {
         // Until the watch of copies has listed them, every copy would look missing.
@@ -148,6 +157,12 @@ impl Copier {
     }
 }
 
+/// Whether `copy` is a copy of the original `name` in `namespace`.
+fn is_copy_of(copy: &PartialObjectMeta<ClusterServiceVersion>, namespace: &str, name: &str) -> bool {
+    copy.metadata.name.as_deref() == Some(name)
+        && copy.labels().get(COPIED_FROM_LABEL).map(String::as_str) == Some(namespace)
+}
+
 fn version_of(object: &ClusterServiceVersion) -> Option<&str> {
     object.metadata.resource_version.as_deref()
 }
@@ -163,7 +178,7 @@ impl Shared {
             .copies
             .state()
             .iter()
-            .filter(|copy| copy.name_any() == name && copy.labels().get(COPIED_FROM_LABEL) == Some(&namespace))
+            .filter(|copy| is_copy_of(copy, &namespace, &name))
             .map(|copy| (copy.namespace().unwrap_or_default(), copy.resource_version()))
             .collect();
         let work = plan(&present, &request.wanted, |at, version| self.ledger.holds(at, &name, version, fingerprint));

@@ -78,6 +78,12 @@ impl<K: Clone + Eq + Hash, V> Queue<K, V> {
     pub fn waiting(&self) -> usize {
         self.state().waiting.len()
     }
+
+    /// Whether a request under `key` waits or is being worked on.
+    pub fn holds(&self, key: &K) -> bool {
+        let state = self.state();
+        state.waiting.contains_key(key) || state.busy.contains(key)
+    }
 }
 
 #[cfg(test)]
@@ -113,6 +119,18 @@ mod tests {
         assert_eq!(now(queue.take()), None, "a waits for its first request to be done");
         queue.done(&"a");
         assert_eq!(now(queue.take()), Some(("a", 2)));
+    }
+
+    #[test]
+    fn a_key_is_held_while_its_request_waits_or_is_worked_on() {
+        let queue = Queue::default();
+        assert!(!queue.holds(&"a"));
+        queue.put("a", 1);
+        assert!(queue.holds(&"a"), "waiting");
+        assert_eq!(now(queue.take()), Some(("a", 1)));
+        assert!(queue.holds(&"a"), "being worked on");
+        queue.done(&"a");
+        assert!(!queue.holds(&"a"), "done");
     }
 
     #[tokio::test]

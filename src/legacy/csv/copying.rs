@@ -35,15 +35,18 @@ pub struct Copying {
 }
 
 /// Where the copies of `original` (its status as just written), member of `group`, go, given the namespaces that
-/// exist (not terminating), the protected ones and whether copies are enabled (they are off only for global
-/// groups). An original its group's annotations do not yet describe, or that is uncopiable (not processed, failing
-/// about its group), has its copies left as they are, as OLM leaves them.
+/// exist (not terminating), the protected ones, whether copies are enabled (they are off only for global groups) and
+/// whether the original may have copies (on the cluster or asked for already). An original its group's annotations
+/// do not yet describe, or that is uncopiable (not processed, failing about its group), has its copies left as they
+/// are, as OLM leaves them; so has one that wants none and has none, for which the copier would have nothing to do
+/// (every pass over a CSV whose copies are disabled, resyncs included).
 pub fn copying(
     original: &ClusterServiceVersion,
     group: &OperatorGroup,
     existing: &BTreeSet<String>,
     protected: &BTreeSet<String>,
     copies_enabled: bool,
+    copies_present: bool,
 ) -> Copying {
     let namespace = original.namespace().unwrap_or_default();
     let annotated_here = original.annotations().get(OPERATOR_NAMESPACE_ANNOTATION) == Some(&namespace);
@@ -54,7 +57,8 @@ pub fn copying(
     let global = targets.iter().any(String::is_empty);
     let enabled = !global || copies_enabled;
     let wanted = copy_namespaces(&namespace, &targets, existing, enabled, protected);
-    Copying { wanted: Some(wanted), disabled: global && !enabled }
+    let wanted = (!wanted.is_empty() || copies_present).then_some(wanted);
+    Copying { wanted, disabled: global && !enabled }
 }
 
 #[cfg(test)]
@@ -86,10 +90,17 @@ mod tests {
     #[test]
     fn copies_go_to_the_targets_but_the_original_s_namespace() {
         let existing = set(&["ops", "a", "b", "c"]);
-        let decided =
-            copying(&original("a,b", "Succeeded", "InstallSucceeded"), &group(&["a", "b"]), &existing, &set(&[]), true);
+        let decided = copying(
+            &original("a,b", "Succeeded", "InstallSucceeded"),
+            &group(&["a", "b"]),
+            &existing,
+            &set(&[]),
+            true,
+            false,
+        );
         assert_eq!(decided, Copying { wanted: Some(set(&["a", "b"])), disabled: false });
-        let global = copying(&original("", "Succeeded", "InstallSucceeded"), &group(&[""]), &existing, &set(&[]), true);
+        let global =
+            copying(&original("", "Succeeded", "InstallSucceeded"), &group(&[""]), &existing, &set(&[]), true, false);
         assert_eq!(global, Copying { wanted: Some(set(&["a", "b", "c"])), disabled: false });
     }
 
@@ -97,10 +108,16 @@ mod tests {
     fn disabled_copies_of_a_global_group_stay_only_in_protected_namespaces() {
         let existing = set(&["ops", "a", "b"]);
         let csv = original("", "Succeeded", "InstallSucceeded");
-        let decided = copying(&csv, &group(&[""]), &existing, &set(&["b"]), false);
+        let decided = copying(&csv, &group(&[""]), &existing, &set(&["b"]), false, false);
         assert_eq!(decided, Copying { wanted: Some(set(&["b"])), disabled: true });
-        let static_group =
-            copying(&original("a", "Succeeded", "InstallSucceeded"), &group(&["a"]), &existing, &set(&[]), false);
+        let static_group = copying(
+            &original("a", "Succeeded", "InstallSucceeded"),
+            &group(&["a"]),
+            &existing,
+            &set(&[]),
+            false,
+            false,
+        );
         assert_eq!(
             static_group,
             Copying { wanted: Some(set(&["a"])), disabled: false },
@@ -109,13 +126,32 @@ mod tests {
     }
 
     #[test]
+    fn an_original_that_wants_no_copy_asks_only_to_remove_those_it_may_have() {
+        let existing = set(&["ops", "a"]);
+        let csv = original("", "Succeeded", "InstallSucceeded");
+        let none = copying(&csv, &group(&[""]), &existing, &set(&[]), false, false);
+        assert_eq!(none, Copying { wanted: None, disabled: true }, "no copy wanted, none there: nothing to ask");
+        let some = copying(&csv, &group(&[""]), &existing, &set(&[]), false, true);
+        assert_eq!(some, Copying { wanted: Some(set(&[])), disabled: true }, "its copies must go");
+        let own = copying(
+            &original("ops", "Succeeded", "InstallSucceeded"),
+            &group(&["ops"]),
+            &existing,
+            &set(&[]),
+            true,
+            false,
+        );
+        assert_eq!(own, Copying { wanted: None, disabled: false }, "a group of its own namespace: no copy");
+    }
+
+    #[test]
     fn copies_of_an_uncopiable_or_unannotated_original_are_left_as_they_are() {
         let existing = set(&["ops", "a"]);
         let failing = original("", "Failed", "UnsupportedOperatorGroup");
-        assert_eq!(copying(&failing, &group(&[""]), &existing, &set(&[]), true), Copying::default());
+        assert_eq!(copying(&failing, &group(&[""]), &existing, &set(&[]), true, false), Copying::default());
         let stale = original("a", "Succeeded", "InstallSucceeded");
         assert_eq!(
-            copying(&stale, &group(&[""]), &existing, &set(&[]), true),
+            copying(&stale, &group(&[""]), &existing, &set(&[]), true, false),
             Copying::default(),
             "targets not yet annotated"
         );
