@@ -81,6 +81,16 @@ where
     Controller::for_stream(reflector(writer, trimmed(api, config)).applied_objects(), reader)
 }
 
+/// [`controller`] for a loop that reads less of each object than the watch brings: `unread` drops the rest before
+/// the object is stored (a namespace's labels but the few a loop reads, at a thousand namespaces).
+pub fn controller_kept<K>(api: Api<K>, config: watcher::Config, unread: fn(&mut K)) -> Controller<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (reader, writer) = reflector::store();
+    Controller::for_stream(reflector(writer, trimmed(api, config).modify(unread)).applied_objects(), reader)
+}
+
 /// [`controller`] whose every change of an object also wakes the objects of the same kind `related` names, found in
 /// the store after it took the change: a pass woken so reads a store that holds what woke it (a second watch of the
 /// same kind, mapped to the related objects, could wake them before this store took the change, and a pass would

@@ -109,6 +109,20 @@ impl Reconciler for Context {
     }
 }
 
+/// Drops from a namespace's metadata what the loop does not read: annotations, owners, finalizers and every label
+/// but the groups' (a map of one label, `kubernetes.io/metadata.name`, is a node of half a KiB; a thousand
+/// namespaces, a thousand of them).
+fn group_labels_only(namespace: &mut PartialObjectMeta<Namespace>) {
+    let metadata = &mut namespace.metadata;
+    metadata.annotations = None;
+    metadata.owner_references = None;
+    metadata.finalizers = None;
+    let labels = metadata.labels.take().unwrap_or_default();
+    let kept: BTreeMap<String, String> =
+        labels.into_iter().filter(|(key, _)| key.starts_with(GROUP_LABEL_PREFIX)).collect();
+    metadata.labels = (!kept.is_empty()).then_some(kept);
+}
+
 /// Starts the namespace label loop.
 pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     let client = process.client.clone();
@@ -122,8 +136,12 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         groups,
         basics: process.basics(),
     });
-    // Names and labels are all a pass reads: the store holds namespaces' metadata only.
-    let controller = watches::controller(Api::<PartialObjectMeta<Namespace>>::all(client), watcher::Config::default());
+    // Names and the groups' labels are all a pass reads: the store holds namespaces' metadata, and of it no more.
+    let controller = watches::controller_kept(
+        Api::<PartialObjectMeta<Namespace>>::all(client),
+        watcher::Config::default(),
+        group_labels_only,
+    );
     let namespaces = controller.store();
     let controller = controller.watches_stream(
         kube::runtime::WatchStreamExt::touched_objects(group_changes),
@@ -185,6 +203,25 @@ mod tests {
         let pass = tokio::time::timeout(Duration::from_secs(60), context.reconcile(Arc::new(namespace))).await;
         let action = pass.expect("the pass ends while the groups are unlisted").expect("no write failed");
         assert_eq!(action, Action::requeue(retry));
+    }
+
+    #[test]
+    fn a_stored_namespace_keeps_only_the_groups_labels() {
+        let mut namespace = PartialObjectMeta::<Namespace>::default();
+        namespace.metadata.name = Some("ops".into());
+        namespace.metadata.annotations = Some(BTreeMap::from([("a".to_owned(), "b".to_owned())]));
+        let group_label = format!("{GROUP_LABEL_PREFIX}x");
+        namespace.metadata.labels = Some(BTreeMap::from([
+            ("kubernetes.io/metadata.name".to_owned(), "ops".to_owned()),
+            (group_label.clone(), String::new()),
+        ]));
+        group_labels_only(&mut namespace);
+        assert_eq!(namespace.labels(), &BTreeMap::from([(group_label, String::new())]));
+        assert!(namespace.annotations().is_empty());
+        assert_eq!(namespace.name_any(), "ops");
+        namespace.metadata.labels = Some(BTreeMap::from([("team".to_owned(), "a".to_owned())]));
+        group_labels_only(&mut namespace);
+        assert_eq!(namespace.metadata.labels, None, "no group label: no map");
     }
 
     #[test]
