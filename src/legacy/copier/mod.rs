@@ -60,7 +60,7 @@ struct Shared {
 const WORKERS: usize = 1;
 /// How long the watch of copies may take to list them before the wait is logged.
 const COPIES_LISTED: Duration = Duration::from_secs(60);
-const COPY_CONCURRENCY: usize = 2;
+const COPY_CONCURRENCY: usize = 1;
 
 /// What syncing an original's copies did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
