@@ -210,6 +210,8 @@ mod tests {
         let mut namespace = PartialObjectMeta::<Namespace>::default();
         namespace.metadata.name = Some("ops".into());
         namespace.metadata.annotations = Some(BTreeMap::from([("a".to_owned(), "b".to_owned())]));
+        namespace.metadata.finalizers = Some(vec!["kubernetes".to_owned()]);
+        namespace.metadata.owner_references = Some(vec![Default::default()]);
         let group_label = format!("{GROUP_LABEL_PREFIX}x");
         namespace.metadata.labels = Some(BTreeMap::from([
             ("kubernetes.io/metadata.name".to_owned(), "ops".to_owned()),
@@ -218,6 +220,7 @@ mod tests {
         group_labels_only(&mut namespace);
         assert_eq!(namespace.labels(), &BTreeMap::from([(group_label, String::new())]));
         assert!(namespace.annotations().is_empty());
+        assert!(namespace.finalizers().is_empty() && namespace.owner_references().is_empty());
         assert_eq!(namespace.name_any(), "ops");
         namespace.metadata.labels = Some(BTreeMap::from([("team".to_owned(), "a".to_owned())]));
         group_labels_only(&mut namespace);

@@ -12,8 +12,8 @@ pub mod ledger;
 pub mod plan;
 pub mod queue;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
@@ -49,6 +49,9 @@ struct Shared {
     copies: Store<PartialObjectMeta<ClusterServiceVersion>>,
     ledger: Arc<Ledger>,
     queue: Queue<(String, String), CopyRequest>,
+    /// The originals whose last request wanted copies (or failed): they may have copies the watch does not show yet
+    /// (the worker is done with a request before the watch brings the copies it made).
+    wanting: Mutex<HashSet<(String, String)>>,
     /// How long after a failed request the original's pass is woken to ask again.
     retry: Duration,
     /// Wakes an original's pass once copies of it were made: its RBAC in a target is owned by its copy there.
@@ -93,7 +96,8 @@ impl Copier {
         retry: Duration,
         wake: UnboundedSender<ObjectRef<ClusterServiceVersion>>,
     ) -> Self {
-        Self { shared: Arc::new(Shared { client, copies, ledger, queue: Queue::default(), retry, wake }) }
+        let (queue, wanting) = (Queue::default(), Mutex::default());
+        Self { shared: Arc::new(Shared { client, copies, ledger, queue, wanting, retry, wake }) }
     }
 
     /// Asks for the copies of `request.original` to be brought to `request.wanted`, replacing an older request for
@@ -104,12 +108,15 @@ impl Copier {
         self.shared.queue.put(key, request);
     }
 
-    /// Whether the original `name` in `namespace` may have copies: the watch holds one, or a request for it waits or
-    /// is being worked on (its copies may be on their way). An original that wants none and may have none needs no
-    /// request.
+    /// Whether the original `name` in `namespace` may have copies: a request for it waits or is being worked on, its
+    /// last one wanted copies (they may not be in the watch yet), the watch holds one, or the watch has not listed
+    /// the copies yet. An original that wants none and may have none needs no request.
     pub fn may_have_copies(&self, namespace: &str, name: &str) -> bool {
         let shared = &self.shared;
-        shared.queue.holds(&(namespace.to_owned(), name.to_owned()))
+        let key = (namespace.to_owned(), name.to_owned());
+        shared.queue.holds(&key)
+            || shared.wanting().contains(&key)
+            || shared.copies.wait_until_ready().now_or_never().is_none_or(|listed| listed.is_err())
             || shared.copies.state().iter().any(|copy| is_copy_of(copy, namespace, name))
     }
 
@@ -134,7 +141,14 @@ impl Copier {
     async fn work(self) {
         loop {
             let (key, request) = self.shared.queue.take().await;
-            match self.shared.sync(&request).await {
+            let synced = self.shared.sync(&request).await;
+            // Before the key is let go: once it is, only this mark says copies may be on their way.
+            if request.wanted.is_empty() && synced.is_ok() {
+                self.shared.wanting().remove(&key);
+            } else {
+                self.shared.wanting().insert(key.clone());
+            }
+            match synced {
                 Ok(synced) if synced != Synced::default() => {
                     tracing::debug!(csv = %key.1, namespace = %key.0, ?synced, "synced copied CSVs");
                     if synced.created > 0 {
@@ -170,6 +184,10 @@ fn version_of(object: &ClusterServiceVersion) -> Option<&str> {
 }
 
 impl Shared {
+    fn wanting(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
+        self.wanting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Brings the copies of `request.original` to exactly `request.wanted`.
     async fn sync(&self, request: &CopyRequest) -> Result<Synced, ClientError> {
         let original = &request.original;
@@ -331,5 +349,78 @@ impl Shared {
             *current = objects.replace_status(&name, current).await?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector::store::Writer;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+
+    type Copies = Writer<PartialObjectMeta<ClusterServiceVersion>>;
+
+    /// A copier whose writes fail at once (nothing answers at its address).
+    fn copier() -> (Copier, Copies) {
+        let (copies, writer) = kube::runtime::reflector::store();
+        let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
+        let client = ControllerClient::new(kube::Client::try_from(config).expect("client"), "test");
+        let (wake, _woken) = tokio::sync::mpsc::unbounded_channel();
+        (Copier::new(client, copies, Arc::default(), Duration::from_secs(3600), wake), writer)
+    }
+
+    fn copy_of(original: &str, at: &str) -> PartialObjectMeta<ClusterServiceVersion> {
+        serde_json::from_value(serde_json::json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {"name": original, "namespace": at, "labels": {COPIED_FROM_LABEL: "ops"}}}))
+        .expect("copy")
+    }
+
+    fn request(wanted: &[&str]) -> CopyRequest {
+        let original = serde_json::from_value(serde_json::json!({"apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion", "metadata": {"name": "a", "namespace": "ops"},
+            "spec": {"install": {"strategy": "deployment", "spec": {"deployments": []}}}}))
+        .expect("csv");
+        CopyRequest { original, wanted: wanted.iter().map(|at| (*at).to_owned()).collect() }
+    }
+
+    async fn until_idle(copier: &Copier) {
+        let key = ("ops".to_owned(), "a".to_owned());
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while copier.shared.queue.holds(&key) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the request is done");
+    }
+
+    #[tokio::test]
+    async fn an_original_may_have_copies_until_the_watch_listed_them_and_then_as_it_shows() {
+        let (copier, mut writer) = copier();
+        assert!(copier.may_have_copies("ops", "a"), "not listed yet: any copy may be there");
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(copy_of("a", "x")));
+        writer.apply_watcher_event(&Event::InitDone);
+        assert!(copier.may_have_copies("ops", "a"), "the watch holds a copy");
+        assert!(!copier.may_have_copies("ops", "b"), "a copy of another original");
+        assert!(!copier.may_have_copies("elsewhere", "a"), "a copy of a namesake elsewhere");
+    }
+
+    #[tokio::test]
+    async fn an_original_whose_last_request_wanted_copies_may_have_them_before_the_watch_shows_them() {
+        let (copier, mut writer) = copier();
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+        assert!(!copier.may_have_copies("ops", "a"), "listed, none there, none asked for");
+        copier.request(request(&["x"]));
+        assert!(copier.may_have_copies("ops", "a"), "asked for");
+        let worker = tokio::spawn(copier.clone().work());
+        until_idle(&copier).await;
+        assert!(copier.may_have_copies("ops", "a"), "done with it, the copy not in the watch");
+        copier.request(request(&[]));
+        until_idle(&copier).await;
+        assert!(!copier.may_have_copies("ops", "a"), "its last request wanted none, and none is there");
+        worker.abort();
     }
 }

@@ -36,7 +36,7 @@ pub struct Copying {
 
 /// Where the copies of `original` (its status as just written), member of `group`, go, given the namespaces that
 /// exist (not terminating), the protected ones, whether copies are enabled (they are off only for global groups) and
-/// whether the original may have copies (on the cluster or asked for already). An original its group's annotations
+/// whether the original may have copies (on the cluster or on their way; asked only when no copy is wanted). An original its group's annotations
 /// do not yet describe, or that is uncopiable (not processed, failing about its group), has its copies left as they
 /// are, as OLM leaves them; so has one that wants none and has none, for which the copier would have nothing to do
 /// (every pass over a CSV whose copies are disabled, resyncs included).
@@ -46,7 +46,7 @@ pub fn copying(
     existing: &BTreeSet<String>,
     protected: &BTreeSet<String>,
     copies_enabled: bool,
-    copies_present: bool,
+    copies_present: impl FnOnce() -> bool,
 ) -> Copying {
     let namespace = original.namespace().unwrap_or_default();
     let annotated_here = original.annotations().get(OPERATOR_NAMESPACE_ANNOTATION) == Some(&namespace);
@@ -57,7 +57,7 @@ pub fn copying(
     let global = targets.iter().any(String::is_empty);
     let enabled = !global || copies_enabled;
     let wanted = copy_namespaces(&namespace, &targets, existing, enabled, protected);
-    let wanted = (!wanted.is_empty() || copies_present).then_some(wanted);
+    let wanted = (!wanted.is_empty() || copies_present()).then_some(wanted);
     Copying { wanted, disabled: global && !enabled }
 }
 
@@ -96,11 +96,13 @@ mod tests {
             &existing,
             &set(&[]),
             true,
-            false,
+            || false,
         );
         assert_eq!(decided, Copying { wanted: Some(set(&["a", "b"])), disabled: false });
         let global =
-            copying(&original("", "Succeeded", "InstallSucceeded"), &group(&[""]), &existing, &set(&[]), true, false);
+            copying(&original("", "Succeeded", "InstallSucceeded"), &group(&[""]), &existing, &set(&[]), true, || {
+                false
+            });
         assert_eq!(global, Copying { wanted: Some(set(&["a", "b", "c"])), disabled: false });
     }
 
@@ -108,7 +110,7 @@ mod tests {
     fn disabled_copies_of_a_global_group_stay_only_in_protected_namespaces() {
         let existing = set(&["ops", "a", "b"]);
         let csv = original("", "Succeeded", "InstallSucceeded");
-        let decided = copying(&csv, &group(&[""]), &existing, &set(&["b"]), false, false);
+        let decided = copying(&csv, &group(&[""]), &existing, &set(&["b"]), false, || false);
         assert_eq!(decided, Copying { wanted: Some(set(&["b"])), disabled: true });
         let static_group = copying(
             &original("a", "Succeeded", "InstallSucceeded"),
@@ -116,7 +118,7 @@ mod tests {
             &existing,
             &set(&[]),
             false,
-            false,
+            || false,
         );
         assert_eq!(
             static_group,
@@ -129,9 +131,9 @@ mod tests {
     fn an_original_that_wants_no_copy_asks_only_to_remove_those_it_may_have() {
         let existing = set(&["ops", "a"]);
         let csv = original("", "Succeeded", "InstallSucceeded");
-        let none = copying(&csv, &group(&[""]), &existing, &set(&[]), false, false);
+        let none = copying(&csv, &group(&[""]), &existing, &set(&[]), false, || false);
         assert_eq!(none, Copying { wanted: None, disabled: true }, "no copy wanted, none there: nothing to ask");
-        let some = copying(&csv, &group(&[""]), &existing, &set(&[]), false, true);
+        let some = copying(&csv, &group(&[""]), &existing, &set(&[]), false, || true);
         assert_eq!(some, Copying { wanted: Some(set(&[])), disabled: true }, "its copies must go");
         let own = copying(
             &original("ops", "Succeeded", "InstallSucceeded"),
@@ -139,19 +141,22 @@ mod tests {
             &existing,
             &set(&[]),
             true,
-            false,
+            || false,
         );
         assert_eq!(own, Copying { wanted: None, disabled: false }, "a group of its own namespace: no copy");
+        let wanted =
+            copying(&csv, &group(&[""]), &existing, &set(&[]), true, || panic!("asked though copies are wanted"));
+        assert_eq!(wanted, Copying { wanted: Some(set(&["a"])), disabled: false });
     }
 
     #[test]
     fn copies_of_an_uncopiable_or_unannotated_original_are_left_as_they_are() {
         let existing = set(&["ops", "a"]);
         let failing = original("", "Failed", "UnsupportedOperatorGroup");
-        assert_eq!(copying(&failing, &group(&[""]), &existing, &set(&[]), true, false), Copying::default());
+        assert_eq!(copying(&failing, &group(&[""]), &existing, &set(&[]), true, || false), Copying::default());
         let stale = original("a", "Succeeded", "InstallSucceeded");
         assert_eq!(
-            copying(&stale, &group(&[""]), &existing, &set(&[]), true, false),
+            copying(&stale, &group(&[""]), &existing, &set(&[]), true, || false),
             Copying::default(),
             "targets not yet annotated"
         );

@@ -187,7 +187,7 @@ pub(super) async fn copy_to_targets(
     let mut original = csv.clone();
     original.status = Some(next.clone());
     let enabled = ctx.copies_enabled().await.map_err(place.read("the OLMConfig"))?;
-    let present = ctx.copier.may_have_copies(&csv.namespace().unwrap_or_default(), &csv.name_any());
+    let present = || ctx.copier.may_have_copies(&csv.namespace().unwrap_or_default(), &csv.name_any());
     let decided = copying(&original, group, &ctx.live_namespaces(), &ctx.protected, enabled, present);
     ctx.copies_disabled_event(csv, decided.disabled).await;
     if let Some(wanted) = decided.wanted {
