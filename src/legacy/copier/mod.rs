@@ -13,7 +13,7 @@ pub mod plan;
 pub mod queue;
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use futures_util::future::{BoxFuture, FutureExt};
@@ -184,7 +184,7 @@ fn version_of(object: &ClusterServiceVersion) -> Option<&str> {
 }
 
 impl Shared {
-    fn wanting(&self) -> std::sync::MutexGuard<'_, HashSet<(String, String)>> {
+    fn wanting(&self) -> MutexGuard<'_, HashSet<(String, String)>> {
         self.wanting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 

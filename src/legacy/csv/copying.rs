@@ -36,10 +36,10 @@ pub struct Copying {
 
 /// Where the copies of `original` (its status as just written), member of `group`, go, given the namespaces that
 /// exist (not terminating), the protected ones, whether copies are enabled (they are off only for global groups) and
-/// whether the original may have copies (on the cluster or on their way; asked only when no copy is wanted). An original its group's annotations
-/// do not yet describe, or that is uncopiable (not processed, failing about its group), has its copies left as they
-/// are, as OLM leaves them; so has one that wants none and has none, for which the copier would have nothing to do
-/// (every pass over a CSV whose copies are disabled, resyncs included).
+/// whether the original may have copies (on the cluster or on their way; asked only when no copy is wanted). An
+/// original its group's annotations do not yet describe, or that is uncopiable (not processed, failing about its
+/// group), has its copies left as they are, as OLM leaves them; so has one that wants none and has none, for which
+/// the copier would have nothing to do (every pass over a CSV whose copies are disabled, resyncs included).
 pub fn copying(
     original: &ClusterServiceVersion,
     group: &OperatorGroup,
