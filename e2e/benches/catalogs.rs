@@ -13,6 +13,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
+#[path = "support/plane.rs"]
+mod plane;
 #[path = "support/scale.rs"]
 mod scale;
 
@@ -222,9 +224,9 @@ async fn main() {
         references.push(reference);
     }
 
-    let plane = plane_with_operators_namespace().await;
+    let plane = plane_with_operators_namespace("catalogs-bench").await;
     create_all(&plane, vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})]).await;
-    let admin = plane.client().await.expect("admin");
+    let admin = plane.client().await;
     let extra = vec!["--insecure-registry".to_owned(), registry.host.clone()];
     let controller = scale::start_controller_with(&plane, &binary, &dir, 300, &extra).await;
     let mut child = controller.child;

@@ -11,6 +11,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
+#[path = "support/plane.rs"]
+mod plane;
 #[path = "support/scale.rs"]
 mod scale;
 #[path = "../apiserver/tests/conformance/support/workloads.rs"]
@@ -80,7 +82,13 @@ async fn main() {
     let mut seed = env_number("OLMV2_BENCH_SEED", clock);
     println!("failover: {rounds} rounds, Lease {lease_seconds} s, seed {seed}");
 
-    let plane = scale::plane_with_operators_namespace().await;
+    // The test control plane: its ConfigMap writes are slowed (a fault only it injects) so that a kill lands
+    // mid-apply.
+    let options = kube_emulator::Options { bookmark_interval: Duration::from_millis(300), ..Default::default() };
+    let plane = ControlPlane::start(options).await.expect("control plane starts");
+    project::install_crds(&plane).await.expect("CRDs");
+    let operators = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "operators"}});
+    project::create(&plane, &operators).await.expect("namespace operators");
     let _slow = workloads::slow_configmap_writes(&plane).await;
     let admin = plane.client().await.expect("admin");
     let installs = Api::<Install>::all(admin.clone());

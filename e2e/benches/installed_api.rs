@@ -1,6 +1,7 @@
 //! The Installed API at scale (issue #22): 100 hand-applied AllNamespaces CSVs (each in its own namespace with a
 //! global OperatorGroup) among N namespaces, copied CSVs disabled; the controller runs as its own process (`olmv2
-//! run`, release build) with its aggregated API server behind the test control plane's aggregation layer. For each
+//! run`, production build) with its aggregated API server behind the aggregation layer of the test control plane,
+//! or of kube-apiserver with `OLMV2_E2E_KUBERNETES=real`. For each
 //! namespace count it prints the controller's RSS once the API lists every operator, the latency (p50, p99) of
 //! listing one namespace's Installed objects through the aggregation layer (JSON, and the Table `kubectl get` asks
 //! for) and straight to the server (with the front-proxy's certificate: the server alone), of listing every
@@ -14,6 +15,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
+#[path = "support/plane.rs"]
+mod plane;
 #[path = "support/scale.rs"]
 mod scale;
 
@@ -22,12 +25,13 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use kube_emulator::{ControlPlane, Options};
+use kube_emulator::outbound::ClientIdentity;
 use olmv2::api::v1alpha1::ClusterServiceVersion;
 
+use plane::Plane;
 use scale::{
-    create_csvs, csv_namespace, deployment_stand_in, env_namespace_counts, env_number, mib, prepare, report_log,
-    rss_kib, start_controller, wait_succeeded, Copies,
+    create_csvs, csv_namespace, env_namespace_counts, env_number, mib, prepare, report_log, rss_kib, start_controller,
+    wait_succeeded, Copies,
 };
 
 const GOAL: &str = "goal (issue #22): RSS flat in the namespace count; a one-namespace list under 10 ms";
@@ -102,15 +106,14 @@ async fn get(admin: &kube::Client, path: &str, accept: &str) -> (u16, Vec<u8>) {
 
 /// A GET straight to the aggregated API server, as the aggregation layer makes it (front-proxy certificate,
 /// `X-Remote-*` headers of the cluster admin).
-async fn direct(plane: &ControlPlane, api: SocketAddr, path: &str) -> (u16, Bytes) {
+async fn direct(identity: &ClientIdentity, api: SocketAddr, path: &str) -> (u16, Bytes) {
     let destination = kube_emulator::outbound::Destination {
         address: api,
         server_name: "olmv2-packages.olmv2-system.svc".into(),
         path_and_query: path.into(),
         display: path.into(),
     };
-    let identity = plane.api.front_proxy.clone();
-    let trust = kube_emulator::outbound::Trust { ca_bundle: None, client: identity.as_ref() };
+    let trust = kube_emulator::outbound::Trust { ca_bundle: None, client: Some(identity) };
     let request = http::Request::get("/")
         .header("accept", "application/json")
         .header("x-remote-user", "kubernetes-admin")
@@ -161,16 +164,15 @@ async fn copies_held(admin: &kube::Client) -> usize {
 }
 
 async fn run(binary: &Path, settings: &Settings, namespaces: usize) -> Figures {
-    let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
-    let plane = ControlPlane::start(options).await.expect("control plane starts");
-    olmv2_e2e::project::install_crds(&plane).await.expect("CRDs");
+    let plane = Plane::start("installed-api-bench").await;
+    println!("  {}", plane.describe());
     prepare(&plane, settings.csvs, namespaces, Copies::Disabled).await;
-    let admin = plane.client().await.expect("admin");
+    let admin = plane.client().await;
     let dir = std::env::temp_dir().join(format!("olmv2-installed-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut controller = start_controller(&plane, binary, &dir, 300).await;
-    let stand_in = deployment_stand_in(admin.clone());
+    let stand_in = plane.run_deployments(admin.clone());
     create_csvs(&admin, settings.csvs).await;
     let (succeeded, _) = wait_succeeded(&admin, settings.csvs, Instant::now()).await;
     println!("  {succeeded} CSVs Succeeded");
@@ -192,8 +194,9 @@ async fn run(binary: &Path, settings: &Settings, namespaces: usize) -> Figures {
         (code, body.len())
     })
     .await;
+    let front_proxy = plane.front_proxy();
     let one_direct = timed(settings.requests, || async {
-        let (code, body) = direct(&plane, controller.api, &one_path).await;
+        let (code, body) = direct(&front_proxy, controller.api, &one_path).await;
         (code, body.len())
     })
     .await;

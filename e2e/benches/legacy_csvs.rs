@@ -1,7 +1,7 @@
 //! OLM v0's CSV loops at scale (issue #19): hand-applied AllNamespaces CSVs, each in its own namespace `op-<i>` with a
 //! global OperatorGroup, one owned CRD, a ServiceAccount and one Deployment, among N namespaces in all; copied CSVs
 //! enabled (the default) and disabled (the OLMConfig `cluster`). The control plane runs in-process with a stand-in for
-//! the Deployment controller; the controller runs as its own process (`olmv2 run`, production build) with `deploy/`'s
+//! the Deployment controller (or is real Kubernetes with `OLMV2_E2E_KUBERNETES=real`); the controller runs as its own process (`olmv2 run`, production build) with `deploy/`'s
 //! identity. For each mode and namespace count it prints the time until every CSV is Succeeded, the controller's RSS
 //! (peak, settled, after the idle window), the copied CSVs present, and the API writes the controller made (from the
 //! control plane's audit log) during setup (from the controller's start until its writes stop) and during an idle
@@ -18,6 +18,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
+#[path = "support/plane.rs"]
+mod plane;
 #[path = "support/scale.rs"]
 mod scale;
 
@@ -26,12 +28,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kube_emulator::audit::Record;
-use kube_emulator::{ControlPlane, Options};
 use olmv2_e2e::project;
 
+use plane::Plane;
 use scale::{
-    copied_csvs, create_csvs, deployment_stand_in, env_namespace_counts, env_number, mib, prepare, report_log, rss_kib,
-    start_controller, wait_succeeded, Copies,
+    copied_csvs, create_csvs, env_namespace_counts, env_number, mib, prepare, report_log, rss_kib, start_controller,
+    wait_succeeded, Copies,
 };
 
 const CONTROLLER_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller";
@@ -96,19 +98,19 @@ struct Figures {
 // ---- what the cluster shows -----------------------------------------------------------------------------------
 
 /// The controller's writes (create, update, patch, delete) in the audit log so far, oldest first.
-fn controller_writes(plane: &ControlPlane) -> Vec<Record> {
-    let records = plane.api.audit.records();
-    if records.len() >= 200_000 {
-        eprintln!("warning: the audit log is full (200,000 records), older writes are no longer counted");
+fn controller_writes(plane: &Plane) -> Vec<Record> {
+    if plane.audit_full() {
+        eprintln!("warning: the audit log is full, older writes are no longer counted");
     }
-    records
+    plane
+        .records()
         .into_iter()
         .filter(|r| r.acting_user() == CONTROLLER_USER && WRITE_VERBS.contains(&r.verb.as_str()))
         .collect()
 }
 
 /// Waits until the controller's writes stop; answers when the last one was, or None when they never stopped.
-async fn settle(plane: &ControlPlane, resync_seconds: u64) -> Option<Instant> {
+async fn settle(plane: &Plane, resync_seconds: u64) -> Option<Instant> {
     let quiet = SETTLE_QUIET.min(Duration::from_secs(resync_seconds) / 3);
     let (started, mut writes, mut last) = (Instant::now(), controller_writes(plane).len(), Instant::now());
     while last.elapsed() < quiet {
@@ -127,16 +129,14 @@ async fn settle(plane: &ControlPlane, resync_seconds: u64) -> Option<Instant> {
 // ---- one run --------------------------------------------------------------------------------------------------
 
 async fn run(binary: &Path, settings: &Settings, copies: Copies, namespaces: usize) -> Figures {
-    let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
-    let plane = ControlPlane::start(options).await.expect("control plane starts");
-    project::install_crds(&plane).await.expect("CRDs");
+    let plane = Plane::start("legacy-csvs-bench").await;
     prepare(&plane, settings.csvs, namespaces, copies).await;
-    let admin = plane.client().await.expect("admin");
+    let admin = plane.client().await;
     let dir = std::env::temp_dir().join(format!("olmv2-legacy-csvs-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let mut child = start_controller(&plane, binary, &dir, settings.resync_seconds).await.child;
-    let stand_in = deployment_stand_in(admin.clone());
+    let stand_in = plane.run_deployments(admin.clone());
 
     let start = Instant::now();
     create_csvs(&admin, settings.csvs).await;

@@ -21,6 +21,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
+#[path = "support/plane.rs"]
+mod plane;
 #[path = "support/scale.rs"]
 mod scale;
 

@@ -1,32 +1,34 @@
 //! The Operator controller at scale: Operators with components (ConfigMaps, Secrets and Deployments in the ratio
-//! 6:2:2) on the test control plane, the controller running as its own process (`olmv2 run`, production build, or
-//! each of `OLMV2_BENCH_PROFILE`'s, e.g. `release,production` side by side) with `deploy/`'s identity. For each size of `OLMV2_BENCH_SIZES` (`200x10,1000x20` by
-//! default: Operators x components) it prints how long until every Operator gathered its components, the time from a
-//! component change to the Operator status showing it (median, p99), the API requests the controller made per
-//! Operator reconcile, which loops each change woke (reconciles and time per loop, from the controller's metrics)
-//! and what they asked of the API server (the control plane's audit record), the writes of an idle minute, the
-//! controller's RSS, and each figure beside its goal (docs/operator.md). Run with
-//! `cargo bench -p olmv2-e2e --bench operators`.
+//! 6:2:2) on the test control plane, or on real Kubernetes with `OLMV2_E2E_KUBERNETES=real`; the controller runs as
+//! its own process (`olmv2 run`, production build, or each of `OLMV2_BENCH_PROFILE`'s, e.g. `release,production` side
+//! by side) with `deploy/`'s identity. For each size of `OLMV2_BENCH_SIZES` (`200x10,1000x20` by default: Operators x
+//! components) it prints how long until every Operator gathered its components, the time from a component change to
+//! the Operator status showing it (median, p99), the API requests the controller made per Operator reconcile, which
+//! loops each change woke (reconciles and time per loop, from the controller's metrics) and what they asked of the
+//! API server (the audit log), the writes of an idle minute, the controller's RSS, and each figure beside its goal
+//! (docs/operator.md). Run with `cargo bench -p olmv2-e2e --bench operators`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
+#[path = "support/plane.rs"]
+mod plane;
 #[path = "support/scale.rs"]
 mod scale;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{watcher, WatchStreamExt};
-use kube_emulator::ControlPlane;
 use olmv2::api::v2alpha1::Operator;
 use olmv2_e2e::project;
 use serde_json::{json, Value};
+
+use plane::Plane;
 
 const CHANGES: usize = 200;
 const CONTROLLER_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller";
@@ -122,10 +124,10 @@ fn loop_counters(health: SocketAddr) -> BTreeMap<String, (f64, f64)> {
 }
 
 /// The controller's requests received since `since`: (verb, resource) → count, and how many wrote.
-fn controller_requests(plane: &ControlPlane, since: Instant) -> (BTreeMap<String, usize>, usize, usize) {
+fn controller_requests(plane: &Plane, since: Instant) -> (BTreeMap<String, usize>, usize, usize) {
     let mut by_kind: BTreeMap<String, usize> = BTreeMap::new();
     let (mut all, mut writes) = (0, 0);
-    for record in plane.api.audit.records() {
+    for record in plane.records() {
         if record.acting_user() != CONTROLLER_USER || record.received.is_none_or(|received| received < since) {
             continue;
         }
@@ -183,7 +185,7 @@ fn setup_objects(size: Size) -> Vec<Value> {
 /// How long the control plane alone takes to create the set-up's objects (no controller watching, no webhook): what
 /// the set-up's time owes to the bench and the control plane rather than to the controller.
 async fn creation_alone(size: Size) -> Duration {
-    let plane = scale::plane_with_operators_namespace().await;
+    let plane = scale::plane_with_operators_namespace("operators-bench-alone").await;
     let started = Instant::now();
     scale::create_all(&plane, setup_objects(size)).await;
     started.elapsed()
@@ -191,32 +193,13 @@ async fn creation_alone(size: Size) -> Duration {
 
 async fn run(binary: &Path, size: Size, idle: Duration) {
     let alone = creation_alone(size).await;
-    let plane = scale::plane_with_operators_namespace().await;
+    let plane = scale::plane_with_operators_namespace("operators-bench").await;
+    println!("  {}", plane.describe());
     let dir = std::env::temp_dir().join(format!("olmv2-operators-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("controller.kubeconfig");
-    std::fs::write(&kubeconfig, project::controller_kubeconfig(&plane).await.expect("identity")).unwrap();
-    let (health, webhook) = (scale::free_address(), scale::free_address());
-    plane.api.endpoints.set("olmv2-system", "olmv2-webhook", webhook);
-    let mut child = Command::new(binary)
-        .args(["run", "--enable-v2alpha1", "--health-address", &health.to_string()])
-        .args(["--webhook-address", &webhook.to_string()])
-        .args(["--cache", &dir.join("cache").display().to_string()])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("olmv2 run starts");
-    let ready = async {
-        loop {
-            if http_get(health, "/readyz").is_some_and(|(status, _)| status.contains(" 200 ")) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(60), ready).await.expect("controller ready");
+    let extra = ["--enable-v2alpha1".to_owned()];
+    let controller = scale::start_controller_with(&plane, binary, &dir, 600, &extra).await;
+    let (mut child, health) = (controller.child, controller.health);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (_, at_start) = scale::rss_kib(&child);
     let heap_at_start = scale::metric(health, "olmv2_allocator_bytes{statistic=\"allocated\"}");
@@ -224,7 +207,7 @@ async fn run(binary: &Path, size: Size, idle: Duration) {
     let (setup, loops_at_setup) = (Instant::now(), loop_counters(health));
     scale::create_all(&plane, setup_objects(size)).await;
     let created_in = setup.elapsed();
-    let admin = plane.client().await.expect("admin");
+    let admin = plane.client().await;
     let operators = Api::<Operator>::all(admin.clone());
     let gathered = |operator: &Operator| {
         operator.status.as_ref().and_then(|s| s.components.as_ref()).is_some_and(|c| c.refs.len() == size.components)
@@ -344,5 +327,6 @@ async fn run(binary: &Path, size: Size, idle: Duration) {
     );
     let _ = child.kill();
     let _ = child.wait();
+    scale::report_log(&dir);
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,7 +1,9 @@
 //! The controller at cluster scale: 100 v2alpha1 Operators installed from bundle images of a real registry (each the
 //! grumbo sample renamed, AllNamespaces, approved by the admin) and 100 OLM v0 CSVs (AllNamespaces, copied CSVs
-//! disabled), among 100, then 500, then 1,000 namespaces. The controller runs as its own process (`olmv2 run`,
-//! production build) with `deploy/`'s identity; a stand-in reports Deployments rolled out. Prints: the cold start (from
+//! disabled), among 100, then 500, then 1,000 namespaces, on the test control plane (a stand-in reports Deployments
+//! rolled out) or on real Kubernetes with `OLMV2_E2E_KUBERNETES=real` (kube-controller-manager rolls them out, a
+//! stand-in kubelet runs their pods). The controller runs as its own process (`olmv2 run`, production build) with
+//! `deploy/`'s identity. Prints: the cold start (from
 //! the objects' creation to every Operator Installed and every CSV Succeeded), the controller's RSS at each namespace
 //! count, its API writes per idle minute (from the control plane's audit log, listed by object), the time from a
 //! component change to the Operator's status showing it (median, p99) and where that time goes (`timeline`), the API
@@ -17,6 +19,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, clippy::panic)] // a benchmark fails loudly by design
 
+#[path = "support/plane.rs"]
+mod plane;
 #[path = "support/scale.rs"]
 mod scale;
 #[path = "support/timeline.rs"]
@@ -31,16 +35,16 @@ use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::{watcher, WatchStreamExt};
 use kube_emulator::audit::Record;
-use kube_emulator::{ControlPlane, Options};
 use olmv2::api::v2alpha1::{Install, InstallState, Operator};
 use olmv2::bundle::image::{ImageClient, RegistryOptions};
 use olmv2_e2e::project;
 use olmv2_e2e::registry::Registry;
 use serde_json::json;
 
+use plane::Plane;
 use scale::{
-    create_all, create_csvs, deployment_stand_in, env_namespace_counts, env_number, metric, mib, phases, prepare,
-    report_log, rss_kib, start_controller_with, Copies,
+    create_all, create_csvs, env_namespace_counts, env_number, metric, mib, phases, prepare, report_log, rss_kib,
+    start_controller_with, Copies,
 };
 
 const CONTROLLER_USER: &str = "system:serviceaccount:olmv2-system:olmv2-controller";
@@ -48,13 +52,13 @@ const WRITE_VERBS: [&str; 4] = ["create", "update", "patch", "delete"];
 const GOALS: &str = "goals (issue #24): RSS <= 64 MB and flat in the namespace count; 0 writes per idle minute; \
                      change -> status p99 < 1 s";
 
-fn controller_records(plane: &ControlPlane) -> Vec<Record> {
-    plane.api.audit.records().into_iter().filter(|r| r.acting_user() == CONTROLLER_USER).collect()
+fn controller_records(plane: &Plane) -> Vec<Record> {
+    plane.records().into_iter().filter(|r| r.acting_user() == CONTROLLER_USER).collect()
 }
 
 /// How many writes the controller made so far.
-fn controller_writes(plane: &ControlPlane) -> usize {
-    plane.api.audit.count(|r| r.acting_user() == CONTROLLER_USER && WRITE_VERBS.contains(&r.verb.as_str()))
+fn controller_writes(plane: &Plane) -> usize {
+    plane.count(|r| r.acting_user() == CONTROLLER_USER && WRITE_VERBS.contains(&r.verb.as_str()))
 }
 
 fn writes(records: &[Record]) -> Vec<&Record> {
@@ -138,7 +142,7 @@ fn print_requests(label: &str, requests: &[&Record]) {
 }
 
 /// Waits until the controller's writes stop for `quiet`; answers when they did.
-async fn settle(plane: &ControlPlane, quiet: Duration) -> Duration {
+async fn settle(plane: &Plane, quiet: Duration) -> Duration {
     let started = Instant::now();
     let (mut count, mut last) = (controller_writes(plane), Instant::now());
     while last.elapsed() < quiet && started.elapsed() < Duration::from_secs(300) {
@@ -241,12 +245,11 @@ async fn main() {
     println!("scale: {operators} Operators, {csvs} CSVs (copied CSVs disabled), namespaces {counts:?}; {GOALS}");
     let binary = project::build_controller(env!("CARGO")).expect("the olmv2 binary");
 
-    let options = Options { bookmark_interval: Duration::from_millis(300), ..Options::default() };
-    let plane = ControlPlane::start(options).await.expect("control plane starts");
-    project::install_crds(&plane).await.expect("CRDs");
+    let plane = Plane::start("scale-bench").await;
+    println!("  {}", plane.describe());
     prepare(&plane, csvs, counts[0], Copies::Disabled).await;
     create_all(&plane, vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "operators"}})]).await;
-    let admin = plane.client().await.expect("admin");
+    let admin = plane.client().await;
     let dir = std::env::temp_dir().join(format!("olmv2-scale-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -263,7 +266,7 @@ async fn main() {
     let extra = vec!["--enable-v2alpha1".to_owned(), "--insecure-registry".to_owned(), registry.host.clone()];
     let controller = start_controller_with(&plane, &binary, &dir, resync, &extra).await;
     let mut child = controller.child;
-    let stand_in = deployment_stand_in(admin.clone());
+    let stand_in = plane.run_deployments(admin.clone());
 
     // Cold start: everything created at once, the Installs approved as they ask.
     let start = Instant::now();
@@ -308,10 +311,10 @@ async fn main() {
 
     // Idle: what the controller writes when nothing changes.
     let (before, requests_before) = (writes(&controller_records(&plane)).len(), controller_records(&plane).len());
-    let all_before = plane.api.audit.records().len();
+    let all_before = plane.count(|_| true);
     tokio::time::sleep(idle).await;
     // What else changed meanwhile: each change may wake the controller's passes.
-    let others: Vec<Record> = plane.api.audit.records().into_iter().skip(all_before).collect();
+    let others: Vec<Record> = plane.records().into_iter().skip(all_before).collect();
     let other_writes: Vec<&Record> =
         writes(&others).into_iter().filter(|r| r.acting_user() != CONTROLLER_USER).collect();
     println!("  idle: {} writes by others", other_writes.len());
@@ -366,14 +369,11 @@ async fn main() {
         "API requests: {requests} for {reconciled} Operator reconciles = {:.2} per reconcile",
         requests as f64 / reconciled
     );
-    let held = plane.api.audit.count(|_| true);
-    if held >= kube_emulator::audit::CAPACITY {
-        println!(
-            "  the audit log is full ({held} records, the oldest dropped): the counts above are not to be trusted"
-        );
+    if plane.audit_full() {
+        println!("  the audit log is full (the oldest records dropped): the counts above are not to be trusted");
     }
     timeline::print(
-        &plane.api.audit.records(),
+        &plane.records(),
         &windows,
         |r| r.verb == "patch" && r.resource == "deployments" && r.acting_user() != CONTROLLER_USER,
         |r| r.verb == "patch" && r.resource == "operators" && r.subresource == "status",

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
@@ -21,7 +21,7 @@ use kube_emulator::{ControlPlane, Options};
 use serde_json::{json, Value};
 
 use crate::fault_proxy::FaultProxy;
-use crate::kubernetes::{ControllerManager, RealControlPlane, RealError, DEFAULT_USERS};
+use crate::kubernetes::{AuditRecord, ControllerManager, RealControlPlane, RealError, DEFAULT_USERS};
 use crate::project::{self, ProjectError};
 use crate::real::{self, ServicePorts};
 
@@ -341,30 +341,9 @@ impl Cluster {
     pub fn audit_records(&self) -> Vec<Record> {
         match &self.backend {
             Backend::Emulator(plane) => plane.api.audit.records(),
-            Backend::Real { plane, .. } => plane
-                .audit_records()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|r| Record {
-                    user: r.user,
-                    impersonated_user: r.impersonated_user,
-                    verb: r.verb,
-                    api_group: r.api_group.unwrap_or_default(),
-                    resource: r.resource.unwrap_or_default(),
-                    subresource: r.subresource.unwrap_or_default(),
-                    namespace: r.namespace.unwrap_or_default(),
-                    name: r.name.unwrap_or_default(),
-                    path: r.request_uri.split('?').next().unwrap_or_default().to_owned(),
-                    user_agent: r.user_agent,
-                    code: r.code.unwrap_or_default(),
-                    dry_run: r
-                        .request_uri
-                        .split_once('?')
-                        .is_some_and(|(_, query)| query.split('&').any(|parameter| parameter == "dryRun=All")),
-                    received: None,
-                    took: Duration::ZERO,
-                })
-                .collect(),
+            Backend::Real { plane, .. } => {
+                plane.audit_records().unwrap_or_default().into_iter().map(record_of).collect()
+            }
         }
     }
 
@@ -443,6 +422,36 @@ impl Drop for Cluster {
     }
 }
 
+/// A record of kube-apiserver's audit log as the test control plane records it: its times on this process's
+/// monotonic clock (the audit log's are the system clock's), so that one reads the same on both backends.
+pub fn record_of(record: AuditRecord) -> Record {
+    let (now, clock) = (Instant::now(), SystemTime::now());
+    // How long before now: zero for a time the system clock has not reached yet (it was stepped back).
+    let before_now = |at: SystemTime| clock.duration_since(at).unwrap_or_default();
+    let received = record.received.and_then(|at| now.checked_sub(before_now(at)));
+    let took = match (record.received, record.completed) {
+        (Some(received), Some(completed)) => completed.duration_since(received).unwrap_or_default(),
+        _ => Duration::ZERO,
+    };
+    let (path, query) = record.request_uri.split_once('?').unwrap_or((&record.request_uri, ""));
+    Record {
+        path: path.to_owned(),
+        dry_run: query.split('&').any(|parameter| parameter == "dryRun=All"),
+        user: record.user,
+        impersonated_user: record.impersonated_user,
+        verb: record.verb,
+        api_group: record.api_group.unwrap_or_default(),
+        resource: record.resource.unwrap_or_default(),
+        subresource: record.subresource.unwrap_or_default(),
+        namespace: record.namespace.unwrap_or_default(),
+        name: record.name.unwrap_or_default(),
+        user_agent: record.user_agent,
+        code: record.code.unwrap_or_default(),
+        received,
+        took,
+    }
+}
+
 /// Available at its generation, with every replica updated.
 fn available(deployment: &Deployment) -> bool {
     let Some(status) = &deployment.status else { return false };
@@ -476,4 +485,31 @@ async fn wait_discovered(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Err(ClusterError::Discovery(last))
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used)] // test code fails loudly by design
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_real_record_reads_as_the_test_control_planes() {
+        let received = SystemTime::now() - Duration::from_secs(5);
+        let record = record_of(AuditRecord {
+            user: "alice".into(),
+            verb: "patch".into(),
+            resource: Some("deployments".into()),
+            request_uri: "/apis/apps/v1/namespaces/a/deployments/d?dryRun=All&fieldManager=x".into(),
+            received: Some(received),
+            completed: Some(received + Duration::from_millis(3)),
+            ..AuditRecord::default()
+        });
+        assert_eq!(record.path, "/apis/apps/v1/namespaces/a/deployments/d");
+        assert!(record.dry_run);
+        assert_eq!(record.took, Duration::from_millis(3));
+        let ago = record.received.expect("received").elapsed();
+        assert!(ago >= Duration::from_secs(5) && ago < Duration::from_secs(60), "{ago:?} ago, not 5 s");
+        let unknown = record_of(AuditRecord { request_uri: "/api/v1/pods".into(), ..AuditRecord::default() });
+        assert_eq!((unknown.received, unknown.took, unknown.dry_run), (None, Duration::ZERO, false));
+    }
 }

@@ -185,6 +185,12 @@ impl Binaries {
     }
 }
 
+/// An audit event's timestamp (RFC 3339, microseconds) as a time of the system clock.
+fn time(value: &Value) -> Option<SystemTime> {
+    let stamp: k8s_openapi::jiff::Timestamp = value.as_str()?.parse().ok()?;
+    Some(SystemTime::from(stamp))
+}
+
 /// One request's record in the audit log (its `ResponseComplete` stage).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AuditRecord {
@@ -201,6 +207,10 @@ pub struct AuditRecord {
     pub request_uri: String,
     /// The client's `User-Agent`.
     pub user_agent: String,
+    /// When the request arrived (`requestReceivedTimestamp`).
+    pub received: Option<SystemTime>,
+    /// When it was answered in full (the `ResponseComplete` stage's `stageTimestamp`; a watch's when it ended).
+    pub completed: Option<SystemTime>,
 }
 
 impl AuditRecord {
@@ -224,6 +234,8 @@ impl AuditRecord {
             code: event["responseStatus"]["code"].as_u64().and_then(|code| u16::try_from(code).ok()),
             request_uri: text(&event["requestURI"]).unwrap_or_default(),
             user_agent: text(&event["userAgent"]).unwrap_or_default(),
+            received: time(&event["requestReceivedTimestamp"]),
+            completed: time(&event["stageTimestamp"]),
         })
     }
 }
@@ -852,6 +864,20 @@ mod tests {
         assert_eq!(record.impersonated_user, None);
         assert!(AuditRecord::parse(&complete.replace("ResponseComplete", "RequestReceived")).is_none());
         assert!(AuditRecord::parse("not json").is_none());
+    }
+
+    #[test]
+    fn a_record_carries_when_it_arrived_and_was_answered() {
+        let line = r#"{"stage":"ResponseComplete","verb":"get","user":{"username":"alice"},
+            "requestReceivedTimestamp":"2026-12-06T04:30:00.000100Z","stageTimestamp":"2026-12-06T04:30:00.002350Z"}"#
+            .replace('\n', "");
+        let record = AuditRecord::parse(&line).expect("a record");
+        let (received, completed) = (record.received.expect("received"), record.completed.expect("completed"));
+        assert_eq!(completed.duration_since(received).ok(), Some(Duration::from_micros(2250)));
+        let since_epoch = received.duration_since(UNIX_EPOCH).expect("after the epoch");
+        assert_eq!(since_epoch.as_micros() % 1_000_000, 100);
+        let without = AuditRecord::parse(&line.replace("requestReceivedTimestamp", "other")).expect("a record");
+        assert_eq!(without.received, None);
     }
 
     #[test]

@@ -16,10 +16,11 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, PostParams};
-use kube_emulator::ControlPlane;
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 use olmv2_e2e::project;
 use serde_json::{json, Value};
+
+use crate::plane::Plane;
 
 /// The number in environment variable `name`, or `default`.
 pub fn env_number(name: &str, default: u64) -> u64 {
@@ -81,7 +82,7 @@ pub fn csv(index: usize) -> Value {
 
 /// Everything but the OperatorGroups and CSVs, created by the control plane itself before the controller starts:
 /// `namespaces` namespaces (the CSVs' first), the CRDs, the ServiceAccounts, and the OLMConfig when copies are off.
-pub async fn prepare(plane: &ControlPlane, csvs: usize, namespaces: usize, copies: Copies) {
+pub async fn prepare(plane: &Plane, csvs: usize, namespaces: usize, copies: Copies) {
     let mut objects = Vec::new();
     for index in 0..namespaces.max(csvs) {
         let name = if index < csvs { csv_namespace(index) } else { format!("tenant-{index}") };
@@ -101,11 +102,9 @@ pub async fn prepare(plane: &ControlPlane, csvs: usize, namespaces: usize, copie
     create_all(plane, objects).await;
 }
 
-pub async fn create_all(plane: &ControlPlane, objects: Vec<Value>) {
+pub async fn create_all(plane: &Plane, objects: Vec<Value>) {
     futures_util::stream::iter(objects)
-        .for_each_concurrent(16, |object| async move {
-            project::create(plane, &object).await.expect("created");
-        })
+        .for_each_concurrent(16, |object| async move { plane.create(&object).await })
         .await;
 }
 
@@ -148,30 +147,28 @@ pub async fn create_csvs(admin: &kube::Client, csvs: usize) {
 }
 
 /// Starts `olmv2 run` as `deploy/`'s ServiceAccount, its log in `dir`, and waits until it is ready.
-pub async fn start_controller(plane: &ControlPlane, binary: &Path, dir: &Path, resync_seconds: u64) -> Controller {
+pub async fn start_controller(plane: &Plane, binary: &Path, dir: &Path, resync_seconds: u64) -> Controller {
     start_controller_with(plane, binary, dir, resync_seconds, &[]).await
 }
 
 /// As `start_controller`, with more arguments to `olmv2 run`.
 pub async fn start_controller_with(
-    plane: &ControlPlane,
+    plane: &Plane,
     binary: &Path,
     dir: &Path,
     resync_seconds: u64,
     extra: &[String],
 ) -> Controller {
     let kubeconfig = dir.join("controller.kubeconfig");
-    std::fs::write(&kubeconfig, project::controller_kubeconfig(plane).await.expect("identity")).unwrap();
-    let (health, webhook, api) = (free_address(), free_address(), free_address());
-    plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, "olmv2-webhook", webhook);
-    plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, project::API_SERVICE, api);
+    let (health, api, addresses) = plane.controller_identity(&kubeconfig).await;
     let mut command = Command::new(binary);
     if let Ok(out) = std::env::var("OLMV2_BENCH_HEAPTRACK") {
         heaptrack(&mut command, dir, &out);
     }
     let child = command
-        .args(["run", "--health-address", &health.to_string(), "--webhook-address", &webhook.to_string()])
-        .args(["--api-address", &api.to_string(), "--resync-seconds", &resync_seconds.to_string()])
+        .arg("run")
+        .args(addresses)
+        .args(["--resync-seconds", &resync_seconds.to_string()])
         .args(["--cache", &dir.join("cache").display().to_string()])
         .args(extra)
         .env("KUBECONFIG", &kubeconfig)
@@ -320,10 +317,8 @@ pub fn metric(health: SocketAddr, prefix: &str) -> f64 {
 }
 
 /// A control plane with the project's CRDs and the namespace `operators` (bookmarks every 300 ms).
-pub async fn plane_with_operators_namespace() -> ControlPlane {
-    let options = kube_emulator::Options { bookmark_interval: Duration::from_millis(300), ..Default::default() };
-    let plane = ControlPlane::start(options).await.expect("control plane starts");
-    project::install_crds(&plane).await.expect("CRDs");
+pub async fn plane_with_operators_namespace(name: &str) -> Plane {
+    let plane = Plane::start(name).await;
     create_all(&plane, vec![json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "operators"}})]).await;
     plane
 }
