@@ -12,6 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -232,6 +233,56 @@ async fn both_backends_audit_a_create_under_its_name_and_mark_dry_runs() {
         seen.push(probe.map(|r| r.wrote()).collect::<Vec<_>>());
     }
     assert_eq!(seen, [vec![false], vec![false]], "a dry run is no write on either backend");
+}
+
+/// A Deployment's generation counts changes of its spec and of its annotations (kube-apiserver's Deployment strategy:
+/// the Deployment controller copies them onto the ReplicaSets), not of its labels; a StatefulSet's counts its spec
+/// alone. The controller judges a Deployment available only once observed at its generation
+/// (`install::apply::deployment_available`), so a hand-made annotation is a rollout to wait for on both backends.
+#[tokio::test]
+async fn both_backends_count_a_deployments_annotations_in_its_generation() {
+    let mut seen = Vec::new();
+    for kubernetes in [Kubernetes::Real, Kubernetes::Emulator] {
+        let cluster = Cluster::start(kubernetes, "generation").await.expect("the cluster starts");
+        let admin = cluster.client().await.unwrap();
+        let template = json!({"metadata": {"labels": {"app": "a"}},
+            "spec": {"containers": [{"name": "c", "image": "example.com/a:1"}]}});
+        let spec = json!({"selector": {"matchLabels": {"app": "a"}}, "template": template});
+        let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "default");
+        let created = deployments
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "a"}, "spec": spec})).unwrap(),
+            )
+            .await
+            .expect("Deployment created");
+        let mut generations = vec![created.metadata.generation];
+        for patch in [
+            json!({"metadata": {"labels": {"team": "x"}}}),
+            json!({"metadata": {"annotations": {"note": "one"}}}),
+            json!({"metadata": {"annotations": {"note": "one"}}}),
+            json!({"metadata": {"annotations": {"note": null}}}),
+            json!({"spec": {"replicas": 2}}),
+        ] {
+            let patched =
+                deployments.patch("a", &PatchParams::default(), &Patch::Merge(&patch)).await.expect("patched");
+            generations.push(patched.metadata.generation);
+        }
+        let statefulsets: Api<StatefulSet> = Api::namespaced(admin.clone(), "default");
+        statefulsets
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "s"}, "spec": spec})).unwrap(),
+            )
+            .await
+            .expect("StatefulSet created");
+        let annotate = json!({"metadata": {"annotations": {"note": "one"}}});
+        let annotated =
+            statefulsets.patch("s", &PatchParams::default(), &Patch::Merge(&annotate)).await.expect("patched");
+        seen.push((generations, annotated.metadata.generation));
+    }
+    assert_eq!(seen[0], seen[1], "the same generations on both backends");
+    assert_eq!(seen[0], (vec![Some(1), Some(1), Some(2), Some(2), Some(3), Some(4)], Some(1)));
 }
 
 /// An aggregated API whose server is unavailable answers `503 service unavailable` to discovery on both backends, at

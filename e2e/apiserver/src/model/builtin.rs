@@ -95,6 +95,13 @@ pub fn tracks_generation(group: &str, resource: &str) -> bool {
     )
 }
 
+/// Whether a change of `metadata.annotations` alone bumps `metadata.generation`: a Deployment's does, as
+/// kube-apiserver's Deployment strategy has it, because the Deployment controller copies a Deployment's annotations
+/// onto its ReplicaSets (a change it must be seen to observe). No other kind's does.
+pub fn annotations_bump_generation(group: &str, resource: &str) -> bool {
+    (group, resource) == ("apps", "deployments")
+}
+
 /// Whether a DELETE that removes the object at once answers with the object rather than a `Status`.
 pub fn returns_deleted_object(group: &str, resource: &str) -> bool {
     matches!((group, resource), ("", "pods" | "serviceaccounts" | "namespaces"))

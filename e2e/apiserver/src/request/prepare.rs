@@ -36,6 +36,11 @@ fn spec_part(object: &Value, has_status: bool) -> Value {
     part
 }
 
+/// An object's annotations, none when absent or empty (kube-apiserver compares them so: an empty map is no map).
+fn annotations(object: &Value) -> Option<&serde_json::Map<String, Value>> {
+    object["metadata"]["annotations"].as_object().filter(|annotations| !annotations.is_empty())
+}
+
 /// Everything a decoded object goes through before admission. `track` records the writer's managed fields
 /// (server-side apply records its own).
 pub(super) fn prepare(
@@ -137,7 +142,11 @@ pub(super) fn prepare(
                 }
             }
             let tracked = resource.schema.is_some() || builtin::tracks_generation(&resource.group, &resource.plural);
-            if tracked && spec_part(&object, resource.has_status()) != spec_part(old, resource.has_status()) {
+            let annotated = builtin::annotations_bump_generation(&resource.group, &resource.plural)
+                && annotations(&object) != annotations(old);
+            if tracked
+                && (annotated || spec_part(&object, resource.has_status()) != spec_part(old, resource.has_status()))
+            {
                 let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
                 object["metadata"]["generation"] = json!(generation);
             }

@@ -247,6 +247,30 @@ async fn dry_run_changes_nothing() {
     assert_eq!((code, refused["reason"].clone()), (409, json!("AlreadyExists")), "{refused}");
 }
 
+/// kube-apiserver's Deployment strategy counts a change of a Deployment's annotations in its generation (the
+/// Deployment controller copies them onto its ReplicaSets); its labels, and a status write, leave it.
+#[tokio::test]
+async fn a_deployments_annotations_count_in_its_generation_and_its_labels_do_not() {
+    let (_plane, client) = start().await;
+    post(&client, DEPLOYMENTS, &deployment()).await;
+    let mut generations = Vec::new();
+    for body in [
+        r#"{"metadata":{"labels":{"team":"x"}}}"#,
+        r#"{"metadata":{"annotations":{"note":"one"}}}"#,
+        r#"{"metadata":{"annotations":{"note":"one"}}}"#,
+        r#"{"metadata":{"annotations":{"note":null}}}"#,
+    ] {
+        let (code, patched) = patch(&client, &format!("{DEPLOYMENTS}/web"), "application/merge-patch+json", body).await;
+        assert_eq!(code, 200, "{patched}");
+        generations.push(patched["metadata"]["generation"].clone());
+    }
+    assert_eq!(generations, [json!(1), json!(2), json!(2), json!(3)]);
+    let status = r#"{"status":{"observedGeneration":3}}"#;
+    let (_, written) =
+        patch(&client, &format!("{DEPLOYMENTS}/web/status"), "application/merge-patch+json", status).await;
+    assert_eq!(written["metadata"]["generation"], 3, "a status write keeps the generation");
+}
+
 #[tokio::test]
 async fn the_scale_subresource_reads_and_writes_replicas() {
     let (_plane, client) = start().await;
