@@ -2,8 +2,9 @@
 //! File-Based Catalog images. Generates catalogs of about 130 MB each (200 packages of 10 bundles, each bundle
 //! carrying its CSV as an `olm.bundle.object` with a long description and an `olm.csv.metadata`; pseudo-random words,
 //! so that they compress as text does), pushes each as its own image to the real test registry, starts the
-//! controller as its own process (`olmv2 run`, production build) with `deploy/`'s identity, creates one CatalogSource
-//! per image in a namespace at once, and waits until each is READY. Prints the controller's RSS before, its peak
+//! controller (on the test control plane, or real Kubernetes with `OLMV2_E2E_KUBERNETES=real`) as its own process
+//! (`olmv2 run`, production build) with `deploy/`'s identity, creates one CatalogSource per image in a namespace at
+//! once, and waits until each is READY. Prints the controller's RSS before, its peak
 //! (the kernel's high-water mark), its RSS once settled, the heap as jemalloc counts it, and how long the loads took.
 //! It prints figures and the goal beside them; it asserts no timing.
 //!

@@ -1,13 +1,12 @@
 //! The Installed API at scale (issue #22): 100 hand-applied AllNamespaces CSVs (each in its own namespace with a
 //! global OperatorGroup) among N namespaces, copied CSVs disabled; the controller runs as its own process (`olmv2
 //! run`, production build) with its aggregated API server behind the aggregation layer of the test control plane,
-//! or of kube-apiserver with `OLMV2_E2E_KUBERNETES=real`. For each
-//! namespace count it prints the controller's RSS once the API lists every operator, the latency (p50, p99) of
-//! listing one namespace's Installed objects through the aggregation layer (JSON, and the Table `kubectl get` asks
-//! for) and straight to the server (with the front-proxy's certificate: the server alone), of listing every
-//! namespace's (`-A`, JSON and Table), the RSS after those lists, and the objects the copied-CSV approach would keep
-//! for the same cluster beside the copies this one holds. It prints figures and the issue's goal; it asserts no
-//! timing.
+//! or of kube-apiserver with `OLMV2_E2E_KUBERNETES=real`. For each namespace count it prints the controller's RSS
+//! once the API lists every operator, the latency (p50, p99) of listing one namespace's Installed objects through the
+//! aggregation layer (JSON, and the Table `kubectl get` asks for) and straight to the server (with the front-proxy's
+//! certificate: the server alone), of listing every namespace's (`-A`, JSON and Table), the RSS after those lists,
+//! and the objects the copied-CSV approach would keep for the same cluster beside the copies this one holds. It
+//! prints figures and the issue's goal; it asserts no timing.
 //!
 //! Run with `cargo bench -p olmv2-e2e --bench installed_api`. Environment (defaults in brackets):
 //! `OLMV2_BENCH_NAMESPACES` namespace counts [100,500,1000], `OLMV2_BENCH_CSVS` CSVs [100], `OLMV2_BENCH_REQUESTS`

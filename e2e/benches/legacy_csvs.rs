@@ -1,10 +1,10 @@
 //! OLM v0's CSV loops at scale (issue #19): hand-applied AllNamespaces CSVs, each in its own namespace `op-<i>` with a
 //! global OperatorGroup, one owned CRD, a ServiceAccount and one Deployment, among N namespaces in all; copied CSVs
 //! enabled (the default) and disabled (the OLMConfig `cluster`). The control plane runs in-process with a stand-in for
-//! the Deployment controller (or is real Kubernetes with `OLMV2_E2E_KUBERNETES=real`); the controller runs as its own process (`olmv2 run`, production build) with `deploy/`'s
-//! identity. For each mode and namespace count it prints the time until every CSV is Succeeded, the controller's RSS
-//! (peak, settled, after the idle window), the copied CSVs present, and the API writes the controller made (from the
-//! control plane's audit log) during setup (from the controller's start until its writes stop) and during an idle
+//! the Deployment controller (or is real Kubernetes with `OLMV2_E2E_KUBERNETES=real`); the controller runs as its
+//! own process (`olmv2 run`, production build) with `deploy/`'s identity. For each mode and namespace count it prints
+//! the time until every CSV is Succeeded, the controller's RSS (peak, settled, after the idle window), the copied CSVs
+//! present, and the API writes the controller made (from the audit log) during setup (from the controller's start until its writes stop) and during an idle
 //! window after it, the idle ones listed by object. It prints figures and the issue's goal beside them; it asserts no
 //! timing. Copied CSVs are counted whether or not the controller makes them yet.
 //!
@@ -112,13 +112,15 @@ fn controller_writes(plane: &Plane) -> Vec<Record> {
 /// Waits until the controller's writes stop; answers when the last one was, or None when they never stopped.
 async fn settle(plane: &Plane, resync_seconds: u64) -> Option<Instant> {
     let quiet = SETTLE_QUIET.min(Duration::from_secs(resync_seconds) / 3);
-    let (started, mut writes, mut last) = (Instant::now(), controller_writes(plane).len(), Instant::now());
+    let writes_so_far =
+        || plane.count(|r| r.acting_user() == CONTROLLER_USER && WRITE_VERBS.contains(&r.verb.as_str()));
+    let (started, mut writes, mut last) = (Instant::now(), writes_so_far(), Instant::now());
     while last.elapsed() < quiet {
         if started.elapsed() > SETTLE_LIMIT {
             return None;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = controller_writes(plane).len();
+        let now = writes_so_far();
         if now != writes {
             (writes, last) = (now, Instant::now());
         }

@@ -27,7 +27,6 @@ mod plane;
 mod scale;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -40,7 +39,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams, WatchE
 use kube::core::GroupVersionKind;
 use olmv2::api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 use olmv2_e2e::cluster::{Cluster, Crds, Kubernetes};
-use olmv2_e2e::kubernetes::AuditRecord;
+use olmv2_e2e::kubernetes::{AuditLogReader, AuditRecord};
 use olmv2_e2e::olm_v0::{OlmV0, OlmV0Binaries};
 use olmv2_e2e::project;
 use olmv2_e2e::real::{spawn_kubelet_everywhere, ServicePorts};
@@ -181,7 +180,7 @@ struct Figures {
 /// The audit log read as it grows: the manager's requests and writes so far.
 struct AuditTail {
     path: PathBuf,
-    offset: u64,
+    reader: AuditLogReader,
     user: &'static str,
     traffic: Traffic,
     by_kind: BTreeMap<String, usize>,
@@ -194,7 +193,7 @@ impl AuditTail {
     fn new(path: PathBuf, user: &'static str) -> Self {
         Self {
             path,
-            offset: 0,
+            reader: AuditLogReader::default(),
             user,
             traffic: Traffic::default(),
             by_kind: BTreeMap::new(),
@@ -205,13 +204,7 @@ impl AuditTail {
 
     /// Reads the lines written since the last call (up to the last whole line).
     fn poll(&mut self) -> Traffic {
-        let Ok(mut file) = std::fs::File::open(&self.path) else { return self.traffic };
-        let mut text = Vec::new();
-        file.seek(SeekFrom::Start(self.offset)).expect("the audit log seeks");
-        file.read_to_end(&mut text).expect("the audit log reads");
-        let whole = text.iter().rposition(|byte| *byte == b'\n').map_or(0, |last| last + 1);
-        for line in String::from_utf8_lossy(&text[..whole]).lines() {
-            let Some(record) = AuditRecord::parse(line) else { continue };
+        for record in self.reader.read_new(&self.path).expect("the audit log reads") {
             if record.user != self.user {
                 continue;
             }
@@ -226,7 +219,6 @@ impl AuditTail {
                 *self.reads_by_kind.entry(kind(&record)).or_insert(0) += 1;
             }
         }
-        self.offset += whole as u64;
         self.traffic
     }
 }

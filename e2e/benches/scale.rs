@@ -3,17 +3,16 @@
 //! disabled), among 100, then 500, then 1,000 namespaces, on the test control plane (a stand-in reports Deployments
 //! rolled out) or on real Kubernetes with `OLMV2_E2E_KUBERNETES=real` (kube-controller-manager rolls them out, a
 //! stand-in kubelet runs their pods). The controller runs as its own process (`olmv2 run`, production build) with
-//! `deploy/`'s identity. Prints: the cold start (from
-//! the objects' creation to every Operator Installed and every CSV Succeeded), the controller's RSS at each namespace
-//! count, its API writes per idle minute (from the control plane's audit log, listed by object), the time from a
-//! component change to the Operator's status showing it (median, p99) and where that time goes (`timeline`), the API
-//! requests per Operator reconcile, and a restart until its writes settle. It prints figures and the goals beside
-//! them; it asserts no timing.
+//! `deploy/`'s identity. Prints: the cold start (from the objects' creation to every Operator Installed and every CSV
+//! Succeeded), the controller's RSS at each namespace count, its API writes per idle minute (from the audit log,
+//! listed by object), the time from a component change to the Operator's status showing it (median, p99) and where
+//! that time goes (`timeline`), the API requests per Operator reconcile, and a restart until its writes settle. It
+//! prints figures and the goals beside them; it asserts no timing.
 //!
 //! Run with `cargo bench -p olmv2-e2e --bench scale`. Environment (defaults in brackets): `OLMV2_BENCH_OPERATORS`
 //! [100], `OLMV2_BENCH_CSVS` [100], `OLMV2_BENCH_NAMESPACES` counts [100,500,1000], `OLMV2_BENCH_IDLE_SECONDS`
 //! [120], `OLMV2_BENCH_QUIET_SECONDS` more idle time before the RSS is read again [0], `OLMV2_BENCH_CHANGES` [200],
-//! `OLMV2_BENCH_RESYNC_SECONDS` [600, `olmv2 run`'s default],
+//! `OLMV2_BENCH_RESYNC_SECONDS` [600],
 //! `OLMV2_BENCH_HEAPTRACK` a file prefix for heap profiles, `<prefix>-<n>.zst` per controller start [unset],
 //! `OLMV2_BENCH_PROFILE` the controller's cargo profile [production; heaptrack keeps up with `release` better].
 
@@ -375,7 +374,12 @@ async fn main() {
     timeline::print(
         &plane.records(),
         &windows,
-        |r| r.verb == "patch" && r.resource == "deployments" && r.acting_user() != CONTROLLER_USER,
+        |r| {
+            r.verb == "patch"
+                && r.resource == "deployments"
+                && r.subresource.is_empty()
+                && r.acting_user() != CONTROLLER_USER
+        },
         |r| r.verb == "patch" && r.resource == "operators" && r.subresource == "status",
         |r| r.user == CONTROLLER_USER,
     );

@@ -423,7 +423,9 @@ impl Drop for Cluster {
 }
 
 /// A record of kube-apiserver's audit log as the test control plane records it: its times on this process's
-/// monotonic clock (the audit log's are the system clock's), so that one reads the same on both backends.
+/// monotonic clock (the audit log's are the system clock's), so that one reads the same on both backends. Except for
+/// watches: kube-apiserver records a watch when it ends (`took` its whole life), the test control plane when it
+/// starts.
 pub fn record_of(record: AuditRecord) -> Record {
     let (now, clock) = (Instant::now(), SystemTime::now());
     // How long before now: zero for a time the system clock has not reached yet (it was stepped back).

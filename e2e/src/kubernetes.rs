@@ -240,6 +240,33 @@ impl AuditRecord {
     }
 }
 
+/// kube-apiserver's audit log read as it grows (the benchmarks poll it): each reading answers the records of the
+/// lines written in full since the last; a line still being written is read whole the next time.
+#[derive(Debug, Default)]
+pub struct AuditLogReader {
+    offset: u64,
+}
+
+impl AuditLogReader {
+    /// The `ResponseComplete` records of the lines of `path` completed since the last reading (none while the log
+    /// does not exist yet).
+    pub fn read_new(&mut self, path: &Path) -> Result<Vec<AuditRecord>, RealError> {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        let failed = |source| RealError::ReadAuditLog { path: path.to_owned(), source };
+        let mut file = match File::open(path) {
+            Ok(file) => file,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => return Err(failed(source)),
+        };
+        file.seek(SeekFrom::Start(self.offset)).map_err(failed)?;
+        let mut added = Vec::new();
+        file.read_to_end(&mut added).map_err(failed)?;
+        let whole = added.iter().rposition(|byte| *byte == b'\n').map_or(0, |last| last + 1);
+        self.offset += whole as u64;
+        Ok(String::from_utf8_lossy(&added[..whole]).lines().filter_map(AuditRecord::parse).collect())
+    }
+}
+
 struct Process {
     name: &'static str,
     child: Child,
@@ -878,6 +905,26 @@ mod tests {
         assert_eq!(since_epoch.as_micros() % 1_000_000, 100);
         let without = AuditRecord::parse(&line.replace("requestReceivedTimestamp", "other")).expect("a record");
         assert_eq!(without.received, None);
+    }
+
+    #[test]
+    fn the_audit_log_is_read_a_whole_line_at_a_time() {
+        let dir = unique_dir("audit-reader");
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let path = dir.join("audit.log");
+        let line = |verb: &str| format!(r#"{{"stage":"ResponseComplete","verb":"{verb}","user":{{"username":"a"}}}}"#);
+        let mut reader = AuditLogReader::default();
+        assert!(reader.read_new(&path).expect("no log yet").is_empty());
+        let (first, second) = (line("get"), line("list"));
+        let (half, rest) = second.split_at(20);
+        std::fs::write(&path, format!("{first}\n{half}")).expect("written");
+        let verbs = |records: Vec<AuditRecord>| records.into_iter().map(|r| r.verb).collect::<Vec<_>>();
+        assert_eq!(verbs(reader.read_new(&path).expect("read")), ["get"]);
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).expect("opened");
+        writeln!(file, "{rest}\n{}", line("watch")).expect("appended");
+        assert_eq!(verbs(reader.read_new(&path).expect("read")), ["list", "watch"]);
+        assert!(reader.read_new(&path).expect("read").is_empty(), "nothing read twice");
+        std::fs::remove_dir_all(&dir).expect("removed");
     }
 
     #[test]

@@ -208,21 +208,29 @@ pub async fn start_controllers(
 /// `namespace` rolled out and available at its generation.
 pub async fn report_rollouts(client: &kube::Client, namespace: &str) -> Result<(), kube::Error> {
     use k8s_openapi::api::apps::v1::Deployment;
-    use kube::api::{Api, ListParams, Patch, PatchParams};
+    use kube::api::{Api, ListParams};
     let deployments = Api::<Deployment>::namespaced(client.clone(), namespace);
     for deployment in deployments.list(&ListParams::default()).await?.items {
-        let name = deployment.metadata.name.clone().unwrap_or_default();
-        let status = serde_json::json!({"status": {"observedGeneration": deployment.metadata.generation, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
-            "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "standing in for the Deployment controller"}]}});
-        match deployments.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
-            // Deleted since the list (its CSV replaced or failed): nothing to report, as for the real controller.
-            Err(kube::Error::Api(status)) if status.code == 404 => {}
-            result => {
-                result?;
-            }
-        }
+        report_rollout(&deployments, &deployment).await?;
     }
     Ok(())
+}
+
+/// Reports `deployment` (of `deployments`) rolled out and available at its generation, as the Deployment controller
+/// would once its pods run.
+pub async fn report_rollout(
+    deployments: &kube::Api<k8s_openapi::api::apps::v1::Deployment>,
+    deployment: &k8s_openapi::api::apps::v1::Deployment,
+) -> Result<(), kube::Error> {
+    use kube::api::{Patch, PatchParams};
+    let name = deployment.metadata.name.clone().unwrap_or_default();
+    let status = serde_json::json!({"status": {"observedGeneration": deployment.metadata.generation, "replicas": 1, "readyReplicas": 1, "availableReplicas": 1, "updatedReplicas": 1,
+        "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable", "message": "standing in for the Deployment controller"}]}});
+    match deployments.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
+        // Deleted since the list (its CSV replaced or failed): nothing to report, as for the real controller.
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        result => result.map(|_| ()),
+    }
 }
 
 /// The cargo profile the image builds the controller in (`Containerfile`; a test keeps them in step), which the

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use serde::Deserialize as _;
 use serde_json::{json, Value};
@@ -81,8 +81,8 @@ fn api_error(action: &str) -> impl FnOnce(kube::Error) -> ProjectError + '_ {
     move |error| ProjectError::Api(format!("{action}: {error}"))
 }
 
-/// The API of `object`'s kind, found by discovery, in its namespace if it names one.
-pub async fn api_for(admin: &kube::Client, object: &Value) -> Result<Api<DynamicObject>, ProjectError> {
+/// The resource of `object`'s kind, found by discovery.
+pub async fn resource_for(admin: &kube::Client, object: &Value) -> Result<ApiResource, ProjectError> {
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let kind = object["kind"].as_str().unwrap_or_default();
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
@@ -90,10 +90,20 @@ pub async fn api_for(admin: &kube::Client, object: &Value) -> Result<Api<Dynamic
     let (resource, _) = kube::discovery::pinned_kind(admin, &gvk)
         .await
         .map_err(|e| ProjectError::Api(format!("discovering {kind} ({api_version}): {e}")))?;
-    Ok(match object["metadata"]["namespace"].as_str() {
-        Some(namespace) => Api::namespaced_with(admin.clone(), namespace, &resource),
-        None => Api::all_with(admin.clone(), &resource),
-    })
+    Ok(resource)
+}
+
+/// The API of `resource` (`object`'s kind), in `object`'s namespace if it names one.
+pub fn api_in(admin: kube::Client, object: &Value, resource: &ApiResource) -> Api<DynamicObject> {
+    match object["metadata"]["namespace"].as_str() {
+        Some(namespace) => Api::namespaced_with(admin, namespace, resource),
+        None => Api::all_with(admin, resource),
+    }
+}
+
+/// The API of `object`'s kind, found by discovery, in its namespace if it names one.
+pub async fn api_for(admin: &kube::Client, object: &Value) -> Result<Api<DynamicObject>, ProjectError> {
+    Ok(api_in(admin.clone(), object, &resource_for(admin, object).await?))
 }
 
 /// Applies `object` (server-side, as [`MANAGER`]), its resource found by discovery.

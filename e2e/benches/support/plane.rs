@@ -8,20 +8,17 @@
 #![allow(dead_code)] // each benchmark uses part of it
 
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
-use kube::core::GroupVersionKind;
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube_emulator::audit::Record;
 use kube_emulator::outbound::ClientIdentity;
-use kube_emulator::ControlPlane;
 use olmv2_e2e::cluster::{record_of, Cluster, Kubernetes};
-use olmv2_e2e::kubernetes::AuditRecord;
+use olmv2_e2e::kubernetes::AuditLogReader;
 use olmv2_e2e::project;
-use olmv2_e2e::real::ServicePorts;
+use olmv2_e2e::real::{self, ServicePorts};
 use serde_json::Value;
 
 /// A control plane with the project's CRDs.
@@ -38,29 +35,17 @@ pub struct Plane {
     ports: OnceLock<ServicePorts>,
 }
 
-/// kube-apiserver's audit log, read from where the last reading stopped.
+/// kube-apiserver's audit log, read from where the last reading stopped, and its records so far.
 #[derive(Default)]
 struct AuditTail {
-    offset: u64,
-    /// The start of a line not yet written in full.
-    partial: Vec<u8>,
+    reader: AuditLogReader,
     records: Vec<Record>,
 }
 
 impl AuditTail {
     fn read(&mut self, path: &Path) {
-        let Ok(mut file) = std::fs::File::open(path) else { return };
-        let mut added = Vec::new();
-        if file.seek(SeekFrom::Start(self.offset)).is_err() || file.read_to_end(&mut added).is_err() {
-            return;
-        }
-        self.offset += added.len() as u64;
-        self.partial.extend_from_slice(&added);
-        let Some(end) = self.partial.iter().rposition(|byte| *byte == b'\n') else { return };
-        let rest = self.partial.split_off(end + 1);
-        let lines = std::mem::replace(&mut self.partial, rest);
-        let text = String::from_utf8_lossy(&lines);
-        self.records.extend(text.lines().filter_map(AuditRecord::parse).map(record_of));
+        let added = self.reader.read_new(path).expect("the audit log reads");
+        self.records.extend(added.into_iter().map(record_of));
     }
 }
 
@@ -87,11 +72,6 @@ impl Plane {
         }
     }
 
-    /// The test control plane, when that is the backend: for what only it has (its audit log's capacity).
-    pub fn emulator(&self) -> Option<&ControlPlane> {
-        self.cluster.emulator()
-    }
-
     /// A client as the administrator.
     pub async fn client(&self) -> kube::Client {
         let admin = self.admin.get_or_try_init(|| self.cluster.client()).await;
@@ -107,27 +87,20 @@ impl Plane {
         }
         let admin = self.client().await;
         let resource = self.resource(&admin, object).await;
-        let objects = match object["metadata"]["namespace"].as_str() {
-            Some(namespace) => Api::<DynamicObject>::namespaced_with(admin, namespace, &resource),
-            None => Api::all_with(admin, &resource),
-        };
         let typed: DynamicObject = serde_json::from_value(object.clone()).expect("an object");
-        if let Err(error) = objects.create(&PostParams::default(), &typed).await {
+        if let Err(error) = real::api_in(admin, object, &resource).create(&PostParams::default(), &typed).await {
             panic!("creating {} {}: {error}", object["kind"], object["metadata"]["name"]);
         }
     }
 
-    /// The resource of `object`'s kind, discovered once.
+    /// The resource of `object`'s kind, discovered once per kind (a discovery per object would double the requests
+    /// of a set-up of thousands).
     async fn resource(&self, admin: &kube::Client, object: &Value) -> ApiResource {
-        let api_version = object["apiVersion"].as_str().unwrap_or_default().to_owned();
-        let kind = object["kind"].as_str().unwrap_or_default().to_owned();
-        let key = (api_version, kind);
+        let key = (object["apiVersion"].to_string(), object["kind"].to_string());
         if let Some(resource) = self.resources.lock().unwrap().get(&key) {
             return resource.clone();
         }
-        let (group, version) = key.0.rsplit_once('/').unwrap_or(("", &key.0));
-        let gvk = GroupVersionKind::gvk(group, version, &key.1);
-        let (resource, _) = kube::discovery::pinned_kind(admin, &gvk).await.expect("the kind is served");
+        let resource = real::resource_for(admin, object).await.expect("the kind is served");
         self.resources.lock().unwrap().insert(key, resource.clone());
         resource
     }
@@ -210,17 +183,12 @@ impl Plane {
     pub fn run_deployments(&self, admin: kube::Client) -> tokio::task::JoinHandle<()> {
         match self.cluster.kubernetes() {
             Kubernetes::Emulator => crate::scale::deployment_stand_in(admin),
-            Kubernetes::Real => olmv2_e2e::real::spawn_kubelet_everywhere(admin),
+            Kubernetes::Real => real::spawn_kubelet_everywhere(admin),
         }
     }
 
     /// The front proxy's identity: what the API server presents to the aggregated API server.
     pub fn front_proxy(&self) -> ClientIdentity {
         self.cluster.front_proxy().expect("the front proxy's identity")
-    }
-
-    /// The directory of a real control plane's files and logs.
-    pub fn real_dir(&self) -> Option<PathBuf> {
-        self.cluster.real_dir()
     }
 }
