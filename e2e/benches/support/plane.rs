@@ -30,8 +30,8 @@ pub struct Plane {
     resources: Mutex<HashMap<(String, String), ApiResource>>,
     /// The audit log read so far (real Kubernetes).
     audit: Mutex<AuditTail>,
-    /// The ports the controller's processes listen on (real Kubernetes: its Services name them, so a restarted
-    /// controller takes the same).
+    /// The ports the controller's processes listen on, the same for a restarted controller (on real Kubernetes its
+    /// Services, webhook configurations and APIService name them).
     ports: OnceLock<ServicePorts>,
 }
 
@@ -140,41 +140,31 @@ impl Plane {
     /// webhook and the aggregated API at the controller's ports, and answers the arguments of `olmv2 run` that
     /// name them: (health address, aggregated API address, arguments).
     pub async fn controller_identity(&self, path: &Path) -> (SocketAddr, SocketAddr, Vec<String>) {
-        let address = |host: std::net::Ipv4Addr, port: u16| SocketAddr::from((host, port));
+        let ports = *self.ports.get_or_init(|| ServicePorts::free().expect("free ports"));
+        let [health, webhook, api] = [ports.health, ports.webhook, ports.api].map(|port| (ports.host, port).into());
+        let mut arguments: Vec<String> = [("--health-address", health), ("--webhook-address", webhook)]
+            .into_iter()
+            .chain([("--api-address", api)])
+            .flat_map(|(flag, address): (&str, SocketAddr)| [flag.to_owned(), address.to_string()])
+            .collect();
         match self.cluster.emulator() {
             Some(plane) => {
                 std::fs::write(path, project::controller_kubeconfig(plane).await.expect("identity")).unwrap();
-                let ports = ServicePorts::free().expect("free ports");
-                let [health, webhook, api] =
-                    [ports.health, ports.webhook, ports.api].map(|port| address(ports.host, port));
                 plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, "olmv2-webhook", webhook);
                 plane.api.endpoints.set(project::CONTROLLER_NAMESPACE, project::API_SERVICE, api);
-                let arguments = ["--health-address", &health.to_string(), "--webhook-address", &webhook.to_string()]
-                    .into_iter()
-                    .chain(["--api-address", &api.to_string()])
-                    .map(str::to_owned)
-                    .collect();
-                (health, api, arguments)
             }
             None => {
-                let ports = *self.ports.get_or_init(|| ServicePorts::free().expect("free ports"));
                 // deploy/ applied (again), the Services leading to the ports, a token for the ServiceAccount.
                 self.cluster.controller_config(&ports).await.expect("deploy/ applied, the controller's token");
                 let real = self.cluster.real().expect("real Kubernetes");
                 std::fs::copy(real.dir().join("controller.kubeconfig"), path).expect("the controller's kubeconfig");
-                let [health, webhook, api] =
-                    [ports.health, ports.webhook, ports.api].map(|port| address(ports.host, port));
-                let arguments = [
-                    ("--health-address", health.to_string()),
-                    ("--webhook-address", webhook.to_string()),
-                    ("--webhook-service-port", ports.webhook.to_string()),
-                    ("--api-address", api.to_string()),
-                    ("--api-service-port", ports.api.to_string()),
-                ];
-                let arguments = arguments.into_iter().flat_map(|(flag, value)| [flag.to_owned(), value]).collect();
-                (health, api, arguments)
+                // The webhook configurations and the APIService name these ports.
+                for (flag, port) in [("--webhook-service-port", ports.webhook), ("--api-service-port", ports.api)] {
+                    arguments.extend([flag.to_owned(), port.to_string()]);
+                }
             }
         }
+        (health, api, arguments)
     }
 
     /// Runs the pods of the Deployments the controller makes until aborted: on the test control plane, which runs
