@@ -22,7 +22,7 @@ use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::Api;
-use kube::runtime::reflector::store::{Writer, WriterDropped};
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 
@@ -216,9 +216,9 @@ impl RbacCache {
     /// Waits until every store was listed once and holds what this process wrote: what a pass reads is then no
     /// older than its own writes.
     pub async fn current(&self) -> Result<(), CacheError> {
-        match tokio::time::timeout(READY_TIMEOUT, self.wait_until_ready()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(_)) => return Err(CacheError::Stopped),
+        match tokio::time::timeout(READY_TIMEOUT, self.listed()).await {
+            Ok(true) => {}
+            Ok(false) => return Err(CacheError::Stopped),
             Err(_) => return Err(CacheError::NotListed(READY_TIMEOUT)),
         }
         let started = tokio::time::Instant::now();
@@ -235,12 +235,13 @@ impl RbacCache {
         self.changes.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Waits until every store has been listed once (before, every account would seem to hold nothing).
-    async fn wait_until_ready(&self) -> Result<(), WriterDropped> {
-        self.roles.wait_until_ready().await?;
-        self.cluster_roles.wait_until_ready().await?;
-        self.role_bindings.wait_until_ready().await?;
-        self.cluster_role_bindings.wait_until_ready().await
+    /// Waits until every store has been listed once (before, every account would seem to hold nothing): false if a
+    /// watch stopped first.
+    async fn listed(&self) -> bool {
+        watches::ready(&self.roles).await
+            && watches::ready(&self.cluster_roles).await
+            && watches::ready(&self.role_bindings).await
+            && watches::ready(&self.cluster_role_bindings).await
     }
 
     /// Every object as stored, shared rather than copied.

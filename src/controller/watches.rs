@@ -7,7 +7,7 @@
 use std::fmt::Debug;
 
 use futures_util::stream::BoxStream;
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::Controller;
 use kube::runtime::watcher::{self, Event};
@@ -40,6 +40,36 @@ where
     trimmed(Api::<PartialObjectMeta<K>>::all(client), config)
 }
 
+/// How often a task waiting for a store's first list looks again.
+const READY_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Whether `store` has listed its objects once, now.
+pub fn is_listed<K>(store: &reflector::Store<K>) -> bool
+where
+    K: Resource + Clone,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    store.wait_until_ready().now_or_never().is_some_and(|listed| listed.is_ok())
+}
+
+/// Waits until `store` has listed its objects once: true then, false if its watch is gone. Every wait for a store's
+/// readiness goes through here, never through `Store::wait_until_ready` itself: that one keeps a single waker (a
+/// one-shot channel's), so of several tasks waiting on one store at once (a loop's concurrent passes just after a
+/// start) only the last to poll is woken and the others wait forever. Looking without waiting, and sleeping between
+/// looks, costs a few wake-ups before the first list and nothing after it.
+pub async fn ready<K>(store: &reflector::Store<K>) -> bool
+where
+    K: Resource + Clone,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match store.wait_until_ready().now_or_never() {
+            Some(listed) => return listed.is_ok(),
+            None => tokio::time::sleep(READY_POLL).await,
+        }
+    }
+}
+
 /// Whether `store` has listed its objects once, waiting up to `within` for it; false when it did not in that time or
 /// its watch stopped (a stopping controller no longer polls it), for the caller to read live or come back later.
 pub async fn listed<K>(store: &reflector::Store<K>, within: std::time::Duration) -> bool
@@ -47,7 +77,7 @@ where
     K: Resource + Clone,
     K::DynamicType: Eq + std::hash::Hash + Clone,
 {
-    matches!(tokio::time::timeout(within, store.wait_until_ready()).await, Ok(Ok(())))
+    matches!(tokio::time::timeout(within, ready(store)).await, Ok(true))
 }
 
 /// The objects of `namespace` that `store` holds.
@@ -166,6 +196,37 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Namespace;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
+    #[tokio::test]
+    async fn every_task_waiting_for_a_stores_first_list_goes_on_once_it_is_listed() {
+        let (store, mut writer) = reflector::store::<Namespace>();
+        let waiting: Vec<_> = (0..4)
+            .map(|_| {
+                let store = store.clone();
+                tokio::spawn(async move { ready(&store).await })
+            })
+            .collect();
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!is_listed(&store), "nothing listed yet");
+        assert!(waiting.iter().all(|task| !task.is_finished()), "each waits for the list");
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+        assert!(is_listed(&store));
+        for task in waiting {
+            let listed = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
+            assert!(matches!(listed, Ok(Ok(true))), "a waiting task was never woken: {listed:?}");
+        }
+        assert!(listed(&store, std::time::Duration::ZERO).await);
+    }
+
+    #[tokio::test]
+    async fn a_store_whose_watch_is_gone_before_listing_is_never_ready() {
+        let (store, writer) = reflector::store::<Namespace>();
+        drop(writer);
+        assert!(!ready(&store).await);
+        assert!(!is_listed(&store));
+        assert!(!listed(&store, std::time::Duration::from_millis(10)).await);
+    }
 
     #[test]
     fn a_status_or_resource_version_change_is_not_a_change_by_others_and_the_rest_is() {

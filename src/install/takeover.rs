@@ -40,7 +40,12 @@ pub struct Takeover {
 
 /// The CSV `install` takes over, if the controller made it to take over one.
 pub fn takeover_of(install: &Install) -> Option<Takeover> {
-    let annotations = install.metadata.annotations.as_ref()?;
+    takeover_in(&install.metadata)
+}
+
+/// [`takeover_of`] on an Install's metadata alone (as a metadata watch sees it).
+pub fn takeover_in(install: &ObjectMeta) -> Option<Takeover> {
+    let annotations = install.annotations.as_ref()?;
     let (namespace, name) = annotations.get(TAKES_OVER_CSV_ANNOTATION)?.split_once('/')?;
     let uid = annotations.get(TAKES_OVER_CSV_UID_ANNOTATION)?;
     if namespace.is_empty() || name.is_empty() || uid.is_empty() {

@@ -6,12 +6,12 @@
 //! than being garbage-collected with the copy; the copy is then deleted orphaning anything else that named it.
 //! Pure decisions; the copied-CSV loop (`copied`) does the writes.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::ResourceExt;
 
 use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::api::v2alpha1::Install;
-use crate::install::takeover::takeover_of;
+use crate::install::takeover::{takeover_in, takeover_of};
 
 /// The Operator an adopted Install belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -20,11 +20,13 @@ pub struct OperatorOwner {
     pub uid: String,
 }
 
-/// The Operator owning `install` (its controller reference), if one does: the copies of its record go then.
-pub fn operator_of(install: &Install) -> Option<OperatorOwner> {
+/// The Operator owning `install` (its controller reference, read from its metadata), if one does: the copies of its
+/// record go then.
+pub fn operator_of(install: &ObjectMeta) -> Option<OperatorOwner> {
     install
-        .owner_references()
+        .owner_references
         .iter()
+        .flatten()
         .find(|owner| owner.kind == "Operator" && owner.controller == Some(true))
         .map(|owner| OperatorOwner { name: owner.name.clone(), uid: owner.uid.clone() })
 }
@@ -41,10 +43,18 @@ pub fn adopted_operator(record: &ClusterServiceVersion, install: &Install) -> Op
     let install_uid = install.uid()?;
     let owned = record.owner_references().iter().any(|owner| owner.uid == install_uid);
     if same && owned {
-        operator_of(install)
+        operator_of(&install.metadata)
     } else {
         None
     }
+}
+
+/// The CSV (namespace and name) whose copies a change of `install` (its metadata) may let go: the one it took over,
+/// once an Operator controls it. Adoption is the last step, and may come after every event of the record itself, so
+/// the copies wait for it here; each is still judged against the Install and the record before it is deleted.
+pub fn adopted_takeover(install: &ObjectMeta) -> Option<(String, String)> {
+    operator_of(install)?;
+    takeover_in(install).map(|takeover| (takeover.namespace, takeover.name))
 }
 
 /// A dependent's owner references with the copy's (`copy_uid`) replaced by the Operator's, or `None` when it names
@@ -99,11 +109,11 @@ mod tests {
         };
         let controlled = install(json!([{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator",
             "name": "grumbo", "uid": "operator-uid", "controller": true}]));
-        assert_eq!(operator_of(&controlled), Some(operator()));
+        assert_eq!(operator_of(&controlled.metadata), Some(operator()));
         let referenced = install(json!([{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator",
             "name": "grumbo", "uid": "operator-uid"}]));
-        assert_eq!(operator_of(&referenced), None, "a mere reference is not adoption");
-        assert_eq!(operator_of(&install(json!([]))), None);
+        assert_eq!(operator_of(&referenced.metadata), None, "a mere reference is not adoption");
+        assert_eq!(operator_of(&install(json!([])).metadata), None);
     }
 
     #[test]
@@ -132,6 +142,26 @@ mod tests {
         assert_eq!(adopted_operator(&record("operators", "csv-uid", "someone"), &taking), None);
         // An Install that took nothing over (an Operator's own) never removes copies.
         assert_eq!(adopted_operator(&record("operators", "csv-uid", "install-uid"), &install(json!({}))), None);
+    }
+
+    #[test]
+    fn an_installs_change_lets_copies_go_only_once_an_operator_controls_the_install_that_took_a_csv_over() {
+        let install = |annotations: serde_json::Value, owners: serde_json::Value| -> ObjectMeta {
+            serde_json::from_value(json!({"name": "grumbo.operators", "annotations": annotations,
+                "ownerReferences": owners}))
+            .unwrap()
+        };
+        let taking = json!({TAKES_OVER_CSV_ANNOTATION: "operators/grumbo.v1", TAKES_OVER_CSV_UID_ANNOTATION: "u"});
+        let controlled = json!([{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator",
+            "name": "grumbo", "uid": "operator-uid", "controller": true}]);
+        assert_eq!(
+            adopted_takeover(&install(taking.clone(), controlled.clone())),
+            Some(("operators".to_owned(), "grumbo.v1".to_owned()))
+        );
+        // Not adopted yet: the copies stay until it is.
+        assert_eq!(adopted_takeover(&install(taking, json!([]))), None);
+        // An Operator's own Install, which took nothing over.
+        assert_eq!(adopted_takeover(&install(json!({}), controlled)), None);
     }
 
     #[test]

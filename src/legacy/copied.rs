@@ -10,10 +10,10 @@ use futures_util::future::{BoxFuture, FutureExt};
 use kube::api::{Api, ObjectMeta, PartialObjectMeta};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 
-use super::adopted_copies::{adopted_operator, reowned, OperatorOwner};
+use super::adopted_copies::{adopted_operator, adopted_takeover, reowned, OperatorOwner};
 use super::copier::ledger::Ledger;
 use super::copies::{dangling, is_uncopiable, judge, Judgement};
 use super::membership::{is_install_record, COPIED_FROM_LABEL};
@@ -79,7 +79,7 @@ impl Reconciler for Context {
             .unwrap_or_default();
         // The original as the CSV loop's watch holds it; a copy that looks dangling or orphaned by it is judged again
         // on the original and the copy read live (the store may lag), before anything is deleted.
-        if self.originals.wait_until_ready().await.is_err() {
+        if !watches::ready(&self.originals).await {
             return Ok(Action::await_change());
         }
         let stored = (!origin.is_empty()).then(|| self.originals.get(&ObjectRef::new(&name).within(&origin))).flatten();
@@ -183,7 +183,7 @@ pub fn deletions(
 {
     use futures_util::StreamExt;
     let csvs = Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client);
-    watcher(csvs, watcher::Config::default().labels(labels)).filter_map(|event| async move {
+    watcher(csvs, watcher::Config::default().labels(labels)).default_backoff().filter_map(|event| async move {
         match event {
             Ok(watcher::Event::Delete(csv)) => Some(Ok(csv)),
             Ok(_) => None,
@@ -201,7 +201,7 @@ fn originals_followed(
     use futures_util::StreamExt;
     let csvs = Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client);
     let originals = watcher::Config::default().labels(&format!("!{COPIED_FROM_LABEL}"));
-    watcher(csvs, originals).filter_map(|event| async move {
+    watcher(csvs, originals).default_backoff().filter_map(|event| async move {
         match event {
             Ok(watcher::Event::Delete(csv)) => Some(Ok(csv)),
             Ok(watcher::Event::Apply(csv) | watcher::Event::InitApply(csv))
@@ -213,6 +213,42 @@ fn originals_followed(
             Err(error) => Some(Err(error)),
         }
     })
+}
+
+/// Installs (as metadata) that took over a CSV and are controlled by an Operator: the copies of that CSV go then
+/// (`adopted_copies`), and the Operator's reference may come after every change of the record.
+fn installs_adopted(
+    client: kube::Client,
+) -> impl futures_util::Stream<Item = Result<PartialObjectMeta<Install>, watcher::Error>> + Send + 'static {
+    use futures_util::StreamExt;
+    let installs = watcher(Api::<PartialObjectMeta<Install>>::all(client), watcher::Config::default());
+    installs.default_backoff().filter_map(|event| async move {
+        match event {
+            Ok(watcher::Event::Apply(install) | watcher::Event::InitApply(install))
+                if adopted_takeover(&install.metadata).is_some() =>
+            {
+                Some(Ok(install))
+            }
+            Ok(_) => None,
+            Err(error) => Some(Err(error)),
+        }
+    })
+}
+
+/// The copies in `copies` of the CSV `name` in `namespace`.
+fn copies_of(
+    copies: &Store<PartialObjectMeta<ClusterServiceVersion>>,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<PartialObjectMeta<ClusterServiceVersion>>> {
+    copies
+        .state()
+        .iter()
+        .filter(|copy| {
+            copy.name_any() == name && copy.labels().get(COPIED_FROM_LABEL).map(String::as_str) == Some(namespace)
+        })
+        .map(|copy| ObjectRef::from_obj(copy.as_ref()))
+        .collect()
 }
 
 /// The copied-CSV loop, built by the CSV loop, whose store of originals it reads and whose passes it wakes
@@ -237,20 +273,21 @@ pub fn controller(
         watcher::Config::default().labels(COPIED_FROM_LABEL),
     );
     let copies = controller.store();
-    let followed = copies.clone();
+    let (followed, adopting) = (copies.clone(), copies.clone());
     // An original deleted takes its copies with it (they are found dangling); one deleted while the controller was
-    // down is found by the first pass over every copy. An original taken over by an Install wakes its copies too.
-    let controller = controller.watches_stream(
-        originals_followed(client),
-        move |original: PartialObjectMeta<ClusterServiceVersion>| {
-            let (name, namespace) = (original.name_any(), original.namespace().unwrap_or_default());
-            followed
-                .state()
-                .iter()
-                .filter(|copy| copy.name_any() == name && copy.labels().get(COPIED_FROM_LABEL) == Some(&namespace))
-                .map(|copy| ObjectRef::from_obj(copy.as_ref()))
-                .collect::<Vec<_>>()
-        },
-    );
+    // down is found by the first pass over every copy. An original taken over by an Install wakes its copies too,
+    // and so does that Install once an Operator adopts it.
+    let controller = controller
+        .watches_stream(
+            originals_followed(client.clone()),
+            move |original: PartialObjectMeta<ClusterServiceVersion>| {
+                copies_of(&followed, &original.namespace().unwrap_or_default(), &original.name_any())
+            },
+        )
+        .watches_stream(installs_adopted(client), move |install: PartialObjectMeta<Install>| {
+            adopted_takeover(&install.metadata)
+                .map(|(namespace, name)| copies_of(&adopting, &namespace, &name))
+                .unwrap_or_default()
+        });
     (copies, runner::run(controller, context, process.shutdown()).boxed())
 }

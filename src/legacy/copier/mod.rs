@@ -29,6 +29,7 @@ use super::copies::{drift, prototype};
 use super::membership::COPIED_FROM_LABEL;
 use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::controller::client::{ClientError, ControllerClient};
+use crate::controller::watches;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// An original CSV (as its pass left it, status included) and the namespaces its copies must be in.
@@ -116,23 +117,22 @@ impl Copier {
         let key = (namespace.to_owned(), name.to_owned());
         shared.queue.holds(&key)
             || shared.wanting().contains(&key)
-            || shared.copies.wait_until_ready().now_or_never().is_none_or(|listed| listed.is_err())
+            || !watches::is_listed(&shared.copies)
             || shared.copies.state().iter().any(|copy| is_copy_of(copy, namespace, name))
     }
 
     /// Works through the requests, until dropped.
     pub async fn run(self) {
         // Until the watch of copies has listed them, every copy would look missing.
-        let ready = self.shared.copies.wait_until_ready();
-        tokio::pin!(ready);
-        let listed = match tokio::time::timeout(COPIES_LISTED, &mut ready).await {
+        let copies = &self.shared.copies;
+        let listed = match tokio::time::timeout(COPIES_LISTED, watches::ready(copies)).await {
             Ok(listed) => listed,
             Err(_) => {
                 tracing::warn!("no copied CSV is written until the watch of copied CSVs has listed them");
-                ready.await
+                watches::ready(copies).await
             }
         };
-        if listed.is_err() {
+        if !listed {
             return;
         }
         futures_util::future::join_all((0..WORKERS).map(|_| self.clone().work())).await;

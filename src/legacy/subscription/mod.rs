@@ -322,13 +322,14 @@ fn catalog_changes(
     let changed = watches::trimmed(catalogs.clone(), watcher::Config::default())
         .applied_objects()
         .predicate_filter(catalog_served, Default::default());
-    let deleted = watcher::watcher(catalogs, watcher::Config::default()).filter_map(|event| async move {
-        match event {
-            Ok(watcher::Event::Delete(source)) => Some(Ok(source)),
-            Ok(_) => None,
-            Err(error) => Some(Err(error)),
-        }
-    });
+    let deleted =
+        watcher::watcher(catalogs, watcher::Config::default()).default_backoff().filter_map(|event| async move {
+            match event {
+                Ok(watcher::Event::Delete(source)) => Some(Ok(source)),
+                Ok(_) => None,
+                Err(error) => Some(Err(error)),
+            }
+        });
     futures_util::stream::select(changed, deleted)
 }
 

@@ -96,6 +96,9 @@ impl Harness {
         configure: Configure,
         controllers: Controllers,
     ) -> Self {
+        if std::env::var_os("RUST_LOG").is_some() {
+            olmv2::telemetry::init(olmv2::telemetry::LogFormat::Text);
+        }
         let kubernetes = Kubernetes::from_env().expect("a known backend");
         let mut plane = Cluster::start(kubernetes, &format!("{suite}-{name}")).await.expect("the cluster starts");
         if matches!(controllers, Controllers::ThroughFaults | Controllers::IdleThroughFaults) {
