@@ -1,9 +1,10 @@
 //! The controller pattern every reconciler follows. `runner` drives a reconciler (metrics, error policy, logs,
-//! shutdown); `connect` builds the client of the API server; `client` is the reads and writes they all make; `conditions` the Kubernetes condition conventions and
-//! the events their transitions make, which `events` publishes; `watches` the watches whose objects are held,
-//! trimmed; `rbac_cache` the cluster's RBAC objects watched once for all. What every controller is built from (the
-//! options and the shared caches) is `crate::runtime`, and the list of controllers one process runs `crate::process`,
-//! both above this pattern, which imports neither them nor any controller.
+//! shutdown); `connect` builds the client of the API server; `client` is the reads and writes they all make;
+//! `conditions` the Kubernetes condition conventions and the events their transitions make, which `events`
+//! publishes; `watches` the watches whose objects are held, trimmed, and `listing` the wait for their first list;
+//! `rbac_cache` the cluster's RBAC objects watched once for all. What every controller is built from (the options
+//! and the shared caches) is `crate::runtime`, and the list of controllers one process runs `crate::process`, both
+//! above this pattern, which imports neither them nor any controller.
 
 pub mod client;
 pub mod conditions;
@@ -12,6 +13,7 @@ pub mod events;
 pub mod impersonation;
 pub mod leader;
 pub mod lease;
+pub mod listing;
 pub mod rbac_cache;
 pub mod runner;
 pub mod watches;

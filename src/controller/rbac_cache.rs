@@ -27,6 +27,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 
 use super::client::{ClientError, Objects};
+use super::listing;
 use super::watches;
 use crate::rbac::{RbacObjects, RbacSnapshot};
 
@@ -238,10 +239,10 @@ impl RbacCache {
     /// Waits until every store has been listed once (before, every account would seem to hold nothing): false if a
     /// watch stopped first.
     async fn listed(&self) -> bool {
-        watches::ready(&self.roles).await
-            && watches::ready(&self.cluster_roles).await
-            && watches::ready(&self.role_bindings).await
-            && watches::ready(&self.cluster_role_bindings).await
+        listing::ready(&self.roles).await
+            && listing::ready(&self.cluster_roles).await
+            && listing::ready(&self.role_bindings).await
+            && listing::ready(&self.cluster_role_bindings).await
     }
 
     /// Every object as stored, shared rather than copied.

@@ -7,12 +7,14 @@
 use std::fmt::Debug;
 
 use futures_util::stream::BoxStream;
-use futures_util::{FutureExt, Stream, StreamExt};
+use futures_util::{Stream, StreamExt};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::Controller;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{reflector, WatchStreamExt};
 use kube::{Resource, ResourceExt};
+
+use super::listing::Listing;
 use serde::de::DeserializeOwned;
 
 /// Drops what no loop reads from a stored object.
@@ -38,46 +40,6 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     trimmed(Api::<PartialObjectMeta<K>>::all(client), config)
-}
-
-/// How often a task waiting for a store's first list looks again.
-const READY_POLL: std::time::Duration = std::time::Duration::from_millis(20);
-
-/// Whether `store` has listed its objects once, now.
-pub fn is_listed<K>(store: &reflector::Store<K>) -> bool
-where
-    K: Resource + Clone,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    store.wait_until_ready().now_or_never().is_some_and(|listed| listed.is_ok())
-}
-
-/// Waits until `store` has listed its objects once: true then, false if its watch is gone. Every wait for a store's
-/// readiness goes through here, never through `Store::wait_until_ready` itself: that one keeps a single waker (a
-/// one-shot channel's), so of several tasks waiting on one store at once (a loop's concurrent passes just after a
-/// start) only the last to poll is woken and the others wait forever. Looking without waiting, and sleeping between
-/// looks, costs a few wake-ups before the first list and nothing after it.
-pub async fn ready<K>(store: &reflector::Store<K>) -> bool
-where
-    K: Resource + Clone,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    loop {
-        match store.wait_until_ready().now_or_never() {
-            Some(listed) => return listed.is_ok(),
-            None => tokio::time::sleep(READY_POLL).await,
-        }
-    }
-}
-
-/// Whether `store` has listed its objects once, waiting up to `within` for it; false when it did not in that time or
-/// its watch stopped (a stopping controller no longer polls it), for the caller to read live or come back later.
-pub async fn listed<K>(store: &reflector::Store<K>, within: std::time::Duration) -> bool
-where
-    K: Resource + Clone,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    matches!(tokio::time::timeout(within, ready(store)).await, Ok(true))
 }
 
 /// The objects of `namespace` that `store` holds.
@@ -107,8 +69,18 @@ pub fn controller<K>(api: Api<K>, config: watcher::Config) -> Controller<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    controller_listed(api, config).0
+}
+
+/// [`controller`], and the [`Listing`] of its store: for another loop that waits for that store's first list.
+pub fn controller_listed<K>(api: Api<K>, config: watcher::Config) -> (Controller<K>, Listing)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
     let (reader, writer) = reflector::store();
-    Controller::for_stream(reflector(writer, trimmed(api, config)).applied_objects(), reader)
+    let (set, listing) = Listing::new();
+    let objects = reflector(writer, trimmed(api, config)).inspect(set).applied_objects();
+    (Controller::for_stream(objects, reader), listing)
 }
 
 /// [`controller`] for a loop that reads less of each object than the watch brings: `unread` drops the rest before
@@ -129,14 +101,15 @@ pub fn controller_waking_related<K>(
     api: Api<K>,
     config: watcher::Config,
     related: impl Fn(&K, &reflector::Store<K>) -> Vec<reflector::ObjectRef<K>> + Send + 'static,
-) -> Controller<K>
+) -> (Controller<K>, Listing)
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
     let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
     let store = reader.clone();
-    let objects = reflector(writer, trimmed(api, config)).applied_objects().inspect(move |changed| {
+    let (set, listing) = Listing::new();
+    let objects = reflector(writer, trimmed(api, config)).inspect(set).applied_objects().inspect(move |changed| {
         if let Ok(changed) = changed {
             for object in related(changed, &store) {
                 // The receiver goes only with the controller, which stops polling this stream first.
@@ -146,7 +119,7 @@ where
     });
     let woken =
         futures_util::stream::unfold(woken, |mut woken| async move { woken.recv().await.map(|at| (at, woken)) });
-    Controller::for_stream(objects, reader).reconcile_on(woken)
+    (Controller::for_stream(objects, reader).reconcile_on(woken), listing)
 }
 
 /// [`controller`], woken only when what `changed` hashes differs from the object's last event (the store still
@@ -196,37 +169,6 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Namespace;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
-
-    #[tokio::test]
-    async fn every_task_waiting_for_a_stores_first_list_goes_on_once_it_is_listed() {
-        let (store, mut writer) = reflector::store::<Namespace>();
-        let waiting: Vec<_> = (0..4)
-            .map(|_| {
-                let store = store.clone();
-                tokio::spawn(async move { ready(&store).await })
-            })
-            .collect();
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        assert!(!is_listed(&store), "nothing listed yet");
-        assert!(waiting.iter().all(|task| !task.is_finished()), "each waits for the list");
-        writer.apply_watcher_event(&Event::Init);
-        writer.apply_watcher_event(&Event::InitDone);
-        assert!(is_listed(&store));
-        for task in waiting {
-            let listed = tokio::time::timeout(std::time::Duration::from_secs(2), task).await;
-            assert!(matches!(listed, Ok(Ok(true))), "a waiting task was never woken: {listed:?}");
-        }
-        assert!(listed(&store, std::time::Duration::ZERO).await);
-    }
-
-    #[tokio::test]
-    async fn a_store_whose_watch_is_gone_before_listing_is_never_ready() {
-        let (store, writer) = reflector::store::<Namespace>();
-        drop(writer);
-        assert!(!ready(&store).await);
-        assert!(!is_listed(&store));
-        assert!(!listed(&store, std::time::Duration::from_millis(10)).await);
-    }
 
     #[test]
     fn a_status_or_resource_version_change_is_not_a_change_by_others_and_the_rest_is() {

@@ -21,7 +21,7 @@ use crate::api::v1alpha1::CatalogSource;
 use crate::api::v1alpha1::TRANSIENT_FAILURE;
 use crate::catalog::fbc::Catalog;
 use crate::catalog::source::CatalogCache;
-use crate::controller::watches;
+use crate::controller::listing;
 
 /// Where PackageManifests come from.
 pub struct Catalogs {
@@ -35,7 +35,7 @@ impl Catalogs {
     /// The CatalogSources `namespace` sees (every one when `None`), with their loaded catalogs.
     async fn loaded(&self, namespace: Option<&str>) -> Vec<(Arc<CatalogSource>, Arc<Catalog>)> {
         // Just after a start, the CatalogSources are not listed yet: wait a little rather than answer nothing.
-        let _ = watches::listed(&self.sources, std::time::Duration::from_secs(10)).await;
+        let _ = listing::listed(&self.sources, std::time::Duration::from_secs(10)).await;
         self.sources
             .state()
             .into_iter()

@@ -1,8 +1,9 @@
-//! The loop over copied CSVs (OLM v0's `syncCopiedCsv` and `requeueParentCsv`): a copy whose original is gone,
-//! failed on a provided-API conflict or no longer targets its namespace is deleted (`copies::dangling`), and a copy
-//! changed by anyone but this process wakes its original's pass, whose copier puts it back. Copies are watched as
-//! metadata only, so thousands of them cost little memory; the original is read from the CSV loop's store and the
-//! copier's `ledger` says which changes are this process's own, so a copy written by the copier costs no read.
+//! The loop over copied CSVs (OLM v0's `syncCopiedCsv` and `requeueParentCsv`): a copy whose original is gone, failed
+//! on a provided-API conflict or no longer targets its namespace is deleted (`copies::dangling`), and a copy changed by
+//! anyone but this process wakes its original's pass, whose copier puts it back; the copies of a CSV an Install took
+//! over go once an Operator adopts that Install (`adopted_copies`). Copies are watched as metadata only, so thousands
+//! of them cost little memory; the original is read from the CSV loop's store and the copier's `ledger` says which
+//! changes are this process's own, so a copy written by the copier costs no read.
 
 use std::sync::Arc;
 
@@ -10,10 +11,10 @@ use futures_util::future::{BoxFuture, FutureExt};
 use kube::api::{Api, ObjectMeta, PartialObjectMeta};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::{watcher, PredicateConfig, WatchStreamExt};
 use kube::ResourceExt;
 
-use super::adopted_copies::{adopted_operator, adopted_takeover, reowned, OperatorOwner};
+use super::adopted_copies::{adopted_operator, adopted_takeover, operator_of, reowned, OperatorOwner};
 use super::copier::ledger::Ledger;
 use super::copies::{dangling, is_uncopiable, judge, Judgement};
 use super::membership::{is_install_record, COPIED_FROM_LABEL};
@@ -22,6 +23,7 @@ use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::api::v2alpha1::Install;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
+use crate::controller::listing::Listing;
 use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
 use crate::install::content::CSV_RECORD_ANNOTATION;
@@ -35,6 +37,8 @@ pub struct Context {
     basics: Basics,
     /// The original CSVs, the CSV loop's store.
     originals: Store<ClusterServiceVersion>,
+    /// Whether that store has listed the CSVs (the CSV loop's runner waits on the store's own readiness).
+    originals_listed: Listing,
     /// What the copier wrote of each copy.
     ledger: Arc<Ledger>,
     /// Wakes an original's pass, which asks for its copies again.
@@ -79,7 +83,7 @@ impl Reconciler for Context {
             .unwrap_or_default();
         // The original as the CSV loop's watch holds it; a copy that looks dangling or orphaned by it is judged again
         // on the original and the copy read live (the store may lag), before anything is deleted.
-        if !watches::ready(&self.originals).await {
+        if !self.originals_listed.ready().await {
             return Ok(Action::await_change());
         }
         let stored = (!origin.is_empty()).then(|| self.originals.get(&ObjectRef::new(&name).within(&origin))).flatten();
@@ -216,23 +220,26 @@ fn originals_followed(
 }
 
 /// Installs (as metadata) that took over a CSV and are controlled by an Operator: the copies of that CSV go then
-/// (`adopted_copies`), and the Operator's reference may come after every change of the record.
+/// (`adopted_copies`), and the Operator's reference may come after every change of the record. Each Install once
+/// per adoption: its status writes, which change nothing of it, wake no copy.
 fn installs_adopted(
     client: kube::Client,
 ) -> impl futures_util::Stream<Item = Result<PartialObjectMeta<Install>, watcher::Error>> + Send + 'static {
-    use futures_util::StreamExt;
-    let installs = watcher(Api::<PartialObjectMeta<Install>>::all(client), watcher::Config::default());
-    installs.default_backoff().filter_map(|event| async move {
-        match event {
-            Ok(watcher::Event::Apply(install) | watcher::Event::InitApply(install))
-                if adopted_takeover(&install.metadata).is_some() =>
-            {
-                Some(Ok(install))
-            }
-            Ok(_) => None,
-            Err(error) => Some(Err(error)),
-        }
-    })
+    use futures_util::TryStreamExt;
+    watches::metadata::<Install>(client, watcher::Config::default())
+        .applied_objects()
+        .predicate_filter(adoption, PredicateConfig::default())
+        .try_filter(|install| std::future::ready(adopted_takeover(&install.metadata).is_some()))
+}
+
+/// What of an Install decides whether its takeover's copies go: the CSV it took over, once adopted, and by which
+/// Operator.
+fn adoption(install: &PartialObjectMeta<Install>) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    adopted_takeover(&install.metadata).hash(&mut hasher);
+    operator_of(&install.metadata).map(|operator| operator.uid).hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 /// The copies in `copies` of the CSV `name` in `namespace`.
@@ -251,24 +258,27 @@ fn copies_of(
         .collect()
 }
 
-/// The copied-CSV loop, built by the CSV loop, whose store of originals it reads and whose passes it wakes
-/// (`wake`); its store of copies (metadata) is the copier's view of the cluster.
+/// The copied-CSV loop, built by the CSV loop, whose store of originals it reads (once `originals_listed`) and whose
+/// passes it wakes (`wake`); its store of copies (metadata) is the copier's view of the cluster, listed once its
+/// [`Listing`] says so.
 pub fn controller(
     process: &Process,
     originals: Store<ClusterServiceVersion>,
+    originals_listed: Listing,
     ledger: Arc<Ledger>,
     wake: UnboundedSender<ObjectRef<ClusterServiceVersion>>,
-) -> (Store<PartialObjectMeta<ClusterServiceVersion>>, BoxFuture<'static, ()>) {
+) -> (Store<PartialObjectMeta<ClusterServiceVersion>>, Listing, BoxFuture<'static, ()>) {
     let client = process.client.clone();
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), super::csv::FIELD_MANAGER),
         basics: process.basics(),
         originals,
+        originals_listed,
         ledger,
         wake,
     });
     // Metadata only: `Api<PartialObjectMeta<_>>` watches and lists without specs and statuses.
-    let controller = watches::controller(
+    let (controller, copies_listed) = watches::controller_listed(
         Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client.clone()),
         watcher::Config::default().labels(COPIED_FROM_LABEL),
     );
@@ -289,5 +299,31 @@ pub fn controller(
                 .map(|(namespace, name)| copies_of(&adopting, &namespace, &name))
                 .unwrap_or_default()
         });
-    (copies, runner::run(controller, context, process.shutdown()).boxed())
+    (copies, copies_listed, runner::run(controller, context, process.shutdown()).boxed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::v2alpha1::{TAKES_OVER_CSV_ANNOTATION, TAKES_OVER_CSV_UID_ANNOTATION};
+
+    fn install(resource_version: &str, owners: serde_json::Value) -> PartialObjectMeta<Install> {
+        serde_json::from_value(json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {"name": "grumbo.operators", "resourceVersion": resource_version, "ownerReferences": owners,
+                "annotations": {TAKES_OVER_CSV_ANNOTATION: "operators/grumbo.v1", TAKES_OVER_CSV_UID_ANNOTATION: "u"}}}))
+        .expect("an Install's metadata")
+    }
+
+    #[test]
+    fn an_installs_adoption_wakes_its_copies_once_and_its_status_writes_do_not() {
+        let operator = |uid: &str| {
+            json!([{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "name": "grumbo", "uid": uid,
+                "controller": true}])
+        };
+        let taking = install("1", json!([]));
+        let adopted = install("2", operator("operator-uid"));
+        assert_ne!(adoption(&taking), adoption(&adopted), "adopted: its copies are woken");
+        assert_eq!(adoption(&adopted), adoption(&install("3", operator("operator-uid"))), "a status write");
+        assert_ne!(adoption(&adopted), adoption(&install("4", operator("another"))), "another Operator's now");
+    }
 }

@@ -19,6 +19,7 @@ use serde_json::{json, Map, Value};
 use crate::api::v1::OperatorGroup;
 use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
+use crate::controller::listing;
 use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
 use crate::runtime::Process;
@@ -89,7 +90,7 @@ impl Reconciler for Context {
         // Until every group has been read, a missing one would look deleted and its labels would be removed. The
         // wait is bounded: a stopping controller no longer polls the watch that lists them, and a pass waiting for
         // ever held the stop for its whole grace.
-        if !watches::listed(&self.groups, GROUPS_LISTED).await {
+        if !listing::listed(&self.groups, GROUPS_LISTED).await {
             return Ok(Action::requeue(self.basics.retry));
         }
         let groups = self.groups.state();

@@ -29,7 +29,7 @@ use super::copies::{drift, prototype};
 use super::membership::COPIED_FROM_LABEL;
 use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::controller::client::{ClientError, ControllerClient};
-use crate::controller::watches;
+use crate::controller::listing::Listing;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// An original CSV (as its pass left it, status included) and the namespaces its copies must be in.
@@ -48,6 +48,8 @@ struct Shared {
     client: ControllerClient,
     /// Every copy, as metadata (the copied-CSV loop's store).
     copies: Store<PartialObjectMeta<ClusterServiceVersion>>,
+    /// Whether that store has listed the copies (the copied-CSV loop's runner waits on the store's own readiness).
+    copies_listed: Listing,
     ledger: Arc<Ledger>,
     queue: Queue<(String, String), CopyRequest>,
     /// The originals whose last request wanted copies (or failed): they may have copies the watch does not show yet
@@ -93,12 +95,13 @@ impl Copier {
     pub fn new(
         client: ControllerClient,
         copies: Store<PartialObjectMeta<ClusterServiceVersion>>,
+        copies_listed: Listing,
         ledger: Arc<Ledger>,
         retry: Duration,
         wake: UnboundedSender<ObjectRef<ClusterServiceVersion>>,
     ) -> Self {
         let (queue, wanting) = (Queue::default(), Mutex::default());
-        Self { shared: Arc::new(Shared { client, copies, ledger, queue, wanting, retry, wake }) }
+        Self { shared: Arc::new(Shared { client, copies, copies_listed, ledger, queue, wanting, retry, wake }) }
     }
 
     /// Asks for the copies of `request.original` to be brought to `request.wanted`, replacing an older request for
@@ -117,19 +120,19 @@ impl Copier {
         let key = (namespace.to_owned(), name.to_owned());
         shared.queue.holds(&key)
             || shared.wanting().contains(&key)
-            || !watches::is_listed(&shared.copies)
+            || !shared.copies_listed.is_listed()
             || shared.copies.state().iter().any(|copy| is_copy_of(copy, namespace, name))
     }
 
     /// Works through the requests, until dropped.
     pub async fn run(self) {
         // Until the watch of copies has listed them, every copy would look missing.
-        let copies = &self.shared.copies;
-        let listed = match tokio::time::timeout(COPIES_LISTED, watches::ready(copies)).await {
+        let copies = &self.shared.copies_listed;
+        let listed = match tokio::time::timeout(COPIES_LISTED, copies.ready()).await {
             Ok(listed) => listed,
             Err(_) => {
                 tracing::warn!("no copied CSV is written until the watch of copied CSVs has listed them");
-                watches::ready(copies).await
+                copies.ready().await
             }
         };
         if !listed {
@@ -359,15 +362,31 @@ mod tests {
 
     use super::*;
 
-    type Copies = Writer<PartialObjectMeta<ClusterServiceVersion>>;
+    type Copy = PartialObjectMeta<ClusterServiceVersion>;
+    type Seen = Result<Event<Copy>, kube::runtime::watcher::Error>;
+
+    /// The watch of copies: its store and its listing, as the copied-CSV loop's watch sets them.
+    struct Copies {
+        writer: Writer<Copy>,
+        listing: Box<dyn FnMut(&Seen) + Send>,
+    }
+
+    impl Copies {
+        fn apply_watcher_event(&mut self, event: &Event<Copy>) {
+            self.writer.apply_watcher_event(event);
+            (self.listing)(&Ok(event.clone()));
+        }
+    }
 
     /// A copier whose writes fail at once (nothing answers at its address).
     fn copier() -> (Copier, Copies) {
         let (copies, writer) = kube::runtime::reflector::store();
+        let (listing, listed) = Listing::new();
         let config = kube::Config::new("http://127.0.0.1:9".parse().expect("url"));
         let client = ControllerClient::new(kube::Client::try_from(config).expect("client"), "test");
         let (wake, _woken) = tokio::sync::mpsc::unbounded_channel();
-        (Copier::new(client, copies, Arc::default(), Duration::from_secs(3600), wake), writer)
+        let copier = Copier::new(client, copies, listed, Arc::default(), Duration::from_secs(3600), wake);
+        (copier, Copies { writer, listing: Box::new(listing) })
     }
 
     fn copy_of(original: &str, at: &str) -> PartialObjectMeta<ClusterServiceVersion> {

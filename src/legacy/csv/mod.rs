@@ -63,6 +63,7 @@ use crate::category::Categorized;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::conditions::Transition;
 use crate::controller::events::Events;
+use crate::controller::listing;
 use crate::controller::rbac_cache::RbacCache;
 use crate::controller::runner::{self, Basics, Reconciler};
 use crate::controller::watches;
@@ -288,7 +289,7 @@ const STORE_LISTED: Duration = Duration::from_secs(5);
 
 /// Whether `store` has listed its objects once, waiting up to [`STORE_LISTED`].
 async fn listed<K: kube::Resource<DynamicType = ()> + Clone>(store: &Store<K>) -> bool {
-    watches::listed(store, STORE_LISTED).await
+    listing::listed(store, STORE_LISTED).await
 }
 
 /// The CSVs a change of `changed` concerns along `spec.replaces`: the one it replaces and those replacing it.
@@ -388,7 +389,7 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
         watches::reflected(watches::trimmed(deployments, all().labels(OWNED_BY_CSV)).modify(without_pod_spec));
     let (configs, config_changes) = watches::reflected(watches::trimmed(Api::<OLMConfig>::all(client.clone()), all()));
     // A CSV's change concerns the one it replaces and those replacing it, woken once the store holds the change.
-    let controller = watches::controller_waking_related(
+    let (controller, csvs_listed) = watches::controller_waking_related(
         Api::<ClusterServiceVersion>::all(client.clone()),
         super::operatorgroup::csv_watch(),
         chain_neighbours,
@@ -398,10 +399,11 @@ pub fn controller(process: &Process) -> BoxFuture<'static, ()> {
     // of its passes and sees them through the copied-CSV loop's store.
     let ledger = Arc::new(Ledger::default());
     let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
-    let (copies, copied_loop) = super::copied::controller(process, csvs.clone(), ledger.clone(), wake.clone());
+    let (copies, copies_listed, copied_loop) =
+        super::copied::controller(process, csvs.clone(), csvs_listed, ledger.clone(), wake.clone());
     let copier_client = ControllerClient::new(client.clone(), FIELD_MANAGER);
     let forgotten = ledger.clone();
-    let copier = Copier::new(copier_client, copies, ledger, process.basics().retry, wake);
+    let copier = Copier::new(copier_client, copies, copies_listed, ledger, process.basics().retry, wake);
     let context = Arc::new(Context {
         client: ControllerClient::new(client.clone(), FIELD_MANAGER),
         events: Events::new(client.clone(), "olmv2-csv-controller"),

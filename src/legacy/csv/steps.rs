@@ -18,7 +18,7 @@ use super::{Context, Place, ReconcileError};
 use crate::api::v1::{OperatorGroup, PROVIDED_APIS_ANNOTATION};
 use crate::api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus};
 use crate::controller::conditions::Transition;
-use crate::controller::watches;
+use crate::controller::listing;
 use crate::legacy::apis::{api_labels, api_set_string, ApiKey};
 use crate::legacy::copier::CopyRequest;
 use crate::legacy::intersection::{ApiReconciliation, GroupSurface};
@@ -184,7 +184,7 @@ pub(super) async fn copy_to_targets(
     next: &ClusterServiceVersionStatus,
     place: &Place,
 ) -> Result<(), ReconcileError> {
-    let (Some(group), true) = (group, watches::ready(&ctx.namespaces).await) else { return Ok(()) };
+    let (Some(group), true) = (group, listing::ready(&ctx.namespaces).await) else { return Ok(()) };
     let mut original = csv.clone();
     original.status = Some(next.clone());
     let enabled = ctx.copies_enabled().await.map_err(place.read("the OLMConfig"))?;

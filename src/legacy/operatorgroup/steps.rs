@@ -12,6 +12,7 @@ use super::{Context, ReconcileError};
 use crate::api::v1::{OperatorGroup, PROVIDED_APIS_ANNOTATION};
 use crate::api::v1alpha1::{ClusterServiceVersion, MANAGED_LABEL};
 use crate::controller::client::ClientError;
+use crate::controller::listing;
 use crate::controller::watches;
 use crate::legacy::roles::role_differs;
 
@@ -90,7 +91,7 @@ pub(super) async fn observe(ctx: &Context, group: &OperatorGroup, place: &Place)
     } else {
         Vec::new()
     };
-    let csvs = match watches::listed(&ctx.csvs, super::CSVS_LISTED).await {
+    let csvs = match listing::listed(&ctx.csvs, super::CSVS_LISTED).await {
         true => watches::in_namespace(&ctx.csvs, namespace).iter().map(|csv| csv.as_ref().clone()).collect(),
         false => ctx.client.namespaced::<ClusterServiceVersion>(namespace).list().await.map_err(place.read("CSVs"))?,
     };
