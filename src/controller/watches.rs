@@ -13,9 +13,9 @@ use kube::runtime::controller::Controller;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{reflector, WatchStreamExt};
 use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
 
 use super::listing::Listing;
-use serde::de::DeserializeOwned;
 
 /// Drops what no loop reads from a stored object.
 pub fn trim<K: Resource>(object: &mut K) {
@@ -78,9 +78,21 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (reader, writer) = reflector::store();
-    let (set, listing) = Listing::new();
-    let objects = reflector(writer, trimmed(api, config)).inspect(set).applied_objects();
+    let (objects, listing) = stored(writer, trimmed(api, config));
     (Controller::for_stream(objects, reader), listing)
+}
+
+/// The objects `watch` brings, each once `writer`'s store took it, and the [`Listing`] of that store, set once the
+/// store took the first list's end.
+fn stored<K>(
+    writer: reflector::store::Writer<K>,
+    watch: impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+) -> (impl Stream<Item = Result<K, watcher::Error>> + Send + 'static, Listing)
+where
+    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let (set, listing) = Listing::new();
+    (reflector(writer, watch).inspect(set).applied_objects(), listing)
 }
 
 /// [`controller`] for a loop that reads less of each object than the watch brings: `unread` drops the rest before
@@ -108,8 +120,8 @@ where
     let (reader, writer) = reflector::store();
     let (wake, woken) = tokio::sync::mpsc::unbounded_channel();
     let store = reader.clone();
-    let (set, listing) = Listing::new();
-    let objects = reflector(writer, trimmed(api, config)).inspect(set).applied_objects().inspect(move |changed| {
+    let (objects, listing) = stored(writer, trimmed(api, config));
+    let objects = objects.inspect(move |changed| {
         if let Ok(changed) = changed {
             for object in related(changed, &store) {
                 // The receiver goes only with the controller, which stops polling this stream first.
@@ -169,6 +181,27 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Namespace;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
+    #[tokio::test]
+    async fn a_controllers_store_is_listed_once_it_holds_the_first_list() {
+        let named = |name: &str| {
+            let mut namespace = Namespace::default();
+            namespace.metadata.name = Some(name.into());
+            namespace
+        };
+        let (store, writer) = reflector::store::<Namespace>();
+        let events = [Event::Init, Event::InitApply(named("a")), Event::InitDone, Event::Apply(named("b"))];
+        let (objects, listing) = stored(writer, futures_util::stream::iter(events.map(Ok)));
+        let mut objects = std::pin::pin!(objects);
+        let first = objects.next().await.and_then(Result::ok).and_then(|object| object.metadata.name);
+        assert_eq!(first.as_deref(), Some("a"));
+        assert!(!listing.is_listed(), "the list has not ended");
+        let next = objects.next().await.and_then(Result::ok).and_then(|object| object.metadata.name);
+        assert_eq!(next.as_deref(), Some("b"));
+        assert!(listing.is_listed(), "the list ended");
+        assert!(store.get(&reflector::ObjectRef::new("a")).is_some(), "the store held the list when it was");
+        assert!(objects.next().await.is_none());
+    }
 
     #[test]
     fn a_status_or_resource_version_change_is_not_a_change_by_others_and_the_rest_is() {

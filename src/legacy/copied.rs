@@ -11,10 +11,10 @@ use futures_util::future::{BoxFuture, FutureExt};
 use kube::api::{Api, ObjectMeta, PartialObjectMeta};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{watcher, PredicateConfig, WatchStreamExt};
+use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 
-use super::adopted_copies::{adopted_operator, adopted_takeover, operator_of, reowned, OperatorOwner};
+use super::adopted_copies::{adopted_operator, adopted_takeover, reowned, OperatorOwner};
 use super::copier::ledger::Ledger;
 use super::copies::{dangling, is_uncopiable, judge, Judgement};
 use super::membership::{is_install_record, COPIED_FROM_LABEL};
@@ -220,26 +220,16 @@ fn originals_followed(
 }
 
 /// Installs (as metadata) that took over a CSV and are controlled by an Operator: the copies of that CSV go then
-/// (`adopted_copies`), and the Operator's reference may come after every change of the record. Each Install once
-/// per adoption: its status writes, which change nothing of it, wake no copy.
+/// (`adopted_copies`), and the Operator's reference may come after every change of the record. Every change of such
+/// an Install wakes the copies still there: a pass that read the CSV loop's store before it held the record's
+/// annotation keeps them, and the Install's next status write tries again; once they are gone, it wakes none.
 fn installs_adopted(
     client: kube::Client,
 ) -> impl futures_util::Stream<Item = Result<PartialObjectMeta<Install>, watcher::Error>> + Send + 'static {
     use futures_util::TryStreamExt;
     watches::metadata::<Install>(client, watcher::Config::default())
         .applied_objects()
-        .predicate_filter(adoption, PredicateConfig::default())
         .try_filter(|install| std::future::ready(adopted_takeover(&install.metadata).is_some()))
-}
-
-/// What of an Install decides whether its takeover's copies go: the CSV it took over, once adopted, and by which
-/// Operator.
-fn adoption(install: &PartialObjectMeta<Install>) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    adopted_takeover(&install.metadata).hash(&mut hasher);
-    operator_of(&install.metadata).map(|operator| operator.uid).hash(&mut hasher);
-    Some(hasher.finish())
 }
 
 /// The copies in `copies` of the CSV `name` in `namespace`.
@@ -300,30 +290,4 @@ pub fn controller(
                 .unwrap_or_default()
         });
     (copies, copies_listed, runner::run(controller, context, process.shutdown()).boxed())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::api::v2alpha1::{TAKES_OVER_CSV_ANNOTATION, TAKES_OVER_CSV_UID_ANNOTATION};
-
-    fn install(resource_version: &str, owners: serde_json::Value) -> PartialObjectMeta<Install> {
-        serde_json::from_value(json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
-            "metadata": {"name": "grumbo.operators", "resourceVersion": resource_version, "ownerReferences": owners,
-                "annotations": {TAKES_OVER_CSV_ANNOTATION: "operators/grumbo.v1", TAKES_OVER_CSV_UID_ANNOTATION: "u"}}}))
-        .expect("an Install's metadata")
-    }
-
-    #[test]
-    fn an_installs_adoption_wakes_its_copies_once_and_its_status_writes_do_not() {
-        let operator = |uid: &str| {
-            json!([{"apiVersion": "operators.coreos.com/v2alpha1", "kind": "Operator", "name": "grumbo", "uid": uid,
-                "controller": true}])
-        };
-        let taking = install("1", json!([]));
-        let adopted = install("2", operator("operator-uid"));
-        assert_ne!(adoption(&taking), adoption(&adopted), "adopted: its copies are woken");
-        assert_eq!(adoption(&adopted), adoption(&install("3", operator("operator-uid"))), "a status write");
-        assert_ne!(adoption(&adopted), adoption(&install("4", operator("another"))), "another Operator's now");
-    }
 }
