@@ -15,6 +15,7 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::ResourceExt;
 
 use super::adopted_copies::{adopted_operator, adopted_takeover, reowned, OperatorOwner};
+use super::copier::is_copy_of;
 use super::copier::ledger::Ledger;
 use super::copies::{dangling, is_uncopiable, judge, Judgement};
 use super::membership::{is_install_record, COPIED_FROM_LABEL};
@@ -241,9 +242,7 @@ fn copies_of(
     copies
         .state()
         .iter()
-        .filter(|copy| {
-            copy.name_any() == name && copy.labels().get(COPIED_FROM_LABEL).map(String::as_str) == Some(namespace)
-        })
+        .filter(|copy| is_copy_of(copy, namespace, name))
         .map(|copy| ObjectRef::from_obj(copy.as_ref()))
         .collect()
 }

@@ -177,7 +177,7 @@ impl Copier {
 }
 
 /// Whether `copy` is a copy of the original `name` in `namespace`.
-fn is_copy_of(copy: &PartialObjectMeta<ClusterServiceVersion>, namespace: &str, name: &str) -> bool {
+pub fn is_copy_of(copy: &PartialObjectMeta<ClusterServiceVersion>, namespace: &str, name: &str) -> bool {
     copy.metadata.name.as_deref() == Some(name)
         && copy.labels().get(COPIED_FROM_LABEL).map(String::as_str) == Some(namespace)
 }
