@@ -63,9 +63,10 @@ struct Shared {
 
 /// How many originals have their copies written at once, and how many copies of one original at once: one and one.
 /// OLM v0 writes two originals' copies at once (two workers on its copy queue, each original's namespaces in turn),
-/// so its copies are done sooner. Copies are a refresh in the background, and the API server is what limits their
-/// pace: two at once made 10,400 copies little sooner (102 against 115 s) but had a CSV's own status wait behind them
-/// (change to status p99 129 against 49 ms; docs/operations.md).
+/// so its copies were done sooner at 500 and 1,000 namespaces (docs/operations.md). Copies are a refresh in the
+/// background, and the API server is what limits their pace: two copies of one original at once made 10,400 copies
+/// little sooner (102 against 115 s) but had a CSV's own status wait behind them (change to status p99 129 against
+/// 49 ms; docs/operations.md).
 const WORKERS: usize = 1;
 const COPY_CONCURRENCY: usize = 1;
 /// How long the watch of copies may take to list them before the wait is logged.
