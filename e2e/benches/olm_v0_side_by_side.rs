@@ -10,8 +10,9 @@
 //! For each manager it prints: the time until every CSV is Succeeded; its RSS (settled and the files mapped of it,
 //! peak, after the idle window); its CPU seconds (setup, idle window); its API requests and writes from the audit
 //! log (setup, per idle minute); the copied CSVs; and, for Deployments deleted one after another, the time until
-//! the CSV's status shows it (its phase leaves Succeeded) and until it is Succeeded again. Then each figure for both
-//! and their ratio. It prints figures and the goals beside them; it asserts no timing.
+//! the CSV's status shows it (its phase leaves Succeeded), each change's time in order, and until it is Succeeded
+//! again. Then each figure for both and their ratio. It prints figures and the goals beside them; it asserts no
+//! timing.
 //!
 //! Run with `cargo bench -p olmv2-e2e --bench olm_v0_side_by_side`. Environment (defaults in brackets):
 //! `OLMV2_BENCH_NAMESPACES` namespace counts [100,500,1000], `OLMV2_BENCH_COPIES` the modes [disabled,enabled],
@@ -641,6 +642,10 @@ fn print_run(f: &Figures, settings: &Settings) {
     print_kinds("setup reads", &f.setup_reads);
     print_kinds("idle writes", &f.idle_kinds);
     print_kinds("idle reads", &f.idle_reads);
+    // Each change's time, in order: the p99 of twenty is their slowest, and whether it was the first change after the
+    // idle window or one in the middle is what tells a cold path from the run's spread.
+    let times: Vec<String> = f.shown.iter().map(|d| format!("{:.0}", d.as_secs_f64() * 1000.0)).collect();
+    println!("    changes -> CSV status, in order (ms): {}", times.join(" "));
     // Which objects, in order: what an idle write was is the first question it raises.
     for write in f.idle_named.iter().take(40) {
         println!("      {write}");

@@ -142,17 +142,21 @@ async fn watches_ended_by_an_api_server_restart_are_listed_again_and_what_change
     let configmaps = Api::<ConfigMap>::namespaced(harness.admin.clone(), "operators");
     let applied = configmaps.get("before").await.unwrap();
 
-    let expired = harness.expired_watches();
-    harness.restart_watches().await;
-    // While the controller's watches are down: an Install created, and drift on what the controller applied.
-    let created = harness
-        .admin_kubectl(&["apply", "-f", "-"], Some(&raw_install("during", &config_map("during", "two"), "operators")));
-    assert!(created.status.success());
+    // Drift on what the controller applied, before the restart: the controller watches no ConfigMap and resyncs
+    // far beyond the test, so only the Installs listed again after the restart can repair it. (Made after the
+    // restart, it raced the list: the controller lists again within its watch backoff, and a drift written after
+    // that list stayed, as the suite under load showed.)
     let patched = harness.admin_kubectl(
         &["patch", "configmap", "before", "-n", "operators", "--type=merge", "-p", r#"{"data":{"value":"drifted"}}"#],
         None,
     );
     assert!(patched.status.success());
+    let expired = harness.expired_watches();
+    harness.restart_watches().await;
+    // While the controller's watches are down or listing again: an Install created.
+    let created = harness
+        .admin_kubectl(&["apply", "-f", "-"], Some(&raw_install("during", &config_map("during", "two"), "operators")));
+    assert!(created.status.success());
 
     wait_state(&harness, "during", InstallState::PendingApproval).await;
     let start = Instant::now();
