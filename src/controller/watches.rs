@@ -12,14 +12,16 @@ use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::Controller;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{reflector, WatchStreamExt};
-use kube::{Resource, ResourceExt};
+use kube::Resource;
 use serde::de::DeserializeOwned;
 
 use super::listing::Listing;
 
-/// Drops what no loop reads from a stored object.
+/// Drops what no loop reads from a stored object. The list itself goes, not only its entries: a cleared `Vec` keeps
+/// the room it was decoded into (four entries of 176 bytes, 768 with the allocator's rounding), 73 MiB in a store of
+/// a hundred thousand copied CSVs.
 pub fn trim<K: Resource>(object: &mut K) {
-    object.managed_fields_mut().clear();
+    object.meta_mut().managed_fields = None;
 }
 
 /// The watch of `api`'s objects, retried with backoff, each object trimmed.
@@ -39,7 +41,13 @@ pub fn metadata<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    trimmed(Api::<PartialObjectMeta<K>>::all(client), config)
+    trimmed(Api::<PartialObjectMeta<K>>::all(client), config).modify(untyped)
+}
+
+/// Drops the `apiVersion` and `kind` a metadata-only answer names each object with (`meta.k8s.io/v1`,
+/// `PartialObjectMetadata`): the store's type says what it holds, and they are two strings more per object.
+pub fn untyped<K>(object: &mut PartialObjectMeta<K>) {
+    object.types = None;
 }
 
 /// The objects of `namespace` that `store` holds.
@@ -77,8 +85,17 @@ pub fn controller_listed<K>(api: Api<K>, config: watcher::Config) -> (Controller
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
+    controller_listed_kept(api, config, |_| {})
+}
+
+/// [`controller_listed`] for a loop that reads less of each object than the watch brings (`unread`, as
+/// [`controller_kept`]).
+pub fn controller_listed_kept<K>(api: Api<K>, config: watcher::Config, unread: fn(&mut K)) -> (Controller<K>, Listing)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
     let (reader, writer) = reflector::store();
-    let (objects, listing) = stored(writer, trimmed(api, config));
+    let (objects, listing) = stored(writer, trimmed(api, config).modify(unread));
     (Controller::for_stream(objects, reader), listing)
 }
 
@@ -181,6 +198,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::Namespace;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+    use kube::ResourceExt;
 
     #[tokio::test]
     async fn a_controllers_store_is_listed_once_it_holds_the_first_list() {
@@ -239,7 +257,7 @@ mod tests {
         namespace.metadata.managed_fields =
             Some(vec![ManagedFieldsEntry { manager: Some("kubectl".into()), ..ManagedFieldsEntry::default() }]);
         trim(&mut namespace);
-        assert!(namespace.managed_fields().is_empty());
+        assert_eq!(namespace.metadata.managed_fields, None, "the list goes, not only its entries");
         assert_eq!(namespace.name_any(), "ops");
         assert_eq!(namespace.labels().get("team").map(String::as_str), Some("a"));
     }

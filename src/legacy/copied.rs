@@ -233,6 +233,21 @@ fn installs_adopted(
         .try_filter(|install| std::future::ready(adopted_takeover(&install.metadata).is_some()))
 }
 
+/// Keeps of a copy what this loop and the copier read from the store: its name, namespace, uid and resourceVersion,
+/// its `olm.copiedFrom` label and its `olm.operatorNamespace` annotation. A copy carries its original's annotations
+/// (a real operator's examples and description among them, kilobytes), and there is one per namespace; whether a
+/// copy drifted is judged on the copy read live.
+fn what_copies_read(copy: &mut PartialObjectMeta<ClusterServiceVersion>) {
+    watches::untyped(copy);
+    let metadata = &mut copy.metadata;
+    if let Some(labels) = metadata.labels.as_mut() {
+        labels.retain(|key, _| key == COPIED_FROM_LABEL);
+    }
+    if let Some(annotations) = metadata.annotations.as_mut() {
+        annotations.retain(|key, _| key == OPERATOR_NAMESPACE_ANNOTATION);
+    }
+}
+
 /// The copies in `copies` of the CSV `name` in `namespace`.
 fn copies_of(
     copies: &Store<PartialObjectMeta<ClusterServiceVersion>>,
@@ -267,9 +282,10 @@ pub fn controller(
         wake,
     });
     // Metadata only: `Api<PartialObjectMeta<_>>` watches and lists without specs and statuses.
-    let (controller, copies_listed) = watches::controller_listed(
+    let (controller, copies_listed) = watches::controller_listed_kept(
         Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client.clone()),
         watcher::Config::default().labels(COPIED_FROM_LABEL),
+        what_copies_read,
     );
     let copies = controller.store();
     let (followed, adopting) = (copies.clone(), copies.clone());
@@ -289,4 +305,67 @@ pub fn controller(
                 .unwrap_or_default()
         });
     (copies, copies_listed, runner::run(controller, context, process.shutdown()).boxed())
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::api::TypeMeta;
+    use serde_json::json;
+
+    use super::*;
+    use crate::api::v1::OPERATOR_GROUP_ANNOTATION;
+
+    fn original(targets: &str) -> ClusterServiceVersion {
+        serde_json::from_value(json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "plumbus.v1", "namespace": "ops", "uid": "o",
+                "annotations": {OPERATOR_NAMESPACE_ANNOTATION: "ops", "olm.targetNamespaces": targets}},
+            "spec": {"displayName": "Plumbus", "install": {"strategy": "deployment"}},
+            "status": {"phase": "Succeeded"}}))
+        .expect("a CSV")
+    }
+
+    fn copy_in(namespace: &str) -> PartialObjectMeta<ClusterServiceVersion> {
+        PartialObjectMeta {
+            types: Some(TypeMeta { api_version: "meta.k8s.io/v1".into(), kind: "PartialObjectMetadata".into() }),
+            metadata: serde_json::from_value(json!({"name": "plumbus.v1", "namespace": namespace, "uid": "c",
+                "resourceVersion": "12",
+                "labels": {COPIED_FROM_LABEL: "ops", "app.kubernetes.io/name": "plumbus"},
+                "annotations": {OPERATOR_NAMESPACE_ANNOTATION: "ops", OPERATOR_GROUP_ANNOTATION: "global",
+                    "alm-examples": "[{\"kind\": \"Plumbus\", \"spec\": {\"size\": 3}}]",
+                    "description": "Makes plumbuses."}}))
+            .expect("metadata"),
+            _phantom: std::marker::PhantomData,
+        }
+    }
+
+    #[test]
+    fn a_stored_copy_keeps_only_what_is_read_and_is_judged_as_the_whole_copy() {
+        for (namespace, targets) in [("a", ""), ("a", "b"), ("ops", ""), ("b", "a,b")] {
+            let whole = copy_in(namespace);
+            let mut kept = whole.clone();
+            what_copies_read(&mut kept);
+            assert_eq!(kept.types, None);
+            let keys = |map: &Option<std::collections::BTreeMap<String, String>>| {
+                map.iter().flatten().map(|(key, _)| key.clone()).collect::<Vec<_>>()
+            };
+            assert_eq!(keys(&kept.metadata.labels), [COPIED_FROM_LABEL]);
+            assert_eq!(keys(&kept.metadata.annotations), [OPERATOR_NAMESPACE_ANNOTATION]);
+            let (name, namespace_kept) = (kept.name_any(), kept.namespace());
+            assert_eq!((name, namespace_kept), (whole.name_any(), whole.namespace()));
+            assert_eq!((kept.uid(), kept.resource_version()), (whole.uid(), whole.resource_version()));
+            assert_eq!(is_copy_of(&kept, "ops", "plumbus.v1"), is_copy_of(&whole, "ops", "plumbus.v1"));
+            assert!(is_copy_of(&kept, "ops", "plumbus.v1"));
+            for parent in [Some(original(targets)), None] {
+                for own in [true, false] {
+                    let (kept_judged, whole_judged) =
+                        (judge(&kept.metadata, parent.as_ref(), own), judge(&whole.metadata, parent.as_ref(), own));
+                    assert_eq!(kept_judged, whole_judged, "{namespace} targets {targets:?} own {own}");
+                }
+            }
+        }
+        let mut unannotated = copy_in("a");
+        unannotated.metadata.annotations = None;
+        what_copies_read(&mut unannotated);
+        assert_eq!(judge(&unannotated.metadata, Some(&original("")), true), Judgement::ReadLive, "no namespace: read");
+    }
 }

@@ -114,6 +114,7 @@ impl Reconciler for Context {
 /// but the groups' (a map of one label, `kubernetes.io/metadata.name`, is a node of half a KiB; a thousand
 /// namespaces, a thousand of them).
 fn group_labels_only(namespace: &mut PartialObjectMeta<Namespace>) {
+    watches::untyped(namespace);
     let metadata = &mut namespace.metadata;
     metadata.annotations = None;
     metadata.owner_references = None;
@@ -208,7 +209,8 @@ mod tests {
 
     #[test]
     fn a_stored_namespace_keeps_only_the_groups_labels() {
-        let mut namespace = PartialObjectMeta::<Namespace>::default();
+        let types = kube::api::TypeMeta { api_version: "meta.k8s.io/v1".into(), kind: "PartialObjectMetadata".into() };
+        let mut namespace = PartialObjectMeta::<Namespace> { types: Some(types), ..Default::default() };
         namespace.metadata.name = Some("ops".into());
         namespace.metadata.annotations = Some(BTreeMap::from([("a".to_owned(), "b".to_owned())]));
         namespace.metadata.finalizers = Some(vec!["kubernetes".to_owned()]);
@@ -223,6 +225,7 @@ mod tests {
         assert!(namespace.annotations().is_empty());
         assert!(namespace.finalizers().is_empty() && namespace.owner_references().is_empty());
         assert_eq!(namespace.name_any(), "ops");
+        assert_eq!(namespace.types, None, "the store's type says what it holds");
         namespace.metadata.labels = Some(BTreeMap::from([("team".to_owned(), "a".to_owned())]));
         group_labels_only(&mut namespace);
         assert_eq!(namespace.metadata.labels, None, "no group label: no map");
