@@ -27,6 +27,7 @@ use self::plan::{plan, Work};
 use self::queue::Queue;
 use super::copies::{drift, prototype};
 use super::membership::COPIED_FROM_LABEL;
+use crate::api::v1::OPERATOR_NAMESPACE_ANNOTATION;
 use crate::api::v1alpha1::ClusterServiceVersion;
 use crate::controller::client::{ClientError, ControllerClient};
 use crate::controller::listing::Listing;
@@ -180,8 +181,17 @@ impl Copier {
 
 /// Whether `copy` is a copy of the original `name` in `namespace`.
 pub fn is_copy_of(copy: &PartialObjectMeta<ClusterServiceVersion>, namespace: &str, name: &str) -> bool {
-    copy.metadata.name.as_deref() == Some(name)
-        && copy.labels().get(COPIED_FROM_LABEL).map(String::as_str) == Some(namespace)
+    copy.metadata.name.as_deref() == Some(name) && copied_from(copy) == Some(namespace)
+}
+
+/// The namespace of `copy`'s original: its `olm.copiedFrom` label or, as the copied-CSV loop's store keeps a copy
+/// whose label and `olm.operatorNamespace` annotation agree (without its labels), the annotation.
+pub fn copied_from(copy: &PartialObjectMeta<ClusterServiceVersion>) -> Option<&str> {
+    let annotations = copy.metadata.annotations.as_ref();
+    copy.labels()
+        .get(COPIED_FROM_LABEL)
+        .or_else(|| annotations.and_then(|annotations| annotations.get(OPERATOR_NAMESPACE_ANNOTATION)))
+        .map(String::as_str)
 }
 
 fn version_of(object: &ClusterServiceVersion) -> Option<&str> {
