@@ -18,8 +18,8 @@ use serde::de::DeserializeOwned;
 use super::listing::Listing;
 
 /// Drops what no loop reads from a stored object. The list itself goes, not only its entries: a cleared `Vec` keeps
-/// the room it was decoded into (four entries of 176 bytes, 768 with the allocator's rounding), 73 MiB in a store of
-/// a hundred thousand copied CSVs.
+/// the room it was decoded into (entries of 176 bytes; four of them for an object decoded whole, 768 bytes with the
+/// allocator's rounding).
 pub fn trim<K: Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
