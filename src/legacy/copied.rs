@@ -239,7 +239,8 @@ fn installs_adopted(
 /// by. A copy carries its original's annotations (a real operator's examples and description among them, kilobytes),
 /// and there is one per namespace; whether a copy drifted is judged on the copy read live. Where the label names the
 /// namespace the annotation names, as the copier writes them, the labels go altogether (`copier::copied_from` reads
-/// the label, else the annotation): a map is a node of half a KiB however few its entries, 7 MiB at 10,000 copies.
+/// the label, else the annotation): a map is a node of half a KiB however few its entries (6.9 MiB less at 10,400
+/// copies in the side-by-side bench, docs/operations.md).
 fn what_copies_read(copy: &mut PartialObjectMeta<ClusterServiceVersion>) {
     fn only(map: &mut Option<BTreeMap<String, String>>, kept: &str) {
         if let Some(entries) = map.as_mut() {

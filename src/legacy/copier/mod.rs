@@ -185,7 +185,9 @@ pub fn is_copy_of(copy: &PartialObjectMeta<ClusterServiceVersion>, namespace: &s
 }
 
 /// The namespace of `copy`'s original: its `olm.copiedFrom` label or, as the copied-CSV loop's store keeps a copy
-/// whose label and `olm.operatorNamespace` annotation agree (without its labels), the annotation.
+/// whose label and `olm.operatorNamespace` annotation agree (without its labels), the annotation. Only for copies
+/// of that store or of a watch selecting the label: an object without it may be an original, whose annotation names
+/// its own namespace.
 pub fn copied_from(copy: &PartialObjectMeta<ClusterServiceVersion>) -> Option<&str> {
     let annotations = copy.metadata.annotations.as_ref();
     copy.labels()
