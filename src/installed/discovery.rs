@@ -76,8 +76,8 @@ fn document_path(version: &str) -> String {
 }
 
 /// The OpenAPI v3 index: each group-version's document, at a URL carrying the hash of its content. Made once: the
-/// documents are this build's, and kube-apiserver's aggregator asks for the index again and again, fetching a
-/// document only when its hash is new to it; each index made anew built both documents (the CSV's and the
+/// documents are this build's, and kube-apiserver's aggregator asks for the index every minute for each APIService,
+/// fetching a document only when its hash is new to it; each index made anew built both documents (the CSV's and the
 /// Subscription's schemas among them) only to hash them.
 pub fn openapi_index() -> Value {
     static INDEX: std::sync::LazyLock<Value> = std::sync::LazyLock::new(built_openapi_index);
