@@ -1,4 +1,4 @@
-//! How long dependency resolution takes at OperatorHub's scale (issue #20), over a catalog of 5,016 bundles built
+//! How long dependency resolution takes at OperatorHub's scale, over a catalog of 5,016 bundles built
 //! from the real File-Based Catalogs of `../shared/testdata/fbc` (5 packages, 24 bundles: their channels with
 //! replaces, skips and skipRange, versions and provided APIs as published) replicated 209 times under new names
 //! (`<package>-r<NNN>`, APIs in group `r<NNN>.<group>`). Their own requirements point outside the data set
